@@ -1,7 +1,82 @@
-/* main.c — the orch command line (being written; replaced by the CLI). */
-#include <stdio.h>
-int main(void)
+/* main.c — the orch command line: a table of commands, dispatched by name (cli.h). */
+#include "cli.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+#ifndef ORCH_VERSION
+#define ORCH_VERSION "unknown"
+#endif
+
+static const struct orch_cli_command commands[] = {
+    {"check", "PIPELINE...", "compile pipelines; print each plan, or FILE:LINE:COL errors",
+     orch_cli_check},
+};
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+static void help(FILE *out)
 {
-    fputs("orch: no commands yet\n", stderr);
-    return 2;
+    fputs("usage: orch COMMAND [ARGS...]\n"
+          "\n"
+          "orch is a persistent workflow engine for hierarchical data-preparation pipelines.\n"
+          "\n"
+          "commands:\n",
+          out);
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        fprintf(out, "  %-6s %-22s %s\n", commands[i].name, commands[i].args,
+                commands[i].summary);
+    fputs("  help   [COMMAND]              this help, or a command's own (also --help, -h)\n"
+          "  --version                     the version of orch\n"
+          "\n"
+          "exit status:\n"
+          "  0  success\n"
+          "  1  a pipeline has errors, or a file could not be read\n"
+          "  2  usage error: unknown command, missing or malformed arguments\n",
+          out);
+}
+
+int orch_cli_usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("orch: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputs("\nTry 'orch --help'.\n", stderr);
+    va_end(ap);
+    return ORCH_EXIT_USAGE;
+}
+
+static const struct orch_cli_command *find(const char *name)
+{
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        if (strcmp(commands[i].name, name) == 0)
+            return &commands[i];
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        return orch_cli_usage_error("no command given");
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 ||
+        (strcmp(cmd, "help") == 0 && argc == 2)) {
+        help(stdout);
+        return ORCH_EXIT_OK;
+    }
+    if (strcmp(cmd, "help") == 0) {
+        const struct orch_cli_command *c = find(argv[2]);
+        if (!c || argc > 3)
+            return orch_cli_usage_error("help: unknown command '%s'", argv[2]);
+        char *args[] = {(char *)c->name, "--help", NULL};
+        return c->run(2, args);
+    }
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+        puts("orch " ORCH_VERSION);
+        return ORCH_EXIT_OK;
+    }
+    const struct orch_cli_command *c = find(cmd);
+    if (!c)
+        return orch_cli_usage_error("unknown command '%s'", cmd);
+    return c->run(argc - 1, argv + 1);
 }

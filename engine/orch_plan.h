@@ -17,6 +17,11 @@
  *           `domain` is the domain of its grains (for expand: the parent domain; for
  *           reduce: the parent domain), its `target` the domain of its outputs.
  *
+ * Domains, sources, calls and statements are numbered in declaration order; ports by
+ * producer: the sources' ports in source order, then each statement's outputs in
+ * statement order (so that the numbering does not depend on where a port was first
+ * named).
+ *
  * Building. A builder collects declarations in any order for ports (statements are
  * declarations, not steps), but domains and calls must be declared before they are
  * referenced. Each orch_plan_add_* checks what it can at once and records a diagnostic on
@@ -83,6 +88,7 @@ const char *orch_op_name(enum orch_op op);
 const char *orch_source_kind_name(enum orch_source_kind k);
 const char *orch_fn_kind_name(enum orch_fn_kind k);
 const char *orch_reserve_name(enum orch_reserve r);
+const char *orch_arg_kind_name(enum orch_arg_kind k);
 
 /* ---- the immutable plan ---------------------------------------------------------------- */
 
@@ -190,12 +196,14 @@ int orch_plan_find_domain(const orch_plan *p, const char *name);
 int orch_plan_find_port(const orch_plan *p, const char *qualified);
 int orch_plan_find_call(const orch_plan *p, const char *name);
 
-/* The canonical text (NUL-terminated) and its hash (64 lowercase hex digits). */
+/* The canonical text (NUL-terminated) and its hash (64 lowercase hex digits, the SHA-256
+ * of the text). orch_plan_from_canonical() (orch_lang.h) rebuilds the plan from it. */
 const char *orch_plan_canonical(const orch_plan *p);
 const char *orch_plan_hash(const orch_plan *p);
 
-/* Writes the plan readably: the domain tree, each call with its function, arguments,
- * options and reservation, each port with its producer and consumers. */
+/* Writes the plan readably: its name and hash, the domain tree, each call with its
+ * function, arguments, options and reservation, each port with its producer and
+ * consumers. 0, -ENOMEM or -EIO. */
 int orch_plan_print(const orch_plan *p, FILE *out);
 
 void orch_plan_free(orch_plan *p);
@@ -213,12 +221,23 @@ struct orch_diag {
 typedef struct orch_plan_builder orch_plan_builder;
 
 /* Creates an empty builder. basedir (may be NULL: the current directory) is where relative
- * paths of sources and libraries are resolved. Returns 0 or -ENOMEM. */
+ * paths of sources and libraries are resolved; a relative basedir is taken from the
+ * current directory. Returns 0, -ENOMEM, or -errno when the current directory is needed
+ * and unknown. */
 int orch_plan_builder_new(const char *basedir, orch_plan_builder **out);
 void orch_plan_builder_free(orch_plan_builder *b);
 
+/* The absolute directory relative paths are resolved against; valid until the builder is
+ * freed. */
+const char *orch_plan_builder_basedir(const orch_plan_builder *b);
+
 /* Every add function returns 0, or ORCH_EPLAN after recording an error diagnostic (the
- * builder stays usable so that more errors can be collected), or -ENOMEM. */
+ * builder stays usable so that more errors can be collected), or -ENOMEM (-EINVAL for a
+ * call or statement handle that the builder never handed out).
+ *
+ * Names (pipeline, domains, calls, ports, argument keys) are [A-Za-z_][A-Za-z0-9_]*, at
+ * most 128 bytes. Relative source globs and files, and library paths, are made absolute
+ * against the basedir (nothing needs to exist); exec command lines stay as written. */
 int orch_plan_set_name(orch_plan_builder *b, const char *name, orch_loc loc);
 int orch_plan_add_domain(orch_plan_builder *b, const char *name, const char *parent,
                          orch_loc loc);
@@ -230,13 +249,30 @@ int orch_plan_add_source(orch_plan_builder *b, const char *domain, const char *p
  * when the call's name was a duplicate (so its arguments are still checked). */
 int orch_plan_add_call(orch_plan_builder *b, const char *name, enum orch_fn_kind kind,
                        const char *function, const char *symbol, orch_loc loc, int *call_out);
+/* The same, with the function's own position (an unknown function is reported there, a
+ * duplicate name at loc). */
+int orch_plan_add_call_at(orch_plan_builder *b, const char *name, orch_loc loc,
+                          enum orch_fn_kind kind, const char *function, const char *symbol,
+                          orch_loc fn_loc, int *call_out);
 int orch_plan_call_arg(orch_plan_builder *b, int call, const char *key,
                        enum orch_arg_kind kind, const char *value, orch_loc loc);
-/* Options are given as text ("4", "120s", "1.5", "parent", "64MiB") and checked here. */
+/* Arguments: kind says how the value was written (a number's text is kept as written).
+ * Built-ins are checked against udfs/builtin_sigs.h (key, type, range); a missing
+ * required argument is reported by orch_plan_build(). loc: the value's position.
+ *
+ * Options are given as text ("4", "120s", "1.5", "parent", "64MiB") and checked here:
+ * workers 1..1024, batch 1..1000000, batch_bytes a positive size (digits with an optional
+ * K, M, G (powers of 1000) or KiB, MiB, GiB suffix) or none, cpus and gpus 0..1024 with at
+ * most 6 decimals, retries 0..1000, timeout a duration (ms, s, m, h; > 0, <= 1000h) or
+ * none, reserve elastic|parent. loc: the value's position. */
 int orch_plan_call_option(orch_plan_builder *b, int call, const char *key, const char *value,
                           orch_loc loc);
 
-/* call: the call's name (NULL for broadcast). Then name the outputs and inputs, in order. */
+/* call: the call's name (NULL for broadcast). Then name the outputs and inputs, in order.
+ * loc is the statement's position (the front end gives the call's name, or the keyword
+ * `broadcast`). *stmt_out receives a handle also when the call is wrong, so that the
+ * outputs still count as produced. Ports may be named before their producer; their
+ * domain must already exist. */
 int orch_plan_add_stmt(orch_plan_builder *b, enum orch_op op, const char *call, orch_loc loc,
                        int *stmt_out);
 int orch_plan_stmt_output(orch_plan_builder *b, int stmt, const char *domain, const char *port,
@@ -247,17 +283,29 @@ int orch_plan_stmt_input(orch_plan_builder *b, int stmt, const char *domain, con
 int orch_plan_add_output(orch_plan_builder *b, const char *domain, const char *port,
                          orch_loc loc);
 
-/* Records a diagnostic of the caller's own (the front end's syntax errors). */
+/* Records a diagnostic of the caller's own (the front end's syntax errors). An error
+ * recorded here marks the declarations as incomplete: orch_plan_build() then skips the
+ * checks that a lost statement would make noise of (ports without producer, domains
+ * without source or expand, no pipeline name, unused calls). */
 int orch_plan_diag(orch_plan_builder *b, enum orch_diag_severity sev, orch_loc loc,
                    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
-/* Runs the whole-plan checks. On success *out is a new plan (free with orch_plan_free) and
- * 0 is returned; if any error diagnostic exists, returns ORCH_EPLAN and *out is NULL. */
+/* Runs the whole-plan checks (once; a second call only repeats the answer). On success
+ * *out is a new plan (free with orch_plan_free) and 0 is returned; if any error
+ * diagnostic exists, returns ORCH_EPLAN and *out is NULL. The builder is still the
+ * caller's to free either way. */
 int orch_plan_build(orch_plan_builder *b, orch_plan **out);
 
-/* Diagnostics recorded so far, sorted by position (line, col), then in recording order. */
+/* Diagnostics recorded so far, sorted by position (line, col), then in recording order.
+ * At most 100 errors and 100 warnings are kept; nerrors/nwarnings count all of them. */
 int orch_plan_ndiags(const orch_plan_builder *b);
 const struct orch_diag *orch_plan_get_diag(const orch_plan_builder *b, int i);
 int orch_plan_nerrors(const orch_plan_builder *b);
+int orch_plan_nwarnings(const orch_plan_builder *b);
+
+/* Writes every kept diagnostic as "FILE:LINE:COL: error: MESSAGE" (or "warning:"; "FILE:"
+ * alone for loc {0,0}), then a line saying how many were not kept. out may be NULL.
+ * 0 or -EIO. */
+int orch_plan_diags_print(const orch_plan_builder *b, const char *file, FILE *out);
 
 #endif

@@ -25,7 +25,9 @@
     X(ORCH_EPLAN, -10006, "invalid plan")                                                    \
     X(ORCH_ELOCKED, -10007, "job is in use by another process")                             \
     X(ORCH_EMISMATCH, -10008, "job does not match its pipeline")                             \
-    X(ORCH_EUSAGE, -10009, "invalid usage")
+    X(ORCH_EUSAGE, -10009, "invalid usage")                                                  \
+    X(ORCH_EOLDER, -10010, "job was created by an older version of orch")                    \
+    X(ORCH_ECONSTRAINT, -10011, "database constraint violated")
 
 enum orch_error {
 #define ORCH_ERROR_ENUM(name, value, text) name = value,

@@ -1,0 +1,30 @@
+/* cli.h — the commands of the `orch` binary (one cli_*.c file each), and their exit codes.
+ *
+ * main.c only dispatches: a command gets argv with argv[0] = its own name, writes its
+ * results to stdout and its diagnostics to stderr, and returns an exit status. Every
+ * status a command can return is listed here and documented by `orch --help`.
+ */
+#ifndef ORCH_CLI_H
+#define ORCH_CLI_H
+
+#include <stdio.h>
+
+enum {
+    ORCH_EXIT_OK = 0,    /* success */
+    ORCH_EXIT_FAIL = 1,  /* the pipeline (or job) has errors, or a file could not be read */
+    ORCH_EXIT_USAGE = 2, /* unknown command, missing or malformed arguments */
+};
+
+struct orch_cli_command {
+    const char *name;
+    const char *args;    /* synopsis of the arguments */
+    const char *summary; /* one line */
+    int (*run)(int argc, char **argv);
+};
+
+/* Prints a usage error ("orch: MESSAGE" and a hint) and returns ORCH_EXIT_USAGE. */
+int orch_cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+int orch_cli_check(int argc, char **argv);
+
+#endif

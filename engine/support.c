@@ -1,0 +1,296 @@
+/* support.c — growable arrays, the string buffer, the arena and the string map. */
+#include "support.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int orch__grow(void *arr, int *cap, int need, size_t size)
+{
+    void **p = arr;
+    if (need <= *cap)
+        return 0;
+    if (need < 0 || (size_t)need > SIZE_MAX / 2 / size)
+        return -ENOMEM;
+    int ncap = *cap ? *cap : 8;
+    while (ncap < need)
+        ncap = ncap > INT32_MAX / 2 ? need : ncap * 2;
+    void *np = realloc(*p, (size_t)ncap * size);
+    if (!np)
+        return -ENOMEM;
+    *p = np;
+    *cap = ncap;
+    return 0;
+}
+
+/* ---- buffer ---- */
+
+static bool buf_reserve(struct orch__buf *b, size_t extra)
+{
+    if (b->oom)
+        return false;
+    if (extra > SIZE_MAX / 4 - b->len) {
+        b->oom = true;
+        return false;
+    }
+    size_t need = b->len + extra + 1;
+    if (need <= b->cap)
+        return true;
+    size_t ncap = b->cap ? b->cap : 64;
+    while (ncap < need)
+        ncap *= 2;
+    char *np = realloc(b->p, ncap);
+    if (!np) {
+        b->oom = true;
+        return false;
+    }
+    b->p = np;
+    b->cap = ncap;
+    return true;
+}
+
+void orch__buf_add(struct orch__buf *b, const void *data, size_t n)
+{
+    if (!buf_reserve(b, n))
+        return;
+    if (n)
+        memcpy(b->p + b->len, data, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+void orch__buf_puts(struct orch__buf *b, const char *s)
+{
+    orch__buf_add(b, s, strlen(s));
+}
+
+void orch__buf_putc(struct orch__buf *b, char c)
+{
+    orch__buf_add(b, &c, 1);
+}
+
+void orch__buf_vprintf(struct orch__buf *b, const char *fmt, va_list ap)
+{
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap2);
+    va_end(ap2);
+    if (n < 0) {
+        b->oom = true;
+        return;
+    }
+    if (!buf_reserve(b, (size_t)n))
+        return;
+    vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+    b->len += (size_t)n;
+}
+
+void orch__buf_printf(struct orch__buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    orch__buf_vprintf(b, fmt, ap);
+    va_end(ap);
+}
+
+char *orch__buf_steal(struct orch__buf *b)
+{
+    if (!b->p)
+        orch__buf_add(b, "", 0);
+    char *p = b->oom ? NULL : b->p;
+    if (p)
+        b->p = NULL;
+    orch__buf_free(b);
+    return p;
+}
+
+void orch__buf_free(struct orch__buf *b)
+{
+    free(b->p);
+    memset(b, 0, sizeof *b);
+}
+
+/* ---- arena ---- */
+
+struct orch__arena_chunk {
+    struct orch__arena_chunk *next;
+    size_t used, size;
+    max_align_t data[];
+};
+
+#define ARENA_CHUNK 16384
+
+void *orch__arena_alloc(struct orch__arena *a, size_t n)
+{
+    const size_t align = sizeof(max_align_t);
+    n = (n + align - 1) / align * align;
+    if (n == 0)
+        n = align;
+    struct orch__arena_chunk *c = a->head;
+    if (!c || c->size - c->used < n) {
+        size_t size = n > ARENA_CHUNK / 2 ? n : ARENA_CHUNK;
+        c = malloc(sizeof *c + size);
+        if (!c)
+            return NULL;
+        c->size = size;
+        c->used = 0;
+        if (n > ARENA_CHUNK / 2 && a->head) {
+            /* A big block gets a chunk of its own, kept behind the current one so the
+             * current chunk's free space is not wasted. */
+            c->next = a->head->next;
+            a->head->next = c;
+        } else {
+            c->next = a->head;
+            a->head = c;
+        }
+    }
+    void *p = (char *)c->data + c->used;
+    c->used += n;
+    memset(p, 0, n);
+    return p;
+}
+
+char *orch__arena_strndup(struct orch__arena *a, const char *s, size_t n)
+{
+    char *p = orch__arena_alloc(a, n + 1);
+    if (p) {
+        memcpy(p, s, n);
+        p[n] = '\0';
+    }
+    return p;
+}
+
+char *orch__arena_strdup(struct orch__arena *a, const char *s)
+{
+    return orch__arena_strndup(a, s, strlen(s));
+}
+
+void orch__arena_free(struct orch__arena *a)
+{
+    struct orch__arena_chunk *c = a->head;
+    while (c) {
+        struct orch__arena_chunk *next = c->next;
+        free(c);
+        c = next;
+    }
+    a->head = NULL;
+}
+
+/* ---- map ---- */
+
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+int orch__map_get(const struct orch__map *m, const char *key)
+{
+    if (!m->cap)
+        return -1;
+    for (size_t i = hash_str(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+        if (!m->keys[i])
+            return -1;
+        if (strcmp(m->keys[i], key) == 0)
+            return m->vals[i];
+    }
+}
+
+static void map_insert(const char **keys, int *vals, size_t cap, const char *key, int val,
+                       size_t *n)
+{
+    for (size_t i = hash_str(key) & (cap - 1);; i = (i + 1) & (cap - 1)) {
+        if (!keys[i]) {
+            keys[i] = key;
+            vals[i] = val;
+            (*n)++;
+            return;
+        }
+        if (strcmp(keys[i], key) == 0) {
+            vals[i] = val;
+            return;
+        }
+    }
+}
+
+int orch__map_put(struct orch__map *m, const char *key, int val)
+{
+    if ((m->n + 1) * 2 > m->cap) {
+        size_t ncap = m->cap ? m->cap * 2 : 16;
+        const char **keys = calloc(ncap, sizeof *keys);
+        int *vals = calloc(ncap, sizeof *vals);
+        if (!keys || !vals) {
+            free(keys);
+            free(vals);
+            return -ENOMEM;
+        }
+        size_t n = 0;
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->keys[i])
+                map_insert(keys, vals, ncap, m->keys[i], m->vals[i], &n);
+        free(m->keys);
+        free(m->vals);
+        m->keys = keys;
+        m->vals = vals;
+        m->cap = ncap;
+        m->n = n;
+    }
+    map_insert(m->keys, m->vals, m->cap, key, val, &m->n);
+    return 0;
+}
+
+void orch__map_free(struct orch__map *m)
+{
+    free(m->keys);
+    free(m->vals);
+    memset(m, 0, sizeof *m);
+}
+
+bool orch__is_name(const char *s)
+{
+    size_t i = 0;
+    if (!s || !((s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z') || s[0] == '_'))
+        return false;
+    for (; s[i]; i++) {
+        char c = s[i];
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+              c == '_'))
+            return false;
+    }
+    return i <= ORCH__NAME_MAX;
+}
+
+size_t orch__utf8_len(const unsigned char *s, size_t n)
+{
+    if (n == 0)
+        return 0;
+    unsigned c = s[0];
+    size_t len;
+    unsigned min;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf)
+        len = 2, min = 0x80;
+    else if (c >= 0xe0 && c <= 0xef)
+        len = 3, min = 0x800;
+    else if (c >= 0xf0 && c <= 0xf4)
+        len = 4, min = 0x10000;
+    else
+        return 0;
+    if (n < len)
+        return 0;
+    unsigned cp = c & (0x7f >> len);
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = cp << 6 | (s[i] & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return len;
+}

@@ -1,0 +1,154 @@
+/* orch_payload.h — the payload store: the bytes of items, in one LMDB environment per job
+ * (JOB/payloads/).
+ *
+ * What it owns. Payloads: immutable byte strings, each named by a uint64 id. Workers
+ * write their outputs here directly and report only ids; state.db's item rows name them
+ * (DESIGN §6). Which payloads are referenced is state.db's business, not this store's.
+ *
+ * On-disk format. An LMDB environment directory (data.mdb, lock.mdb) with two named
+ * databases:
+ *   "data"  key: the id, a native-endian uint64 (MDB_INTEGERKEY); value: the bytes.
+ *   "meta"  "next_id" -> uint64, the id the next put hands out (ids start at 1; 0 is never
+ *           an id); "bytes" -> uint64, the total length of all stored payloads.
+ *
+ * Invariants.
+ *   - Ids are unique and never reused, across every process sharing the environment and
+ *     across deletes, closes and crashes: "next_id" advances in the same write transaction
+ *     as the puts that use it, and LMDB serializes write transactions across processes.
+ *   - Ids are handed out in increasing order; within one put_many, in the order of the
+ *     values.
+ *   - A payload never changes once written; a deleted id stays absent.
+ *   - After a crash of any process, every payload whose put returned 0 is readable and
+ *     intact; a put that did not return leaves nothing (one transaction per batch).
+ *
+ * Growth. The map starts at opts.map_size and doubles (or grows by what a batch needs)
+ * whenever a write finds it full, up to opts.max_map_size; the write is retried
+ * transparently. The map can only be moved while this process holds no read transaction,
+ * so a write that needs to grow while this process has a reader open fails with -EBUSY:
+ * end readers before writing.
+ *
+ * Errors. Functions return 0 or a negative code (orch_error.h) and record a detail that
+ * starts with the directory, e.g. "JOB/payloads: ...". LMDB's codes are translated here:
+ *   MDB_MAP_FULL that cannot grow -> -ENOSPC    MDB_NOTFOUND -> ORCH_ENOTFOUND
+ *   MDB_CORRUPTED, MDB_INVALID, MDB_PAGE_NOTFOUND, MDB_INCOMPATIBLE -> ORCH_ECORRUPT
+ *   MDB_READERS_FULL -> -EUSERS      MDB_TXN_FULL -> -E2BIG     MDB_MAP_RESIZED -> -EBUSY
+ *   system errors -> -errno          others (MDB_VERSION_MISMATCH, MDB_PANIC ...) -> ORCH_EDB
+ */
+#ifndef ORCH_PAYLOAD_H
+#define ORCH_PAYLOAD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define ORCH_PAYLOAD_DEFAULT_MAP_SIZE ((size_t)64 << 20)
+#define ORCH_PAYLOAD_DEFAULT_MAX_READERS 1022
+
+/* Options of orch_payload_open(); a zeroed struct (or NULL) means the defaults. */
+struct orch_payload_opts {
+    size_t map_size;      /* initial map size; 0: ORCH_PAYLOAD_DEFAULT_MAP_SIZE. An
+                             environment that already grew opens at its grown size. */
+    size_t max_map_size;  /* the map never grows beyond this; 0: no limit */
+    bool nosync;          /* false: every commit is durable when it returns. true
+                             (MDB_NOSYNC): commits are not flushed; call
+                             orch_payload_sync() before publishing ids elsewhere. A process
+                             crash loses nothing either way; an OS crash without a sync may
+                             lose or damage the unsynced commits. */
+    unsigned max_readers; /* concurrent read transactions of all processes together;
+                             0: ORCH_PAYLOAD_DEFAULT_MAX_READERS. Effective only for the
+                             first process that opens the environment. */
+};
+
+/* A handle on the environment.
+ *
+ * PROCESS RULES — read these before using it with fork():
+ *   - NEVER open before fork() and use (or close) after it in the child. Open it in each
+ *     process, after fork/exec. Operations assert that they run in the opening process.
+ *   - At most ONE handle per environment per process at a time: closing a second handle
+ *     on the same files would drop this process's LMDB locks (fcntl semantics) and let
+ *     others take its live readers for dead ones.
+ *   - A child that was forked without exec must not open it while the parent holds it
+ *     (the inherited descriptors count as an open handle); after exec, it may: LMDB's
+ *     files are close-on-exec.
+ * Thread rule: one thread at a time per handle. */
+typedef struct orch_payload orch_payload;
+
+/* A read transaction: a consistent snapshot for zero-copy reads. */
+typedef struct orch_payload_rtxn orch_payload_rtxn;
+
+/* One value to put. len may be 0 (an empty payload); data may then be NULL. */
+struct orch_iov {
+    const void *data;
+    size_t len;
+};
+
+/* Opens (creating if needed) the environment in directory dir. The directory itself is
+ * created if missing (its parent must exist). Clears the reader slots of dead processes
+ * (mdb_reader_check). opts may be NULL.
+ * Returns 0 and sets *out, or -errno (-ENOENT: the parent of dir is missing), -EINVAL
+ * (map_size > max_map_size), ORCH_ECORRUPT (not an LMDB environment, or a truncated
+ * data file), -ENOMEM, or a translated error. On failure *out is NULL. */
+int orch_payload_open(const char *dir, const struct orch_payload_opts *opts,
+                      orch_payload **out);
+
+/* Closes the handle. All its read transactions must have been ended (asserted). NULL is
+ * ignored. */
+void orch_payload_close(orch_payload *p);
+
+/* Stores n values in ONE write transaction and writes their ids to ids_out[0..n-1], in
+ * order. The values are copied; the caller keeps ownership. n == 0 does nothing.
+ * Returns 0, or: -ENOSPC (the map is full and may not grow), -EBUSY (it must grow but
+ * this process holds a read transaction), a translated error. On failure nothing was
+ * stored and ids_out is unspecified. */
+int orch_payload_put_many(orch_payload *p, const struct orch_iov *vals, size_t n,
+                          uint64_t *ids_out);
+
+/* orch_payload_put_many() of one value. */
+int orch_payload_put(orch_payload *p, const void *data, size_t len, uint64_t *id_out);
+
+/* Copies payload id into a new malloc'd buffer: *data (never NULL on success, even for an
+ * empty payload; the caller frees it) and *len.
+ * Returns 0, ORCH_ENOTFOUND (no such id: never stored, or deleted), -ENOMEM, or a
+ * translated error. */
+int orch_payload_get(orch_payload *p, uint64_t id, void **data, size_t *len);
+
+/* Starts a read transaction: a snapshot of the store as of now. Several may be open at
+ * once. End each with orch_payload_read_end(), promptly: a reader pins the pages it sees,
+ * so a long one makes the file grow, and the map cannot grow in this process while one is
+ * open. Returns 0 and sets *out, -EUSERS (reader slots exhausted), -ENOMEM, or a
+ * translated error. */
+int orch_payload_read_begin(orch_payload *p, orch_payload_rtxn **out);
+
+/* Zero-copy read within r: *data points into the map and stays valid until
+ * orch_payload_read_end(r); never write through it. Returns 0, ORCH_ENOTFOUND, or a
+ * translated error. */
+int orch_payload_read(orch_payload_rtxn *r, uint64_t id, const void **data, size_t *len);
+
+/* Ends the read transaction and frees r. NULL is ignored. */
+void orch_payload_read_end(orch_payload_rtxn *r);
+
+/* Deletes the payloads of ids in ONE write transaction. Ids that are not stored are
+ * skipped: deleting is idempotent. *ndeleted (may be NULL) receives how many were stored.
+ * Returns 0, or an error as for put_many (nothing deleted then). */
+int orch_payload_delete_many(orch_payload *p, const uint64_t *ids, size_t n, size_t *ndeleted);
+
+/* Flushes all commits to disk (for opts.nosync). Returns 0 or -errno. */
+int orch_payload_sync(orch_payload *p);
+
+/* Clears the reader slots of dead processes now (a driver may call it when it reaps a
+ * worker). *dead (may be NULL) receives how many were cleared. Returns 0 or -errno. */
+int orch_payload_reader_check(orch_payload *p, int *dead);
+
+struct orch_payload_stat {
+    uint64_t count;    /* payloads stored */
+    uint64_t bytes;    /* sum of their lengths */
+    uint64_t next_id;  /* the id the next put will hand out */
+    size_t map_size;   /* the map size in this process */
+    size_t used_size;  /* bytes of the data file in use (pages up to the last one) */
+    int stale_readers; /* reader slots of dead processes cleared by this handle's open */
+};
+
+/* Fills *st from one consistent snapshot. Returns 0 or a translated error. */
+int orch_payload_stat(orch_payload *p, struct orch_payload_stat *st);
+
+#endif

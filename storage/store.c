@@ -1,0 +1,503 @@
+/* store.c — the state store: opening state.db, translating SQLite's errors, cached
+ * statements and transactions. Migrations are in migrate.c, the job row in job.c. */
+#include "store_int.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "orch_error.h"
+
+/* A store belongs to the process that opened it (orch_store.h: process rule). getpid() is
+ * a system call, so this is checked at the entry points, not on every row. */
+static void assert_owner(const orch_store *s)
+{
+    assert(s != NULL);
+    assert(s->pid == getpid() && "an orch_store never crosses fork()");
+    (void)s;
+}
+
+/* ---- errors ---------------------------------------------------------------------------- */
+
+static int translate_code(sqlite3 *db, int rc)
+{
+    assert(rc != SQLITE_OK && rc != SQLITE_ROW && rc != SQLITE_DONE);
+    switch (rc & 0xff) {
+    case SQLITE_FULL:
+        return -ENOSPC;
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+        return ORCH_ECORRUPT;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+        return -EBUSY;
+    case SQLITE_NOMEM:
+        return -ENOMEM;
+    case SQLITE_READONLY:
+        return -EROFS;
+    case SQLITE_CONSTRAINT:
+        return ORCH_ECONSTRAINT;
+    case SQLITE_IOERR:
+    case SQLITE_CANTOPEN: {
+        /* The failed system call's errno says more than "disk I/O error": ENOSPC while
+         * writing the WAL is a full disk, not an I/O error. */
+        int e = db != NULL ? sqlite3_system_errno(db) : 0;
+        return e > 0 ? -e : -EIO;
+    }
+    case SQLITE_INTERRUPT:
+        return -EINTR;
+    case SQLITE_TOOBIG:
+        return -E2BIG;
+    case SQLITE_PERM:
+    case SQLITE_AUTH:
+        return -EACCES;
+    default:
+        return ORCH_EDB;
+    }
+}
+
+int orch_store_error(orch_store *s, int rc, const char *what)
+{
+    int code = translate_code(s->db, rc);
+    const char *msg = s->db != NULL ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc);
+    if (what != NULL)
+        return orch_error_set(code, "%s: %s: %s", s->path, what, msg);
+    return orch_error_set(code, "%s: %s", s->path, msg);
+}
+
+/* ---- opening --------------------------------------------------------------------------- */
+
+static int64_t file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (int64_t)st.st_size : 0;
+}
+
+static uint32_t get_be32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* SQLite says only "database disk image is malformed" or "file is not a database" when
+ * it cannot read page 1. The commonest causes are a file that is not a database at all
+ * and a truncated copy; look at the header to name them. Records the detail. */
+static int describe_damage(orch_store *s, int rc)
+{
+    unsigned char h[100];
+    int64_t size = file_size(s->path);
+    int fd = open(s->path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, h, sizeof h) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n != (ssize_t)sizeof h || memcmp(h, "SQLite format 3", 16) != 0)
+        return orch_error_set(ORCH_ECORRUPT,
+                              "%s: not a job database (%lld bytes, no SQLite header)", s->path,
+                              (long long)size);
+
+    /* Page size: 2 bytes at 16, where 1 means 65536. Page count: 4 bytes at 28, trusted
+     * only when the "version-valid-for" number (92) equals the change counter (24). */
+    int64_t psize = h[16] << 8 | h[17];
+    if (psize == 1)
+        psize = 65536;
+    int64_t npages = get_be32(h + 28);
+    char wal[4096];
+    snprintf(wal, sizeof wal, "%s-wal", s->path);
+    int64_t avail = size + file_size(wal);
+    if (memcmp(h + 24, h + 92, 4) == 0 && npages * psize > avail)
+        return orch_error_set(ORCH_ECORRUPT,
+                              "%s: database file is truncated: %lld bytes, but its header "
+                              "counts %lld pages of %lld bytes",
+                              s->path, (long long)size, (long long)npages, (long long)psize);
+    return orch_store_error(s, rc, "database is damaged");
+}
+
+/* Creates the file exclusively: SQLite has no O_EXCL, and CREATE must never take over a
+ * file that appeared meanwhile. An empty file is a valid empty database. */
+static int create_file(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        int e = errno;
+        if (e == EEXIST)
+            return orch_error_set(-EEXIST, "%s: already exists; a new job needs a new path",
+                                  path);
+        return orch_error_set(-e, "%s: cannot create: %s", path, strerror(e));
+    }
+    close(fd);
+    return 0;
+}
+
+static void remove_files(const char *path)
+{
+    char aux[4096];
+    unlink(path);
+    snprintf(aux, sizeof aux, "%s-wal", path);
+    unlink(aux);
+    snprintf(aux, sizeof aux, "%s-shm", path);
+    unlink(aux);
+}
+
+/* The directory entry of a new file is durable only once its directory is synced. */
+static void sync_parent_dir(const char *path)
+{
+    char *copy = strdup(path);
+    if (copy == NULL)
+        return;
+    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)fsync(fd); /* best effort: the job is usable either way */
+        close(fd);
+    }
+    free(copy);
+}
+
+/* An error of SQLite while opening: corruption gets a closer look (describe_damage). */
+static int open_error(orch_store *s, int rc)
+{
+    int code = translate_code(s->db, rc);
+    return code == ORCH_ECORRUPT ? describe_damage(s, rc) : orch_store_error(s, rc, NULL);
+}
+
+/* journal_mode answers with the mode in force, which is not WAL when the switch failed. */
+static int set_wal(orch_store *s)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(s->db, "PRAGMA journal_mode = WAL", -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return open_error(s, rc);
+    int ret = 0;
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        const char *mode = (const char *)sqlite3_column_text(st, 0);
+        if (mode == NULL || strcmp(mode, "wal") != 0)
+            ret = orch_error_set(ORCH_EDB, "%s: cannot switch to WAL mode (journal mode is %s)",
+                                 s->path, mode != NULL ? mode : "unknown");
+    } else {
+        ret = rc == SQLITE_DONE ? orch_error_set(ORCH_EDB, "%s: no journal mode", s->path)
+                                : open_error(s, rc);
+    }
+    sqlite3_finalize(st);
+    return ret;
+}
+
+/* Connection settings. WAL lets readers (status, sql, export) run while the driver
+ * writes; NORMAL sync in WAL mode loses no commit to a process crash, only possibly the
+ * last ones to a power loss, and never consistency. */
+static int configure(orch_store *s)
+{
+    sqlite3_extended_result_codes(s->db, 1);
+    sqlite3_busy_timeout(s->db, ORCH_STORE_BUSY_TIMEOUT_MS);
+    int rc;
+    if (!(s->flags & ORCH_STORE_READONLY) && (rc = set_wal(s)) < 0)
+        return rc;
+    const char *sql = s->flags & ORCH_STORE_SYNC_FULL
+                          ? "PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;"
+                          : "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;";
+    rc = sqlite3_exec(s->db, sql, NULL, NULL, NULL);
+    /* Keep the WAL file from staying huge after one big transaction. */
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(s->db, "PRAGMA journal_size_limit = 67108864", NULL, NULL, NULL);
+    return rc == SQLITE_OK ? 0 : open_error(s, rc);
+}
+
+int orch_store__pragma_int(orch_store *s, const char *pragma, int64_t *out)
+{
+    char sql[128];
+    sqlite3_stmt *st;
+    snprintf(sql, sizeof sql, "PRAGMA %s", pragma);
+    int rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return open_error(s, rc);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *out = sqlite3_column_int64(st, 0);
+        rc = SQLITE_OK;
+    }
+    int ret = 0;
+    if (rc != SQLITE_OK)
+        ret = rc == SQLITE_DONE ? orch_error_set(ORCH_EDB, "%s: %s: no value", s->path, sql)
+                                : open_error(s, rc);
+    sqlite3_finalize(st);
+    return ret;
+}
+
+/* Is this an orch job, and of which schema version? Sets s->found_version. */
+static int identify(orch_store *s, int latest)
+{
+    int64_t uv, appid;
+    int rc = orch_store__pragma_int(s, "user_version", &uv);
+    if (rc < 0)
+        return rc;
+    if ((rc = orch_store__pragma_int(s, "application_id", &appid)) < 0)
+        return rc;
+
+    if (uv == 0) {
+        /* Version 0 is a database no migration has touched: a new job (possibly one whose
+         * creation crashed before its first commit), unless something else made it. */
+        int64_t changes;
+        if ((rc = orch_store__pragma_int(s, "schema_version", &changes)) < 0)
+            return rc;
+        /* schema_version counts schema changes: 0 means no table, index or view. */
+        if (changes > 0)
+            return orch_error_set(ORCH_ECORRUPT,
+                                  "%s: not an orch job (a SQLite database with a schema but "
+                                  "no orch schema version)",
+                                  s->path);
+    } else if (appid != ORCH_STORE_APPLICATION_ID) {
+        return orch_error_set(ORCH_ECORRUPT,
+                              "%s: not an orch job (application_id %#llx, expected %#x)",
+                              s->path, (unsigned long long)appid, ORCH_STORE_APPLICATION_ID);
+    }
+    if (uv > latest)
+        return orch_error_set(ORCH_ENEWER,
+                              "%s: job schema version %lld is newer than this orch "
+                              "understands (%d); upgrade orch",
+                              s->path, (long long)uv, latest);
+    if (uv < latest && (s->flags & ORCH_STORE_READONLY))
+        return orch_error_set(ORCH_EOLDER,
+                              "%s: job schema version %lld is older than this orch's (%d); "
+                              "open it read-write once (orch resume) to upgrade it",
+                              s->path, (long long)uv, latest);
+    s->found_version = s->version = (int)uv;
+    return 0;
+}
+
+static void free_store(orch_store *s)
+{
+    free(s->cache);
+    free(s->path);
+    free(s);
+}
+
+int orch_store__open_with(const char *path, int flags, const struct orch_migration *migs,
+                          int nmigs, orch_store **out)
+{
+    assert(path != NULL && out != NULL && nmigs >= 1);
+    *out = NULL;
+    if ((flags & ORCH_STORE_CREATE) && (flags & ORCH_STORE_READONLY))
+        return orch_error_set(-EINVAL, "%s: cannot create a job read-only", path);
+
+    orch_store *s = calloc(1, sizeof *s);
+    if (s == NULL || (s->path = strdup(path)) == NULL) {
+        free(s);
+        return orch_error_set(-ENOMEM, "%s: out of memory", path);
+    }
+    s->flags = flags;
+    s->pid = getpid();
+
+    int rc;
+    bool created = false;
+    if (flags & ORCH_STORE_CREATE) {
+        if ((rc = create_file(path)) < 0)
+            goto fail_free;
+        created = true;
+    } else if (access(path, F_OK) != 0) {
+        rc = orch_error_set(-errno, "%s: %s", path, strerror(errno));
+        goto fail_free;
+    }
+
+    int oflags = (flags & ORCH_STORE_READONLY) ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE;
+    rc = sqlite3_open_v2(path, &s->db, oflags | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc != SQLITE_OK) {
+        rc = orch_store_error(s, rc, "cannot open");
+        goto fail_close;
+    }
+    if ((rc = configure(s)) < 0 || (rc = identify(s, migs[nmigs - 1].version)) < 0)
+        goto fail_close;
+    if (s->version < migs[nmigs - 1].version && (rc = orch_store__migrate(s, migs, nmigs)) < 0)
+        goto fail_close;
+    if (created)
+        sync_parent_dir(path);
+    *out = s;
+    return 0;
+
+fail_close:
+    sqlite3_close(s->db); /* no statement is open: close cannot be refused */
+    if (created)
+        remove_files(path);
+fail_free:
+    free_store(s);
+    return rc;
+}
+
+int orch_store_open(const char *path, int flags, orch_store **out)
+{
+    return orch_store__open_with(path, flags, orch_migrations, orch_nmigrations, out);
+}
+
+void orch_store_close(orch_store *s)
+{
+    if (s == NULL)
+        return;
+    assert_owner(s);
+    if (s->in_txn)
+        (void)orch_store_rollback(s);
+    for (size_t i = 0; i < s->ncache; i++)
+        sqlite3_finalize(s->cache[i].stmt);
+    int rc = sqlite3_close(s->db);
+    assert(rc == SQLITE_OK && "statements prepared on the raw handle must be finalized");
+    (void)rc;
+    free_store(s);
+}
+
+sqlite3 *orch_store_db(orch_store *s)
+{
+    return s->db;
+}
+
+const char *orch_store_path(const orch_store *s)
+{
+    return s->path;
+}
+
+int orch_store_schema_latest(void)
+{
+    return orch_migrations[orch_nmigrations - 1].version;
+}
+
+int orch_store_schema_version(const orch_store *s)
+{
+    return s->version;
+}
+
+int orch_store_schema_found(const orch_store *s)
+{
+    return s->found_version;
+}
+
+/* ---- statements ------------------------------------------------------------------------ */
+
+int orch_store_exec(orch_store *s, const char *sql)
+{
+    assert_owner(s);
+    char *err = NULL;
+    int rc = sqlite3_exec(s->db, sql, NULL, NULL, &err);
+    if (rc == SQLITE_OK)
+        return 0;
+    int code = translate_code(s->db, rc);
+    orch_error_set(code, "%s: %s", s->path, err != NULL ? err : sqlite3_errstr(rc));
+    sqlite3_free(err);
+    return code;
+}
+
+/* FNV-1a: the hash only spares most strcmp()s of the lookup. */
+static unsigned hash_text(const char *s)
+{
+    unsigned h = 2166136261u;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
+}
+
+int orch_store_prepare(orch_store *s, const char *sql, sqlite3_stmt **out)
+{
+    assert_owner(s);
+    unsigned h = hash_text(sql);
+    /* A linear scan: the engine has a few dozen fixed texts, and one step of any of them
+     * costs far more than this loop. */
+    for (size_t i = 0; i < s->ncache; i++) {
+        if (s->cache[i].hash == h && strcmp(sqlite3_sql(s->cache[i].stmt), sql) == 0) {
+            sqlite3_reset(s->cache[i].stmt);
+            sqlite3_clear_bindings(s->cache[i].stmt);
+            *out = s->cache[i].stmt;
+            return 0;
+        }
+    }
+    if (s->ncache == s->capcache) {
+        size_t cap = s->capcache ? 2 * s->capcache : 16;
+        struct orch_store_cached *c = realloc(s->cache, cap * sizeof *c);
+        if (c == NULL)
+            return orch_error_set(-ENOMEM, "%s: out of memory", s->path);
+        s->cache = c;
+        s->capcache = cap;
+    }
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL);
+    if (rc != SQLITE_OK)
+        return orch_store_error(s, rc, "prepare");
+    if (st == NULL) /* text without a statement (blank or comment only) */
+        return orch_error_set(-EINVAL, "%s: prepare: no SQL statement in \"%s\"", s->path, sql);
+    s->cache[s->ncache++] = (struct orch_store_cached){h, st};
+    *out = st;
+    return 0;
+}
+
+int orch_store_step(orch_store *s, sqlite3_stmt *stmt)
+{
+    int rc = sqlite3_step(stmt);
+    if (rc == SQLITE_ROW)
+        return 1;
+    if (rc == SQLITE_DONE)
+        return 0;
+    int code = orch_store_error(s, rc, NULL);
+    sqlite3_reset(stmt); /* release its locks; the detail is already recorded */
+    return code;
+}
+
+/* ---- transactions ---------------------------------------------------------------------- */
+
+/* Runs one of the fixed transaction-control texts through the cache. */
+static int run_control(orch_store *s, const char *sql)
+{
+    sqlite3_stmt *st;
+    int rc = orch_store_prepare(s, sql, &st);
+    if (rc < 0)
+        return rc;
+    rc = orch_store_step(s, st);
+    sqlite3_reset(st);
+    return rc < 0 ? rc : 0;
+}
+
+int orch_store_begin(orch_store *s)
+{
+    assert_owner(s);
+    assert(!s->in_txn && "orch_store transactions do not nest");
+    assert(sqlite3_get_autocommit(s->db) && "a transaction was opened behind the store");
+    int rc = run_control(s, "BEGIN IMMEDIATE");
+    if (rc == 0)
+        s->in_txn = true;
+    return rc;
+}
+
+int orch_store_commit(orch_store *s)
+{
+    assert_owner(s);
+    assert(s->in_txn && "commit without orch_store_begin");
+    int rc = run_control(s, "COMMIT");
+    if (rc < 0 && !sqlite3_get_autocommit(s->db)) {
+        /* COMMIT can fail and leave the transaction open (a deferred constraint, a lock);
+         * the contract is all-or-nothing, so finish it here. The detail of the commit's
+         * failure is kept: it is the one that matters. */
+        char keep[1024];
+        snprintf(keep, sizeof keep, "%s", orch_error_detail());
+        (void)sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+        orch_error_set(rc, "%s", keep);
+    }
+    s->in_txn = false;
+    assert(sqlite3_get_autocommit(s->db));
+    return rc;
+}
+
+int orch_store_rollback(orch_store *s)
+{
+    assert_owner(s);
+    assert(s->in_txn && "rollback without orch_store_begin");
+    int rc = 0;
+    /* SQLite rolls back by itself after some errors (SQLITE_FULL, SQLITE_NOMEM, ...):
+     * then there is nothing left to roll back. */
+    if (!sqlite3_get_autocommit(s->db))
+        rc = run_control(s, "ROLLBACK");
+    s->in_txn = false;
+    return rc;
+}
+
+int orch_store_in_txn(const orch_store *s)
+{
+    return s->in_txn;
+}

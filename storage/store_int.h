@@ -1,0 +1,61 @@
+/* store_int.h — internals of the state store, shared by store.c, migrate.c, job.c, the
+ * generated migrations.c and the store's tests. Not for the engine.
+ *
+ *   orch_store_open ──► connection + pragmas ──► sanity (not a db? truncated? an orch job?)
+ *                          │
+ *                          └─► orch_store__migrate: for each embedded migration newer than
+ *                              user_version: BEGIN IMMEDIATE; script; foreign_key_check;
+ *                              PRAGMA user_version = N; COMMIT
+ */
+#ifndef ORCH_STORE_INT_H
+#define ORCH_STORE_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "orch_store.h"
+
+/* One migration: migrations/NNNN_name.sql, compiled in by scripts/embed-migrations. */
+struct orch_migration {
+    int version; /* NNNN: 1, 2, 3 ... */
+    const char *name;
+    const char *sql; /* the file's text */
+};
+
+/* The embedded migrations, in order: orch_migrations[i].version == i + 1. */
+extern const struct orch_migration orch_migrations[];
+extern const int orch_nmigrations;
+
+/* One cached statement: hash of its text, for a cheap first comparison. */
+struct orch_store_cached {
+    unsigned hash;
+    sqlite3_stmt *stmt;
+};
+
+/* Fields are written by the store's own functions only. */
+struct orch_store {
+    sqlite3 *db;
+    char *path;        /* as given to open; prefix of every error detail */
+    int flags;         /* orch_store_flags */
+    pid_t pid;         /* the process that opened it: a store never crosses fork */
+    int found_version; /* user_version when opened */
+    int version;       /* user_version now */
+    bool in_txn;       /* between orch_store_begin and commit/rollback */
+    struct orch_store_cached *cache; /* the prepared statements, in first-use order */
+    size_t ncache, capcache;
+};
+
+/* orch_store_open with a given migration list, for tests of the migration machinery
+ * (older, newer and failing schemas). migs[i].version must be i + 1. */
+int orch_store__open_with(const char *path, int flags, const struct orch_migration *migs,
+                          int nmigs, orch_store **out);
+
+/* Brings the store to migs[nmigs-1].version (migrate.c). Called by open, with the
+ * version found on disk in s->found_version; updates s->version. */
+int orch_store__migrate(orch_store *s, const struct orch_migration *migs, int nmigs);
+
+/* Reads an integer PRAGMA (user_version, application_id, page_count, ...). */
+int orch_store__pragma_int(orch_store *s, const char *pragma, int64_t *out);
+
+#endif

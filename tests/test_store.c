@@ -1,0 +1,1145 @@
+/* test_store.c — unit tests of the state store (storage/orch_store.h): opening and
+ * migrating, refusing what is not a usable job, transactions, the statement cache, the
+ * schema's views and CHECK constraints, and crashes of real processes (SIGKILL). */
+#define _GNU_SOURCE /* nftw */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "orch_error.h"
+#include "orch_states.h"
+#include "orch_store.h"
+#include "store_int.h"
+
+/* ---- fixture: a scratch directory per test --------------------------------------------- */
+
+struct fx {
+    char dir[512];
+    char db[600];
+};
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static int setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof *f);
+    const char *tmp = getenv("TMPDIR");
+    snprintf(f->dir, sizeof f->dir, "%s/orch-store-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (mkdtemp(f->dir) == NULL) {
+        free(f);
+        return -1;
+    }
+    snprintf(f->db, sizeof f->db, "%s/state.db", f->dir);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fx *f = *state;
+    int rc = nftw(f->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    free(f);
+    return rc;
+}
+
+/* ---- helpers --------------------------------------------------------------------------- */
+
+/* The first column of the first row of sql, as an integer (the statement must give one). */
+static int64_t q_int(orch_store *s, const char *sql)
+{
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(orch_store_db(s), sql, -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    int64_t v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+/* The first column of the first row of sql, as text, into buf. */
+static const char *q_text(orch_store *s, const char *sql, char *buf, size_t n)
+{
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(orch_store_db(s), sql, -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    const char *t = (const char *)sqlite3_column_text(st, 0);
+    snprintf(buf, n, "%s", t ? t : "(null)");
+    sqlite3_finalize(st);
+    return buf;
+}
+
+static void exec_ok(orch_store *s, const char *sql)
+{
+    int rc = orch_store_exec(s, sql);
+    if (rc != 0)
+        fail_msg("%s: %s", sql, orch_error_detail());
+}
+
+static orch_store *create_job(struct fx *f)
+{
+    orch_store *s = NULL;
+    int rc = orch_store_open(f->db, ORCH_STORE_CREATE, &s);
+    if (rc != 0)
+        fail_msg("create: %s", orch_error_detail());
+    return s;
+}
+
+static orch_store *open_job(struct fx *f, int flags)
+{
+    orch_store *s = NULL;
+    int rc = orch_store_open(f->db, flags, &s);
+    if (rc != 0)
+        fail_msg("open: %s", orch_error_detail());
+    return s;
+}
+
+static void assert_detail_has(const char *needle)
+{
+    if (strstr(orch_error_detail(), needle) == NULL)
+        fail_msg("detail \"%s\" lacks \"%s\"", orch_error_detail(), needle);
+}
+
+static void write_file(const char *path, const void *data, size_t n)
+{
+    FILE *fp = fopen(path, "wb");
+    assert_non_null(fp);
+    assert_int_equal(fwrite(data, 1, n, fp), n);
+    assert_int_equal(fclose(fp), 0);
+}
+
+static void assert_integrity_ok(orch_store *s)
+{
+    char buf[256];
+    assert_string_equal(q_text(s, "PRAGMA integrity_check", buf, sizeof buf), "ok");
+    assert_int_equal(q_int(s, "SELECT count(*) FROM pragma_foreign_key_check"), 0);
+}
+
+/* The plan rows every test hierarchy uses: pdf -> page -> region. */
+static void add_plan(orch_store *s)
+{
+    exec_ok(s, "INSERT INTO domain VALUES (0, 'pdf', NULL, 0), (1, 'page', 0, 1),"
+               " (2, 'region', 1, 2);"
+               "INSERT INTO call VALUES (0, 'render', 'expand', 'pdf_render', 0, 1),"
+               " (1, 'ocr', 'map', 'tesseract_ocr', 1, 1),"
+               " (2, 'segment', 'expand', 'seg', 1, 2);"
+               "INSERT INTO port VALUES (0, 0, 'path', 'pdf.path', NULL, 0),"
+               " (1, 1, 'image', 'page.image', 0, 0), (2, 1, 'text', 'page.text', 1, 1);");
+}
+
+/* ---- opening --------------------------------------------------------------------------- */
+
+static void test_create_open_reopen(void **state)
+{
+    struct fx *f = *state;
+    int latest = orch_store_schema_latest();
+    assert_true(latest >= 1);
+
+    orch_store *s = create_job(f);
+    assert_int_equal(orch_store_schema_found(s), 0);
+    assert_int_equal(orch_store_schema_version(s), latest);
+    assert_string_equal(orch_store_path(s), f->db);
+    assert_int_equal(q_int(s, "PRAGMA user_version"), latest);
+    assert_int_equal(q_int(s, "PRAGMA application_id"), ORCH_STORE_APPLICATION_ID);
+    assert_int_equal(q_int(s, "PRAGMA foreign_keys"), 1);
+    assert_int_equal(q_int(s, "PRAGMA synchronous"), 1); /* NORMAL */
+    char buf[64];
+    assert_string_equal(q_text(s, "PRAGMA journal_mode", buf, sizeof buf), "wal");
+    assert_int_equal(q_int(s, "SELECT count(*) FROM sqlite_schema WHERE name IN ('job',"
+                              " 'domain', 'call', 'port', 'entity', 'expansion', 'grain',"
+                              " 'item', 'attempt', 'failure', 'suppression', 'lineage',"
+                              " 'failures', 'progress', 'entity_key')"),
+                     15);
+    int64_t objects = q_int(s, "SELECT count(*) FROM sqlite_schema");
+    orch_store_close(s);
+
+    /* Reopening applies nothing: same version found as now, same schema. */
+    s = open_job(f, ORCH_STORE_SYNC_FULL);
+    assert_int_equal(orch_store_schema_found(s), latest);
+    assert_int_equal(orch_store_schema_version(s), latest);
+    assert_int_equal(q_int(s, "PRAGMA synchronous"), 2); /* FULL */
+    assert_int_equal(q_int(s, "SELECT count(*) FROM sqlite_schema"), objects);
+    orch_store_close(s);
+
+    s = open_job(f, ORCH_STORE_READONLY);
+    assert_int_equal(orch_store_schema_found(s), latest);
+    orch_store_close(s);
+}
+
+static void test_open_refusals(void **state)
+{
+    struct fx *f = *state;
+    orch_store *s = (orch_store *)1;
+    assert_int_equal(orch_store_open(f->db, 0, &s), -ENOENT);
+    assert_null(s);
+    assert_detail_has(f->db);
+    assert_int_equal(orch_store_open(f->db, ORCH_STORE_READONLY, &s), -ENOENT);
+    assert_int_equal(orch_store_open(f->db, ORCH_STORE_CREATE | ORCH_STORE_READONLY, &s),
+                     -EINVAL);
+    assert_int_equal(access(f->db, F_OK), -1);
+
+    s = create_job(f);
+    orch_store_close(s);
+    /* CREATE never takes over an existing file, and leaves it alone. */
+    assert_int_equal(orch_store_open(f->db, ORCH_STORE_CREATE, &s), -EEXIST);
+    assert_null(s);
+    assert_detail_has("already exists");
+    s = open_job(f, 0);
+    orch_store_close(s);
+
+    /* A directory where the database should be. */
+    char sub[700];
+    snprintf(sub, sizeof sub, "%s/sub", f->dir);
+    assert_int_equal(mkdir(sub, 0755), 0);
+    assert_int_not_equal(orch_store_open(sub, 0, &s), 0);
+    assert_null(s);
+}
+
+static void test_newer_job_refused(void **state)
+{
+    struct fx *f = *state;
+    int latest = orch_store_schema_latest();
+    orch_store *s = create_job(f);
+    char sql[64];
+    snprintf(sql, sizeof sql, "PRAGMA user_version = %d", latest + 6);
+    exec_ok(s, sql);
+    orch_store_close(s);
+
+    char want[800];
+    snprintf(want, sizeof want,
+             "%s: job schema version %d is newer than this orch understands (%d); "
+             "upgrade orch",
+             f->db, latest + 6, latest);
+    assert_int_equal(orch_store_open(f->db, 0, &s), ORCH_ENEWER);
+    assert_null(s);
+    assert_string_equal(orch_error_detail(), want);
+    assert_int_equal(orch_store_open(f->db, ORCH_STORE_READONLY, &s), ORCH_ENEWER);
+    assert_string_equal(orch_error_detail(), want);
+}
+
+static void test_garbage_file(void **state)
+{
+    struct fx *f = *state;
+    char junk[8192];
+    for (size_t i = 0; i < sizeof junk; i++)
+        junk[i] = (char)(i * 7 + 3);
+    write_file(f->db, junk, sizeof junk);
+
+    orch_store *s = NULL;
+    assert_int_equal(orch_store_open(f->db, 0, &s), ORCH_ECORRUPT);
+    assert_null(s);
+    assert_detail_has(f->db);
+    assert_detail_has("not a job database");
+    assert_int_equal(orch_store_open(f->db, ORCH_STORE_READONLY, &s), ORCH_ECORRUPT);
+    assert_detail_has("not a job database");
+    /* A file that is not ours is left as it was. */
+    struct stat st;
+    assert_int_equal(stat(f->db, &st), 0);
+    assert_int_equal(st.st_size, sizeof junk);
+}
+
+static void test_truncated_file(void **state)
+{
+    struct fx *f = *state;
+    orch_store *s = create_job(f);
+    add_plan(s);
+    exec_ok(s, "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 4999)"
+               " INSERT INTO entity (domain_id, parent_id, ordinal, key)"
+               " SELECT 0, NULL, i, printf('%0200d', i) FROM n");
+    orch_store_close(s); /* the last connection checkpoints: all in state.db, no WAL */
+
+    struct stat st;
+    assert_int_equal(stat(f->db, &st), 0);
+    assert_true(st.st_size > 1000000);
+    assert_int_equal(truncate(f->db, st.st_size / 2), 0);
+    assert_int_equal(orch_store_open(f->db, 0, &s), ORCH_ECORRUPT);
+    assert_null(s);
+    assert_detail_has(f->db);
+    assert_detail_has("truncated");
+    assert_int_equal(orch_store_open(f->db, ORCH_STORE_READONLY, &s), ORCH_ECORRUPT);
+    assert_detail_has("truncated");
+
+    /* Cut inside the header. */
+    assert_int_equal(truncate(f->db, 60), 0);
+    assert_int_equal(orch_store_open(f->db, 0, &s), ORCH_ECORRUPT);
+    assert_detail_has("not a job database");
+}
+
+static void test_not_an_orch_job(void **state)
+{
+    struct fx *f = *state;
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "CREATE TABLE notes (x)", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    orch_store *s = NULL;
+    assert_int_equal(orch_store_open(f->db, 0, &s), ORCH_ECORRUPT);
+    assert_detail_has("not an orch job");
+
+    assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "PRAGMA user_version = 1", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    assert_int_equal(orch_store_open(f->db, 0, &s), ORCH_ECORRUPT);
+    assert_detail_has("application_id");
+    /* It was not migrated into an orch job. */
+    assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
+    sqlite3_stmt *st;
+    assert_int_equal(
+        sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_schema", -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(st, 0), 1);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+}
+
+/* An empty file (a creation that crashed before its first commit) becomes a job on a
+ * read-write open, and is refused read-only. */
+static void test_empty_file_migrates(void **state)
+{
+    struct fx *f = *state;
+    write_file(f->db, "", 0);
+    orch_store *s = NULL;
+    assert_int_equal(orch_store_open(f->db, ORCH_STORE_READONLY, &s), ORCH_EOLDER);
+    assert_null(s);
+    s = open_job(f, 0);
+    assert_int_equal(orch_store_schema_found(s), 0);
+    assert_int_equal(orch_store_schema_version(s), orch_store_schema_latest());
+    orch_store_close(s);
+}
+
+/* ---- migrations ------------------------------------------------------------------------ */
+
+static void test_migrations_upgrade(void **state)
+{
+    struct fx *f = *state;
+    const struct orch_migration v2[] = {
+        orch_migrations[0],
+        {2, "extra", "CREATE TABLE extra (x INTEGER);\nINSERT INTO extra VALUES (42);\n"},
+    };
+    orch_store *s = NULL;
+    assert_int_equal(orch_store__open_with(f->db, ORCH_STORE_CREATE, v2, 1, &s), 0);
+    assert_int_equal(orch_store_schema_version(s), 1);
+    orch_store_close(s);
+
+    /* Read-only never migrates: an older job is refused, clearly. */
+    assert_int_equal(orch_store__open_with(f->db, ORCH_STORE_READONLY, v2, 2, &s), ORCH_EOLDER);
+    assert_null(s);
+    assert_detail_has("job schema version 1 is older than this orch's (2)");
+
+    /* Read-write migrates the older job, once. */
+    assert_int_equal(orch_store__open_with(f->db, 0, v2, 2, &s), 0);
+    assert_int_equal(orch_store_schema_found(s), 1);
+    assert_int_equal(orch_store_schema_version(s), 2);
+    assert_int_equal(q_int(s, "PRAGMA user_version"), 2);
+    assert_int_equal(q_int(s, "SELECT sum(x) FROM extra"), 42);
+    orch_store_close(s);
+    assert_int_equal(orch_store__open_with(f->db, 0, v2, 2, &s), 0);
+    assert_int_equal(orch_store_schema_found(s), 2);
+    assert_int_equal(q_int(s, "SELECT count(*) FROM extra"), 1);
+    orch_store_close(s);
+
+    /* The older binary (knows only 1) refuses the job it can no longer read. */
+    assert_int_equal(orch_store__open_with(f->db, 0, v2, 1, &s), ORCH_ENEWER);
+    assert_detail_has("job schema version 2 is newer than this orch understands (1)");
+}
+
+static void test_migration_failure_rolls_back(void **state)
+{
+    struct fx *f = *state;
+    const struct orch_migration broken[] = {
+        orch_migrations[0],
+        {2, "broken", "CREATE TABLE extra (x);\nINSERT INTO no_such_table VALUES (1);\n"},
+    };
+    const struct orch_migration dangling[] = {
+        orch_migrations[0],
+        {2, "dangling",
+         "CREATE TABLE extra (x);\n"
+         "INSERT INTO entity (domain_id, ordinal, key) VALUES (99, 0, 'k');\n"},
+    };
+    orch_store *s = NULL;
+    assert_int_equal(orch_store__open_with(f->db, ORCH_STORE_CREATE, broken, 1, &s), 0);
+    orch_store_close(s);
+
+    assert_int_equal(orch_store__open_with(f->db, 0, broken, 2, &s), ORCH_EDB);
+    assert_null(s);
+    assert_detail_has("migration 0002_broken");
+    assert_detail_has("no_such_table");
+
+    assert_int_equal(orch_store__open_with(f->db, 0, dangling, 2, &s), ORCH_EDB);
+    assert_detail_has("migration 0002_dangling leaves rows of table entity");
+
+    /* Both rolled back entirely: still version 1, no trace of either. */
+    assert_int_equal(orch_store__open_with(f->db, 0, broken, 1, &s), 0);
+    assert_int_equal(orch_store_schema_found(s), 1);
+    assert_int_equal(q_int(s, "SELECT count(*) FROM sqlite_schema WHERE name = 'extra'"), 0);
+    assert_int_equal(q_int(s, "SELECT count(*) FROM entity"), 0);
+    assert_int_equal(q_int(s, "PRAGMA foreign_keys"), 1);
+    orch_store_close(s);
+}
+
+/* A job created through CREATE but whose migrations fail is removed again. */
+static void test_failed_create_removes_file(void **state)
+{
+    struct fx *f = *state;
+    const struct orch_migration bad[] = {{1, "bad", "CREATE TABLE ;"}};
+    orch_store *s = NULL;
+    assert_int_equal(orch_store__open_with(f->db, ORCH_STORE_CREATE, bad, 1, &s), ORCH_EDB);
+    assert_null(s);
+    assert_int_equal(access(f->db, F_OK), -1);
+}
+
+/* ---- job metadata ---------------------------------------------------------------------- */
+
+static void test_job_metadata(void **state)
+{
+    struct fx *f = *state;
+    orch_store *s = create_job(f);
+    struct orch_job_info *info = (struct orch_job_info *)1;
+    assert_int_equal(orch_store_job_get(s, &info), ORCH_ENOTFOUND);
+    assert_null(info);
+    assert_int_equal(orch_store_job_set_status(s, ORCH_JOB_RUNNING), ORCH_ENOTFOUND);
+
+    char name[] = "pdf_ocr", hash[] = "ab12";
+    assert_int_equal(orch_store_job_init(s, name, "pipeline pdf_ocr\n", hash, "/x/p.orch"), 0);
+    /* The store keeps no pointer to the caller's strings. */
+    memset(name, 'X', sizeof name - 1);
+    memset(hash, 'X', sizeof hash - 1);
+    assert_int_equal(orch_store_job_init(s, "again", "", "", ""), -EEXIST);
+    orch_store_close(s);
+
+    s = open_job(f, ORCH_STORE_READONLY);
+    assert_int_equal(orch_store_job_get(s, &info), 0);
+    assert_string_equal(info->name, "pdf_ocr");
+    assert_string_equal(info->plan_text, "pipeline pdf_ocr\n");
+    assert_string_equal(info->plan_hash, "ab12");
+    assert_string_equal(info->pipeline_path, "/x/p.orch");
+    assert_true(info->orch_version[0] != '\0');
+    assert_int_equal(info->status, ORCH_JOB_CREATED);
+    assert_true(info->created_at_ms > 1600000000000LL);
+    free(info);
+    orch_store_close(s);
+
+    s = open_job(f, 0);
+    assert_int_equal(orch_store_job_set_status(s, ORCH_JOB_FINISHED), 0);
+    assert_int_equal(orch_store_job_get(s, &info), 0);
+    assert_int_equal(info->status, ORCH_JOB_FINISHED);
+    free(info);
+    orch_store_close(s);
+}
+
+/* ---- transactions and statements ------------------------------------------------------- */
+
+static void test_transactions(void **state)
+{
+    struct fx *f = *state;
+    orch_store *s = create_job(f);
+    assert_false(orch_store_in_txn(s));
+
+    assert_int_equal(orch_store_begin(s), 0);
+    assert_true(orch_store_in_txn(s));
+    exec_ok(s, "INSERT INTO domain VALUES (0, 'pdf', NULL, 0)");
+    assert_int_equal(orch_store_commit(s), 0);
+    assert_false(orch_store_in_txn(s));
+
+    assert_int_equal(orch_store_begin(s), 0);
+    exec_ok(s, "INSERT INTO domain VALUES (1, 'page', 0, 1)");
+    assert_int_equal(orch_store_rollback(s), 0);
+    assert_false(orch_store_in_txn(s));
+    assert_int_equal(q_int(s, "SELECT count(*) FROM domain"), 1);
+
+    /* A commit that fails (a deferred foreign key) rolls back and leaves the store
+     * usable. */
+    assert_int_equal(orch_store_begin(s), 0);
+    exec_ok(s, "PRAGMA defer_foreign_keys = ON");
+    exec_ok(s, "INSERT INTO domain VALUES (2, 'lost', NULL, 0)");
+    exec_ok(s, "INSERT INTO entity (domain_id, ordinal, key) VALUES (77, 0, 'dangling')");
+    assert_int_equal(orch_store_commit(s), ORCH_ECONSTRAINT);
+    assert_detail_has(f->db);
+    assert_detail_has("FOREIGN KEY");
+    assert_false(orch_store_in_txn(s));
+    assert_int_equal(q_int(s, "SELECT count(*) FROM domain"), 1);
+    assert_int_equal(q_int(s, "SELECT count(*) FROM entity"), 0);
+    assert_int_equal(orch_store_begin(s), 0);
+    exec_ok(s, "INSERT INTO domain VALUES (1, 'page', 0, 1)");
+    assert_int_equal(orch_store_commit(s), 0);
+    assert_int_equal(q_int(s, "SELECT count(*) FROM domain"), 2);
+
+    /* Closing with an open transaction rolls it back. */
+    assert_int_equal(orch_store_begin(s), 0);
+    exec_ok(s, "INSERT INTO domain VALUES (2, 'gone', NULL, 0)");
+    orch_store_close(s);
+    s = open_job(f, 0);
+    assert_int_equal(q_int(s, "SELECT count(*) FROM domain"), 2);
+    orch_store_close(s);
+}
+
+/* A full disk is -ENOSPC with a message, and the store goes on after the rollback. The
+ * disk is made "full" with max_page_count, which SQLite reports as SQLITE_FULL like a
+ * real full disk. */
+static void test_disk_full(void **state)
+{
+    struct fx *f = *state;
+    orch_store *s = create_job(f);
+    add_plan(s);
+    char sql[128];
+    snprintf(sql, sizeof sql, "PRAGMA max_page_count = %lld",
+             (long long)q_int(s, "PRAGMA page_count") + 8);
+    exec_ok(s, sql);
+
+    assert_int_equal(orch_store_begin(s), 0);
+    sqlite3_stmt *st;
+    assert_int_equal(orch_store_prepare(s,
+                                        "INSERT INTO entity (domain_id, ordinal, key)"
+                                        " VALUES (0, ?, printf('%01000d', ?1))",
+                                        &st),
+                     0);
+    int rc = 0;
+    for (int i = 0; i < 1000 && rc == 0; i++) {
+        sqlite3_bind_int(st, 1, i);
+        rc = orch_store_step(s, st);
+        sqlite3_reset(st);
+    }
+    assert_int_equal(rc, -ENOSPC);
+    assert_detail_has(f->db);
+    assert_detail_has("full");
+    assert_int_equal(orch_store_rollback(s), 0);
+    assert_false(orch_store_in_txn(s));
+
+    exec_ok(s, "PRAGMA max_page_count = 1000000");
+    assert_int_equal(orch_store_begin(s), 0);
+    assert_int_equal(orch_store_prepare(s,
+                                        "INSERT INTO entity (domain_id, ordinal, key)"
+                                        " VALUES (0, ?, printf('%01000d', ?1))",
+                                        &st),
+                     0);
+    sqlite3_bind_int(st, 1, 5);
+    assert_int_equal(orch_store_step(s, st), 0);
+    assert_int_equal(orch_store_commit(s), 0);
+    assert_int_equal(q_int(s, "SELECT count(*) FROM entity"), 1);
+    assert_integrity_ok(s);
+    orch_store_close(s);
+}
+
+static void test_prepare_cache(void **state)
+{
+    struct fx *f = *state;
+    orch_store *s = create_job(f);
+    add_plan(s);
+    const char *sql = "SELECT name FROM domain WHERE id >= ? ORDER BY id";
+    sqlite3_stmt *a, *b, *c;
+    assert_int_equal(orch_store_prepare(s, sql, &a), 0);
+    sqlite3_bind_int(a, 1, 1);
+    assert_int_equal(orch_store_step(s, a), 1);
+    assert_string_equal((const char *)sqlite3_column_text(a, 0), "page");
+
+    /* Same text (another copy of it): the same statement, reset, bindings cleared. */
+    char copy[128];
+    snprintf(copy, sizeof copy, "%s", sql);
+    assert_int_equal(orch_store_prepare(s, copy, &b), 0);
+    assert_ptr_equal(a, b);
+    assert_int_equal(orch_store_step(s, b), 0); /* NULL binding: no row */
+    sqlite3_reset(b);
+    sqlite3_bind_int(b, 1, 0);
+    assert_int_equal(orch_store_step(s, b), 1);
+    assert_string_equal((const char *)sqlite3_column_text(b, 0), "pdf");
+    sqlite3_reset(b);
+
+    assert_int_equal(orch_store_prepare(s, "SELECT count(*) FROM domain", &c), 0);
+    assert_ptr_not_equal(a, c);
+    assert_int_equal(orch_store_step(s, c), 1);
+    assert_int_equal(sqlite3_column_int(c, 0), 3);
+    sqlite3_reset(c);
+
+    sqlite3_stmt *bad = NULL;
+    assert_int_equal(orch_store_prepare(s, "SELEKT nothing", &bad), ORCH_EDB);
+    assert_detail_has(f->db);
+    assert_detail_has("syntax error");
+    assert_int_equal(orch_store_prepare(s, "  -- only a comment", &bad), -EINVAL);
+
+    /* A constraint failure comes back translated, with SQLite's message. */
+    assert_int_equal(orch_store_prepare(s, "INSERT INTO domain VALUES (9, 'pdf', NULL, 0)", &c),
+                     0);
+    assert_int_equal(orch_store_step(s, c), ORCH_ECONSTRAINT);
+    assert_detail_has("UNIQUE constraint failed: domain.name");
+    orch_store_close(s); /* finalizes the cache: ASan reports any leak */
+}
+
+/* ---- schema: state names agree with the CHECK constraints ------------------------------ */
+
+typedef const char *(*name_fn)(int);
+
+struct state_list {
+    const char *table, *column;
+    int count;
+    const char *(*name)(int);
+    /* inserts one row with ?1 as the column's value; the fixture rows exist */
+    const char *insert;
+};
+
+#define NAME_ADAPTER(fn, type)                                                                 \
+    static const char *fn##_i(int v)                                                           \
+    {                                                                                          \
+        return fn((enum type)v);                                                               \
+    }
+NAME_ADAPTER(orch_grain_phase_name, orch_grain_phase)
+NAME_ADAPTER(orch_grain_outcome_name, orch_grain_outcome)
+NAME_ADAPTER(orch_item_state_name, orch_item_state)
+NAME_ADAPTER(orch_expansion_state_name, orch_expansion_state)
+NAME_ADAPTER(orch_failure_kind_name, orch_failure_kind)
+NAME_ADAPTER(orch_attempt_outcome_name, orch_attempt_outcome)
+NAME_ADAPTER(orch_job_status_name, orch_job_status)
+
+static const struct state_list state_lists[] = {
+    {"grain", "phase", ORCH_PHASE__COUNT, orch_grain_phase_name_i,
+     "INSERT INTO grain (call_id, entity_id, phase, ready_seq, outcome)"
+     " VALUES (1, 1, ?1, 7, CASE WHEN ?1 = 'sealed' THEN 'ok' END)"},
+    {"grain", "outcome", ORCH_OUTCOME__COUNT, orch_grain_outcome_name_i,
+     "INSERT INTO grain (call_id, entity_id, phase, outcome) VALUES (1, 1, 'sealed', ?1)"},
+    {"item", "state", ORCH_ITEM__COUNT, orch_item_state_name_i,
+     "INSERT INTO item VALUES (0, 1, ?1, CASE WHEN ?1 = 'present' THEN 5 END)"},
+    {"expansion", "state", ORCH_EXPANSION__COUNT, orch_expansion_state_name_i,
+     "INSERT INTO expansion VALUES (0, 1, ?1, 0)"},
+    {"failure", "kind", ORCH_FAILURE__COUNT, orch_failure_kind_name_i,
+     "INSERT INTO failure (grain_id, kind, generation, at) VALUES (1, ?1, 0, 0)"},
+    {"attempt", "outcome", ORCH_ATTEMPT__COUNT, orch_attempt_outcome_name_i,
+     "INSERT INTO attempt (grain_id, generation, started_at, outcome) VALUES (1, 0, 0, ?1)"},
+    {"job", "status", ORCH_JOB__COUNT, orch_job_status_name_i,
+     "INSERT INTO job (name, plan_text, plan_hash, pipeline_path, created_at, orch_version,"
+     " status) VALUES ('n', '', '', '', 0, '', ?1)"},
+};
+
+/* The names listed by "CHECK (column IN ('a', 'b', ...))" in the table's SQL text. */
+static int check_names(orch_store *s, const char *table, const char *column, char names[][32],
+                       int max)
+{
+    char sql[256], text[8192];
+    snprintf(sql, sizeof sql,
+             "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = '%s'", table);
+    q_text(s, sql, text, sizeof text);
+    char pat[64];
+    snprintf(pat, sizeof pat, "CHECK (%s IN (", column);
+    const char *p = strstr(text, pat);
+    if (p == NULL)
+        fail_msg("no \"%s\" in table %s", pat, table);
+    p += strlen(pat);
+    int n = 0;
+    while (*p != ')') {
+        if (*p == '\'') {
+            const char *end = strchr(p + 1, '\'');
+            assert_non_null(end);
+            assert_true(n < max && end - p - 1 < 32);
+            snprintf(names[n++], 32, "%.*s", (int)(end - p - 1), p + 1);
+            p = end + 1;
+        } else {
+            assert_non_null(strchr(", \n", *p));
+            p++;
+        }
+    }
+    return n;
+}
+
+static void test_state_names_match_checks(void **state)
+{
+    struct fx *f = *state;
+    orch_store *s = create_job(f);
+    add_plan(s);
+    exec_ok(s,
+            "INSERT INTO entity (id, domain_id, ordinal, key) VALUES (1, 1, 0, 'r');"
+            "INSERT INTO grain (id, call_id, entity_id, phase) VALUES (1, 0, 1, 'waiting');");
+
+    for (size_t l = 0; l < sizeof state_lists / sizeof *state_lists; l++) {
+        const struct state_list *sl = &state_lists[l];
+        /* Same set: every C name is in the CHECK list, and the lists are equally long
+         * (names are distinct on both sides). */
+        char names[32][32];
+        int n = check_names(s, sl->table, sl->column, names, 32);
+        assert_int_equal(n, sl->count);
+        for (int i = 0; i < sl->count; i++) {
+            int found = 0;
+            for (int j = 0; j < n; j++)
+                found += strcmp(names[j], sl->name(i)) == 0;
+            if (found != 1)
+                fail_msg("%s.%s: C name \"%s\" is not in the CHECK list", sl->table, sl->column,
+                         sl->name(i));
+        }
+        assert_null(sl->name(sl->count));
+
+        /* And the constraint really accepts each of them, and nothing else. */
+        sqlite3_stmt *st;
+        for (int i = 0; i <= sl->count; i++) {
+            const char *name = i < sl->count ? sl->name(i) : "bogus";
+            assert_int_equal(orch_store_begin(s), 0);
+            assert_int_equal(orch_store_prepare(s, sl->insert, &st), 0);
+            sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+            int rc = orch_store_step(s, st);
+            sqlite3_reset(st);
+            if (i < sl->count && rc != 0)
+                fail_msg("%s.%s = '%s' refused: %s", sl->table, sl->column, name,
+                         orch_error_detail());
+            if (i == sl->count) {
+                assert_int_equal(rc, ORCH_ECONSTRAINT);
+                assert_detail_has("CHECK constraint failed");
+            }
+            assert_int_equal(orch_store_rollback(s), 0);
+        }
+    }
+
+    /* Round trip of the parse functions. */
+    for (int i = 0; i < ORCH_PHASE__COUNT; i++)
+        assert_int_equal(orch_grain_phase_parse(orch_grain_phase_name(i)), i);
+    assert_int_equal(orch_item_state_parse("Present"), -1);
+    assert_int_equal(orch_failure_kind_parse(NULL), -1);
+    assert_string_equal(orch_failure_kind_name(ORCH_FAILURE_EXHAUSTED), "exhausted");
+    orch_store_close(s);
+}
+
+/* Shapes the schema enforces beyond the names. */
+static void test_schema_constraints(void **state)
+{
+    struct fx *f = *state;
+    orch_store *s = create_job(f);
+    add_plan(s);
+    exec_ok(s, "INSERT INTO entity (id, domain_id, ordinal, key) VALUES (1, 0, 0, 'a.pdf');"
+               "INSERT INTO entity (id, domain_id, parent_id, ordinal) VALUES (2, 1, 1, 0);");
+    static const char *const refused[] = {
+        /* a child with a stored key, a root without one */
+        "INSERT INTO entity (domain_id, parent_id, ordinal, key) VALUES (1, 1, 1, 'a.pdf/1')",
+        "INSERT INTO entity (domain_id, ordinal) VALUES (0, 1)",
+        /* two children with one ordinal, two roots with one ordinal */
+        "INSERT INTO entity (domain_id, parent_id, ordinal) VALUES (1, 1, 0)",
+        "INSERT INTO entity (domain_id, ordinal, key) VALUES (0, 0, 'b.pdf')",
+        /* a present item without payload, a dropped one with one */
+        "INSERT INTO item VALUES (1, 2, 'present', NULL)",
+        "INSERT INTO item VALUES (1, 2, 'dropped', 3)",
+        /* a sealed grain without outcome, a ready one without sequence, a duplicate */
+        "INSERT INTO grain (call_id, entity_id, phase) VALUES (1, 2, 'sealed')",
+        "INSERT INTO grain (call_id, entity_id, phase) VALUES (1, 2, 'ready')",
+        "INSERT INTO grain (call_id, entity_id, phase) VALUES (0, 1, 'waiting');"
+        "INSERT INTO grain (call_id, entity_id, phase) VALUES (0, 1, 'waiting')",
+        /* a failed expansion with children; references to nothing */
+        "INSERT INTO expansion VALUES (0, 1, 'failed', 3)",
+        "INSERT INTO grain (call_id, entity_id, phase) VALUES (1, 999, 'waiting')",
+        "INSERT INTO item VALUES (42, 2, 'dropped', NULL)",
+        /* a second job row */
+        "INSERT INTO job (id, name, plan_text, plan_hash, pipeline_path, created_at,"
+        " orch_version) VALUES (2, '', '', '', '', 0, '')",
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        assert_int_equal(orch_store_begin(s), 0);
+        int rc = orch_store_exec(s, refused[i]);
+        if (rc != ORCH_ECONSTRAINT)
+            fail_msg("accepted (%d): %s", rc, refused[i]);
+        assert_int_equal(orch_store_rollback(s), 0);
+    }
+    /* The accepted counterparts. */
+    exec_ok(s, "INSERT INTO entity (domain_id, parent_id, ordinal) VALUES (1, 1, 1);"
+               "INSERT INTO entity (domain_id, ordinal, key) VALUES (0, 1, 'a.pdf');"
+               "INSERT INTO item VALUES (1, 2, 'present', 3), (2, 2, 'dropped', NULL);"
+               "INSERT INTO expansion VALUES (0, 1, 'succeeded', 2);");
+    orch_store_close(s);
+}
+
+/* ---- views ----------------------------------------------------------------------------- */
+
+static void test_views(void **state)
+{
+    struct fx *f = *state;
+    orch_store *s = create_job(f);
+    add_plan(s);
+    /* docs/a.pdf (1) -> pages 0, 1, 2 (2, 3, 4) -> page 2 has regions 0, 1 (5, 6);
+     * b.pdf (7) has no pages. */
+    exec_ok(s,
+            "INSERT INTO entity VALUES (1, 0, NULL, 0, 'docs/a.pdf'),"
+            " (2, 1, 1, 0, NULL), (3, 1, 1, 1, NULL), (4, 1, 1, 2, NULL),"
+            " (5, 2, 4, 0, NULL), (6, 2, 4, 1, NULL), (7, 0, NULL, 1, 'b.pdf');"
+            "INSERT INTO expansion VALUES (0, 1, 'succeeded', 3), (0, 7, 'succeeded', 0);"
+            "INSERT INTO grain (id, call_id, entity_id, phase, generation, ready_seq,"
+            " outcome) VALUES (1, 0, 1, 'sealed', 0, 1, 'ok'), (2, 0, 7, 'sealed', 0, 2, 'ok'),"
+            " (3, 1, 2, 'sealed', 0, 3, 'ok'), (4, 1, 3, 'in_flight', 1, 4, NULL),"
+            " (5, 1, 4, 'sealed', 2, 5, 'failed'), (6, 2, 2, 'ready', 0, 6, NULL),"
+            " (7, 2, 3, 'waiting', 0, NULL, NULL), (8, 2, 4, 'sealed', 0, 7, 'dropped');"
+            "INSERT INTO failure (grain_id, kind, message, generation, at) VALUES"
+            " (5, 'timeout', 'hung', 1, 1700000000123),"
+            " (5, 'exhausted', 'gave up', 2, 1700000001000);"
+            "INSERT INTO failure (grain_id, kind, message, generation, at) VALUES"
+            " (1, 'crash', 'segfault', 0, 0);");
+
+    /* entity_key: children's keys are derived. */
+    char buf[256];
+    assert_string_equal(
+        q_text(s, "SELECT key FROM entity_key WHERE entity_id = 6", buf, sizeof buf),
+        "docs/a.pdf/2/1");
+    assert_int_equal(q_int(s, "SELECT depth FROM entity_key WHERE entity_id = 6"), 2);
+    assert_int_equal(q_int(s, "SELECT count(*) FROM entity_key"), 7);
+
+    /* lineage of the grandchild: itself, its page, its pdf. */
+    sqlite3_stmt *st;
+    assert_int_equal(orch_store_prepare(s,
+                                        "SELECT domain, key, ancestor_id, ancestor_domain,"
+                                        " ancestor_key, depth FROM lineage"
+                                        " WHERE entity_id = 6 ORDER BY depth",
+                                        &st),
+                     0);
+    static const struct {
+        int id;
+        const char *domain, *key;
+    } chain[] = {
+        {6, "region", "docs/a.pdf/2/1"}, {4, "page", "docs/a.pdf/2"}, {1, "pdf", "docs/a.pdf"}};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(orch_store_step(s, st), 1);
+        assert_string_equal((const char *)sqlite3_column_text(st, 0), "region");
+        assert_string_equal((const char *)sqlite3_column_text(st, 1), "docs/a.pdf/2/1");
+        assert_int_equal(sqlite3_column_int(st, 2), chain[i].id);
+        assert_string_equal((const char *)sqlite3_column_text(st, 3), chain[i].domain);
+        assert_string_equal((const char *)sqlite3_column_text(st, 4), chain[i].key);
+        assert_int_equal(sqlite3_column_int(st, 5), i);
+    }
+    assert_int_equal(orch_store_step(s, st), 0);
+    /* Every entity appears (depth 0), roots only at depth 0: 7 + 5 parents + 2 grand. */
+    assert_int_equal(q_int(s, "SELECT count(*) FROM lineage"), 14);
+    assert_int_equal(q_int(s, "SELECT count(*) FROM lineage WHERE entity_id = 7"), 1);
+
+    /* failures: call, key, kind, message, generation, readable time. */
+    assert_int_equal(orch_store_prepare(s,
+                                        "SELECT call, key, kind, message, generation, time,"
+                                        " entity_id, grain_id FROM failures"
+                                        " ORDER BY failure_id",
+                                        &st),
+                     0);
+    assert_int_equal(orch_store_step(s, st), 1);
+    assert_string_equal((const char *)sqlite3_column_text(st, 0), "ocr");
+    assert_string_equal((const char *)sqlite3_column_text(st, 1), "docs/a.pdf/2");
+    assert_string_equal((const char *)sqlite3_column_text(st, 2), "timeout");
+    assert_string_equal((const char *)sqlite3_column_text(st, 3), "hung");
+    assert_int_equal(sqlite3_column_int(st, 4), 1);
+    assert_string_equal((const char *)sqlite3_column_text(st, 5), "2023-11-14T22:13:20.123Z");
+    assert_int_equal(sqlite3_column_int(st, 6), 4);
+    assert_int_equal(sqlite3_column_int(st, 7), 5);
+    assert_int_equal(orch_store_step(s, st), 1);
+    assert_string_equal((const char *)sqlite3_column_text(st, 2), "exhausted");
+    assert_int_equal(orch_store_step(s, st), 1);
+    assert_string_equal((const char *)sqlite3_column_text(st, 0), "render");
+    assert_string_equal((const char *)sqlite3_column_text(st, 1), "docs/a.pdf");
+    assert_string_equal((const char *)sqlite3_column_text(st, 5), "1970-01-01T00:00:00.000Z");
+    assert_int_equal(orch_store_step(s, st), 0);
+
+    /* progress: per call, by phase and outcome. */
+    assert_int_equal(orch_store_prepare(s, "SELECT * FROM progress", &st), 0);
+    static const struct {
+        const char *call;
+        int v[9]; /* total waiting ready in_flight sealed ok dropped failed suppressed */
+    } want[] = {{"render", {2, 0, 0, 0, 2, 2, 0, 0, 0}},
+                {"ocr", {3, 0, 0, 1, 2, 1, 0, 1, 0}},
+                {"segment", {3, 1, 1, 0, 1, 0, 1, 0, 0}}};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(orch_store_step(s, st), 1);
+        assert_string_equal((const char *)sqlite3_column_text(st, 0), want[i].call);
+        for (int c = 0; c < 9; c++)
+            assert_int_equal(sqlite3_column_int(st, c + 1), want[i].v[c]);
+    }
+    assert_int_equal(orch_store_step(s, st), 0);
+    orch_store_close(s);
+}
+
+/* The details of EXPLAIN QUERY PLAN sql, joined with " | ". */
+static const char *query_plan(orch_store *s, const char *sql, char *buf, size_t n)
+{
+    char eqp[512];
+    sqlite3_stmt *st;
+    snprintf(eqp, sizeof eqp, "EXPLAIN QUERY PLAN %s", sql);
+    assert_int_equal(sqlite3_prepare_v2(orch_store_db(s), eqp, -1, &st, NULL), SQLITE_OK);
+    buf[0] = '\0';
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        size_t len = strlen(buf);
+        snprintf(buf + len, n - len, "%s | ", (const char *)sqlite3_column_text(st, 3));
+    }
+    sqlite3_finalize(st);
+    return buf;
+}
+
+/* The scheduler's queries use the small partial indexes, not a scan of all grains. */
+static void test_queue_queries_use_indexes(void **state)
+{
+    struct fx *f = *state;
+    orch_store *s = create_job(f);
+    char plan[512];
+    query_plan(s,
+               "SELECT id FROM grain WHERE call_id = 3 AND phase = 'ready'"
+               " ORDER BY ready_seq LIMIT 8",
+               plan, sizeof plan);
+    if (strstr(plan, "grain_ready") == NULL || strstr(plan, "TEMP B-TREE") != NULL)
+        fail_msg("ready queue plan: %s", plan);
+    query_plan(s, "SELECT id FROM grain WHERE phase = 'in_flight'", plan, sizeof plan);
+    if (strstr(plan, "grain_in_flight") == NULL)
+        fail_msg("in-flight plan: %s", plan);
+    query_plan(s,
+               "SELECT id FROM entity WHERE parent_id = 3 AND domain_id = 1 ORDER BY ordinal",
+               plan, sizeof plan);
+    if (strstr(plan, "entity_child") == NULL || strstr(plan, "TEMP B-TREE") != NULL)
+        fail_msg("children plan: %s", plan);
+    orch_store_close(s);
+}
+
+/* ---- concurrency and crashes ----------------------------------------------------------- */
+
+static void test_readonly_while_writing(void **state)
+{
+    struct fx *f = *state;
+    orch_store *w = create_job(f);
+    add_plan(w);
+    assert_int_equal(orch_store_begin(w), 0);
+    exec_ok(w, "INSERT INTO entity (domain_id, ordinal, key) VALUES (0, 0, 'a')");
+
+    /* The writer holds the write lock; a reader opens and reads the committed state. */
+    orch_store *r = open_job(f, ORCH_STORE_READONLY);
+    assert_int_equal(q_int(r, "SELECT count(*) FROM entity"), 0);
+    assert_int_equal(orch_store_commit(w), 0);
+    assert_int_equal(q_int(r, "SELECT count(*) FROM entity"), 1);
+
+    /* A reader cannot write, and says why. */
+    assert_int_equal(orch_store_exec(r, "DELETE FROM entity"), -EROFS);
+    assert_detail_has(f->db);
+
+    /* A reader in the middle of a read does not block the writer. */
+    sqlite3_stmt *st;
+    assert_int_equal(orch_store_prepare(r, "SELECT id FROM entity", &st), 0);
+    assert_int_equal(orch_store_step(r, st), 1);
+    assert_int_equal(orch_store_begin(w), 0);
+    exec_ok(w, "INSERT INTO entity (domain_id, ordinal, key) VALUES (0, 1, 'b')");
+    assert_int_equal(orch_store_commit(w), 0);
+    sqlite3_reset(st);
+    assert_int_equal(q_int(r, "SELECT count(*) FROM entity"), 2);
+    orch_store_close(r);
+    orch_store_close(w);
+}
+
+enum { ROWS_PER_BATCH = 100 };
+
+/* Child side of the crash tests: commits batches of ROWS_PER_BATCH root entities,
+ * reporting each committed batch number on `report`; after each report it waits for a
+ * byte on `ack` if ack >= 0. With big_after >= 0, after that many batches it opens one
+ * big transaction (larger than SQLite's page cache, so it spills uncommitted pages into
+ * the WAL), reports -1 and waits on `hold` until killed. Never returns. */
+static void crash_child(const char *db, int report, int ack, int hold, int big_after)
+{
+    orch_store *s;
+    if (orch_store_open(db, 0, &s) != 0)
+        _exit(10);
+    sqlite3_stmt *st;
+    const char *sql = "INSERT INTO entity (domain_id, ordinal, key)"
+                      " VALUES (0, ?, printf('%0300d', ?1))";
+    for (int b = 0;; b++) {
+        if (b == big_after) {
+            if (orch_store_begin(s) != 0 || orch_store_prepare(s, sql, &st) != 0)
+                _exit(11);
+            for (int i = 0; i < 60000; i++) {
+                sqlite3_bind_int(st, 1, 10000000 + i);
+                if (orch_store_step(s, st) != 0)
+                    _exit(12);
+                sqlite3_reset(st);
+            }
+            int m = -1;
+            char c;
+            if (write(report, &m, sizeof m) != sizeof m)
+                _exit(13);
+            while (read(hold, &c, 1) != 0)
+                ; /* until killed */
+            _exit(14);
+        }
+        if (orch_store_begin(s) != 0 || orch_store_prepare(s, sql, &st) != 0)
+            _exit(15);
+        for (int i = 0; i < ROWS_PER_BATCH; i++) {
+            sqlite3_bind_int(st, 1, b * ROWS_PER_BATCH + i);
+            if (orch_store_step(s, st) != 0)
+                _exit(16);
+            sqlite3_reset(st);
+        }
+        if (orch_store_commit(s) != 0)
+            _exit(17);
+        if (write(report, &b, sizeof b) != sizeof b)
+            _exit(18);
+        char c;
+        if (ack >= 0 && read(ack, &c, 1) != 1)
+            _exit(19);
+    }
+}
+
+struct child {
+    pid_t pid;
+    int report; /* read end */
+    int ack;    /* write end, -1 if none */
+};
+
+static struct child spawn_crash_child(struct fx *f, bool with_ack, int big_after)
+{
+    int rep[2], ack[2];
+    assert_int_equal(pipe(rep), 0);
+    assert_int_equal(pipe(ack), 0);
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        /* Die with the test, even when a failed assertion skips the kill. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(9);
+        close(rep[0]);
+        close(ack[1]);
+        crash_child(f->db, rep[1], with_ack ? ack[0] : -1, ack[0], big_after);
+    }
+    close(rep[1]);
+    close(ack[0]);
+    return (struct child){pid, rep[0], ack[1]};
+}
+
+static int read_report(struct child *c)
+{
+    int v;
+    ssize_t n = read(c->report, &v, sizeof v);
+    if (n != sizeof v)
+        fail_msg("child stopped reporting (read %zd)", n);
+    return v;
+}
+
+static void kill_child(struct child *c)
+{
+    int status;
+    assert_int_equal(kill(c->pid, SIGKILL), 0);
+    assert_int_equal(waitpid(c->pid, &status, 0), c->pid);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    close(c->ack);
+}
+
+static void prepare_crash_job(struct fx *f)
+{
+    orch_store *s = create_job(f);
+    add_plan(s);
+    orch_store_close(s);
+}
+
+/* Killed inside a big transaction whose pages have already spilled into the WAL:
+ * reopening shows exactly the committed batches. */
+static void test_kill_mid_transaction(void **state)
+{
+    struct fx *f = *state;
+    prepare_crash_job(f);
+    struct child c = spawn_crash_child(f, false, 3);
+    for (int b = 0; b < 3; b++)
+        assert_int_equal(read_report(&c), b);
+    assert_int_equal(read_report(&c), -1); /* the big transaction is open and written */
+
+    char wal[700];
+    struct stat st;
+    snprintf(wal, sizeof wal, "%s-wal", f->db);
+    assert_int_equal(stat(wal, &st), 0);
+    assert_true(st.st_size > 8 * 1024 * 1024); /* uncommitted frames are in the WAL */
+    kill_child(&c);
+    close(c.report);
+
+    orch_store *s = open_job(f, 0);
+    assert_int_equal(q_int(s, "SELECT count(*) FROM entity"), 3 * ROWS_PER_BATCH);
+    assert_int_equal(q_int(s, "SELECT max(ordinal) FROM entity"), 3 * ROWS_PER_BATCH - 1);
+    assert_integrity_ok(s);
+    /* And the job takes new transactions. */
+    assert_int_equal(orch_store_begin(s), 0);
+    exec_ok(s, "INSERT INTO entity (domain_id, ordinal, key) VALUES (0, 999999, 'after')");
+    assert_int_equal(orch_store_commit(s), 0);
+    orch_store_close(s);
+}
+
+/* Killed between two commits, at a known point. */
+static void test_kill_between_commits(void **state)
+{
+    struct fx *f = *state;
+    prepare_crash_job(f);
+    struct child c = spawn_crash_child(f, true, -1);
+    for (int b = 0; b < 5; b++) {
+        assert_int_equal(read_report(&c), b);
+        if (b < 4)
+            assert_int_equal(write(c.ack, "k", 1), 1);
+    }
+    kill_child(&c); /* blocked waiting for the 5th ack: between commits */
+    close(c.report);
+
+    orch_store *s = open_job(f, ORCH_STORE_READONLY);
+    assert_int_equal(q_int(s, "SELECT count(*) FROM entity"), 5 * ROWS_PER_BATCH);
+    orch_store_close(s);
+    s = open_job(f, 0);
+    assert_integrity_ok(s);
+    orch_store_close(s);
+}
+
+/* Killed at an arbitrary moment while committing freely: every batch is all or nothing,
+ * and every reported commit is there. */
+static void test_kill_free_running(void **state)
+{
+    struct fx *f = *state;
+    prepare_crash_job(f);
+    struct child c = spawn_crash_child(f, false, -1);
+    int last = -1;
+    for (int i = 0; i < 30; i++)
+        last = read_report(&c);
+    kill_child(&c);
+    int v;
+    while (read(c.report, &v, sizeof v) == sizeof v)
+        last = v; /* commits reported before the kill */
+    close(c.report);
+
+    orch_store *s = open_job(f, 0);
+    int64_t n = q_int(s, "SELECT count(*) FROM entity");
+    assert_int_equal(n % ROWS_PER_BATCH, 0);
+    int64_t batches = n / ROWS_PER_BATCH;
+    /* Committed = reported, or one more whose report the kill cut off. */
+    assert_true(batches == last + 1 || batches == last + 2);
+    assert_int_equal(q_int(s, "SELECT max(ordinal) FROM entity"), n - 1);
+    assert_integrity_ok(s);
+    orch_store_close(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+        T(test_create_open_reopen),
+        T(test_open_refusals),
+        T(test_newer_job_refused),
+        T(test_garbage_file),
+        T(test_truncated_file),
+        T(test_not_an_orch_job),
+        T(test_empty_file_migrates),
+        T(test_migrations_upgrade),
+        T(test_migration_failure_rolls_back),
+        T(test_failed_create_removes_file),
+        T(test_job_metadata),
+        T(test_transactions),
+        T(test_disk_full),
+        T(test_prepare_cache),
+        T(test_state_names_match_checks),
+        T(test_schema_constraints),
+        T(test_views),
+        T(test_queue_queries_use_indexes),
+        T(test_readonly_while_writing),
+        T(test_kill_mid_transaction),
+        T(test_kill_between_commits),
+        T(test_kill_free_running),
+#undef T
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,112 @@
+/* builtin_sigs.c — the table of built-in function signatures (DESIGN §7). */
+#include "builtin_sigs.h"
+
+#include <string.h>
+
+#define NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static const struct orch_builtin_arg split_args[] = {
+    {.key = "sep", .type = ORCH_BUILTIN_ARG_STRING, .required = true, .min = 1},
+};
+static const struct orch_builtin_arg concat_args[] = {
+    {.key = "sep", .type = ORCH_BUILTIN_ARG_STRING, .def = ""},
+};
+static const struct orch_builtin_arg sleep_args[] = {
+    {.key = "ms", .type = ORCH_BUILTIN_ARG_INT, .min = 0, .max = 86400000},
+};
+static const char *const fail_kinds[] = {"record", "group", "attempt", "crash", "hang", NULL};
+static const struct orch_builtin_arg fail_if_args[] = {
+    {.key = "contains", .type = ORCH_BUILTIN_ARG_STRING, .required = true},
+    {.key = "kind", .type = ORCH_BUILTIN_ARG_CHOICE, .choices = fail_kinds, .def = "record"},
+};
+static const struct orch_builtin_arg flaky_args[] = {
+    {.key = "fail_attempts",
+     .type = ORCH_BUILTIN_ARG_INT,
+     .min = 0,
+     .max = 1000000,
+     .def = "1"},
+};
+static const struct orch_builtin_arg pdf_render_args[] = {
+    {.key = "dpi", .type = ORCH_BUILTIN_ARG_INT, .min = 1, .max = 1200, .def = "150"},
+};
+static const struct orch_builtin_arg ocr_args[] = {
+    {.key = "lang", .type = ORCH_BUILTIN_ARG_STRING, .def = "eng"},
+};
+
+#define SIG(n, o, lo, hi, a, s)                                                                \
+    {                                                                                          \
+        .name = n, .ops = o, .min_inputs = lo, .max_inputs = hi, .outputs = 1,                 \
+        .nargs = NARGS(a), .args = a, .summary = s                                             \
+    }
+#define SIG0(n, o, lo, hi, s)                                                                  \
+    {                                                                                          \
+        .name = n, .ops = o, .min_inputs = lo, .max_inputs = hi, .outputs = 1, .nargs = 0,     \
+        .args = NULL, .summary = s                                                             \
+    }
+
+/* identity, sleep, fail_if and flaky serve every operation (as udfs/builtins.c does), so
+ * that fault tests can put a failure, a delay or a pass-through anywhere in a pipeline. */
+static const struct orch_builtin_sig table[] = {
+    SIG0("read_file", ORCH_BUILTIN_MAP, 1, 1, "a path in, the file's bytes out"),
+    SIG("split", ORCH_BUILTIN_EXPAND, 1, 1, split_args,
+        "one child per piece between separators"),
+    SIG0("split_lines", ORCH_BUILTIN_EXPAND, 1, 1, "split(sep=\"\\n\")"),
+    SIG0("upper", ORCH_BUILTIN_MAP, 1, 1, "ASCII upper case"),
+    SIG0("identity", ORCH_BUILTIN_ANY, 1, 1, "the input, unchanged"),
+    SIG0("nonempty", ORCH_BUILTIN_FILTER, 1, 1, "true iff the value is not empty"),
+    SIG("concat", ORCH_BUILTIN_REDUCE, 1, 1, concat_args, "the values joined by sep"),
+    SIG0("count", ORCH_BUILTIN_REDUCE, 1, 1, "the number of values, as decimal text"),
+    SIG("sleep", ORCH_BUILTIN_ANY, 1, 1, sleep_args, "the input, after ms milliseconds"),
+    SIG("fail_if", ORCH_BUILTIN_ANY, 1, 1, fail_if_args,
+        "the input, or a failure of `kind` when it contains `contains`"),
+    SIG("flaky", ORCH_BUILTIN_ANY, 1, 1, flaky_args,
+        "an attempt failure on the first fail_attempts attempts, then the input"),
+    SIG("pdf_render", ORCH_BUILTIN_EXPAND, 1, 1, pdf_render_args,
+        "a PDF in, one rendered page image per child"),
+    SIG("tesseract_ocr", ORCH_BUILTIN_MAP, 1, 1, ocr_args, "an image in, its text out"),
+};
+
+const struct orch_builtin_sig *orch_builtin_sig_find(const char *name)
+{
+    for (int i = 0; i < NARGS(table); i++)
+        if (strcmp(table[i].name, name) == 0)
+            return &table[i];
+    return NULL;
+}
+
+int orch_builtin_sig_count(void)
+{
+    return NARGS(table);
+}
+
+const struct orch_builtin_sig *orch_builtin_sig_at(int i)
+{
+    return i >= 0 && i < NARGS(table) ? &table[i] : NULL;
+}
+
+const struct orch_builtin_arg *orch_builtin_sig_arg(const struct orch_builtin_sig *sig,
+                                                    const char *key)
+{
+    for (int i = 0; i < sig->nargs; i++)
+        if (strcmp(sig->args[i].key, key) == 0)
+            return &sig->args[i];
+    return NULL;
+}
+
+const char *orch_builtin_ops_text(unsigned ops)
+{
+    switch (ops) {
+    case ORCH_BUILTIN_MAP:
+        return "map";
+    case ORCH_BUILTIN_EXPAND:
+        return "expand or expand aligned";
+    case ORCH_BUILTIN_FILTER:
+        return "filter";
+    case ORCH_BUILTIN_REDUCE:
+        return "reduce";
+    case ORCH_BUILTIN_ANY:
+        return "any operation";
+    default:
+        return "several operations";
+    }
+}

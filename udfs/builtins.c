@@ -1,0 +1,198 @@
+/* builtins.c — the registry of built-in UDFs and the helpers they share.
+ *
+ * The built-ins (DESIGN §7). "Subject" and "pass" are defined in udf_int.h: the first value
+ * of the first input (for reduce, the first list's values concatenated); passing it means a
+ * value for every output port (map, reduce), keep(true) (filter), or one child (expand).
+ * Every built-in refuses, in init, an op it does not serve and an argument it does not
+ * know.
+ *
+ *   name         ops                 arguments          what it does
+ *   read_file    map                 -                  subject is a path; the file's bytes.
+ *                                                       Unreadable: RecordFailure
+ *                                                       "read_file: PATH: strerror".
+ *   split        expand, aligned     sep (required,     one child per piece between
+ *                                    non-empty)         separators; a final separator makes
+ *                                                       no extra empty piece; consecutive
+ *                                                       separators make empty pieces; empty
+ *                                                       input: zero children.
+ *   split_lines  expand, aligned     -                  split with sep="\n".
+ *   upper        map                 -                  ASCII upper case of the subject.
+ *   identity     any                 -                  passes the subject.
+ *   nonempty     filter              -                  keep iff the subject is non-empty.
+ *   concat       reduce              sep (default "")   the first list's values joined.
+ *   count        reduce              -                  number of values of the first
+ *                                                       list, decimal text ("0" for none).
+ *   sleep        any                 ms                 sleeps ms milliseconds, or without
+ *                                                       ms as many as the decimal digits
+ *                                                       the subject starts with (0 if
+ *                                                       none), then passes. Per record.
+ *   fail_if      any                 contains (req.),   passes unless the subject contains
+ *                                    kind (default      `contains` (the empty string is in
+ *                                    record)            everything); then kind=record:
+ *                                                       RecordFailure, group: GroupFailure,
+ *                                                       attempt: run returns -EIO, crash:
+ *                                                       abort(), hang: sleeps forever.
+ *   flaky        any                 fail_attempts      run returns -EAGAIN when any record
+ *                                    (default 1)        has attempt <= fail_attempts; else
+ *                                                       passes every record.
+ *
+ * Without a subject (an optional input that was Dropped), every built-in drops the record,
+ * except nonempty (keep false), concat and count (which read all values of the list).
+ */
+#include "udf_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct orch_udf *const builtins[] = {
+    &orch_udf__read_file, &orch_udf__split,    &orch_udf__split_lines, &orch_udf__upper,
+    &orch_udf__identity,  &orch_udf__nonempty, &orch_udf__concat,      &orch_udf__count,
+    &orch_udf__sleep,     &orch_udf__fail_if,  &orch_udf__flaky,
+};
+
+#define NBUILTINS (sizeof builtins / sizeof builtins[0])
+
+const struct orch_udf *orch_udf_builtin(const char *name)
+{
+    if (name == NULL)
+        return NULL;
+    for (size_t i = 0; i < NBUILTINS; i++)
+        if (strcmp(builtins[i]->name, name) == 0)
+            return builtins[i];
+    return NULL;
+}
+
+size_t orch_udf_builtin_count(void)
+{
+    return NBUILTINS;
+}
+
+const struct orch_udf *orch_udf_builtin_at(size_t i)
+{
+    return i < NBUILTINS ? builtins[i] : NULL;
+}
+
+static bool arg_known(const char *key, const char *const *args)
+{
+    for (size_t i = 0; args != NULL && args[i] != NULL; i++)
+        if (strcmp(args[i], key) == 0)
+            return true;
+    return false;
+}
+
+int orch_udf__base_init(const struct orch_udf_config *cfg, const char *name, unsigned ops,
+                        const char *const *args, size_t size, void **state)
+{
+    if ((unsigned)cfg->op >= 8 * sizeof ops || !(ops & ORCH_UDF__OP(cfg->op)))
+        return orch_udf_config_error(cfg, -EINVAL, "%s cannot be used as %s", name,
+                                     orch_udf_op_name(cfg->op));
+    for (size_t i = 0; i < cfg->nargs; i++)
+        if (!arg_known(cfg->arg_keys[i], args))
+            return orch_udf_config_error(cfg, -EINVAL, "%s has no argument '%s'", name,
+                                         cfg->arg_keys[i]);
+    struct orch_udf__base *b = calloc(1, size);
+    if (b == NULL)
+        return orch_udf_config_error(cfg, -ENOMEM, "%s: out of memory", name);
+    b->name = name;
+    b->op = cfg->op;
+    b->nin = cfg->nin;
+    b->nout = cfg->nout;
+    *state = b;
+    return 0;
+}
+
+void orch_udf__base_fini(void *state)
+{
+    free(state);
+}
+
+int orch_udf__arg_u64(const struct orch_udf_config *cfg, const char *name, const char *key,
+                      uint64_t dflt, uint64_t *out)
+{
+    const char *v = orch_udf_arg(cfg, key);
+    if (v == NULL) {
+        *out = dflt;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (v[0] < '0' || v[0] > '9' || *end != '\0' || errno != 0)
+        return orch_udf_config_error(cfg, -EINVAL,
+                                     "%s: argument %s must be a non-negative integer, not '%s'",
+                                     name, key, v);
+    *out = n;
+    return 0;
+}
+
+int orch_udf__subject(const struct orch_udf__base *b, const struct orch_udf_record *r,
+                      struct orch_udf__subject *s)
+{
+    memset(s, 0, sizeof *s);
+    if (b->nin == 0)
+        return 0;
+    const struct orch_udf_input *in = &r->in[0];
+    if (b->op != ORCH_UDF_OP_REDUCE) {
+        if (in->n >= 1 && in->v[0].present) {
+            s->data = in->v[0].data;
+            s->len = in->v[0].len;
+            s->present = true;
+        }
+        return 0;
+    }
+    size_t len = 0;
+    for (size_t k = 0; k < in->n; k++)
+        if (in->v[k].present)
+            len += in->v[k].len;
+    s->owned = malloc(len > 0 ? len : 1);
+    if (s->owned == NULL)
+        return -ENOMEM;
+    size_t at = 0;
+    for (size_t k = 0; k < in->n; k++)
+        if (in->v[k].present && in->v[k].len > 0) {
+            memcpy(s->owned + at, in->v[k].data, in->v[k].len);
+            at += in->v[k].len;
+        }
+    s->data = s->owned;
+    s->len = len;
+    s->present = true;
+    return 0;
+}
+
+void orch_udf__subject_free(struct orch_udf__subject *s)
+{
+    free(s->owned);
+    s->owned = NULL;
+}
+
+int orch_udf__emit_all(const struct orch_udf__base *b, struct orch_udf_batch *batch, size_t i,
+                       const void *data, size_t len)
+{
+    for (size_t p = 0; p < b->nout; p++) {
+        int rc = orch_udf_emit(batch, i, p, data, len);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+int orch_udf__pass(const struct orch_udf__base *b, struct orch_udf_batch *batch, size_t i,
+                   const struct orch_udf__subject *s)
+{
+    if (!s->present)
+        return orch_udf_drop(batch, i);
+    switch (b->op) {
+    case ORCH_UDF_OP_FILTER:
+        return orch_udf_keep(batch, i, true);
+    case ORCH_UDF_OP_EXPAND:
+    case ORCH_UDF_OP_EXPAND_ALIGNED: {
+        int rc = orch_udf_child(batch, i);
+        return rc < 0 ? rc : orch_udf__emit_all(b, batch, i, s->data, s->len);
+    }
+    case ORCH_UDF_OP_MAP:
+    case ORCH_UDF_OP_REDUCE:
+        break;
+    }
+    return orch_udf__emit_all(b, batch, i, s->data, s->len);
+}

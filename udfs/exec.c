@@ -1,0 +1,790 @@
+/* exec.c — exec("command line"): a persistent external program as a UDF.
+ *
+ * The adapter is an ordinary struct orch_udf whose state is one child process and two
+ * pipes. The wire format is udfs/EXEC_PROTOCOL.md; in short, frames of
+ * `tag[4] u64 length body` in both directions: HELO → REDY|IERR once, then BTCH → ANSW|BERR
+ * per batch, and end-of-file on the program's stdin to say goodbye.
+ *
+ * Invariants of a state:
+ *   - `to` (the program's stdin, non-blocking on our side) and `from` (its stdout) are open
+ *     and `pid` is a live or unreaped child, unless `broken`;
+ *   - once `broken`, the program has been killed and reaped, both pipes are closed, and
+ *     every run fails at once with `why` (the worker must be replaced);
+ *   - `r` holds bytes read from the program and not yet consumed, from `rpos`.
+ *
+ * Deadlock. While it writes a batch the host also reads whatever the program writes, so
+ * neither side can block on a full pipe whatever the program does.
+ *
+ * SIGPIPE. Writing to a program that exited raises SIGPIPE. The adapter blocks it in the
+ * calling thread around its writes and consumes the one it caused, so the worker's signal
+ * dispositions are never changed.
+ */
+#define _GNU_SOURCE /* pipe2, close_range */
+#include "udf_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define EXEC_PROTOCOL_VERSION 1
+#define FRAME_HEADER 12               /* tag[4] u64 length */
+#define FRAME_MAX ((uint64_t)1 << 40) /* a longer frame is garbage, not data */
+/* How long a program that closed its stdout may take to exit before it is killed (so that
+ * its own exit status can be told), and how long fini waits after closing its stdin. */
+#define INIT_GRACE_MS 500
+#define FINI_GRACE_MS 5000
+
+struct buf {
+    unsigned char *p;
+    size_t len, cap;
+};
+
+struct exec_state {
+    char *cmd;
+    pid_t pid;    /* > 0 until reaped; also the process group */
+    int to, from; /* -1 once closed */
+    bool broken;
+    enum orch_udf_op op;
+    size_t nin, nout;
+    struct buf w;  /* the frame being sent */
+    struct buf r;  /* bytes read from the program */
+    size_t rpos;   /* first unconsumed byte of r */
+    bool eof;      /* the program closed its stdout */
+    char why[512]; /* when broken: why */
+};
+
+/* ---- buffers -------------------------------------------------------------------------- */
+
+static int buf_reserve(struct buf *b, size_t more)
+{
+    if (b->cap - b->len >= more)
+        return 0;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap - b->len < more) {
+        if (cap > SIZE_MAX / 2)
+            return -ENOMEM;
+        cap *= 2;
+    }
+    unsigned char *p = realloc(b->p, cap);
+    if (p == NULL)
+        return -ENOMEM;
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+static int put(struct buf *b, const void *d, size_t n)
+{
+    int rc = buf_reserve(b, n);
+    if (rc == 0 && n > 0) {
+        memcpy(b->p + b->len, d, n);
+        b->len += n;
+    }
+    return rc;
+}
+
+static void le32(unsigned char *p, uint32_t v)
+{
+    for (int k = 0; k < 4; k++)
+        p[k] = (unsigned char)(v >> (8 * k));
+}
+
+static void le64(unsigned char *p, uint64_t v)
+{
+    for (int k = 0; k < 8; k++)
+        p[k] = (unsigned char)(v >> (8 * k));
+}
+
+static int put_u8(struct buf *b, uint8_t v)
+{
+    return put(b, &v, 1);
+}
+
+static int put_u32(struct buf *b, uint32_t v)
+{
+    unsigned char p[4];
+    le32(p, v);
+    return put(b, p, 4);
+}
+
+static int put_u64(struct buf *b, uint64_t v)
+{
+    unsigned char p[8];
+    le64(p, v);
+    return put(b, p, 8);
+}
+
+static int put_str(struct buf *b, const char *s)
+{
+    size_t n = s != NULL ? strlen(s) : 0;
+    if (n > UINT32_MAX)
+        return -EINVAL;
+    int rc = put_u32(b, (uint32_t)n);
+    return rc < 0 ? rc : put(b, s, n);
+}
+
+/* Starts a frame in b (which is emptied); frame_end() fills in its length. */
+static int frame_begin(struct buf *b, const char *tag)
+{
+    b->len = 0;
+    int rc = put(b, tag, 4);
+    return rc < 0 ? rc : put_u64(b, 0);
+}
+
+static void frame_end(struct buf *b)
+{
+    le64(b->p + 4, (uint64_t)(b->len - FRAME_HEADER));
+}
+
+/* A read cursor over one frame's body. `bad` is set by any read past the end. */
+struct cur {
+    const unsigned char *p, *end;
+    bool bad;
+};
+
+static const unsigned char *get(struct cur *c, uint64_t n)
+{
+    if (c->bad || n > (uint64_t)(c->end - c->p)) {
+        c->bad = true;
+        return NULL;
+    }
+    const unsigned char *at = c->p;
+    c->p += n;
+    return at;
+}
+
+static uint8_t get_u8(struct cur *c)
+{
+    const unsigned char *p = get(c, 1);
+    return p != NULL ? p[0] : 0;
+}
+
+static uint32_t get_u32(struct cur *c)
+{
+    const unsigned char *p = get(c, 4);
+    uint32_t v = 0;
+    for (int k = 3; p != NULL && k >= 0; k--)
+        v = (v << 8) | p[k];
+    return v;
+}
+
+static uint64_t get_u64(struct cur *c)
+{
+    const unsigned char *p = get(c, 8);
+    uint64_t v = 0;
+    for (int k = 7; p != NULL && k >= 0; k--)
+        v = (v << 8) | p[k];
+    return v;
+}
+
+/* A str as a new NUL-terminated string (NULL on a bad cursor or -ENOMEM: *nomem says). */
+static char *get_str(struct cur *c, bool *nomem)
+{
+    uint32_t n = get_u32(c);
+    const unsigned char *p = get(c, n);
+    if (p == NULL)
+        return NULL;
+    char *s = strndup((const char *)p, n);
+    if (s == NULL)
+        *nomem = true;
+    return s;
+}
+
+/* ---- the child process -------------------------------------------------------------- */
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+/* Says how a wait status ended the program. */
+static void describe_status(int status, char *out, size_t n)
+{
+    if (WIFEXITED(status) && WEXITSTATUS(status) > 128 && WEXITSTATUS(status) - 128 < NSIG)
+        /* /bin/sh reports a command killed by signal N as status 128+N */
+        snprintf(out, n, "exited with status %d (its command was killed by signal %d (%s))",
+                 WEXITSTATUS(status), WEXITSTATUS(status) - 128,
+                 strsignal(WEXITSTATUS(status) - 128));
+    else if (WIFEXITED(status))
+        snprintf(out, n, "exited with status %d", WEXITSTATUS(status));
+    else if (WIFSIGNALED(status))
+        snprintf(out, n, "was killed by signal %d (%s)", WTERMSIG(status),
+                 strsignal(WTERMSIG(status)));
+    else
+        snprintf(out, n, "stopped (wait status %d)", status);
+}
+
+/* Closes the pipes, waits up to grace_ms for the program to exit, then kills its process
+ * group, and reaps it. Writes how it ended into how (when not NULL). */
+static void close_and_reap(struct exec_state *st, long grace_ms, char *how, size_t n)
+{
+    if (st->to >= 0)
+        close(st->to);
+    if (st->from >= 0)
+        close(st->from);
+    st->to = st->from = -1;
+    if (how != NULL && n > 0)
+        how[0] = '\0';
+    if (st->pid <= 0)
+        return;
+    int status = 0;
+    pid_t r = 0;
+    for (long waited = 0; waited <= grace_ms; waited += 5) {
+        r = waitpid(st->pid, &status, WNOHANG);
+        if (r != 0 || grace_ms == 0)
+            break;
+        sleep_ms(5);
+    }
+    if (r == 0) {
+        kill(-st->pid, SIGKILL);
+        kill(st->pid, SIGKILL);
+        while ((r = waitpid(st->pid, &status, 0)) < 0 && errno == EINTR)
+            ;
+    } else {
+        kill(-st->pid, SIGKILL); /* whatever the program left running in its group */
+    }
+    if (how != NULL && r == st->pid)
+        describe_status(status, how, n);
+    st->pid = 0;
+}
+
+/* Breaks the state: kills and reaps the program, remembers why. grace_ms: how long to
+ * let a program that is exiting by itself finish (so that its status can be told). */
+static void breakf(struct exec_state *st, long grace_ms, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void breakf(struct exec_state *st, long grace_ms, const char *fmt, ...)
+{
+    char what[256], how[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    close_and_reap(st, grace_ms, how, sizeof how);
+    snprintf(st->why, sizeof st->why, "exec '%s': %s%s%s", st->cmd, what,
+             how[0] ? "; the program " : "", how);
+    st->broken = true;
+}
+
+/* Moves fd to a number >= 3 (so that dup2 onto 0/1 in the child is never a no-op). */
+static int fd_above_stdio(int fd)
+{
+    if (fd >= 3)
+        return fd;
+    int nfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    int e = errno;
+    close(fd);
+    errno = e;
+    return nfd;
+}
+
+static int make_pipe(int fds[2])
+{
+    if (pipe2(fds, O_CLOEXEC) < 0)
+        return -errno;
+    fds[0] = fd_above_stdio(fds[0]);
+    fds[1] = fd_above_stdio(fds[1]);
+    if (fds[0] < 0 || fds[1] < 0) {
+        int e = errno;
+        if (fds[0] >= 0)
+            close(fds[0]);
+        if (fds[1] >= 0)
+            close(fds[1]);
+        return -e;
+    }
+    return 0;
+}
+
+/* In the child, after fork: only async-signal-safe calls. */
+static void child_exec(const char *cmd, int in_fd, int out_fd, pid_t parent)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+        _exit(127); /* the worker died before prctl */
+    setpgid(0, 0);
+    if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0)
+        _exit(127);
+    if (close_range(3, ~0U, 0) < 0)
+        for (int fd = 3; fd < 4096; fd++)
+            close(fd);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    signal(SIGPIPE, SIG_DFL);
+    execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+    _exit(127);
+}
+
+static int spawn(struct exec_state *st)
+{
+    int in[2], out[2];
+    int rc = make_pipe(in);
+    if (rc < 0)
+        return rc;
+    rc = make_pipe(out);
+    if (rc < 0)
+        goto fail_out;
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        rc = -errno;
+        goto fail_fork;
+    }
+    if (pid == 0)
+        child_exec(st->cmd, in[0], out[1], parent);
+    setpgid(pid, pid); /* also done by the child: whichever runs first */
+    close(in[0]);
+    close(out[1]);
+    st->pid = pid;
+    st->to = in[1];
+    st->from = out[0];
+    fcntl(st->to, F_SETFL, fcntl(st->to, F_GETFL) | O_NONBLOCK);
+    return 0;
+
+fail_fork:
+    close(out[0]);
+    close(out[1]);
+fail_out:
+    close(in[0]);
+    close(in[1]);
+    return rc;
+}
+
+/* ---- I/O ------------------------------------------------------------------------------ */
+
+/* Reads what is available from the program into r (blocking once). Sets eof at its end.
+ * Returns 0 or -errno. */
+static int read_some(struct exec_state *st)
+{
+    if (st->rpos > 0 && st->rpos == st->r.len)
+        st->r.len = st->rpos = 0;
+    int rc = buf_reserve(&st->r, 65536);
+    if (rc < 0)
+        return rc;
+    ssize_t n;
+    while ((n = read(st->from, st->r.p + st->r.len, st->r.cap - st->r.len)) < 0 &&
+           errno == EINTR)
+        ;
+    if (n < 0)
+        return -errno;
+    if (n == 0)
+        st->eof = true;
+    st->r.len += (size_t)n;
+    return 0;
+}
+
+/* Writes the frame in w, reading the program's output meanwhile. Returns 0, -EPIPE when the
+ * program no longer reads its stdin, or -errno. */
+static int send_frame(struct exec_state *st)
+{
+    sigset_t pipe_set, old, pending;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    sigpending(&pending);
+    bool was_pending = sigismember(&pending, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+
+    int rc = 0;
+    size_t off = 0;
+    while (off < st->w.len) {
+        struct pollfd pf[2] = {{.fd = st->to, .events = POLLOUT},
+                               {.fd = st->from, .events = POLLIN}};
+        if (poll(pf, st->eof ? 1 : 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            rc = -errno;
+            break;
+        }
+        if (!st->eof && (pf[1].revents & (POLLIN | POLLHUP | POLLERR)) &&
+            (rc = read_some(st)) < 0)
+            break;
+        if (!(pf[0].revents & (POLLOUT | POLLHUP | POLLERR)))
+            continue;
+        ssize_t n = write(st->to, st->w.p + off, st->w.len - off);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            continue;
+        if (n < 0) {
+            rc = -errno;
+            break;
+        }
+        off += (size_t)n;
+    }
+
+    if (rc == -EPIPE && !was_pending) {
+        struct timespec zero = {0, 0};
+        while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR)
+            ;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
+}
+
+/* Makes at least `need` unconsumed bytes available in r. Returns 0, -EPIPE at the end of
+ * the program's output, or -errno. */
+static int fill(struct exec_state *st, size_t need)
+{
+    if (st->rpos > 0 && st->r.len - st->rpos < need) {
+        memmove(st->r.p, st->r.p + st->rpos, st->r.len - st->rpos);
+        st->r.len -= st->rpos;
+        st->rpos = 0;
+    }
+    while (st->r.len - st->rpos < need) {
+        if (st->eof)
+            return -EPIPE;
+        int rc = buf_reserve(&st->r, need - (st->r.len - st->rpos));
+        if (rc == 0)
+            rc = read_some(st);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Prints a tag for a message: "REDY", or its bytes in hex when they are not printable. */
+static void tag_text(const unsigned char *t, char *out, size_t n)
+{
+    bool printable = true;
+    for (int k = 0; k < 4; k++)
+        printable = printable && t[k] >= 0x20 && t[k] < 0x7f;
+    if (printable)
+        snprintf(out, n, "\"%.4s\"", (const char *)t);
+    else
+        snprintf(out, n, "bytes %02x %02x %02x %02x", t[0], t[1], t[2], t[3]);
+}
+
+/* Reads one frame whose tag must be `want1` or `want2`; *tag gets which, *body its body
+ * (valid until the next read). On any failure the state is broken (`when` says at which
+ * moment, for the message) and -EPIPE / -EPROTO / -errno is returned. */
+static int read_frame(struct exec_state *st, const char *want1, const char *want2,
+                      const char *when, const char **tag, struct cur *body)
+{
+    int rc = fill(st, FRAME_HEADER);
+    if (rc == 0) {
+        const unsigned char *h = st->r.p + st->rpos;
+        char seen[32];
+        if (memcmp(h, want1, 4) == 0)
+            *tag = want1;
+        else if (memcmp(h, want2, 4) == 0)
+            *tag = want2;
+        else {
+            tag_text(h, seen, sizeof seen);
+            breakf(st, 0, "protocol error %s: expected %s or %s, got %s", when, want1, want2,
+                   seen);
+            return -EPROTO;
+        }
+        struct cur c = {h + 4, h + FRAME_HEADER, false};
+        uint64_t len = get_u64(&c);
+        if (len > FRAME_MAX) {
+            breakf(st, 0, "protocol error %s: a %s frame of %" PRIu64 " bytes", when, *tag,
+                   len);
+            return -EPROTO;
+        }
+        rc = fill(st, FRAME_HEADER + (size_t)len);
+        if (rc == 0) {
+            body->p = st->r.p + st->rpos + FRAME_HEADER;
+            body->end = body->p + len;
+            body->bad = false;
+            st->rpos += FRAME_HEADER + (size_t)len;
+            return 0;
+        }
+    }
+    if (rc == -EPIPE)
+        breakf(st, INIT_GRACE_MS, "the program closed its output %s", when);
+    else
+        breakf(st, 0, "reading from the program %s: %s", when, strerror(-rc));
+    return rc;
+}
+
+/* ---- init / fini ------------------------------------------------------------------- */
+
+static int send_hello(struct exec_state *st, const struct orch_udf_config *cfg)
+{
+    struct buf *w = &st->w;
+    int rc = frame_begin(w, "HELO");
+    rc = rc ? rc : put_u32(w, EXEC_PROTOCOL_VERSION);
+    rc = rc ? rc : put_str(w, cfg->call);
+    rc = rc ? rc : put_str(w, cfg->function);
+    rc = rc ? rc : put_u32(w, (uint32_t)cfg->op);
+    rc = rc ? rc : put_u32(w, (uint32_t)cfg->nin);
+    rc = rc ? rc : put_u32(w, (uint32_t)cfg->nout);
+    rc = rc ? rc : put_u32(w, (uint32_t)cfg->worker);
+    rc = rc ? rc : put_u32(w, (uint32_t)cfg->nargs);
+    for (size_t k = 0; rc == 0 && k < cfg->nargs; k++) {
+        rc = put_str(w, cfg->arg_keys[k]);
+        rc = rc ? rc : put_str(w, cfg->arg_values[k]);
+    }
+    if (rc < 0)
+        return rc;
+    frame_end(w);
+    return send_frame(st);
+}
+
+static void exec_free(struct exec_state *st)
+{
+    free(st->cmd);
+    free(st->w.p);
+    free(st->r.p);
+    free(st);
+}
+
+/* Talks HELO/REDY with a freshly spawned program. Returns 0, or an error with the message
+ * in cfg->error; the program is reaped in every failure. */
+static int handshake(struct exec_state *st, const struct orch_udf_config *cfg)
+{
+    int rc = send_hello(st, cfg);
+    if (rc == -ENOMEM) {
+        close_and_reap(st, 0, NULL, 0);
+        return orch_udf_config_error(cfg, rc, "exec '%s': out of memory", st->cmd);
+    }
+    /* A write error (the program exited at once) shows again as the end of its output. */
+    const char *tag;
+    struct cur c;
+    rc = read_frame(st, "REDY", "IERR", "before it answered the hello", &tag, &c);
+    if (rc < 0)
+        return orch_udf_config_error(cfg, rc, "%s", st->why);
+    if (strcmp(tag, "IERR") == 0) {
+        bool nomem = false;
+        char *msg = get_str(&c, &nomem);
+        close_and_reap(st, FINI_GRACE_MS, NULL, 0);
+        rc = orch_udf_config_error(cfg, -EIO, "exec '%s': init failed: %s", st->cmd,
+                                   msg != NULL ? msg : "(no message)");
+        free(msg);
+        return rc;
+    }
+    uint32_t version = get_u32(&c);
+    if (c.bad || c.p != c.end || version != EXEC_PROTOCOL_VERSION) {
+        breakf(st, 0, "the program speaks exec protocol version %" PRIu32 ", not %d", version,
+               EXEC_PROTOCOL_VERSION);
+        return orch_udf_config_error(cfg, -EPROTO, "%s", st->why);
+    }
+    return 0;
+}
+
+static int exec_init(const struct orch_udf_config *cfg, void **state)
+{
+    if (cfg->function == NULL || cfg->function[0] == '\0')
+        return orch_udf_config_error(cfg, -EINVAL, "exec(): the command line is empty");
+    if (cfg->nin > UINT32_MAX || cfg->nout > UINT32_MAX || cfg->nargs > UINT32_MAX)
+        return orch_udf_config_error(cfg, -EINVAL, "exec(): too many inputs or arguments");
+    struct exec_state *st = calloc(1, sizeof *st);
+    if (st == NULL || (st->cmd = strdup(cfg->function)) == NULL) {
+        free(st);
+        return orch_udf_config_error(cfg, -ENOMEM, "exec: out of memory");
+    }
+    st->to = st->from = -1;
+    st->op = cfg->op;
+    st->nin = cfg->nin;
+    st->nout = cfg->nout;
+    int rc = spawn(st);
+    if (rc < 0) {
+        orch_udf_config_error(cfg, rc, "exec '%s': cannot start it: %s", st->cmd,
+                              strerror(-rc));
+        exec_free(st);
+        return rc;
+    }
+    rc = handshake(st, cfg);
+    if (rc < 0) {
+        exec_free(st);
+        return rc;
+    }
+    *state = st;
+    return 0;
+}
+
+static void exec_fini(void *state)
+{
+    struct exec_state *st = state;
+    close_and_reap(st, FINI_GRACE_MS, NULL, 0);
+    exec_free(st);
+}
+
+/* ---- run ------------------------------------------------------------------------------ */
+
+static int put_batch(struct exec_state *st, const struct orch_udf_batch *batch)
+{
+    struct buf *w = &st->w;
+    if (batch->n > UINT32_MAX)
+        return -EINVAL;
+    int rc = frame_begin(w, "BTCH");
+    rc = rc ? rc : put_u32(w, (uint32_t)batch->n);
+    for (size_t i = 0; rc == 0 && i < batch->n; i++) {
+        const struct orch_udf_record *r = &batch->rec[i];
+        rc = put_u64(w, r->grain_id);
+        rc = rc ? rc : put_u32(w, r->generation);
+        rc = rc ? rc : put_u32(w, r->attempt);
+        for (size_t k = 0; rc == 0 && k < st->nin; k++) {
+            const struct orch_udf_input *in = &r->in[k];
+            rc = in->n > UINT32_MAX ? -EINVAL : put_u32(w, (uint32_t)in->n);
+            for (size_t v = 0; rc == 0 && v < in->n; v++) {
+                rc = put_u8(w, in->v[v].present ? 1 : 0);
+                if (rc == 0 && in->v[v].present) {
+                    rc = put_u64(w, in->v[v].len);
+                    rc = rc ? rc : put(w, in->v[v].data, in->v[v].len);
+                }
+            }
+        }
+    }
+    if (rc == 0)
+        frame_end(w);
+    return rc;
+}
+
+/* Reads `nout` blobs and emits them for record i; *fit becomes -EINVAL on the first value
+ * the host refused. Returns -ENOMEM or 0 (a short body shows in c->bad). */
+static int take_values(struct exec_state *st, struct orch_udf_batch *batch, size_t i,
+                       struct cur *c, int *fit)
+{
+    for (size_t p = 0; p < st->nout && !c->bad; p++) {
+        uint64_t len = get_u64(c);
+        const unsigned char *data = get(c, len);
+        if (data == NULL)
+            break;
+        int rc = *fit == 0 ? orch_udf_emit(batch, i, p, data, (size_t)len) : 0;
+        if (rc == -ENOMEM)
+            return rc;
+        if (rc < 0)
+            *fit = rc;
+    }
+    return 0;
+}
+
+/* Decodes one answer and gives it to the host. Returns 0, -ENOMEM, or -EPROTO with *kind
+ * set to the offending kind byte (a short body shows in c->bad). */
+static int take_answer(struct exec_state *st, struct orch_udf_batch *batch, size_t i,
+                       struct cur *c, uint8_t *kind)
+{
+    int fit = 0, rc = 0;
+    bool nomem = false;
+    char *msg = NULL;
+    *kind = get_u8(c);
+    switch (*kind) {
+    case 'V':
+        rc = take_values(st, batch, i, c, &fit);
+        break;
+    case 'C': {
+        uint32_t n = get_u32(c);
+        for (uint32_t k = 0; k < n && rc == 0 && !c->bad; k++) {
+            int r = fit == 0 ? orch_udf_child(batch, i) : 0;
+            if (r == -ENOMEM)
+                return r;
+            fit = fit ? fit : r;
+            rc = take_values(st, batch, i, c, &fit);
+        }
+        if (rc == 0 && n == 0 && !c->bad)
+            fit = orch_udf_no_children(batch, i);
+        break;
+    }
+    case 'K': {
+        uint8_t keep = get_u8(c);
+        if (!c->bad)
+            fit = orch_udf_keep(batch, i, keep != 0);
+        break;
+    }
+    case 'D':
+        fit = orch_udf_drop(batch, i);
+        break;
+    case 'R':
+    case 'G':
+        msg = get_str(c, &nomem);
+        if (msg != NULL)
+            fit = *kind == 'R' ? orch_udf_fail_record(batch, i, msg)
+                               : orch_udf_fail_group(batch, i, msg);
+        free(msg);
+        break;
+    default:
+        return -EPROTO;
+    }
+    if (nomem || rc == -ENOMEM || fit == -ENOMEM)
+        return -ENOMEM;
+    if (fit < 0 && !c->bad) {
+        char why[160];
+        snprintf(why, sizeof why,
+                 "exec: the program answered '%c', which does not fit a %s call with %zu "
+                 "output(s)",
+                 *kind, orch_udf_op_name(st->op), st->nout);
+        return orch_udf_fail_record(batch, i, why) == -ENOMEM ? -ENOMEM : 0;
+    }
+    return 0;
+}
+
+static int take_answers(struct exec_state *st, struct orch_udf_batch *batch, struct cur *c)
+{
+    uint32_t n = get_u32(c);
+    if (!c->bad && n != batch->n) {
+        breakf(st, 0, "protocol error: %" PRIu32 " answers to a batch of %zu records", n,
+               batch->n);
+        return -EPROTO;
+    }
+    for (size_t i = 0; i < batch->n && !c->bad; i++) {
+        uint8_t kind;
+        int rc = take_answer(st, batch, i, c, &kind);
+        if (rc == -ENOMEM)
+            return orch_udf_batch_error(batch, rc, "exec '%s': out of memory", st->cmd);
+        if (rc == -EPROTO) {
+            breakf(st, 0, "protocol error: unknown answer kind 0x%02x for record %zu", kind, i);
+            return rc;
+        }
+    }
+    if (c->bad || c->p != c->end) {
+        breakf(st, 0, "protocol error: the ANSW frame is %s",
+               c->bad ? "truncated" : "too long");
+        return -EPROTO;
+    }
+    return 0;
+}
+
+static int exec_run(void *state, struct orch_udf_batch *batch)
+{
+    struct exec_state *st = state;
+    if (st->broken)
+        return orch_udf_batch_error(batch, -EPIPE, "%s (the worker must be restarted)",
+                                    st->why);
+    int rc = put_batch(st, batch);
+    if (rc < 0)
+        return orch_udf_batch_error(batch, rc, "exec '%s': cannot encode the batch: %s",
+                                    st->cmd, strerror(-rc));
+    rc = send_frame(st);
+    if (rc < 0 && rc != -EPIPE) {
+        breakf(st, 0, "writing to the program: %s", strerror(-rc));
+        return orch_udf_batch_error(batch, rc, "%s", st->why);
+    }
+    /* On -EPIPE the program is gone or going: reading tells how. */
+    const char *tag;
+    struct cur c;
+    rc = read_frame(st, "ANSW", "BERR", "in the middle of a batch", &tag, &c);
+    if (rc < 0)
+        return orch_udf_batch_error(batch, rc, "%s", st->why);
+    if (strcmp(tag, "BERR") == 0) {
+        bool nomem = false;
+        char *msg = get_str(&c, &nomem);
+        rc = orch_udf_batch_error(batch, nomem ? -ENOMEM : -EIO, "exec '%s': %s", st->cmd,
+                                  msg != NULL ? msg : "the batch failed");
+        free(msg);
+        return rc;
+    }
+    rc = take_answers(st, batch, &c);
+    if (rc == -EPROTO)
+        return orch_udf_batch_error(batch, rc, "%s", st->why);
+    return rc;
+}
+
+const struct orch_udf orch_udf_exec = {
+    .abi_version = ORCH_UDF_ABI_VERSION,
+    .name = "exec",
+    .init = exec_init,
+    .run = exec_run,
+    .fini = exec_fini,
+};

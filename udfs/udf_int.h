@@ -1,0 +1,90 @@
+/* udf_int.h — internals shared by the files of udfs/: never included by a UDF or by the
+ * engine.
+ *
+ * Built-ins. Every built-in's state starts with a `struct orch_udf__base` (the op, the
+ * input and output counts it was configured with), made by orch_udf__base_init(), which
+ * also refuses an op the built-in does not serve and any argument it does not know, with a
+ * message in cfg->error. What a record is about — its *subject* — is the same for every
+ * built-in that works on "its input": the first value of the first input list (map,
+ * filter, expand), or for reduce the values of the first list concatenated. A built-in
+ * that passes its subject through answers according to the op (orch_udf__pass):
+ *
+ *     map, reduce   the subject as the value of every output port
+ *     filter        keep(true)
+ *     expand        one child whose every output port is the subject
+ *     any op        drop, when there is no subject (an optional input that was Dropped)
+ */
+#ifndef ORCH_UDF_INT_H
+#define ORCH_UDF_INT_H
+
+#include "orch_udf_host.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Bit sets of ops, for orch_udf__base_init(). */
+#define ORCH_UDF__OP(op) (1u << (op))
+#define ORCH_UDF__OPS_EXPAND                                                                   \
+    (ORCH_UDF__OP(ORCH_UDF_OP_EXPAND) | ORCH_UDF__OP(ORCH_UDF_OP_EXPAND_ALIGNED))
+#define ORCH_UDF__OPS_ALL                                                                      \
+    (ORCH_UDF__OP(ORCH_UDF_OP_MAP) | ORCH_UDF__OPS_EXPAND | ORCH_UDF__OP(ORCH_UDF_OP_FILTER) | \
+     ORCH_UDF__OP(ORCH_UDF_OP_REDUCE))
+
+struct orch_udf__base {
+    const char *name; /* the built-in's name, static */
+    enum orch_udf_op op;
+    size_t nin;
+    size_t nout;
+};
+
+/* Allocates a zeroed state of `size` bytes (>= sizeof(struct orch_udf__base)) into *state
+ * and fills its base, after checking that cfg->op is in `ops` and that every argument key
+ * is one of the NULL-terminated `args` (which may be NULL: no arguments). Returns 0, or
+ * -EINVAL / -ENOMEM with a message in cfg->error and *state untouched. The state is freed
+ * with orch_udf__base_fini(). */
+int orch_udf__base_init(const struct orch_udf_config *cfg, const char *name, unsigned ops,
+                        const char *const *args, size_t size, void **state);
+void orch_udf__base_fini(void *state);
+
+/* Parses argument `key` as a decimal unsigned integer into *out; *out = dflt when the call
+ * has no such argument. Returns 0 or -EINVAL with a message in cfg->error. */
+int orch_udf__arg_u64(const struct orch_udf_config *cfg, const char *name, const char *key,
+                      uint64_t dflt, uint64_t *out);
+
+/* A record's subject (see above). `owned` is non-NULL when the bytes were assembled and must
+ * be freed with orch_udf__subject_free(). */
+struct orch_udf__subject {
+    const char *data;
+    size_t len;
+    bool present;
+    char *owned;
+};
+
+/* Returns 0 or -ENOMEM. */
+int orch_udf__subject(const struct orch_udf__base *b, const struct orch_udf_record *r,
+                      struct orch_udf__subject *s);
+void orch_udf__subject_free(struct orch_udf__subject *s);
+
+/* Emits data as the value of every output port of record i (or of its current child). */
+int orch_udf__emit_all(const struct orch_udf__base *b, struct orch_udf_batch *batch, size_t i,
+                       const void *data, size_t len);
+
+/* Passes the subject through, as said above. */
+int orch_udf__pass(const struct orch_udf__base *b, struct orch_udf_batch *batch, size_t i,
+                   const struct orch_udf__subject *s);
+
+/* The built-ins, each defined in one of builtins_*.c. */
+extern const struct orch_udf orch_udf__read_file;
+extern const struct orch_udf orch_udf__split;
+extern const struct orch_udf orch_udf__split_lines;
+extern const struct orch_udf orch_udf__upper;
+extern const struct orch_udf orch_udf__identity;
+extern const struct orch_udf orch_udf__nonempty;
+extern const struct orch_udf orch_udf__concat;
+extern const struct orch_udf orch_udf__count;
+extern const struct orch_udf orch_udf__sleep;
+extern const struct orch_udf orch_udf__fail_if;
+extern const struct orch_udf orch_udf__flaky;
+
+#endif
