@@ -572,6 +572,9 @@ int orch_plan_stmt_input(orch_plan_builder *b, int stmt, const char *domain, con
         s->broken = true;
         return rc;
     }
+    if (s->nin == ORCH_PLAN_MAX_INPUTS + 1)
+        return orch__error(b, loc, "a statement has at most %d inputs",
+                           ORCH_PLAN_MAX_INPUTS);
     if (optional && s->op == ORCH_OP_BROADCAST)
         return orch__error(b, loc, "the input of a broadcast cannot be optional");
     if (optional && s->op == ORCH_OP_FILTER && s->nin == 1)

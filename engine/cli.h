@@ -13,6 +13,7 @@ enum {
     ORCH_EXIT_OK = 0,    /* success */
     ORCH_EXIT_FAIL = 1,  /* the pipeline (or job) has errors, or a file could not be read */
     ORCH_EXIT_USAGE = 2, /* unknown command, missing or malformed arguments */
+    ORCH_EXIT_INTERRUPTED = 3, /* run/resume stopped by SIGINT or SIGTERM; job kept */
 };
 
 struct orch_cli_command {
@@ -26,5 +27,8 @@ struct orch_cli_command {
 int orch_cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 int orch_cli_check(int argc, char **argv);
+int orch_cli_run(int argc, char **argv);
+int orch_cli_resume(int argc, char **argv);
+int orch_cli_export(int argc, char **argv);
 
 #endif

@@ -78,6 +78,12 @@ static int read_file(const char *path, char **text, size_t *len)
 
 int orch_lang_compile_file(const char *path, FILE *diag, orch_plan **out)
 {
+    return orch_lang_compile_path(path, diag, out, NULL, NULL);
+}
+
+int orch_lang_compile_path(const char *path, FILE *diag, orch_plan **out, char **text_out,
+                           size_t *len_out)
+{
     *out = NULL;
     char *text = NULL;
     size_t len = 0;
@@ -97,7 +103,12 @@ int orch_lang_compile_file(const char *path, FILE *diag, orch_plan **out)
         slash[slash == dir ? 1 : 0] = '\0';
     rc = orch_lang_compile(path, text, len, slash ? dir : NULL, diag, out);
     free(dir);
-    free(text);
+    if (rc == 0 && text_out) {
+        *text_out = text;
+        *len_out = len;
+    } else {
+        free(text);
+    }
     return rc;
 }
 

@@ -1,7 +1,9 @@
 /* main.c — the orch command line: a table of commands, dispatched by name (cli.h). */
 #include "cli.h"
+#include "pool.h"
 
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 #ifndef ORCH_VERSION
@@ -11,6 +13,10 @@
 static const struct orch_cli_command commands[] = {
     {"check", "PIPELINE...", "compile pipelines; print each plan, or FILE:LINE:COL errors",
      orch_cli_check},
+    {"run", "PIPELINE --job DIR", "create the job DIR and run it to the end", orch_cli_run},
+    {"resume", "DIR", "continue a stopped or crashed job", orch_cli_resume},
+    {"export", "DIR D.P [--all]", "items of a port as JSON lines, in entity order",
+     orch_cli_export},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
@@ -29,9 +35,11 @@ static void help(FILE *out)
           "  --version                     the version of orch\n"
           "\n"
           "exit status:\n"
-          "  0  success\n"
-          "  1  a pipeline has errors, or a file could not be read\n"
-          "  2  usage error: unknown command, missing or malformed arguments\n",
+          "  0  success (run/resume: the job ran to its end, whatever records failed)\n"
+          "  1  a pipeline has errors, a file or job could not be read, or a job could not\n"
+          "     go on (the message says why; what was committed is kept)\n"
+          "  2  usage error: unknown command, missing or malformed arguments\n"
+          "  3  run/resume interrupted by SIGINT or SIGTERM; continue with `orch resume`\n",
           out);
 }
 
@@ -59,6 +67,9 @@ int main(int argc, char **argv)
     if (argc < 2)
         return orch_cli_usage_error("no command given");
     const char *cmd = argv[1];
+    /* Hidden: a worker process of a pool (pool.h), started by the driver. */
+    if (strcmp(cmd, "__worker") == 0 && argc == 3)
+        return orch_worker_main(atoi(argv[2]));
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 ||
         (strcmp(cmd, "help") == 0 && argc == 2)) {
         help(stdout);

@@ -52,6 +52,11 @@ int orch_lang_compile(const char *file, const char *text, size_t len, const char
  * cannot be read gives -errno (detail set, and a "PATH: error: ..." line on diag). */
 int orch_lang_compile_file(const char *path, FILE *diag, orch_plan **out);
 
+/* orch_lang_compile_file() that also hands back the text it compiled (when it compiled:
+ * the caller frees *text_out), so that a job stores exactly the source of its plan. */
+int orch_lang_compile_path(const char *path, FILE *diag, orch_plan **out, char **text_out,
+                           size_t *len_out);
+
 /* The lower-level form: feeds text into an existing builder (its basedir applies) and
  * records every diagnostic there. Does not build. 0, or -ENOMEM. */
 int orch_lang_parse(orch_plan_builder *b, const char *text, size_t len);

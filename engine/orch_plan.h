@@ -159,6 +159,9 @@ struct orch_call {
     int stmt;              /* the statement that uses it, -1 if unused */
 };
 
+/* The most inputs one statement may have (what one record of a batch carries). */
+#define ORCH_PLAN_MAX_INPUTS 16
+
 struct orch_input {
     int port;
     bool optional;         /* written `?port`: a Dropped value reaches the UDF as absent */

@@ -112,6 +112,9 @@ CREATE TABLE grain (
                          -- READY; kept afterwards as history; NULL if never READY
     outcome    TEXT      -- terminal fact of a sealed grain, NULL before
                CHECK (outcome IN ('ok', 'dropped', 'failed', 'suppressed')),
+    pending    INTEGER NOT NULL DEFAULT 0,  -- WAITING: inputs not yet terminal (for a
+                         -- reduce: child input items, or -1 while its expansion is not);
+                         -- the driver makes the grain READY when it reaches 0
     CHECK ((phase = 'sealed') = (outcome IS NOT NULL)),
     CHECK (phase NOT IN ('ready', 'in_flight') OR ready_seq IS NOT NULL),
     UNIQUE (call_id, entity_id)

@@ -1,0 +1,203 @@
+/* cli_export.c — `orch export DIR D.P [--all] [--format jsonl]`: the items of one port as
+ * JSON lines, in entity order (root order, then ordinal, depth first). */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "orch_error.h"
+#include "orch_job.h"
+#include "support.h"
+
+static const char export_help[] =
+    "usage: orch export DIR D.P [--all] [--format jsonl]\n"
+    "\n"
+    "Writes the present items of port D.P, one JSON object per line, in entity order\n"
+    "(root order, then ordinal, depth first):\n"
+    "  {\"key\": \"docs/a.txt/3\", \"state\": \"present\", \"value\": \"...\"}\n"
+    "The value is a JSON string when it is valid UTF-8, else \"value_b64\" (base64).\n"
+    "--all adds the entities whose item is dropped, failed or suppressed (with \"state\"\n"
+    "and, for failures, \"error\"). Works while the job runs (read-only).\n"
+    "\n"
+    "exit status: 0 done; 1 the job or the port cannot be read; 2 usage error.\n";
+
+static void json_string(FILE *out, const unsigned char *s, size_t n)
+{
+    fputc('"', out);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = s[i];
+        if (c == '"' || c == '\\')
+            fprintf(out, "\\%c", c);
+        else if (c == '\n')
+            fputs("\\n", out);
+        else if (c == '\t')
+            fputs("\\t", out);
+        else if (c == '\r')
+            fputs("\\r", out);
+        else if (c < 0x20 || c == 0x7f)
+            fprintf(out, "\\u%04x", c);
+        else
+            fputc(c, out);
+    }
+    fputc('"', out);
+}
+
+static bool valid_utf8(const unsigned char *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        size_t k = orch__utf8_len(s + i, n - i);
+        if (k == 0)
+            return false;
+        i += k;
+    }
+    return true;
+}
+
+static void base64(FILE *out, const unsigned char *s, size_t n)
+{
+    static const char tab[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    fputc('"', out);
+    for (size_t i = 0; i < n; i += 3) {
+        unsigned v = (unsigned)s[i] << 16 | (i + 1 < n ? (unsigned)s[i + 1] << 8 : 0) |
+                     (i + 2 < n ? s[i + 2] : 0);
+        fputc(tab[v >> 18 & 63], out);
+        fputc(tab[v >> 12 & 63], out);
+        fputc(i + 1 < n ? tab[v >> 6 & 63] : '=', out);
+        fputc(i + 2 < n ? tab[v & 63] : '=', out);
+    }
+    fputc('"', out);
+}
+
+/* The entities of domain d in entity order with their key, and the item of `port` (when
+ * terminal) with, for a failed item, the message of the failure that made it. The chain
+ * of domains from the root down to d keeps the walk off other branches of the tree. */
+static int export_port(struct orch_job *job, int port, bool all, FILE *out)
+{
+    const orch_plan *p = job->plan;
+    const struct orch_port *pt = orch_plan_port(p, port);
+    struct orch__buf chain = {0};
+    int root = pt->domain;
+    for (int x = pt->domain; x >= 0; x = orch_plan_domain(p, x)->parent) {
+        orch__buf_printf(&chain, "%s%d", chain.len ? "," : "", x);
+        root = x;
+    }
+    /* The failure of the grain that produced the item: on the entity itself, or on its
+     * parent for the outputs of an aligned expand. */
+    int producer_call = pt->producer >= 0 ? orch_plan_stmt(p, pt->producer)->call : -1;
+    bool on_parent = pt->producer >= 0 &&
+                     orch_plan_stmt(p, pt->producer)->op == ORCH_OP_EXPAND_ALIGNED;
+    struct orch__buf sql = {0};
+    orch__buf_printf(
+        &sql,
+        "WITH RECURSIVE t (id, parent_id, domain_id, key, path) AS ("
+        " SELECT id, parent_id, domain_id, key, printf('%%012d', ordinal) FROM entity"
+        "  WHERE parent_id IS NULL AND domain_id = %d"
+        " UNION ALL"
+        " SELECT e.id, e.parent_id, e.domain_id, t.key || '/' || e.ordinal,"
+        "  t.path || '.' || printf('%%012d', e.ordinal)"
+        "  FROM t JOIN entity AS e ON e.parent_id = t.id WHERE e.domain_id IN (%s))"
+        " SELECT t.key, i.state, i.payload_id,"
+        "  (SELECT f.message FROM grain AS g JOIN failure AS f ON f.grain_id = g.id"
+        "   WHERE g.call_id = %d AND g.entity_id = %s"
+        "   AND f.kind IN ('record', 'group', 'exhausted') ORDER BY f.id DESC LIMIT 1)"
+        " FROM t JOIN item AS i ON i.entity_id = t.id AND i.port_id = %d"
+        " WHERE t.domain_id = %d %s ORDER BY t.path",
+        root, chain.p ? chain.p : "", producer_call, on_parent ? "t.parent_id" : "t.id", port,
+        pt->domain, all ? "" : "AND i.state = 'present'");
+    orch__buf_free(&chain);
+    if (sql.oom)
+        return -ENOMEM;
+    sqlite3 *db = orch_store_db(job->store);
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(db, sql.p, -1, &st, NULL);
+    orch__buf_free(&sql);
+    if (rc != SQLITE_OK)
+        return orch_store_error(job->store, rc, "export");
+    orch_payload_rtxn *r = NULL;
+    int err = orch_payload_read_begin(job->payloads, &r);
+    while (err == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *state = (const char *)sqlite3_column_text(st, 1);
+        fputs("{\"key\": ", out);
+        const unsigned char *key = sqlite3_column_text(st, 0);
+        json_string(out, key, (size_t)sqlite3_column_bytes(st, 0));
+        fprintf(out, ", \"state\": \"%s\"", state);
+        if (strcmp(state, "present") == 0) {
+            const void *data;
+            size_t len;
+            err = orch_payload_read(r, (uint64_t)sqlite3_column_int64(st, 2), &data, &len);
+            if (err < 0) {
+                err = orch_error_set(err, "payload %lld of %s is unreadable: %s",
+                                     (long long)sqlite3_column_int64(st, 2), key,
+                                     orch_error_detail());
+                break;
+            }
+            if (valid_utf8(data, len)) {
+                fputs(", \"value\": ", out);
+                json_string(out, data, len);
+            } else {
+                fputs(", \"value_b64\": ", out);
+                base64(out, data, len);
+            }
+        } else if (sqlite3_column_type(st, 3) != SQLITE_NULL) {
+            fputs(", \"error\": ", out);
+            json_string(out, sqlite3_column_text(st, 3), (size_t)sqlite3_column_bytes(st, 3));
+        }
+        fputs("}\n", out);
+    }
+    orch_payload_read_end(r);
+    if (err == 0 && rc != SQLITE_DONE)
+        err = orch_store_error(job->store, rc, "export");
+    sqlite3_finalize(st);
+    return err;
+}
+
+int orch_cli_export(int argc, char **argv)
+{
+    bool all = false;
+    const char *pos[2];
+    int npos = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
+            return fputs(export_help, stdout), ORCH_EXIT_OK;
+        if (strcmp(argv[i], "--all") == 0)
+            all = true;
+        else if (strcmp(argv[i], "--format") == 0 && i + 1 < argc) {
+            if (strcmp(argv[++i], "jsonl") != 0)
+                return orch_cli_usage_error("export: the only format is jsonl");
+        } else if (argv[i][0] == '-' && argv[i][1])
+            return orch_cli_usage_error("export: unknown option '%s'", argv[i]);
+        else if (npos < 2)
+            pos[npos++] = argv[i];
+        else
+            return orch_cli_usage_error("export: unexpected argument '%s'", argv[i]);
+    }
+    if (npos != 2)
+        return orch_cli_usage_error("export: give a job directory and a port (D.P)");
+    struct orch_job *job;
+    orch_error_clear();
+    int rc = orch_job_open(pos[0], ORCH_JOB_READONLY, &job);
+    if (rc < 0) {
+        fprintf(stderr, "orch: %s\n", orch_error_detail()[0] ? orch_error_detail()
+                                                             : orch_strerror(rc));
+        return ORCH_EXIT_FAIL;
+    }
+    int port = orch_plan_find_port(job->plan, pos[1]);
+    if (port < 0) {
+        fprintf(stderr, "orch: export: the job has no port '%s'\n", pos[1]);
+        orch_job_close(job);
+        return ORCH_EXIT_FAIL;
+    }
+    rc = export_port(job, port, all, stdout);
+    if (rc < 0)
+        fprintf(stderr, "orch: export: %s\n", orch_error_detail()[0] ? orch_error_detail()
+                                                                     : orch_strerror(rc));
+    if (fflush(stdout) != 0 && rc == 0) {
+        fprintf(stderr, "orch: export: cannot write: %s\n", strerror(errno));
+        rc = -errno;
+    }
+    orch_job_close(job);
+    return rc < 0 ? ORCH_EXIT_FAIL : ORCH_EXIT_OK;
+}

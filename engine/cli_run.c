@@ -1,0 +1,166 @@
+/* cli_run.c — `orch run PIPELINE --job DIR` and `orch resume DIR`: create or reopen a job and
+ * drive it to its end (driver.h). */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "driver.h"
+#include "orch_error.h"
+
+static const char run_help[] =
+    "usage: orch run PIPELINE --job DIR [OPTIONS]\n"
+    "\n"
+    "Creates the job directory DIR (it must not exist) from the pipeline file, then runs\n"
+    "the job to its end: every root entity of the sources, every grain of every call.\n"
+    "Records that fail do not stop the job; the summary counts them.\n"
+    "\n"
+    "  --cpus N           CPU budget shared by the calls' workers (default: all online)\n"
+    "  --max-unsealed N   admit new root entities only while fewer grains are unsealed\n"
+    "                     (default 20000): bounds the driver's memory and the work in\n"
+    "                     flight\n"
+    "  --progress MODE    auto (a live display on a terminal, plain lines otherwise),\n"
+    "                     live, plain, or none\n"
+    "  --progress-interval MS   plain progress lines every MS milliseconds (default 5000)\n"
+    "\n"
+    "exit status: 0 the job ran to its end; 1 it could not (the message says why; what was\n"
+    "committed is kept: continue with `orch resume DIR`); 2 usage error; 3 interrupted by\n"
+    "SIGINT or SIGTERM (continue with `orch resume DIR`).\n";
+
+static const char resume_help[] =
+    "usage: orch resume DIR [OPTIONS]\n"
+    "\n"
+    "Continues a job that stopped or crashed: grains that were in flight are run again\n"
+    "with a new generation, the ready queues are rebuilt in their original order, and\n"
+    "admission continues where it stopped. The plan is rebuilt from the job itself, never\n"
+    "from the pipeline file. Options and exit status as for `orch run`.\n";
+
+/* Parses the options shared by run and resume; returns the index of the first
+ * non-option argument it did not consume through *positional, or -1 on a usage error. */
+static int parse_opts(const char *cmd, int argc, char **argv, struct orch_run_opts *o,
+                      const char **job, const char **positional, int *npos)
+{
+    *npos = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        char *end;
+        if (strcmp(a, "--job") == 0 && job && v) {
+            *job = v;
+            i++;
+        } else if (strcmp(a, "--cpus") == 0 && v) {
+            o->cpus = strtod(v, &end);
+            if (*end || o->cpus <= 0)
+                return orch_cli_usage_error("%s: --cpus needs a positive number", cmd), -1;
+            i++;
+        } else if (strcmp(a, "--max-unsealed") == 0 && v) {
+            o->max_unsealed = strtoll(v, &end, 10);
+            if (*end || o->max_unsealed <= 0)
+                return orch_cli_usage_error("%s: --max-unsealed needs a positive integer",
+                                            cmd), -1;
+            i++;
+        } else if (strcmp(a, "--progress") == 0 && v) {
+            if (strcmp(v, "auto") == 0)
+                o->progress = ORCH_PROGRESS_AUTO;
+            else if (strcmp(v, "live") == 0)
+                o->progress = ORCH_PROGRESS_LIVE;
+            else if (strcmp(v, "plain") == 0)
+                o->progress = ORCH_PROGRESS_PLAIN;
+            else if (strcmp(v, "none") == 0)
+                o->progress = ORCH_PROGRESS_NONE;
+            else
+                return orch_cli_usage_error("%s: --progress is auto, live, plain or none",
+                                            cmd), -1;
+            i++;
+        } else if (strcmp(a, "--progress-interval") == 0 && v) {
+            o->progress_interval_ms = (int)strtol(v, &end, 10);
+            if (*end || o->progress_interval_ms <= 0)
+                return orch_cli_usage_error("%s: --progress-interval needs milliseconds",
+                                            cmd), -1;
+            i++;
+        } else if (a[0] == '-' && a[1]) {
+            return orch_cli_usage_error("%s: unknown option or missing value: '%s'", cmd, a),
+                   -1;
+        } else if (*npos < 2) {
+            positional[(*npos)++] = a;
+        } else {
+            return orch_cli_usage_error("%s: unexpected argument '%s'", cmd, a), -1;
+        }
+    }
+    return 0;
+}
+
+static int drive(struct orch_job *job, const struct orch_run_opts *o)
+{
+    struct orch_run_stats stats;
+    int rc = orch_driver_run(job, o, &stats);
+    if (o->progress != ORCH_PROGRESS_NONE || rc == 0)
+        orch_driver_summary(job, &stats, stderr);
+    if (rc == -EINTR) {
+        fprintf(stderr, "orch: %s\n", orch_error_detail());
+        return ORCH_EXIT_INTERRUPTED;
+    }
+    if (rc < 0) {
+        fprintf(stderr, "orch: %s: %s\n", job->dir, orch_error_detail()[0] ? orch_error_detail()
+                                                                           : orch_strerror(rc));
+        fprintf(stderr, "orch: what was committed is kept; continue with `orch resume %s`\n",
+                job->dir);
+        return ORCH_EXIT_FAIL;
+    }
+    return ORCH_EXIT_OK;
+}
+
+int orch_cli_run(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
+            return fputs(run_help, stdout), ORCH_EXIT_OK;
+    struct orch_run_opts o = {0};
+    const char *dir = NULL, *pos[2];
+    int npos;
+    if (parse_opts("run", argc, argv, &o, &dir, pos, &npos) < 0)
+        return ORCH_EXIT_USAGE;
+    if (npos != 1)
+        return orch_cli_usage_error("run: give one pipeline file");
+    if (!dir)
+        return orch_cli_usage_error("run: --job DIR is required (a new directory for the job)");
+    struct orch_job *job;
+    orch_error_clear();
+    int rc = orch_job_create(dir, pos[0], stderr, &job);
+    if (rc == ORCH_ESYNTAX)
+        return ORCH_EXIT_FAIL; /* the compiler printed the errors */
+    if (rc < 0) {
+        fprintf(stderr, "orch: %s\n", orch_error_detail()[0] ? orch_error_detail()
+                                                             : orch_strerror(rc));
+        return ORCH_EXIT_FAIL;
+    }
+    int status = drive(job, &o);
+    orch_job_close(job);
+    return status;
+}
+
+int orch_cli_resume(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
+            return fputs(resume_help, stdout), ORCH_EXIT_OK;
+    struct orch_run_opts o = {0};
+    const char *pos[2];
+    int npos;
+    if (parse_opts("resume", argc, argv, &o, NULL, pos, &npos) < 0)
+        return ORCH_EXIT_USAGE;
+    if (npos != 1)
+        return orch_cli_usage_error("resume: give one job directory");
+    struct orch_job *job;
+    orch_error_clear();
+    int rc = orch_job_open(pos[0], 0, &job);
+    if (rc < 0) {
+        fprintf(stderr, "orch: %s\n", orch_error_detail()[0] ? orch_error_detail()
+                                                             : orch_strerror(rc));
+        return ORCH_EXIT_FAIL;
+    }
+    int status = drive(job, &o);
+    orch_job_close(job);
+    return status;
+}

@@ -1,0 +1,67 @@
+/* driver.h — running a job: the driver's event loop (DESIGN §5).
+ *
+ * One process, one libevent loop. Each call of the plan (but broadcasts, which compute
+ * nothing) has a FIFO ready queue, ordered by ready_seq, and a pool of persistent workers
+ * (pool.h). One turn of the loop:
+ *
+ *   1. wait for events: reports, lost workers, idle workers, timers, signals. Every report
+ *      is applied as it arrives, inside the turn's open store transaction
+ *      (propagate.h does the rules), which also fills the ready queues;
+ *   2. admit root entities from the sources while the unsealed-grain budget allows;
+ *   3. reserve a batch for every idle worker whose call has ready grains and whose cpus
+ *      fit in the free budget, marking its grains IN_FLIGHT with an attempt row each;
+ *   4. commit the transaction: the turn's reports, everything they implied and the new
+ *      dispatches are durable together (group commit);
+ *   5. only then send the batches.
+ *
+ * So a grain is never running without the store saying IN_FLIGHT, and a report is never
+ * acknowledged before its facts are committed. The loop never blocks on a worker: pools
+ * are non-blocking and report through callbacks.
+ *
+ * Memory: the queues hold the READY frontier, bounded by admission (max_unsealed); sealed
+ * history lives only in the store.
+ */
+#ifndef ORCH_DRIVER_H
+#define ORCH_DRIVER_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "orch_job.h"
+
+enum orch_progress_mode {
+    ORCH_PROGRESS_AUTO,  /* a live display on a terminal, plain lines otherwise */
+    ORCH_PROGRESS_LIVE,
+    ORCH_PROGRESS_PLAIN,
+    ORCH_PROGRESS_NONE,
+};
+
+struct orch_run_opts {
+    double cpus;              /* the CPU budget; 0: detected (online processors) */
+    double gpus;              /* the GPU budget; 0: none unless calls ask (then detected) */
+    int64_t max_unsealed;     /* admission budget of unsealed grains; 0: default */
+    enum orch_progress_mode progress;
+    int progress_interval_ms; /* plain lines: every this many ms; 0: default (5 s) */
+    FILE *out;                /* progress and summary (stderr when NULL) */
+};
+
+struct orch_run_stats {
+    int64_t committed;        /* reports accepted */
+    int64_t stale;            /* reports rejected as stale or duplicate */
+    int64_t suppressed;       /* reports of in-flight siblings discarded by a barrier */
+    int64_t attempts_failed;  /* attempt failures (error, crash, timeout) */
+    int64_t batches;
+    double seconds;
+};
+
+/* Runs the job until every grain is sealed (0), or until it cannot go on: a call whose
+ * workers cannot start (ORCH_EPLAN-free message in the detail), a store that cannot be
+ * written, or SIGINT/SIGTERM (-EINTR). Whatever happens, what was committed stays and
+ * the job can be resumed. Records that failed do not make the run fail. */
+int orch_driver_run(struct orch_job *job, const struct orch_run_opts *opts,
+                    struct orch_run_stats *stats);
+
+/* Writes the end-of-run summary: per port, items present / dropped / failed / suppressed. */
+int orch_driver_summary(struct orch_job *job, const struct orch_run_stats *stats, FILE *out);
+
+#endif

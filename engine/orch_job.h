@@ -1,0 +1,52 @@
+/* orch_job.h — a job directory: its state store, its payload store and its plan.
+ *
+ *   JOB/state.db        SQLite: plan rows, entities, items, grains, attempts, failures
+ *   JOB/payloads/       LMDB: payload bytes by id
+ *   JOB/pipeline.orch   the source text the job was created from
+ *   JOB/lock            held (flock) by the one driver running the job
+ *
+ * A job is created once, from a pipeline file, by `orch run`; the plan's canonical text
+ * and hash are stored in it, and every later open rebuilds the plan from that text alone
+ * (never from the pipeline file, which the user may have edited or moved) and refuses it
+ * when the hash does not match.
+ *
+ * The plan tables (domain, call, port) are written at creation with the plan's own
+ * indexes as ids, so that engine code never translates between the two.
+ */
+#ifndef ORCH_JOB_H
+#define ORCH_JOB_H
+
+#include "orch_payload.h"
+#include "orch_plan.h"
+#include "orch_store.h"
+
+struct orch_job {
+    char *dir;
+    orch_store *store;
+    orch_payload *payloads;
+    orch_plan *plan;
+    struct orch_job_info *info; /* the job row, one malloc'd block */
+    int lock_fd;                /* -1 unless this process holds the driver lock */
+};
+
+/* Creates the job directory `dir` (which must not exist: -EEXIST, with a message that
+ * points to `orch resume`) from the pipeline file at `pipeline`: compiles it (diagnostics
+ * to diag; ORCH_ESYNTAX on errors), writes pipeline.orch, state.db with the plan rows, and
+ * the payload store, and takes the driver lock. On failure nothing of `dir` is left
+ * behind. On success *out is the open job (free with orch_job_close). */
+int orch_job_create(const char *dir, const char *pipeline, FILE *diag, struct orch_job **out);
+
+enum orch_job_open_flags {
+    ORCH_JOB_READONLY = 1 << 0, /* status, sql, export: no lock, no writes */
+};
+
+/* Opens an existing job: the state store (read-only or read-write), the plan rebuilt from
+ * the stored canonical text and checked against the stored hash (ORCH_EMISMATCH), and the
+ * payload store. A read-write open takes the driver lock (ORCH_ELOCKED with the live
+ * driver's pid in the detail). */
+int orch_job_open(const char *dir, int flags, struct orch_job **out);
+
+/* Closes everything the job holds and frees it; releases the lock. NULL is ignored. */
+void orch_job_close(struct orch_job *job);
+
+#endif

@@ -1,0 +1,1092 @@
+/* pool.c — worker pools, the driver side (pool.h): starting worker processes, the
+ * non-blocking conversation with each, and the one report of each death.
+ *
+ * A slot (struct orch_worker) lives as long as the pool; the processes in it come and go.
+ * Each process of a slot ends in exactly one call of declare_lost(), which is reached from
+ * one of these events, whichever comes first:
+ *
+ *   INITFAIL frame               -> lost INIT (the process exits by itself)
+ *   malformed or unexpected frame-> SIGKILL, lost CRASH ("protocol error: ...")
+ *   batch timer expires          -> SIGKILL, lost TIMEOUT
+ *   EOF or error on the socket   -> SIGKILL (harmless if it is exiting already), then wait
+ *                                   for the reap: lost CRASH with the exit status
+ *   SIGCHLD / reap poll: reaped  -> read what the socket still holds, then lost CRASH
+ *
+ * (A loss while the process is STARTING is reported as INIT whatever the cause, and counts
+ * towards max_init_failures, so that a worker that cannot even start is not restarted
+ * forever.) declare_lost() closes the slot's socket and, when the process has not been
+ * reaped yet, moves its pid to the pool's `corpses`: corpses are reaped silently (SIGCHLD,
+ * the poll timer, close/kill), so that no death is reported twice and no zombie is left.
+ * After `lost` returns, the slot starts a replacement process (a new incarnation).
+ *
+ * Re-entrancy. Callbacks run from the event handlers here and may call
+ * orch_pool_dispatch(), which only queues bytes and starts a timer: it never reports a
+ * death nor calls a callback. Deaths are found only by event handlers. Every handler that
+ * calls out re-checks the slot's incarnation afterwards and stops touching a slot whose
+ * process changed.
+ *
+ * Reaping. Several pools may share one event base, and the driver may have other
+ * children: each pool waits only for its own pids, with waitpid(pid, WNOHANG); never
+ * waitpid(-1).
+ */
+#define _GNU_SOURCE
+#include "pool.h"
+
+#include "orch_error.h"
+#include "orch_udf.h"
+#include "support.h"
+#include "wire.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+/* The descriptor a worker finds its socket on (the FD of `orch __worker FD`). */
+#define WORKER_FD 3
+/* How much orch_pool_close() waits for workers to finish their fini. */
+#define CLOSE_WAIT_MS 5000
+/* How often the pool looks for dead processes while it waits for one (a safety net in case
+ * a SIGCHLD is not seen), and how long before it retries a failed fork. */
+#define REAP_POLL_MS 100
+#define RESPAWN_RETRY_MS 1000
+/* Bytes asked of each read(). */
+#define READ_CHUNK 65536
+
+enum wstate { W_DEAD, W_STARTING, W_IDLE, W_BUSY };
+
+struct orch_worker {
+    orch_pool *pool;
+    int index;
+    enum wstate state;
+    uint64_t incarnation; /* +1 for every process started in this slot */
+    pid_t pid;            /* the current process, or the last one when DEAD */
+    bool running;         /* pid belongs to this slot and its loss is not declared yet */
+    bool reaped;          /* waitpid took pid; status holds its wait status */
+    int status;
+    bool dying; /* the socket is gone (EOF, error): waiting for the reap to report */
+    int fd;     /* -1 when closed */
+    struct event *ev_read, *ev_write;
+    struct event *timer; /* BUSY: the batch's timeout; DEAD: the retry of a failed fork */
+    struct orch_wire_buf in;
+    size_t in_off;
+    struct orch_wire_buf out;
+    size_t out_off;
+    /* The batch held while BUSY. */
+    uint64_t batch;
+    uint32_t nrec;
+    uint64_t *grains;
+    uint32_t *gens;
+    uint32_t grains_cap;
+};
+
+struct orch_pool {
+    struct event_base *base;
+    struct orch_pool_callbacks cb;
+    void *ctx;
+    struct orch__arena arena; /* copies of the configuration's strings */
+    const char *exe;
+    struct orch_wire_config wcfg; /* worker is set per worker when sent */
+    const char **cuda_env;        /* "CUDA_VISIBLE_DEVICES=..." per worker, or NULL */
+    int64_t timeout_ms;
+    int max_init_failures;
+    int nworkers;
+    struct orch_worker *w;
+    pid_t *corpses; /* processes whose loss was declared, not yet reaped */
+    int ncorpses, cap_corpses;
+    struct event *ev_chld, *ev_poll;
+    int init_failures; /* consecutive */
+    bool failed;
+    char *failure;
+    int in_callback;
+    bool closing;
+};
+
+const char *orch_loss_kind_name(enum orch_loss_kind k)
+{
+    static const char *const names[] = {
+#define ORCH_LOSS_NAME(name, text) text,
+        ORCH_LOSS_KINDS(ORCH_LOSS_NAME)
+#undef ORCH_LOSS_NAME
+    };
+    if ((unsigned)k >= ORCH_LOSS__COUNT)
+        return "?";
+    return names[k];
+}
+
+static void spawn_or_retry(orch_worker *w);
+static void read_some(orch_worker *w, bool drain);
+
+/* ---- small helpers --------------------------------------------------------------------- */
+
+static struct timeval ms_tv(int64_t ms)
+{
+    struct timeval tv = {.tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000) * 1000};
+    return tv;
+}
+
+static void describe_status(char *buf, size_t n, pid_t pid, int status)
+{
+    if (status == -1)
+        snprintf(buf, n, "worker %d is gone (another part of the process reaped it)",
+                 (int)pid);
+    else if (WIFSIGNALED(status))
+        snprintf(buf, n, "worker %d was killed by signal %d (%s)", (int)pid, WTERMSIG(status),
+                 strsignal(WTERMSIG(status)));
+    else if (WIFEXITED(status))
+        snprintf(buf, n, "worker %d exited with status %d", (int)pid, WEXITSTATUS(status));
+    else
+        snprintf(buf, n, "worker %d ended with wait status %#x", (int)pid, status);
+}
+
+static void describe_timeout(char *buf, size_t n, int64_t ms)
+{
+    if (ms % 1000 == 0)
+        snprintf(buf, n, "batch ran past its timeout of %" PRId64 "s", ms / 1000);
+    else
+        snprintf(buf, n, "batch ran past its timeout of %" PRId64 "ms", ms);
+}
+
+static void kill_pid(pid_t pid)
+{
+    if (pid > 0)
+        kill(pid, SIGKILL);
+}
+
+/* waitpid(pid, WNOHANG). Returns 1 and sets *status when reaped (-1 when another waiter
+ * took it), 0 when it still runs. */
+static int reap_nohang(pid_t pid, int *status)
+{
+    for (;;) {
+        pid_t r = waitpid(pid, status, WNOHANG);
+        if (r == pid)
+            return 1;
+        if (r == 0)
+            return 0;
+        if (errno == EINTR)
+            continue;
+        *status = -1; /* ECHILD: not ours to wait for any more */
+        return 1;
+    }
+}
+
+static void reap_blocking(pid_t pid)
+{
+    int st;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+}
+
+static void add_corpse(orch_pool *p, pid_t pid)
+{
+    if (p->ncorpses == p->cap_corpses) {
+        int cap = p->cap_corpses ? p->cap_corpses * 2 : 8;
+        pid_t *c = realloc(p->corpses, sizeof *c * (size_t)cap);
+        if (c == NULL) {
+            /* Cannot remember it: wait for it now. It was killed or is exiting, so this is
+             * short. */
+            kill_pid(pid);
+            reap_blocking(pid);
+            return;
+        }
+        p->corpses = c;
+        p->cap_corpses = cap;
+    }
+    p->corpses[p->ncorpses++] = pid;
+}
+
+static void reap_corpses(orch_pool *p)
+{
+    for (int i = 0; i < p->ncorpses;) {
+        int st;
+        if (reap_nohang(p->corpses[i], &st))
+            p->corpses[i] = p->corpses[--p->ncorpses];
+        else
+            i++;
+    }
+}
+
+/* Arms the reap poll while anything waits for a reap. */
+static void arm_poll(orch_pool *p)
+{
+    bool waiting = p->ncorpses > 0;
+    for (int i = 0; i < p->nworkers && !waiting; i++)
+        waiting = p->w[i].dying;
+    if (waiting && !evtimer_pending(p->ev_poll, NULL)) {
+        struct timeval tv = ms_tv(REAP_POLL_MS);
+        evtimer_add(p->ev_poll, &tv);
+    }
+}
+
+/* ---- the channel: socket, events, buffers ------------------------------------------------ */
+
+static void close_channel(orch_worker *w)
+{
+    if (w->ev_read) {
+        event_free(w->ev_read);
+        w->ev_read = NULL;
+    }
+    if (w->ev_write) {
+        event_free(w->ev_write);
+        w->ev_write = NULL;
+    }
+    if (w->fd >= 0) {
+        close(w->fd);
+        w->fd = -1;
+    }
+    if (w->timer)
+        evtimer_del(w->timer);
+    w->in.len = w->in_off = 0;
+    w->out.len = w->out_off = 0;
+}
+
+/* Sends what is queued; arms the write event when the socket is full. A write error means
+ * the worker is gone: the queued bytes are dropped and the read side (EOF) or the reap
+ * reports it. */
+static void flush(orch_worker *w)
+{
+    while (w->fd >= 0 && w->out_off < w->out.len) {
+        ssize_t n = send(w->fd, w->out.data + w->out_off, w->out.len - w->out_off,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            w->out_off += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            event_add(w->ev_write, NULL);
+            return;
+        }
+        break;
+    }
+    w->out.len = w->out_off = 0;
+}
+
+static void on_write(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    flush(arg);
+}
+
+/* ---- deaths -------------------------------------------------------------------------------- */
+
+/* The one place that reports the end of a slot's process. msg is valid during the call. */
+static void declare_lost(orch_worker *w, enum orch_loss_kind kind, const char *msg)
+{
+    orch_pool *p = w->pool;
+    assert(w->state != W_DEAD);
+    if (w->state == W_STARTING)
+        kind = ORCH_LOSS_INIT;
+    uint64_t batch = w->state == W_BUSY ? w->batch : 0;
+    close_channel(w);
+    if (w->running && !w->reaped)
+        add_corpse(p, w->pid);
+    w->running = false;
+    w->dying = false;
+    w->state = W_DEAD;
+    w->batch = 0;
+    if (kind == ORCH_LOSS_INIT) {
+        char *copy = strdup(msg);
+        if (copy) {
+            free(p->failure);
+            p->failure = copy;
+        }
+        if (++p->init_failures >= p->max_init_failures)
+            p->failed = true;
+    }
+    p->in_callback++;
+    p->cb.lost(p->ctx, p, w, batch, kind, msg);
+    p->in_callback--;
+    if (!p->closing && !p->failed)
+        spawn_or_retry(w);
+    arm_poll(p);
+}
+
+/* Kills the process and reports it lost now (protocol errors, timeouts). */
+static void kill_and_declare(orch_worker *w, enum orch_loss_kind kind, const char *msg)
+{
+    if (w->running && !w->reaped)
+        kill_pid(w->pid);
+    declare_lost(w, kind, msg);
+}
+
+__attribute__((format(printf, 2, 3))) static void protocol_error(orch_worker *w,
+                                                                 const char *fmt, ...)
+{
+    char msg[1200];
+    int n = snprintf(msg, sizeof msg, "protocol error: ");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
+    va_end(ap);
+    kill_and_declare(w, ORCH_LOSS_CRASH, msg);
+}
+
+/* The process was reaped: report it with its exit status. */
+static void declare_reaped(orch_worker *w)
+{
+    char msg[512];
+    assert(w->reaped);
+    describe_status(msg, sizeof msg, w->pid, w->status);
+    if (w->state == W_STARTING) {
+        size_t n = strlen(msg);
+        if (w->status != -1 && WIFEXITED(w->status) && WEXITSTATUS(w->status) == 127)
+            snprintf(msg + n, sizeof msg - n, " before it was ready (could %s be run?)",
+                     w->pool->exe);
+        else
+            snprintf(msg + n, sizeof msg - n, " before it was ready");
+    }
+    declare_lost(w, ORCH_LOSS_CRASH, msg);
+}
+
+/* EOF or an error on the socket: the process is dying or broken. */
+static void socket_gone(orch_worker *w)
+{
+    close_channel(w);
+    w->dying = true;
+    if (!w->reaped) {
+        /* Harmless to a process that is exiting already (its status stands); ends one that
+         * closed its socket and lives on. */
+        kill_pid(w->pid);
+        w->reaped = reap_nohang(w->pid, &w->status);
+    }
+    if (w->reaped)
+        declare_reaped(w);
+    else
+        arm_poll(w->pool);
+}
+
+/* Looks for the deaths of this pool's processes. */
+static void check_children(orch_pool *p)
+{
+    for (int i = 0; i < p->nworkers; i++) {
+        orch_worker *w = &p->w[i];
+        if (!w->running || w->reaped)
+            continue;
+        if (!reap_nohang(w->pid, &w->status))
+            continue;
+        w->reaped = true;
+        uint64_t inc = w->incarnation;
+        /* Frames it sent before it died (a report) still count: read them first. EOF then
+         * reports the death; if the socket does not end (a descendant holds it), report
+         * it here. */
+        if (w->fd >= 0)
+            read_some(w, true);
+        if (w->incarnation == inc && w->state != W_DEAD)
+            declare_reaped(w);
+    }
+    reap_corpses(p);
+    arm_poll(p);
+}
+
+static void on_sigchld(evutil_socket_t sig, short what, void *arg)
+{
+    (void)sig, (void)what;
+    check_children(arg);
+}
+
+static void on_poll(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    check_children(arg);
+}
+
+static void on_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    orch_worker *w = arg;
+    orch_pool *p = w->pool;
+    if (w->state == W_BUSY && !w->dying) {
+        char msg[128];
+        describe_timeout(msg, sizeof msg, p->timeout_ms);
+        kill_and_declare(w, ORCH_LOSS_TIMEOUT, msg);
+    } else if (w->state == W_DEAD && !p->closing && !p->failed) {
+        spawn_or_retry(w);
+    }
+}
+
+/* ---- frames from a worker ------------------------------------------------------------------ */
+
+static void on_hello(orch_worker *w, const struct orch_wire_frame *f)
+{
+    orch_pool *p = w->pool;
+    struct orch_wire_hello h;
+    if (orch_wire_get_hello(f, &h) < 0) {
+        protocol_error(w, "%s", orch_error_detail());
+        return;
+    }
+    if (w->state != W_STARTING) {
+        protocol_error(w, "HELLO from a worker that is already running");
+        return;
+    }
+    if (h.pid != (uint32_t)w->pid) {
+        protocol_error(w, "HELLO says pid %" PRIu32 ", the worker is %d", h.pid, (int)w->pid);
+        return;
+    }
+    w->state = W_IDLE;
+    p->init_failures = 0;
+    p->in_callback++;
+    p->cb.idle(p->ctx, p, w);
+    p->in_callback--;
+}
+
+static void on_initfail(orch_worker *w, const struct orch_wire_frame *f)
+{
+    struct orch__arena a = {0};
+    const char *msg;
+    if (orch_wire_get_initfail(f, &a, &msg) < 0) {
+        protocol_error(w, "%s", orch_error_detail());
+    } else if (w->state != W_STARTING) {
+        protocol_error(w, "INITFAIL from a worker that is already running");
+    } else {
+        /* The worker exits by itself; declare_lost keeps its pid to reap. */
+        declare_lost(w, ORCH_LOSS_INIT, *msg ? msg : "init failed without a message");
+    }
+    orch__arena_free(&a);
+}
+
+/* Checks a decoded report against the batch w holds and the call; 0 or -1 after a
+ * protocol error. */
+static int check_report(orch_worker *w, const struct orch_wire_report *r)
+{
+    const struct orch_wire_config *c = &w->pool->wcfg;
+    if (w->state != W_BUSY) {
+        protocol_error(w, "a report for batch %" PRIu64 " from a worker that holds none",
+                       r->batch);
+        return -1;
+    }
+    if (r->batch != w->batch) {
+        protocol_error(w, "a report for batch %" PRIu64 ", the worker holds batch %" PRIu64,
+                       r->batch, w->batch);
+        return -1;
+    }
+    if (r->status != 0)
+        return 0;
+    if (r->nrec != w->nrec) {
+        protocol_error(w, "batch %" PRIu64 " has %" PRIu32 " records, the report %" PRIu32,
+                       r->batch, w->nrec, r->nrec);
+        return -1;
+    }
+    bool expand = c->op == ORCH_UDF_OP_EXPAND || c->op == ORCH_UDF_OP_EXPAND_ALIGNED;
+    for (uint32_t i = 0; i < r->nrec; i++) {
+        const struct orch_wire_answer *a = &r->rec[i];
+        const char *bad = NULL;
+        if (a->grain != w->grains[i] || a->generation != w->gens[i])
+            bad = "answers another grain";
+        else if (a->outcome == ORCH_WIRE_OK && c->op == ORCH_UDF_OP_FILTER)
+            bad = "is ok, but a filter answers keep or reject";
+        else if ((a->outcome == ORCH_WIRE_KEEP_TRUE || a->outcome == ORCH_WIRE_KEEP_FALSE) &&
+                 c->op != ORCH_UDF_OP_FILTER)
+            bad = "is keep or reject, but the call is not a filter";
+        else if (a->outcome == ORCH_WIRE_OK && a->nout != c->nout)
+            bad = "has the wrong number of outputs";
+        else if (a->outcome == ORCH_WIRE_OK && !expand && a->nchild != 1)
+            bad = "has children, but the call is not an expand";
+        if (bad) {
+            protocol_error(w, "answer %" PRIu32 " of batch %" PRIu64 " (grain %" PRIu64 ") %s",
+                           i, r->batch, a->grain, bad);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void on_report(orch_worker *w, const struct orch_wire_frame *f)
+{
+    orch_pool *p = w->pool;
+    struct orch__arena a = {0};
+    struct orch_wire_report r;
+    if (orch_wire_get_report(f, &a, &r) < 0) {
+        protocol_error(w, "%s", orch_error_detail());
+    } else if (check_report(w, &r) == 0) {
+        evtimer_del(w->timer);
+        w->state = W_IDLE;
+        w->batch = 0;
+        p->in_callback++;
+        p->cb.report(p->ctx, p, w, &r);
+        p->in_callback--;
+    }
+    orch__arena_free(&a);
+}
+
+static void on_frame(orch_worker *w, const struct orch_wire_frame *f)
+{
+    switch (f->type) {
+    case ORCH_WIRE_HELLO:
+        on_hello(w, f);
+        break;
+    case ORCH_WIRE_INITFAIL:
+        on_initfail(w, f);
+        break;
+    case ORCH_WIRE_REPORT:
+        on_report(w, f);
+        break;
+    default:
+        protocol_error(w, "a worker sent a %s frame", orch_wire_type_name(f->type));
+        break;
+    }
+}
+
+/* Room for n more bytes of input. */
+static int in_reserve(orch_worker *w, size_t n)
+{
+    if (w->in_off > 0 && w->in.cap - w->in.len < n) {
+        memmove(w->in.data, w->in.data + w->in_off, w->in.len - w->in_off);
+        w->in.len -= w->in_off;
+        w->in_off = 0;
+    }
+    if (w->in.cap - w->in.len >= n)
+        return 0;
+    size_t cap = w->in.cap ? w->in.cap : READ_CHUNK;
+    while (cap - w->in.len < n)
+        cap *= 2;
+    uint8_t *d = realloc(w->in.data, cap);
+    if (d == NULL)
+        return -ENOMEM;
+    w->in.data = d;
+    w->in.cap = cap;
+    return 0;
+}
+
+/* Handles every whole frame in the input. Returns false when the slot's process changed or
+ * its socket closed (stop reading). */
+static bool handle_frames(orch_worker *w)
+{
+    uint64_t inc = w->incarnation;
+    for (;;) {
+        struct orch_wire_frame f;
+        int rc = orch_wire_next(w->in.data + w->in_off, w->in.len - w->in_off, &f);
+        if (rc < 0) {
+            protocol_error(w, "%s", orch_error_detail());
+            return false;
+        }
+        if (rc == 0) {
+            if (w->in_off == w->in.len) {
+                w->in.len = w->in_off = 0;
+                if (w->in.cap > 4 * READ_CHUNK) /* do not keep a big frame's room */
+                    orch_wire_buf_free(&w->in);
+            }
+            /* Make room for the whole frame at once. */
+            if (f.size > 0 && in_reserve(w, f.size - (w->in.len - w->in_off)) < 0) {
+                protocol_error(w, "no memory for a frame of %zu bytes", f.size);
+                return false;
+            }
+            return true;
+        }
+        w->in_off += f.size; /* the body stays in place until the next read */
+        on_frame(w, &f);
+        if (w->incarnation != inc || w->fd < 0)
+            return false;
+    }
+}
+
+/* Reads what the socket holds and handles its frames. Without drain it stops after a few
+ * chunks so that one worker cannot hold the loop; with drain it reads to EAGAIN or EOF. */
+static void read_some(orch_worker *w, bool drain)
+{
+    for (int round = 0; drain || round < 16; round++) {
+        if (in_reserve(w, READ_CHUNK) < 0) {
+            protocol_error(w, "no memory to read from the worker");
+            return;
+        }
+        ssize_t n = recv(w->fd, w->in.data + w->in.len, w->in.cap - w->in.len, MSG_DONTWAIT);
+        if (n > 0) {
+            w->in.len += (size_t)n;
+            if (!handle_frames(w))
+                return;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        socket_gone(w); /* EOF, ECONNRESET, ... */
+        return;
+    }
+}
+
+static void on_read(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    read_some(arg, false);
+}
+
+/* ---- starting a worker ---------------------------------------------------------------------- */
+
+/* In the child, between fork and exec: only async-signal-safe calls. Never returns. */
+__attribute__((noreturn)) static void child_exec(int sock, pid_t parent, const char *exe,
+                                                 char *const argv[], char *const envp[])
+{
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+        _exit(127); /* the driver is already gone */
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    for (int s = 1; s < NSIG; s++)
+        sigaction(s, &dfl, NULL); /* SIGKILL, SIGSTOP and libc's own just fail */
+    if (sock == WORKER_FD) {
+        if (fcntl(sock, F_SETFD, 0) < 0)
+            _exit(127);
+    } else if (dup2(sock, WORKER_FD) < 0) {
+        _exit(127);
+    }
+#ifdef SYS_close_range
+    syscall(SYS_close_range, WORKER_FD + 1, ~0u, 0); /* a leaked descriptor of the driver
+                                                        must not keep a socket alive */
+#endif
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    execve(exe, argv, envp);
+    _exit(127);
+}
+
+/* The environment of worker i: environ, with CUDA_VISIBLE_DEVICES replaced when the pool
+ * sets it. Returns environ itself, a malloc'd array (*owned = true), or NULL (no memory). */
+static char **worker_env(orch_pool *p, int i, bool *owned)
+{
+    *owned = false;
+    if (p->cuda_env == NULL || p->cuda_env[i] == NULL)
+        return environ;
+    static const char key[] = "CUDA_VISIBLE_DEVICES=";
+    size_t n = 0;
+    while (environ[n])
+        n++;
+    char **env = malloc(sizeof *env * (n + 2));
+    if (env == NULL)
+        return NULL;
+    size_t k = 0;
+    for (size_t j = 0; j < n; j++)
+        if (strncmp(environ[j], key, sizeof key - 1) != 0)
+            env[k++] = environ[j];
+    env[k++] = (char *)p->cuda_env[i];
+    env[k] = NULL;
+    *owned = true;
+    return env;
+}
+
+/* Starts a process in dead slot w and sends it CONFIG. Returns 0 or a negative error
+ * (nothing left running then). */
+static int spawn(orch_worker *w)
+{
+    orch_pool *p = w->pool;
+    assert(w->state == W_DEAD && w->fd < 0 && !w->running);
+    struct orch_wire_config c = p->wcfg;
+    c.worker = (uint32_t)w->index;
+    w->out.len = w->out_off = 0;
+    int rc = orch_wire_put_config(&w->out, &c);
+    if (rc < 0)
+        return rc;
+
+    bool owned;
+    char **envp = worker_env(p, w->index, &owned);
+    if (envp == NULL)
+        return -ENOMEM;
+    static char arg0[] = "orch", arg1[] = "__worker";
+    char arg2[16];
+    snprintf(arg2, sizeof arg2, "%d", WORKER_FD);
+    char *argv[] = {arg0, arg1, arg2, NULL};
+
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+        rc = -errno;
+        goto fail_env;
+    }
+    /* Block every signal across fork, so that no handler of the driver (libevent's
+     * SIGCHLD, an interrupt handler) runs in the child before it resets them. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0)
+        child_exec(sv[1], parent, p->exe, argv, envp);
+    int fork_errno = errno;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    close(sv[1]);
+    if (pid < 0) {
+        rc = -fork_errno;
+        close(sv[0]);
+        goto fail_env;
+    }
+    if (owned)
+        free(envp);
+
+    w->incarnation++;
+    w->pid = pid;
+    w->running = true;
+    w->reaped = false;
+    w->dying = false;
+    w->fd = sv[0];
+    w->state = W_STARTING;
+    w->batch = 0;
+    w->in.len = w->in_off = 0;
+    int fl = fcntl(w->fd, F_GETFL);
+    if (fl < 0 || fcntl(w->fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+        rc = -errno;
+        goto fail_proc;
+    }
+    w->ev_read = event_new(p->base, w->fd, EV_READ | EV_PERSIST, on_read, w);
+    w->ev_write = event_new(p->base, w->fd, EV_WRITE, on_write, w);
+    if (w->ev_read == NULL || w->ev_write == NULL || event_add(w->ev_read, NULL) < 0) {
+        rc = -ENOMEM;
+        goto fail_proc;
+    }
+    flush(w);
+    return 0;
+
+fail_proc:
+    kill_pid(pid);
+    close_channel(w);
+    add_corpse(p, pid);
+    w->running = false;
+    w->state = W_DEAD;
+    return rc;
+fail_env:
+    if (owned)
+        free(envp);
+    w->out.len = 0;
+    return rc;
+}
+
+/* Starts a replacement; if that fails, tries again later. */
+static void spawn_or_retry(orch_worker *w)
+{
+    if (spawn(w) < 0) {
+        struct timeval tv = ms_tv(RESPAWN_RETRY_MS);
+        evtimer_add(w->timer, &tv);
+    }
+}
+
+/* ---- the pool ------------------------------------------------------------------------------- */
+
+static enum orch_udf_op udf_op(enum orch_op op, bool *ok)
+{
+    *ok = true;
+    switch (op) {
+    case ORCH_OP_MAP:
+        return ORCH_UDF_OP_MAP;
+    case ORCH_OP_EXPAND:
+        return ORCH_UDF_OP_EXPAND;
+    case ORCH_OP_EXPAND_ALIGNED:
+        return ORCH_UDF_OP_EXPAND_ALIGNED;
+    case ORCH_OP_FILTER:
+        return ORCH_UDF_OP_FILTER;
+    case ORCH_OP_REDUCE:
+        return ORCH_UDF_OP_REDUCE;
+    case ORCH_OP_BROADCAST:
+    case ORCH_OP__COUNT:
+        break;
+    }
+    *ok = false;
+    return ORCH_UDF_OP_MAP;
+}
+
+/* Fills p->wcfg (and the strings it points to) from the plan's call. */
+static int copy_config(orch_pool *p, const struct orch_pool_config *cfg)
+{
+    struct orch__arena *a = &p->arena;
+    const struct orch_call *call = orch_plan_call(cfg->plan, cfg->call);
+    if (call->stmt < 0)
+        return orch_error_set(-EINVAL, "call %s is used by no statement", call->name);
+    const struct orch_stmt *st = orch_plan_stmt(cfg->plan, call->stmt);
+    bool ok;
+    enum orch_udf_op op = udf_op(st->op, &ok);
+    if (!ok)
+        return orch_error_set(-EINVAL, "call %s: a %s has no workers", call->name,
+                              orch_op_name(st->op));
+    struct orch_wire_config *c = &p->wcfg;
+    c->call = orch__arena_strdup(a, call->name);
+    c->fn_kind = call->fn_kind;
+    c->function = orch__arena_strdup(a, call->function);
+    c->symbol = orch__arena_strdup(a, call->symbol ? call->symbol : "");
+    c->op = op;
+    c->nin = (uint32_t)st->nin;
+    c->nout = op == ORCH_UDF_OP_FILTER ? 1 : (uint32_t)st->nout;
+    c->payload_dir = orch__arena_strdup(a, cfg->payload_dir);
+    c->nargs = (uint32_t)call->nargs;
+    const char **keys = orch__arena_alloc(a, sizeof(char *) * (size_t)(call->nargs + 1));
+    const char **vals = orch__arena_alloc(a, sizeof(char *) * (size_t)(call->nargs + 1));
+    if (!c->call || !c->function || !c->symbol || !c->payload_dir || !keys || !vals)
+        return -ENOMEM;
+    for (int i = 0; i < call->nargs; i++) {
+        keys[i] = orch__arena_strdup(a, call->args[i].key);
+        vals[i] = orch__arena_strdup(a, call->args[i].value);
+        if (!keys[i] || !vals[i])
+            return -ENOMEM;
+    }
+    c->arg_keys = keys;
+    c->arg_values = vals;
+    p->exe = orch__arena_strdup(a, cfg->exe);
+    if (!p->exe)
+        return -ENOMEM;
+    if (cfg->cuda_visible_devices) {
+        p->cuda_env = orch__arena_alloc(a, sizeof(char *) * (size_t)cfg->nworkers);
+        if (!p->cuda_env)
+            return -ENOMEM;
+        for (int i = 0; i < cfg->nworkers; i++) {
+            const char *v = cfg->cuda_visible_devices[i];
+            if (v == NULL)
+                continue;
+            char *s = orch__arena_alloc(a, strlen(v) + sizeof "CUDA_VISIBLE_DEVICES=");
+            if (!s)
+                return -ENOMEM;
+            sprintf(s, "CUDA_VISIBLE_DEVICES=%s", v);
+            p->cuda_env[i] = s;
+        }
+    }
+    return 0;
+}
+
+/* Frees everything; every process must be reaped. */
+static void pool_free(orch_pool *p)
+{
+    for (int i = 0; p->w && i < p->nworkers; i++) {
+        orch_worker *w = &p->w[i];
+        close_channel(w);
+        if (w->timer)
+            event_free(w->timer);
+        orch_wire_buf_free(&w->in);
+        orch_wire_buf_free(&w->out);
+        free(w->grains);
+        free(w->gens);
+    }
+    if (p->ev_chld)
+        event_free(p->ev_chld);
+    if (p->ev_poll)
+        event_free(p->ev_poll);
+    free(p->w);
+    free(p->corpses);
+    free(p->failure);
+    orch__arena_free(&p->arena);
+    free(p);
+}
+
+int orch_pool_new(struct event_base *base, const struct orch_pool_config *cfg,
+                  const struct orch_pool_callbacks *cb, void *ctx, orch_pool **out)
+{
+    *out = NULL;
+    if (!base || !cfg || !cb || !cb->idle || !cb->report || !cb->lost || !cfg->exe ||
+        !cfg->payload_dir || !cfg->plan || cfg->call < 0 ||
+        cfg->call >= orch_plan_ncalls(cfg->plan) || cfg->nworkers < 1 || cfg->timeout_ms < 0)
+        return orch_error_set(-EINVAL, "orch_pool_new: invalid configuration");
+    orch_pool *p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return -ENOMEM;
+    p->base = base;
+    p->cb = *cb;
+    p->ctx = ctx;
+    p->timeout_ms = cfg->timeout_ms;
+    p->max_init_failures = cfg->max_init_failures < 1 ? 1 : cfg->max_init_failures;
+    p->nworkers = cfg->nworkers;
+    int rc = copy_config(p, cfg);
+    if (rc < 0)
+        goto fail;
+    if (access(cfg->exe, X_OK) < 0) {
+        rc = orch_error_set(-errno, "cannot run workers of call %s: %s: %s", p->wcfg.call,
+                            cfg->exe, strerror(errno));
+        goto fail;
+    }
+    rc = -ENOMEM;
+    p->w = calloc((size_t)cfg->nworkers, sizeof *p->w);
+    if (p->w == NULL)
+        goto fail;
+    for (int i = 0; i < p->nworkers; i++) {
+        orch_worker *w = &p->w[i];
+        w->pool = p;
+        w->index = i;
+        w->fd = -1;
+        w->timer = evtimer_new(base, on_timer, w);
+        if (w->timer == NULL)
+            goto fail;
+    }
+    p->ev_chld = evsignal_new(base, SIGCHLD, on_sigchld, p);
+    p->ev_poll = evtimer_new(base, on_poll, p);
+    if (!p->ev_chld || !p->ev_poll || event_add(p->ev_chld, NULL) < 0)
+        goto fail;
+    for (int i = 0; i < p->nworkers; i++) {
+        rc = spawn(&p->w[i]);
+        if (rc < 0) {
+            orch_error_set(rc, "cannot start worker %d of call %s: %s", i, p->wcfg.call,
+                           strerror(-rc));
+            orch_pool_kill(p);
+            return rc;
+        }
+    }
+    *out = p;
+    return 0;
+fail:
+    pool_free(p);
+    return rc;
+}
+
+int orch_pool_dispatch(orch_pool *p, orch_worker *w, const struct orch_wire_batch *b)
+{
+    assert(w->pool == p);
+    if (w->state != W_IDLE)
+        return -EBUSY;
+    if (w->dying)
+        return -EPIPE;
+    if (b->id == 0 || b->nrec == 0)
+        return -EINVAL;
+    bool reduce = p->wcfg.op == ORCH_UDF_OP_REDUCE;
+    for (uint32_t i = 0; i < b->nrec; i++) {
+        if (b->rec[i].nin != p->wcfg.nin)
+            return -EINVAL;
+        for (uint32_t j = 0; j < b->rec[i].nin && !reduce; j++)
+            if (b->rec[i].nval[j] != 1)
+                return -EINVAL;
+    }
+    if (b->nrec > w->grains_cap) {
+        uint64_t *g = realloc(w->grains, sizeof *g * b->nrec);
+        if (g)
+            w->grains = g;
+        uint32_t *gen = realloc(w->gens, sizeof *gen * b->nrec);
+        if (gen)
+            w->gens = gen;
+        if (!g || !gen)
+            return -ENOMEM;
+        w->grains_cap = b->nrec;
+    }
+    int rc = orch_wire_put_batch(&w->out, b);
+    if (rc < 0)
+        return rc;
+    for (uint32_t i = 0; i < b->nrec; i++) {
+        w->grains[i] = b->rec[i].grain;
+        w->gens[i] = b->rec[i].generation;
+    }
+    w->nrec = b->nrec;
+    w->batch = b->id;
+    w->state = W_BUSY;
+    if (p->timeout_ms > 0) {
+        struct timeval tv = ms_tv(p->timeout_ms);
+        evtimer_add(w->timer, &tv);
+    }
+    flush(w);
+    return 0;
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Waits up to ms for every process of the pool to end, reaping them; returns true when
+ * none is left. */
+static bool wait_all(orch_pool *p, int64_t ms)
+{
+    int64_t deadline = now_ms() + ms;
+    long nap_us = 500;
+    for (;;) {
+        bool left = false;
+        for (int i = 0; i < p->nworkers; i++) {
+            orch_worker *w = &p->w[i];
+            if (w->running && !w->reaped) {
+                w->reaped = reap_nohang(w->pid, &w->status);
+                left |= !w->reaped;
+            }
+        }
+        reap_corpses(p);
+        left |= p->ncorpses > 0;
+        if (!left)
+            return true;
+        if (now_ms() >= deadline)
+            return false;
+        struct timespec ts = {0, nap_us * 1000};
+        nanosleep(&ts, NULL);
+        if (nap_us < 20000)
+            nap_us *= 2;
+    }
+}
+
+/* SIGKILLs and reaps every process that is left. */
+static void kill_all(orch_pool *p)
+{
+    for (int i = 0; i < p->nworkers; i++) {
+        orch_worker *w = &p->w[i];
+        if (w->running && !w->reaped)
+            kill_pid(w->pid);
+    }
+    for (int i = 0; i < p->ncorpses; i++)
+        kill_pid(p->corpses[i]);
+    for (int i = 0; i < p->nworkers; i++) {
+        orch_worker *w = &p->w[i];
+        if (w->running && !w->reaped) {
+            reap_blocking(w->pid);
+            w->reaped = true;
+        }
+    }
+    for (int i = 0; i < p->ncorpses; i++)
+        reap_blocking(p->corpses[i]);
+    p->ncorpses = 0;
+}
+
+void orch_pool_kill(orch_pool *p)
+{
+    if (p == NULL)
+        return;
+    assert(p->in_callback == 0 && "a pool must not be freed from its own callback");
+    p->closing = true;
+    kill_all(p);
+    pool_free(p);
+}
+
+void orch_pool_close(orch_pool *p)
+{
+    if (p == NULL)
+        return;
+    assert(p->in_callback == 0 && "a pool must not be freed from its own callback");
+    p->closing = true;
+    /* EOF on its socket tells a worker to run fini and exit. */
+    for (int i = 0; i < p->nworkers; i++)
+        close_channel(&p->w[i]);
+    if (!wait_all(p, CLOSE_WAIT_MS))
+        kill_all(p);
+    pool_free(p);
+}
+
+int orch_worker_pid(const orch_worker *w)
+{
+    return (int)w->pid;
+}
+
+int orch_worker_index(const orch_worker *w)
+{
+    return w->index;
+}
+
+int orch_pool_alive(const orch_pool *p)
+{
+    int n = 0;
+    for (int i = 0; i < p->nworkers; i++)
+        n += p->w[i].state != W_DEAD;
+    return n;
+}
+
+int orch_pool_failed(const orch_pool *p)
+{
+    return p->failed;
+}
+
+const char *orch_pool_failure(const orch_pool *p)
+{
+    return p->failure ? p->failure : "";
+}

@@ -1,0 +1,176 @@
+/* pool.h — worker pools: the persistent worker processes of one call, as the driver sees
+ * them.
+ *
+ * A worker is `orch` itself run in worker mode (`orch __worker FD`), started with
+ * fork+exec and connected to the driver by one socketpair. Right after the exec the
+ * driver sends the worker its configuration (the call's function, arguments, op, ports
+ * and the payload directory); the worker opens the LMDB payload store itself, loads the
+ * UDF, runs its init once and says HELLO (or INITFAIL and exits). Then it takes batches:
+ * for each one it reads the input payloads from LMDB, calls the UDF's run, writes every
+ * output payload in one LMDB write transaction, and sends one REPORT carrying only
+ * payload ids. Payload bytes never cross the socket (DESIGN §6).
+ *
+ * The pool never blocks the driver: sockets are non-blocking and driven by the driver's
+ * libevent base; everything the pool learns is handed to the driver through callbacks,
+ * called from the event loop. A worker holds at most one batch at a time.
+ *
+ * Lifecycle of a worker:   STARTING --HELLO--> IDLE --dispatch--> BUSY --REPORT--> IDLE
+ *                          any state --EOF/exit/kill--> DEAD (then replaced: a new worker
+ *                          with the same index is started, unless the pool is closing)
+ *
+ * A worker dies when it crashes (the UDF aborted, a signal), when the batch it runs passes
+ * its timeout (the pool kills it with SIGKILL), or when init fails. Each death is reported
+ * once through `lost`, with the batch it held (if any). Workers also die with the driver:
+ * they get PR_SET_PDEATHSIG(SIGKILL) and treat EOF on the socket as "stop": they run the
+ * UDF's fini and exit.
+ */
+#ifndef ORCH_POOL_H
+#define ORCH_POOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "orch_plan.h"
+
+struct event_base;
+
+/* ---- what travels: batches out, reports back --------------------------------------- */
+
+/* One input value of a record: a payload id, or absent (an optional Dropped input). */
+struct orch_wire_value {
+    uint64_t payload; /* 0 when absent */
+    uint8_t present;
+};
+
+/* One record of a batch: one grain. `in` holds the record's input lists back to back:
+ * list j has nval[j] values (1 for map/filter/expand; the surviving children for reduce). */
+struct orch_wire_record {
+    uint64_t grain;
+    uint32_t generation;
+    uint32_t attempt;
+    uint32_t nin;
+    const uint32_t *nval;               /* nin counts */
+    const struct orch_wire_value *vals; /* sum(nval) values */
+};
+
+struct orch_wire_batch {
+    uint64_t id;
+    uint32_t nrec;
+    const struct orch_wire_record *rec;
+};
+
+/* The answer kinds of one record (udfs/orch_udf_host.h outcomes, as they travel). */
+#define ORCH_WIRE_OUTCOMES(X)                                                                 \
+    X(ORCH_WIRE_OK, "ok")                                                                     \
+    X(ORCH_WIRE_DROP, "drop")                                                                 \
+    X(ORCH_WIRE_KEEP_TRUE, "keep")                                                            \
+    X(ORCH_WIRE_KEEP_FALSE, "reject")                                                         \
+    X(ORCH_WIRE_RECORD_FAILURE, "record")                                                     \
+    X(ORCH_WIRE_GROUP_FAILURE, "group")
+
+#define ORCH_WIRE_ENUM(name, text) name,
+enum orch_wire_outcome { ORCH_WIRE_OUTCOMES(ORCH_WIRE_ENUM) ORCH_WIRE__COUNT };
+#undef ORCH_WIRE_ENUM
+const char *orch_wire_outcome_name(enum orch_wire_outcome o);
+
+/* The answer for one record. For ORCH_WIRE_OK: map and reduce have nchild = 1 and nout
+ * payload ids; expand and expand aligned have nchild children, each with nout ids, child
+ * by child (payload[c * nout + p]); nchild may be 0. Filters answer KEEP_TRUE/KEEP_FALSE
+ * with no ids. Failures carry a message. */
+struct orch_wire_answer {
+    uint64_t grain;
+    uint32_t generation;
+    enum orch_wire_outcome outcome;
+    const char *message; /* NUL-terminated; "" when none */
+    uint32_t nchild;
+    uint32_t nout;
+    const uint64_t *payload; /* nchild * nout ids (or nout for map/reduce) */
+};
+
+/* A worker's report for one batch. status 0: every record answered (rec[0..nrec-1], in
+ * batch order). status 1: run() failed — an attempt failure of the whole batch; message
+ * says why and nrec is 0. */
+struct orch_wire_report {
+    uint64_t batch;
+    int status;
+    const char *message;
+    uint32_t nrec;
+    const struct orch_wire_answer *rec;
+};
+
+/* ---- the pool ----------------------------------------------------------------------- */
+
+typedef struct orch_pool orch_pool;
+typedef struct orch_worker orch_worker;
+
+/* Why a worker was lost. */
+#define ORCH_LOSS_KINDS(X)                                                                    \
+    X(ORCH_LOSS_CRASH, "crash")       /* exited or killed by a signal, or broke protocol */   \
+    X(ORCH_LOSS_TIMEOUT, "timeout")   /* its batch passed the call's timeout; killed */       \
+    X(ORCH_LOSS_INIT, "init")         /* init failed (message from the UDF) */
+
+#define ORCH_LOSS_ENUM(name, text) name,
+enum orch_loss_kind { ORCH_LOSS_KINDS(ORCH_LOSS_ENUM) ORCH_LOSS__COUNT };
+#undef ORCH_LOSS_ENUM
+const char *orch_loss_kind_name(enum orch_loss_kind k);
+
+struct orch_pool_callbacks {
+    /* A worker is IDLE and can take a batch (after HELLO, and after each report). */
+    void (*idle)(void *ctx, orch_pool *pool, orch_worker *w);
+    /* A worker answered batch `r->batch`. Everything in r is valid only during the call.
+     * The worker is IDLE again when this is called (idle is not called separately). */
+    void (*report)(void *ctx, orch_pool *pool, orch_worker *w,
+                   const struct orch_wire_report *r);
+    /* A worker died. batch is the id of the batch it held, or 0. message says why
+     * ("killed by signal 6 (Aborted)", "batch ran past its timeout of 2s", the UDF's init
+     * message). The pool starts a replacement itself, except after ORCH_LOSS_INIT when
+     * the failure repeats (see orch_pool_new). */
+    void (*lost)(void *ctx, orch_pool *pool, orch_worker *w, uint64_t batch,
+                 enum orch_loss_kind kind, const char *message);
+};
+
+struct orch_pool_config {
+    const char *exe;          /* the orch binary to exec in worker mode (/proc/self/exe) */
+    const char *payload_dir;  /* JOB/payloads */
+    const orch_plan *plan;
+    int call;                 /* plan call index; the pool reads function, args, op, ports */
+    int nworkers;
+    int64_t timeout_ms;       /* per batch, 0 = none */
+    /* Consecutive init failures after which the pool stops replacing workers and reports
+     * every further loss as fatal (orch_pool_failed() returns true). */
+    int max_init_failures;
+    /* One entry per worker or NULL: the CUDA_VISIBLE_DEVICES value each worker gets. */
+    const char *const *cuda_visible_devices;
+};
+
+/* Creates the pool and starts its workers. Returns 0 or a negative error; callbacks are
+ * never called for a pool whose creation failed. */
+int orch_pool_new(struct event_base *base, const struct orch_pool_config *cfg,
+                  const struct orch_pool_callbacks *cb, void *ctx, orch_pool **out);
+
+/* Sends batch b to idle worker w, which becomes BUSY; its timeout (if any) starts now.
+ * Returns 0, or a negative error (the worker is not idle: -EBUSY). The pool copies b. */
+int orch_pool_dispatch(orch_pool *p, orch_worker *w, const struct orch_wire_batch *b);
+
+/* Kills every worker (SIGKILL), reaps them, frees the pool. No callback is called from
+ * here on. Use for an abort. */
+void orch_pool_kill(orch_pool *p);
+
+/* Closes every worker's socket (each runs its UDF's fini and exits), waits for them up to
+ * a bound, kills what is left, frees the pool. For a clean end of the job. */
+void orch_pool_close(orch_pool *p);
+
+int orch_worker_pid(const orch_worker *w);
+int orch_worker_index(const orch_worker *w);
+/* The number of workers alive (STARTING, IDLE or BUSY). */
+int orch_pool_alive(const orch_pool *p);
+/* True when init failed max_init_failures times in a row: the call cannot run. The
+ * last init message is orch_pool_failure(). */
+int orch_pool_failed(const orch_pool *p);
+const char *orch_pool_failure(const orch_pool *p);
+
+/* The entry of `orch __worker FD`: runs one worker until its socket closes. Returns the
+ * process exit status. */
+int orch_worker_main(int fd);
+
+#endif

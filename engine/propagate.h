@@ -1,0 +1,118 @@
+/* propagate.h — the structural rules of DESIGN §3 and §4, applied to the state store.
+ *
+ * Everything here runs inside the driver's open store transaction (asserted), so that one
+ * accepted report and everything it implies — items, an expansion and its child entities,
+ * their grains, broadcast items, grains that became READY or were sealed without running,
+ * a suppression barrier — commit together or not at all.
+ *
+ * Model. A grain (call × entity) is created WAITING when its entity is published, with
+ * `pending` = the number of its input facts that are not terminal yet:
+ *
+ *   map, filter, expand   one per input item of the entity (inputs are ports of its domain,
+ *                         broadcast ports included);
+ *   expand aligned        the same, plus the plain expansion of the entity into the target
+ *                         domain;
+ *   reduce                -1 until the plain expansion of the entity into the child domain
+ *                         is terminal; then the number of child input items not terminal.
+ *
+ * Each fact is published exactly once (an item or an expansion is a row inserted once), and
+ * publishing it notifies its consumers at once, in the same call: so a grain counts every
+ * input either at its creation or at the input's publication, never both. When an input
+ * is Failed or Suppressed the grain is sealed Suppressed at once (rule 1); when pending
+ * reaches 0, a Dropped required input seals it Dropped (rule 3), otherwise it becomes READY
+ * (rule 4) and the driver is told through the `ready` hook. Sealing a grain without
+ * running publishes its outputs in the same state, which notifies their consumers in turn;
+ * the recursion follows the plan's DAG, so its depth is bounded by the plan's size.
+ *
+ * Reports. orch_prop_accept() applies the acceptance rule of DESIGN §4 in SQL: the grain is
+ * sealed only `WHERE phase = 'in_flight' AND generation = ?`, so a stale or duplicate
+ * report changes nothing.
+ */
+#ifndef ORCH_PROPAGATE_H
+#define ORCH_PROPAGATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "orch_plan.h"
+#include "orch_states.h"
+#include "orch_store.h"
+#include "pool.h"
+
+/* A grain as the scheduler holds it. */
+struct orch_grain_ref {
+    int64_t grain;
+    int call;
+    int64_t entity;
+    int64_t parent;       /* 0 for a root entity */
+    uint32_t generation;
+    uint32_t attempts;    /* attempt failures counted against `retries` so far */
+    int64_t seq;          /* ready_seq */
+};
+
+struct orch_prop_hooks {
+    void *ctx;
+    /* A grain became READY (fresh, generation 0, attempts 0). */
+    int (*ready)(void *ctx, const struct orch_grain_ref *g);
+};
+
+typedef struct orch_prop orch_prop;
+
+/* next_seq: the next ready_seq to hand out (job.next_ready_seq). */
+int orch_prop_new(const orch_plan *plan, orch_store *store, const struct orch_prop_hooks *hooks,
+                  int64_t next_seq, orch_prop **out);
+void orch_prop_free(orch_prop *p);
+
+/* Hands out the next ready_seq (for a grain the driver puts back into a queue). */
+int64_t orch_prop_next_seq(orch_prop *p);
+/* Writes job.next_ready_seq; call once per transaction, before committing. */
+int orch_prop_flush(orch_prop *p);
+
+/* Publishes root entity `ordinal` of root domain `domain` with its source item (Present,
+ * payload). *entity_out (may be NULL) receives its id. */
+int orch_prop_admit_root(orch_prop *p, int domain, int64_t ordinal, const char *key,
+                         uint64_t payload, int64_t *entity_out);
+
+/* Applies one record's answer of an in-flight grain. `first_input` is the payload of the
+ * grain's first input (what a filter passes on). Sets *accepted to false, changing
+ * nothing, when the report is stale (the grain is not IN_FLIGHT with this generation).
+ * When a suppression barrier covers the grain's (call, parent), the answer is not
+ * committed: the grain is sealed Suppressed instead (*suppressed = true). */
+int orch_prop_accept(orch_prop *p, const struct orch_grain_ref *g,
+                     const struct orch_wire_answer *a, uint64_t first_input, bool *accepted,
+                     bool *suppressed);
+
+/* Seals an in-flight grain Failed with failure `kind` (exhausted, or a record failure made
+ * by the driver) and message. Stale (not in flight with g->generation): *accepted = false. */
+int orch_prop_fail(orch_prop *p, const struct orch_grain_ref *g, enum orch_failure_kind kind,
+                   const char *message, bool *accepted);
+
+/* Records a failure row (any kind) for grain g. */
+int orch_prop_failure_row(orch_prop *p, const struct orch_grain_ref *g,
+                          enum orch_failure_kind kind, const char *message);
+
+/* The inputs of a ready grain as they travel to a worker: nval[i] values for input i
+ * (nin <= ORCH_PLAN_MAX_INPUTS), the values list by list. Reused across calls; free with
+ * orch_prop_inputs_free. first_input: the payload of the first input (what a filter
+ * passes on). */
+struct orch_prop_inputs {
+    uint32_t nval[ORCH_PLAN_MAX_INPUTS];
+    struct orch_wire_value *vals;
+    size_t nvals, cap;
+    uint64_t first_input;
+};
+int orch_prop_inputs(orch_prop *p, const struct orch_grain_ref *g, struct orch_prop_inputs *in);
+void orch_prop_inputs_free(struct orch_prop_inputs *in);
+
+/* Counters kept while applying facts: grains created and sealed, by call. */
+struct orch_prop_counts {
+    int64_t created;
+    int64_t sealed[ORCH_OUTCOME__COUNT];
+};
+const struct orch_prop_counts *orch_prop_counts(const orch_prop *p, int call);
+/* Grains created and not yet sealed, over all calls (including those of earlier runs when
+ * set with orch_prop_set_unsealed). */
+int64_t orch_prop_unsealed(const orch_prop *p);
+void orch_prop_set_unsealed(orch_prop *p, int64_t n);
+
+#endif

@@ -1,0 +1,566 @@
+/* wire.c — encoding and strict decoding of the driver <-> worker frames (wire.h). */
+#include "wire.h"
+
+#include "orch_error.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *orch_wire_type_name(int type)
+{
+    switch (type) {
+#define ORCH_WIRE_TYPE_CASE(name, value, text)                                                \
+    case value:                                                                               \
+        return text;
+        ORCH_WIRE_TYPES(ORCH_WIRE_TYPE_CASE)
+#undef ORCH_WIRE_TYPE_CASE
+    }
+    return "?";
+}
+
+/* ---- encoding ----------------------------------------------------------------------- */
+
+void orch_wire_buf_free(struct orch_wire_buf *b)
+{
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}
+
+/* A frame being written: appends go to b; `bad` is sticky and remembered as an rc. */
+struct enc {
+    struct orch_wire_buf *b;
+    size_t start; /* where the frame's header begins */
+    int rc;
+};
+
+static void enc_room(struct enc *e, size_t n)
+{
+    struct orch_wire_buf *b = e->b;
+    if (e->rc < 0)
+        return;
+    if (n > SIZE_MAX - b->len) {
+        e->rc = -E2BIG;
+        return;
+    }
+    if (b->len - e->start + n > ORCH_WIRE_HEADER + ORCH_WIRE_MAX_BODY) {
+        e->rc = -E2BIG;
+        return;
+    }
+    if (b->cap - b->len >= n)
+        return;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap - b->len < n)
+        cap = cap > SIZE_MAX / 2 ? b->len + n : cap * 2;
+    uint8_t *p = realloc(b->data, cap);
+    if (p == NULL) {
+        e->rc = -ENOMEM;
+        return;
+    }
+    b->data = p;
+    b->cap = cap;
+}
+
+static void enc_bytes(struct enc *e, const void *data, size_t n)
+{
+    enc_room(e, n);
+    if (e->rc < 0 || n == 0)
+        return;
+    memcpy(e->b->data + e->b->len, data, n);
+    e->b->len += n;
+}
+
+static void enc_le(struct enc *e, uint64_t v, size_t n)
+{
+    uint8_t tmp[8];
+    for (size_t i = 0; i < n; i++)
+        tmp[i] = (uint8_t)(v >> (8 * i));
+    enc_bytes(e, tmp, n);
+}
+
+static void enc_u8(struct enc *e, uint8_t v)
+{
+    enc_le(e, v, 1);
+}
+
+static void enc_u32(struct enc *e, uint32_t v)
+{
+    enc_le(e, v, 4);
+}
+
+static void enc_u64(struct enc *e, uint64_t v)
+{
+    enc_le(e, v, 8);
+}
+
+static void enc_str(struct enc *e, const char *s)
+{
+    if (s == NULL) {
+        if (e->rc == 0)
+            e->rc = -EINVAL;
+        return;
+    }
+    size_t n = strlen(s);
+    if (n > UINT32_MAX) {
+        if (e->rc == 0)
+            e->rc = -EINVAL;
+        return;
+    }
+    enc_u32(e, (uint32_t)n);
+    enc_bytes(e, s, n);
+}
+
+static void enc_begin(struct enc *e, struct orch_wire_buf *b, int type)
+{
+    e->b = b;
+    e->start = b->len;
+    e->rc = 0;
+    enc_u32(e, 0); /* the length, patched by enc_end */
+    enc_u8(e, (uint8_t)type);
+}
+
+static int enc_end(struct enc *e)
+{
+    if (e->rc < 0) {
+        e->b->len = e->start;
+        return e->rc;
+    }
+    size_t body = e->b->len - e->start - ORCH_WIRE_HEADER;
+    uint8_t *p = e->b->data + e->start;
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(body >> (8 * i));
+    return 0;
+}
+
+int orch_wire_put_config(struct orch_wire_buf *b, const struct orch_wire_config *c)
+{
+    struct enc e;
+    enc_begin(&e, b, ORCH_WIRE_CONFIG);
+    enc_u32(&e, ORCH_WIRE_VERSION);
+    enc_str(&e, c->call);
+    enc_u8(&e, (uint8_t)c->fn_kind);
+    enc_str(&e, c->function);
+    enc_str(&e, c->symbol ? c->symbol : "");
+    enc_u8(&e, (uint8_t)c->op);
+    enc_u32(&e, c->nin);
+    enc_u32(&e, c->nout);
+    enc_u32(&e, c->worker);
+    enc_str(&e, c->payload_dir);
+    enc_u32(&e, c->nargs);
+    if (c->nargs > 0 && (c->arg_keys == NULL || c->arg_values == NULL) && e.rc == 0)
+        e.rc = -EINVAL;
+    for (uint32_t i = 0; i < c->nargs && e.rc == 0; i++) {
+        enc_str(&e, c->arg_keys[i]);
+        enc_str(&e, c->arg_values[i]);
+    }
+    return enc_end(&e);
+}
+
+int orch_wire_put_hello(struct orch_wire_buf *b, const struct orch_wire_hello *h)
+{
+    struct enc e;
+    enc_begin(&e, b, ORCH_WIRE_HELLO);
+    enc_u32(&e, h->version);
+    enc_u32(&e, h->pid);
+    return enc_end(&e);
+}
+
+int orch_wire_put_initfail(struct orch_wire_buf *b, const char *message)
+{
+    struct enc e;
+    enc_begin(&e, b, ORCH_WIRE_INITFAIL);
+    enc_str(&e, message ? message : "");
+    return enc_end(&e);
+}
+
+int orch_wire_put_batch(struct orch_wire_buf *b, const struct orch_wire_batch *batch)
+{
+    struct enc e;
+    enc_begin(&e, b, ORCH_WIRE_BATCH);
+    enc_u64(&e, batch->id);
+    enc_u32(&e, batch->nrec);
+    if (batch->nrec > 0 && batch->rec == NULL)
+        e.rc = -EINVAL;
+    for (uint32_t i = 0; i < batch->nrec && e.rc == 0; i++) {
+        const struct orch_wire_record *r = &batch->rec[i];
+        enc_u64(&e, r->grain);
+        enc_u32(&e, r->generation);
+        enc_u32(&e, r->attempt);
+        enc_u32(&e, r->nin);
+        if (r->nin > 0 && r->nval == NULL) {
+            e.rc = -EINVAL;
+            break;
+        }
+        uint64_t nv = 0;
+        for (uint32_t j = 0; j < r->nin; j++) {
+            enc_u32(&e, r->nval[j]);
+            nv += r->nval[j];
+        }
+        if (nv > 0 && r->vals == NULL) {
+            e.rc = -EINVAL;
+            break;
+        }
+        for (uint64_t k = 0; k < nv && e.rc == 0; k++) {
+            enc_u8(&e, r->vals[k].present ? 1 : 0);
+            enc_u64(&e, r->vals[k].present ? r->vals[k].payload : 0);
+        }
+    }
+    return enc_end(&e);
+}
+
+int orch_wire_put_report(struct orch_wire_buf *b, const struct orch_wire_report *r)
+{
+    struct enc e;
+    enc_begin(&e, b, ORCH_WIRE_REPORT);
+    enc_u64(&e, r->batch);
+    enc_u8(&e, (uint8_t)r->status);
+    enc_str(&e, r->message ? r->message : "");
+    enc_u32(&e, r->nrec);
+    if (r->nrec > 0 && r->rec == NULL)
+        e.rc = -EINVAL;
+    for (uint32_t i = 0; i < r->nrec && e.rc == 0; i++) {
+        const struct orch_wire_answer *a = &r->rec[i];
+        uint64_t nid = (uint64_t)a->nchild * a->nout;
+        enc_u64(&e, a->grain);
+        enc_u32(&e, a->generation);
+        enc_u8(&e, (uint8_t)a->outcome);
+        enc_str(&e, a->message ? a->message : "");
+        enc_u32(&e, a->nchild);
+        enc_u32(&e, a->nout);
+        if (nid > 0 && a->payload == NULL) {
+            e.rc = -EINVAL;
+            break;
+        }
+        for (uint64_t k = 0; k < nid && e.rc == 0; k++)
+            enc_u64(&e, a->payload[k]);
+    }
+    return enc_end(&e);
+}
+
+/* ---- decoding ----------------------------------------------------------------------- */
+
+int orch_wire_next(const void *data, size_t avail, struct orch_wire_frame *f)
+{
+    const uint8_t *p = data;
+    memset(f, 0, sizeof *f);
+    if (avail < ORCH_WIRE_HEADER)
+        return 0;
+    uint32_t len = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                   (uint32_t)p[3] << 24;
+    int type = p[4];
+    if (strcmp(orch_wire_type_name(type), "?") == 0)
+        return orch_error_set(-EPROTO, "unknown frame type %d", type);
+    if (len > ORCH_WIRE_MAX_BODY)
+        return orch_error_set(-EPROTO, "%s frame of %u bytes is over the limit of %zu",
+                              orch_wire_type_name(type), len, ORCH_WIRE_MAX_BODY);
+    f->type = type;
+    f->len = len;
+    f->size = ORCH_WIRE_HEADER + (size_t)len;
+    if (avail < f->size)
+        return 0;
+    f->body = p + ORCH_WIRE_HEADER;
+    return 1;
+}
+
+/* A cursor over one body. The first error is kept in rc (with its detail), after which
+ * every read returns zeros and the caller checks rc once. */
+struct dec {
+    const uint8_t *p;
+    size_t left;
+    const char *what; /* "REPORT", for messages */
+    int rc;
+};
+
+static void dec_fail(struct dec *d, const char *why)
+{
+    if (d->rc == 0)
+        d->rc = orch_error_set(-EPROTO, "malformed %s frame: %s", d->what, why);
+}
+
+static uint64_t dec_le(struct dec *d, size_t n, const char *field)
+{
+    if (d->rc < 0)
+        return 0;
+    if (d->left < n) {
+        if (d->rc == 0)
+            d->rc = orch_error_set(-EPROTO, "malformed %s frame: truncated at %s", d->what,
+                                   field);
+        return 0;
+    }
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++)
+        v |= (uint64_t)d->p[i] << (8 * i);
+    d->p += n;
+    d->left -= n;
+    return v;
+}
+
+static uint8_t dec_u8(struct dec *d, const char *field)
+{
+    return (uint8_t)dec_le(d, 1, field);
+}
+
+static uint32_t dec_u32(struct dec *d, const char *field)
+{
+    return (uint32_t)dec_le(d, 4, field);
+}
+
+static uint64_t dec_u64(struct dec *d, const char *field)
+{
+    return dec_le(d, 8, field);
+}
+
+static void *dec_alloc(struct dec *d, struct orch__arena *a, size_t n)
+{
+    if (d->rc < 0)
+        return NULL;
+    void *p = orch__arena_alloc(a, n);
+    if (p == NULL)
+        d->rc = orch_error_set(-ENOMEM, "out of memory decoding a %s frame", d->what);
+    return p;
+}
+
+/* A string, copied into the arena with a NUL; "" after an error. */
+static const char *dec_str(struct dec *d, struct orch__arena *a, const char *field)
+{
+    uint32_t n = dec_u32(d, field);
+    if (d->rc == 0 && d->left < n) {
+        d->rc = orch_error_set(-EPROTO, "malformed %s frame: %s of %u bytes is truncated",
+                               d->what, field, n);
+    }
+    if (d->rc == 0 && memchr(d->p, '\0', n) != NULL)
+        d->rc = orch_error_set(-EPROTO, "malformed %s frame: %s holds a NUL byte", d->what,
+                               field);
+    char *s = dec_alloc(d, a, (size_t)n + 1);
+    if (s == NULL)
+        return "";
+    memcpy(s, d->p, n);
+    s[n] = '\0';
+    d->p += n;
+    d->left -= n;
+    return s;
+}
+
+/* Checks that count items of at least `least` bytes each can still fit in the body, so
+ * that no count makes an allocation larger than the frame justifies. */
+static bool dec_fits(struct dec *d, uint64_t count, size_t least, const char *field)
+{
+    if (d->rc < 0)
+        return false;
+    if (count > d->left / least) {
+        d->rc = orch_error_set(-EPROTO,
+                               "malformed %s frame: %s of %llu does not fit in the %zu "
+                               "bytes left",
+                               d->what, field, (unsigned long long)count, d->left);
+        return false;
+    }
+    return true;
+}
+
+static int dec_start(struct dec *d, const struct orch_wire_frame *f, int type)
+{
+    d->p = f->body;
+    d->left = f->len;
+    d->what = orch_wire_type_name(type);
+    d->rc = 0;
+    if (f->type != type)
+        return d->rc = orch_error_set(-EPROTO, "expected a %s frame, got %s",
+                                      orch_wire_type_name(type),
+                                      orch_wire_type_name(f->type));
+    if (f->len > 0 && f->body == NULL)
+        return d->rc = orch_error_set(-EPROTO, "%s frame without a body", d->what);
+    return 0;
+}
+
+static int dec_end(struct dec *d)
+{
+    if (d->rc == 0 && d->left != 0)
+        d->rc = orch_error_set(-EPROTO, "malformed %s frame: %zu bytes after its fields",
+                               d->what, d->left);
+    return d->rc;
+}
+
+int orch_wire_get_config(const struct orch_wire_frame *f, struct orch__arena *a,
+                         struct orch_wire_config *out)
+{
+    struct dec d;
+    memset(out, 0, sizeof *out);
+    if (dec_start(&d, f, ORCH_WIRE_CONFIG) < 0)
+        return d.rc;
+    uint32_t version = dec_u32(&d, "version");
+    if (d.rc == 0 && version != ORCH_WIRE_VERSION)
+        d.rc = orch_error_set(-EPROTO, "CONFIG of protocol version %u, this worker speaks %d",
+                              version, ORCH_WIRE_VERSION);
+    out->call = dec_str(&d, a, "call");
+    uint8_t kind = dec_u8(&d, "fn_kind");
+    if (d.rc == 0 && kind >= ORCH_FN__COUNT)
+        dec_fail(&d, "fn_kind out of range");
+    out->fn_kind = (enum orch_fn_kind)kind;
+    out->function = dec_str(&d, a, "function");
+    out->symbol = dec_str(&d, a, "symbol");
+    uint8_t op = dec_u8(&d, "op");
+    if (d.rc == 0 && op > ORCH_UDF_OP_REDUCE)
+        dec_fail(&d, "op out of range");
+    out->op = (enum orch_udf_op)op;
+    out->nin = dec_u32(&d, "nin");
+    out->nout = dec_u32(&d, "nout");
+    out->worker = dec_u32(&d, "worker");
+    out->payload_dir = dec_str(&d, a, "payload_dir");
+    out->nargs = dec_u32(&d, "nargs");
+    if (!dec_fits(&d, out->nargs, 8, "nargs"))
+        return d.rc;
+    const char **keys = dec_alloc(&d, a, sizeof(char *) * (out->nargs + 1));
+    const char **vals = dec_alloc(&d, a, sizeof(char *) * (out->nargs + 1));
+    for (uint32_t i = 0; i < out->nargs && d.rc == 0; i++) {
+        keys[i] = dec_str(&d, a, "argument key");
+        vals[i] = dec_str(&d, a, "argument value");
+    }
+    out->arg_keys = keys;
+    out->arg_values = vals;
+    return dec_end(&d);
+}
+
+int orch_wire_get_hello(const struct orch_wire_frame *f, struct orch_wire_hello *out)
+{
+    struct dec d;
+    memset(out, 0, sizeof *out);
+    if (dec_start(&d, f, ORCH_WIRE_HELLO) < 0)
+        return d.rc;
+    out->version = dec_u32(&d, "version");
+    out->pid = dec_u32(&d, "pid");
+    if (d.rc == 0 && out->version != ORCH_WIRE_VERSION)
+        d.rc = orch_error_set(-EPROTO, "HELLO of protocol version %u, the driver speaks %d",
+                              out->version, ORCH_WIRE_VERSION);
+    return dec_end(&d);
+}
+
+int orch_wire_get_initfail(const struct orch_wire_frame *f, struct orch__arena *a,
+                           const char **message)
+{
+    struct dec d;
+    *message = "";
+    if (dec_start(&d, f, ORCH_WIRE_INITFAIL) < 0)
+        return d.rc;
+    *message = dec_str(&d, a, "message");
+    return dec_end(&d);
+}
+
+/* Smallest encodings, for dec_fits: a record with no inputs, a value, an answer. */
+#define WIRE_RECORD_MIN 20u
+#define WIRE_VALUE_SIZE 9u
+#define WIRE_ANSWER_MIN 25u
+
+static void get_record(struct dec *d, struct orch__arena *a, struct orch_wire_record *r)
+{
+    r->grain = dec_u64(d, "grain");
+    r->generation = dec_u32(d, "generation");
+    r->attempt = dec_u32(d, "attempt");
+    r->nin = dec_u32(d, "nin");
+    if (!dec_fits(d, r->nin, 4, "nin"))
+        return;
+    uint32_t *nval = dec_alloc(d, a, sizeof(uint32_t) * r->nin);
+    uint64_t total = 0;
+    for (uint32_t j = 0; j < r->nin && d->rc == 0; j++) {
+        nval[j] = dec_u32(d, "nval");
+        total += nval[j];
+    }
+    if (!dec_fits(d, total, WIRE_VALUE_SIZE, "the values' count"))
+        return;
+    struct orch_wire_value *v = dec_alloc(d, a, sizeof *v * (size_t)total);
+    for (uint64_t k = 0; k < total && d->rc == 0; k++) {
+        uint8_t present = dec_u8(d, "present");
+        uint64_t id = dec_u64(d, "payload");
+        if (d->rc == 0 && present > 1)
+            dec_fail(d, "a value's present flag is neither 0 nor 1");
+        if (d->rc == 0 && (present == 1) != (id != 0))
+            dec_fail(d, present ? "a present value has payload 0"
+                                : "an absent value has a payload");
+        v[k].present = present;
+        v[k].payload = id;
+    }
+    r->nval = nval;
+    r->vals = v;
+}
+
+int orch_wire_get_batch(const struct orch_wire_frame *f, struct orch__arena *a,
+                        struct orch_wire_batch *out)
+{
+    struct dec d;
+    memset(out, 0, sizeof *out);
+    if (dec_start(&d, f, ORCH_WIRE_BATCH) < 0)
+        return d.rc;
+    out->id = dec_u64(&d, "id");
+    out->nrec = dec_u32(&d, "nrec");
+    if (!dec_fits(&d, out->nrec, WIRE_RECORD_MIN, "nrec"))
+        return d.rc;
+    struct orch_wire_record *rec = dec_alloc(&d, a, sizeof *rec * out->nrec);
+    for (uint32_t i = 0; i < out->nrec && d.rc == 0; i++)
+        get_record(&d, a, &rec[i]);
+    out->rec = rec;
+    return dec_end(&d);
+}
+
+static void get_answer(struct dec *d, struct orch__arena *a, struct orch_wire_answer *r)
+{
+    r->grain = dec_u64(d, "grain");
+    r->generation = dec_u32(d, "generation");
+    uint8_t outcome = dec_u8(d, "outcome");
+    if (d->rc == 0 && outcome >= ORCH_WIRE__COUNT)
+        dec_fail(d, "outcome out of range");
+    r->outcome = (enum orch_wire_outcome)outcome;
+    r->message = dec_str(d, a, "message");
+    r->nchild = dec_u32(d, "nchild");
+    r->nout = dec_u32(d, "nout");
+    if (d->rc == 0 && r->outcome != ORCH_WIRE_OK && (r->nchild != 0 || r->nout != 0))
+        dec_fail(d, "an answer that is not ok carries payloads");
+    uint64_t n = (uint64_t)r->nchild * r->nout;
+    if (!dec_fits(d, n, 8, "nchild * nout"))
+        return;
+    uint64_t *ids = dec_alloc(d, a, sizeof(uint64_t) * (size_t)n);
+    for (uint64_t k = 0; k < n && d->rc == 0; k++) {
+        ids[k] = dec_u64(d, "payload");
+        if (d->rc == 0 && ids[k] == 0)
+            dec_fail(d, "payload id 0");
+    }
+    r->payload = ids;
+}
+
+int orch_wire_get_report(const struct orch_wire_frame *f, struct orch__arena *a,
+                         struct orch_wire_report *out)
+{
+    struct dec d;
+    memset(out, 0, sizeof *out);
+    out->message = "";
+    if (dec_start(&d, f, ORCH_WIRE_REPORT) < 0)
+        return d.rc;
+    out->batch = dec_u64(&d, "batch");
+    uint8_t status = dec_u8(&d, "status");
+    if (d.rc == 0 && status > 1)
+        dec_fail(&d, "status is neither 0 nor 1");
+    out->status = status;
+    out->message = dec_str(&d, a, "message");
+    out->nrec = dec_u32(&d, "nrec");
+    if (d.rc == 0 && status == 1 && out->nrec != 0)
+        dec_fail(&d, "a failed batch carries answers");
+    if (!dec_fits(&d, out->nrec, WIRE_ANSWER_MIN, "nrec"))
+        return d.rc;
+    struct orch_wire_answer *rec = dec_alloc(&d, a, sizeof *rec * out->nrec);
+    for (uint32_t i = 0; i < out->nrec && d.rc == 0; i++)
+        get_answer(&d, a, &rec[i]);
+    out->rec = rec;
+    return dec_end(&d);
+}
+
+const char *orch_wire_outcome_name(enum orch_wire_outcome o)
+{
+    static const char *const names[] = {
+#define ORCH_WIRE_OUTCOME_NAME(name, text) text,
+        ORCH_WIRE_OUTCOMES(ORCH_WIRE_OUTCOME_NAME)
+#undef ORCH_WIRE_OUTCOME_NAME
+    };
+    if ((unsigned)o >= ORCH_WIRE__COUNT)
+        return "?";
+    return names[o];
+}

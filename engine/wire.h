@@ -1,0 +1,140 @@
+/* wire.h — the frames that travel between the driver and a worker over their socketpair
+ * (pool.h): encoding, and strict decoding.
+ *
+ * Frame. Every message is one frame:
+ *
+ *     u32 length | u8 type | body[length]
+ *
+ * `length` counts the body only (not the type byte, not itself) and is at most
+ * ORCH_WIRE_MAX_BODY. All integers are little-endian. Inside bodies:
+ *
+ *     str   u32 n, then n bytes (no NUL among them; decoded as a NUL-terminated copy)
+ *     ids   u64 each; a payload id is never 0
+ *
+ * Bodies (→ worker: sent by the driver; ← worker: sent by the worker):
+ *
+ *   CONFIG   → u32 version | str call | u8 fn_kind | str function | str symbol ("" = none)
+ *              | u8 op (enum orch_udf_op) | u32 nin | u32 nout | u32 worker
+ *              | str payload_dir | u32 nargs | nargs × (str key | str value)
+ *   HELLO    ← u32 version | u32 pid                  init succeeded, ready for batches
+ *   INITFAIL ← str message                             init failed; the worker exits
+ *   BATCH    → u64 id | u32 nrec | nrec × record
+ *              record := u64 grain | u32 generation | u32 attempt | u32 nin
+ *                        | nin × u32 nval | sum(nval) × (u8 present | u64 payload)
+ *              (present 1: payload != 0; present 0: payload == 0)
+ *   REPORT   ← u64 batch | u8 status | str message | u32 nrec | nrec × answer
+ *              answer := u64 grain | u32 generation | u8 outcome | str message
+ *                        | u32 nchild | u32 nout | nchild*nout × u64 payload
+ *              (status 1: nrec == 0; an answer other than OK has nchild == nout == 0)
+ *
+ * Decoding is strict: a wrong type, a body shorter or longer than its fields say, a count
+ * that cannot fit in the bytes left, an enum out of range, a NUL inside a string, an id 0
+ * where an id is due — each is -EPROTO with the detail in orch_error_detail(), never a
+ * crash and never an allocation larger than a small multiple of the body. Semantic checks
+ * that need the call (nout, which outcomes an op may give, that a report answers the batch
+ * sent) are the pool's.
+ *
+ * Memory. Encoders append to a caller's orch_wire_buf. Decoders put everything they hand
+ * out (arrays, NUL-terminated strings, aligned id arrays) in a caller's arena; the result
+ * stays valid until the arena is freed, and never points into the frame.
+ */
+#ifndef ORCH_WIRE_H
+#define ORCH_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "orch_plan.h"
+#include "orch_udf.h"
+#include "pool.h"
+#include "support.h"
+
+#define ORCH_WIRE_VERSION 1
+#define ORCH_WIRE_HEADER 5u                    /* u32 length + u8 type */
+#define ORCH_WIRE_MAX_BODY ((size_t)256 << 20) /* 256 MiB */
+
+#define ORCH_WIRE_TYPES(X)                                                                    \
+    X(ORCH_WIRE_CONFIG, 1, "CONFIG")                                                          \
+    X(ORCH_WIRE_HELLO, 2, "HELLO")                                                            \
+    X(ORCH_WIRE_INITFAIL, 3, "INITFAIL")                                                      \
+    X(ORCH_WIRE_BATCH, 4, "BATCH")                                                            \
+    X(ORCH_WIRE_REPORT, 5, "REPORT")
+
+#define ORCH_WIRE_TYPE_ENUM(name, value, text) name = value,
+enum orch_wire_type { ORCH_WIRE_TYPES(ORCH_WIRE_TYPE_ENUM) };
+#undef ORCH_WIRE_TYPE_ENUM
+
+/* "CONFIG", ...; "?" for an unknown type. */
+const char *orch_wire_type_name(int type);
+
+/* What a worker needs to know about its call (the body of CONFIG). */
+struct orch_wire_config {
+    const char *call;
+    enum orch_fn_kind fn_kind;
+    const char *function; /* built-in name, library path, or exec command line */
+    const char *symbol;   /* library symbol; "" when none (never NULL once decoded) */
+    enum orch_udf_op op;
+    uint32_t nin;
+    uint32_t nout;
+    uint32_t worker;
+    const char *payload_dir;
+    uint32_t nargs;
+    const char *const *arg_keys;
+    const char *const *arg_values;
+};
+
+struct orch_wire_hello {
+    uint32_t version;
+    uint32_t pid;
+};
+
+/* ---- encoding ----------------------------------------------------------------------- */
+
+/* A growable byte buffer. Zero-initialise it; free with orch_wire_buf_free(). */
+struct orch_wire_buf {
+    uint8_t *data;
+    size_t len;
+    size_t cap;
+};
+
+void orch_wire_buf_free(struct orch_wire_buf *b);
+
+/* Each appends one whole frame to b. Returns 0, -ENOMEM, or -E2BIG (the body would pass
+ * ORCH_WIRE_MAX_BODY), -EINVAL (a string with more than UINT32_MAX bytes, a NULL pointer
+ * where a string or array is due). On failure b is as it was. */
+int orch_wire_put_config(struct orch_wire_buf *b, const struct orch_wire_config *c);
+int orch_wire_put_hello(struct orch_wire_buf *b, const struct orch_wire_hello *h);
+int orch_wire_put_initfail(struct orch_wire_buf *b, const char *message);
+int orch_wire_put_batch(struct orch_wire_buf *b, const struct orch_wire_batch *batch);
+int orch_wire_put_report(struct orch_wire_buf *b, const struct orch_wire_report *r);
+
+/* ---- decoding ----------------------------------------------------------------------- */
+
+/* One frame found in a byte stream; body points into the caller's bytes. */
+struct orch_wire_frame {
+    int type;
+    const uint8_t *body;
+    size_t len;  /* body bytes */
+    size_t size; /* ORCH_WIRE_HEADER + len: what the frame takes in the stream */
+};
+
+/* Looks at the start of avail bytes. Returns 1 and fills *f when a whole frame is there;
+ * 0 when more bytes are needed (f->size is then what the frame will take once its header
+ * is complete, else 0); -EPROTO (detail set) when the header announces an unknown type or
+ * a body over ORCH_WIRE_MAX_BODY. */
+int orch_wire_next(const void *data, size_t avail, struct orch_wire_frame *f);
+
+/* Each decodes frame f, which must have the matching type (else -EPROTO), into *out.
+ * Returns 0, -EPROTO (malformed; detail set, *out unspecified), -ENOMEM. Everything *out
+ * points to lives in arena a. */
+int orch_wire_get_config(const struct orch_wire_frame *f, struct orch__arena *a,
+                         struct orch_wire_config *out);
+int orch_wire_get_hello(const struct orch_wire_frame *f, struct orch_wire_hello *out);
+int orch_wire_get_initfail(const struct orch_wire_frame *f, struct orch__arena *a,
+                           const char **message);
+int orch_wire_get_batch(const struct orch_wire_frame *f, struct orch__arena *a,
+                        struct orch_wire_batch *out);
+int orch_wire_get_report(const struct orch_wire_frame *f, struct orch__arena *a,
+                         struct orch_wire_report *out);
+
+#endif

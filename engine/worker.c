@@ -1,0 +1,547 @@
+/* worker.c — the worker process, `orch __worker FD`: loads one call's UDF, runs batches
+ * from the driver, writes their outputs to LMDB and reports payload ids (pool.h).
+ *
+ * The worker talks to one driver over one blocking socket and does one thing at a time:
+ * read a frame, act, answer. It writes nothing to stdout (stdout is pointed at stderr so
+ * that a UDF's stray printf cannot garble the driver's output) and reads nothing from
+ * stdin (it is /dev/null). Exit status: 0 after the driver closed the socket (fini ran),
+ * 1 after an init failure or a protocol error, 2 for a bad FD argument.
+ */
+#define _GNU_SOURCE
+#include "pool.h"
+
+#include "orch_error.h"
+#include "orch_payload.h"
+#include "orch_udf_host.h"
+#include "wire.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+struct worker {
+    int fd;
+    struct orch__arena cfg_arena; /* holds cfg for the whole life of the process */
+    struct orch_wire_config cfg;
+    orch_payload *store;
+    const struct orch_udf *udf;
+    void *dl;    /* library handle, or NULL */
+    void *state; /* the UDF's state, valid when inited */
+    bool inited;
+    struct orch_udf_answers ans;
+    bool ans_ready;
+    uint8_t *body; /* the last frame's body */
+    size_t body_cap;
+    struct orch_wire_buf out;
+};
+
+/* ---- the socket ------------------------------------------------------------------------ */
+
+/* Reads exactly n bytes. Returns n, fewer at end of file, or -errno. */
+static ssize_t read_full(int fd, void *buf, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, (char *)buf + got, n - got);
+        if (r > 0)
+            got += (size_t)r;
+        else if (r == 0)
+            break;
+        else if (errno != EINTR)
+            return -errno;
+    }
+    return (ssize_t)got;
+}
+
+/* Reads one frame into w->body. Returns 1 with *f filled, 0 at end of input (the driver
+ * closed the socket, also in the middle of a frame: it is going away either way), or -1
+ * after writing why to stderr. */
+static int read_frame(struct worker *w, struct orch_wire_frame *f)
+{
+    uint8_t hdr[ORCH_WIRE_HEADER];
+    ssize_t n = read_full(w->fd, hdr, sizeof hdr);
+    if (n == -ECONNRESET)
+        return 0; /* the driver closed while our last frame was unread: the same end */
+    if (n < 0) {
+        fprintf(stderr, "orch worker %d: reading the socket: %s\n", (int)getpid(),
+                strerror((int)-n));
+        return -1;
+    }
+    if ((size_t)n < sizeof hdr)
+        return 0;
+    if (orch_wire_next(hdr, sizeof hdr, f) < 0) {
+        fprintf(stderr, "orch worker %d: protocol error: %s\n", (int)getpid(),
+                orch_error_detail());
+        return -1;
+    }
+    if (f->len > w->body_cap) {
+        uint8_t *p = realloc(w->body, f->len);
+        if (p == NULL) {
+            fprintf(stderr, "orch worker %d: out of memory for a frame of %zu bytes\n",
+                    (int)getpid(), f->len);
+            return -1;
+        }
+        w->body = p;
+        w->body_cap = f->len;
+    }
+    n = read_full(w->fd, w->body, f->len);
+    if (n == -ECONNRESET)
+        return 0;
+    if (n < 0) {
+        fprintf(stderr, "orch worker %d: reading the socket: %s\n", (int)getpid(),
+                strerror((int)-n));
+        return -1;
+    }
+    if ((size_t)n < f->len)
+        return 0;
+    f->body = w->body;
+    return 1;
+}
+
+/* Sends w->out and empties it. Returns 0, or -errno (EPIPE: the driver closed). */
+static int send_out(struct worker *w)
+{
+    size_t off = 0;
+    int rc = 0;
+    while (off < w->out.len) {
+        ssize_t n = send(w->fd, w->out.data + off, w->out.len - off, MSG_NOSIGNAL);
+        if (n > 0)
+            off += (size_t)n;
+        else if (n < 0 && errno != EINTR) {
+            rc = -errno;
+            break;
+        }
+    }
+    w->out.len = 0;
+    return rc;
+}
+
+/* Sends INITFAIL with a printf-style message; returns the exit status 1. */
+__attribute__((format(printf, 2, 3))) static int initfail(struct worker *w, const char *fmt,
+                                                           ...)
+{
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    w->out.len = 0;
+    if (orch_wire_put_initfail(&w->out, msg) == 0)
+        send_out(w);
+    return 1;
+}
+
+/* ---- init ------------------------------------------------------------------------------ */
+
+static int resolve_udf(struct worker *w)
+{
+    const struct orch_wire_config *c = &w->cfg;
+    switch (c->fn_kind) {
+    case ORCH_FN_BUILTIN:
+        w->udf = orch_udf_builtin(c->function);
+        if (w->udf == NULL)
+            return initfail(w, "unknown built-in function '%s'", c->function);
+        return 0;
+    case ORCH_FN_LIBRARY:
+        if (orch_udf_load_library(c->function, c->symbol, &w->udf, &w->dl) < 0)
+            return initfail(w, "%s", orch_error_detail());
+        return 0;
+    case ORCH_FN_EXEC:
+        w->udf = &orch_udf_exec;
+        return 0;
+    case ORCH_FN__COUNT:
+        break;
+    }
+    return initfail(w, "unknown function kind %d", (int)c->fn_kind);
+}
+
+/* Reads CONFIG, opens the payload store, loads and inits the UDF, says HELLO. Returns 0,
+ * or the exit status (INITFAIL was sent when there was someone to send it to). */
+static int worker_init(struct worker *w)
+{
+    struct orch_wire_frame f;
+    int rc = read_frame(w, &f);
+    if (rc <= 0)
+        return 1;
+    if (orch_wire_get_config(&f, &w->cfg_arena, &w->cfg) < 0)
+        return initfail(w, "protocol error: %s", orch_error_detail());
+    const struct orch_wire_config *c = &w->cfg;
+
+    rc = orch_payload_open(c->payload_dir, NULL, &w->store);
+    if (rc < 0)
+        return initfail(w, "cannot open the payload store: %s",
+                        *orch_error_detail() ? orch_error_detail() : orch_strerror(rc));
+    rc = resolve_udf(w);
+    if (rc != 0)
+        return rc;
+
+    char err[1024] = "";
+    struct orch_udf_config uc = {
+        .call = c->call,
+        .function = c->function,
+        .op = c->op,
+        .nin = c->nin,
+        .nout = c->nout,
+        .nargs = c->nargs,
+        .arg_keys = c->arg_keys,
+        .arg_values = c->arg_values,
+        .worker = (int)c->worker,
+        .error = err,
+        .error_size = sizeof err,
+    };
+    orch_error_clear();
+    void *state = NULL;
+    rc = w->udf->init ? w->udf->init(&uc, &state) : 0;
+    if (rc != 0) {
+        if (err[0])
+            return initfail(w, "%s", err);
+        if (*orch_error_detail())
+            return initfail(w, "%s", orch_error_detail());
+        return initfail(w, "udf %s: init failed: %s", c->call,
+                        strerror(rc < 0 ? -rc : rc));
+    }
+    w->state = state;
+    w->inited = true;
+
+    rc = orch_udf_answers_init(&w->ans, c->call, c->op, c->nout);
+    if (rc < 0)
+        return initfail(w, "udf %s: cannot prepare its answers: %s", c->call,
+                        strerror(-rc));
+    w->ans_ready = true;
+
+    struct orch_wire_hello h = {.version = ORCH_WIRE_VERSION, .pid = (uint32_t)getpid()};
+    if (orch_wire_put_hello(&w->out, &h) < 0 || send_out(w) < 0)
+        return 1;
+    return 0;
+}
+
+/* ---- one batch --------------------------------------------------------------------------- */
+
+static enum orch_wire_outcome wire_outcome(enum orch_udf_outcome o)
+{
+    switch (o) {
+    case ORCH_UDF_OK:
+        return ORCH_WIRE_OK;
+    case ORCH_UDF_DROP:
+        return ORCH_WIRE_DROP;
+    case ORCH_UDF_KEEP_TRUE:
+        return ORCH_WIRE_KEEP_TRUE;
+    case ORCH_UDF_KEEP_FALSE:
+        return ORCH_WIRE_KEEP_FALSE;
+    case ORCH_UDF_GROUP_FAILURE:
+        return ORCH_WIRE_GROUP_FAILURE;
+    case ORCH_UDF_NONE: /* finish() leaves none; defensive */
+    case ORCH_UDF_RECORD_FAILURE:
+    case ORCH_UDF_OUTCOME__COUNT:
+        break;
+    }
+    return ORCH_WIRE_RECORD_FAILURE;
+}
+
+static bool is_expand(enum orch_udf_op op)
+{
+    return op == ORCH_UDF_OP_EXPAND || op == ORCH_UDF_OP_EXPAND_ALIGNED;
+}
+
+/* The output values of answer a, in report order (child by child, port by port): *vals and
+ * *n; none unless it is OK. */
+static void answer_values(const struct worker *w, const struct orch_udf_answer *a,
+                          const struct orch_udf_out **vals, size_t *n)
+{
+    *vals = NULL;
+    *n = 0;
+    if (a->outcome != ORCH_UDF_OK)
+        return;
+    if (is_expand(w->cfg.op)) {
+        *vals = a->children;
+        *n = a->nchildren * w->cfg.nout;
+    } else {
+        *vals = a->values;
+        *n = w->cfg.nout;
+    }
+}
+
+/* Everything a batch allocates, freed in one place. */
+struct batch_mem {
+    struct orch_udf_record *recs;
+    struct orch_udf_input *ins;
+    struct orch_udf_value *vals;
+    struct orch_iov *iov;
+    uint64_t *ids;
+    struct orch_wire_answer *answers;
+};
+
+static void batch_mem_free(struct batch_mem *m)
+{
+    free(m->recs);
+    free(m->ins);
+    free(m->vals);
+    free(m->iov);
+    free(m->ids);
+    free(m->answers);
+}
+
+/* Builds the UDF's records in m, their values pointing into r (zero-copy). Returns 0, or
+ * -1 with the reason in msg. */
+static int build_records(struct worker *w, const struct orch_wire_batch *b,
+                         orch_payload_rtxn *r, struct batch_mem *m, char *msg, size_t msgsz)
+{
+    uint32_t nin = w->cfg.nin;
+    size_t total = 0;
+    for (uint32_t i = 0; i < b->nrec; i++) {
+        if (b->rec[i].nin != nin) {
+            snprintf(msg, msgsz, "record %" PRIu32 " of batch %" PRIu64 " has %" PRIu32
+                     " inputs, the call takes %" PRIu32, i, b->id, b->rec[i].nin, nin);
+            return -1;
+        }
+        for (uint32_t j = 0; j < nin; j++)
+            total += b->rec[i].nval[j];
+    }
+    m->recs = calloc(b->nrec ? b->nrec : 1, sizeof *m->recs);
+    m->ins = calloc((size_t)b->nrec * nin + 1, sizeof *m->ins);
+    m->vals = calloc(total + 1, sizeof *m->vals);
+    if (!m->recs || !m->ins || !m->vals) {
+        snprintf(msg, msgsz, "out of memory for a batch of %" PRIu32 " records", b->nrec);
+        return -1;
+    }
+    struct orch_udf_input *in = m->ins;
+    struct orch_udf_value *v = m->vals;
+    for (uint32_t i = 0; i < b->nrec; i++) {
+        const struct orch_wire_record *wr = &b->rec[i];
+        const struct orch_wire_value *wv = wr->vals;
+        m->recs[i] = (struct orch_udf_record){.grain_id = wr->grain,
+                                              .generation = wr->generation,
+                                              .attempt = wr->attempt,
+                                              .in = in};
+        for (uint32_t j = 0; j < nin; j++, in++) {
+            in->n = wr->nval[j];
+            in->v = v;
+            for (uint32_t k = 0; k < wr->nval[j]; k++, v++, wv++) {
+                if (!wv->present) {
+                    *v = (struct orch_udf_value){NULL, 0, 0};
+                    continue;
+                }
+                const void *data;
+                size_t len;
+                int rc = orch_payload_read(r, wv->payload, &data, &len);
+                if (rc == ORCH_ENOTFOUND) {
+                    snprintf(msg, msgsz,
+                             "payload %" PRIu64 " (input %" PRIu32 " of grain %" PRIu64
+                             ") is not in the payload store",
+                             wv->payload, j + 1, wr->grain);
+                    return -1;
+                }
+                if (rc < 0) {
+                    snprintf(msg, msgsz, "reading payload %" PRIu64 ": %s", wv->payload,
+                             orch_error_detail());
+                    return -1;
+                }
+                *v = (struct orch_udf_value){data, len, 1};
+            }
+        }
+    }
+    return 0;
+}
+
+/* Writes every output value in one transaction and fills the report's answers. Returns 0,
+ * or -1 with the reason in msg. */
+static int store_outputs(struct worker *w, const struct orch_wire_batch *b,
+                         struct batch_mem *m, struct orch_wire_report *rep, char *msg,
+                         size_t msgsz)
+{
+    const struct orch_udf_answers *ans = &w->ans;
+    size_t total = 0;
+    for (uint32_t i = 0; i < b->nrec; i++) {
+        const struct orch_udf_out *vals;
+        size_t n;
+        answer_values(w, &ans->rec[i], &vals, &n);
+        total += n;
+    }
+    m->iov = calloc(total + 1, sizeof *m->iov);
+    m->ids = calloc(total + 1, sizeof *m->ids);
+    m->answers = calloc(b->nrec ? b->nrec : 1, sizeof *m->answers);
+    if (!m->iov || !m->ids || !m->answers) {
+        snprintf(msg, msgsz, "out of memory for the outputs of batch %" PRIu64, b->id);
+        return -1;
+    }
+    size_t k = 0;
+    for (uint32_t i = 0; i < b->nrec; i++) {
+        const struct orch_udf_out *vals;
+        size_t n;
+        answer_values(w, &ans->rec[i], &vals, &n);
+        for (size_t j = 0; j < n; j++)
+            m->iov[k++] = (struct orch_iov){vals[j].data, vals[j].len};
+    }
+    int rc = orch_payload_put_many(w->store, m->iov, total, m->ids);
+    if (rc < 0) {
+        snprintf(msg, msgsz, "storing %zu outputs: %s", total,
+                 *orch_error_detail() ? orch_error_detail() : orch_strerror(rc));
+        return -1;
+    }
+    k = 0;
+    for (uint32_t i = 0; i < b->nrec; i++) {
+        const struct orch_udf_answer *a = &ans->rec[i];
+        struct orch_wire_answer *o = &m->answers[i];
+        o->grain = b->rec[i].grain;
+        o->generation = b->rec[i].generation;
+        o->outcome = wire_outcome(a->outcome);
+        o->message = a->msg ? a->msg : "";
+        if (a->outcome == ORCH_UDF_OK) {
+            o->nout = w->cfg.nout;
+            o->nchild = is_expand(w->cfg.op) ? (uint32_t)a->nchildren : 1;
+            o->payload = m->ids + k;
+            k += (size_t)o->nchild * o->nout;
+        }
+    }
+    rep->nrec = b->nrec;
+    rep->rec = m->answers;
+    return 0;
+}
+
+/* Runs batch b and leaves its REPORT in w->out. Returns 0, or -ENOMEM when not even a
+ * report could be encoded. */
+static int run_batch(struct worker *w, const struct orch_wire_batch *b)
+{
+    char msg[1024] = "";
+    struct batch_mem m = {0};
+    struct orch_wire_report rep = {.batch = b->id, .status = 1, .message = msg};
+    orch_payload_rtxn *r = NULL;
+    int rc = orch_payload_read_begin(w->store, &r);
+    if (rc < 0) {
+        snprintf(msg, sizeof msg, "cannot read the payload store: %s", orch_error_detail());
+        goto report;
+    }
+    if (build_records(w, b, r, &m, msg, sizeof msg) < 0)
+        goto report;
+    struct orch_udf_batch ub = {.n = b->nrec, .rec = m.recs};
+    rc = orch_udf_answers_reset(&w->ans, &ub);
+    if (rc < 0) {
+        snprintf(msg, sizeof msg, "out of memory for the answers of %" PRIu32 " records",
+                 b->nrec);
+        goto report;
+    }
+    rc = w->udf->run(w->state, &ub);
+    if (rc != 0) {
+        const char *e = orch_udf_answers_error(&w->ans);
+        if (*e)
+            snprintf(msg, sizeof msg, "%s", e);
+        else
+            snprintf(msg, sizeof msg, "udf %s failed: %s", w->cfg.call,
+                     strerror(rc < 0 ? -rc : rc));
+        goto report;
+    }
+    rc = orch_udf_answers_finish(&w->ans);
+    if (rc < 0) {
+        snprintf(msg, sizeof msg, "out of memory closing the answers");
+        goto report;
+    }
+    /* End the snapshot before writing: a write that must grow the map fails while this
+     * process holds a reader. The answers are copies, so nothing points into it now. */
+    orch_payload_read_end(r);
+    r = NULL;
+    if (store_outputs(w, b, &m, &rep, msg, sizeof msg) < 0)
+        goto report;
+    rep.status = 0;
+    rep.message = "";
+report:
+    orch_payload_read_end(r);
+    if (rep.status != 0)
+        rep.nrec = 0;
+    w->out.len = 0;
+    rc = orch_wire_put_report(&w->out, &rep);
+    if (rc == -E2BIG) {
+        struct orch_wire_report big = {.batch = b->id, .status = 1, .message = msg};
+        snprintf(msg, sizeof msg, "the report of batch %" PRIu64 " is over %zu bytes",
+                 b->id, ORCH_WIRE_MAX_BODY);
+        rc = orch_wire_put_report(&w->out, &big);
+    }
+    batch_mem_free(&m);
+    return rc;
+}
+
+/* Serves batches until the driver closes the socket. Returns the exit status. */
+static int worker_loop(struct worker *w)
+{
+    for (;;) {
+        struct orch_wire_frame f;
+        int rc = read_frame(w, &f);
+        if (rc == 0)
+            return 0;
+        if (rc < 0)
+            return 1;
+        struct orch__arena a = {0};
+        struct orch_wire_batch b;
+        rc = orch_wire_get_batch(&f, &a, &b);
+        if (rc < 0) {
+            fprintf(stderr, "orch worker %d: protocol error: %s\n", (int)getpid(),
+                    orch_error_detail());
+            orch__arena_free(&a);
+            return 1;
+        }
+        rc = run_batch(w, &b);
+        orch__arena_free(&a);
+        if (rc < 0) {
+            fprintf(stderr, "orch worker %d: cannot encode a report: %s\n", (int)getpid(),
+                    strerror(-rc));
+            return 1;
+        }
+        if (send_out(w) < 0)
+            return 0; /* the driver closed the socket while we worked: we are done */
+    }
+}
+
+static void worker_free(struct worker *w)
+{
+    if (w->inited && w->udf->fini)
+        w->udf->fini(w->state);
+    if (w->ans_ready)
+        orch_udf_answers_free(&w->ans);
+    orch_udf_unload_library(w->dl);
+    orch_payload_close(w->store);
+    orch__arena_free(&w->cfg_arena);
+    orch_wire_buf_free(&w->out);
+    free(w->body);
+    close(w->fd);
+}
+
+/* Points stdin at /dev/null and stdout at stderr. */
+static void quiet_stdio(void)
+{
+    int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (nul >= 0) {
+        if (nul != STDIN_FILENO) {
+            dup2(nul, STDIN_FILENO);
+            close(nul);
+        }
+    }
+    fflush(stdout);
+    dup2(STDERR_FILENO, STDOUT_FILENO);
+}
+
+int orch_worker_main(int fd)
+{
+    int flags = fd > STDERR_FILENO ? fcntl(fd, F_GETFL) : -1;
+    if (flags < 0) {
+        fprintf(stderr, "orch __worker: %d is not an open socket\n", fd);
+        return 2;
+    }
+    /* Blocking I/O; and nothing this process starts (an exec UDF) inherits the socket,
+     * or the driver would not see EOF when this process dies. */
+    fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+    fcntl(fd, F_SETFD, FD_CLOEXEC);
+    quiet_stdio();
+
+    struct worker w = {.fd = fd};
+    int status = worker_init(&w);
+    if (status == 0)
+        status = worker_loop(&w);
+    worker_free(&w);
+    return status;
+}

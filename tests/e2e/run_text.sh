@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The text example end to end: read, split, upper, filter, broadcast, reduce — its exports
+# must equal what the shell computes from the same files.
+source "$(dirname "$0")/lib.sh"
+
+cp -r "$SRCDIR/examples/text_lines.orch" "$SRCDIR/examples/texts" "$T/"
+run_job "$T/text_lines.orch" "$T/job"
+
+# doc.loud: per file, its non-empty lines upper-cased, joined by newlines.
+expected=""
+for f in "$T"/texts/*.txt; do
+  v=$(grep -v '^$' "$f" | tr 'a-z' 'A-Z' || true)
+  line=$(printf '%s' "$v" | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))')
+  expected+="{\"key\": \"$f\", \"state\": \"present\", \"value\": $line}"$'\n'
+done
+actual=$("$ORCH" export "$T/job" doc.loud)
+expect_eq "doc.loud export" "${expected%$'\n'}" "$actual"
+
+# doc.lines: the count of surviving lines.
+actual=$("$ORCH" export "$T/job" doc.lines | python3 -c '
+import json, sys
+for l in sys.stdin: print(json.loads(l)["value"])')
+expect_eq "doc.lines" "$(printf '3\n2\n0')" "$actual"
+
+# line.file is broadcast: every line of a.txt sees a.txt's path.
+n=$("$ORCH" export "$T/job" line.file | grep -c "\"value\": \"$T/texts/a.txt\"")
+expect_eq "broadcast to every line of a.txt" 4 "$n"
+
+# The empty line of a.txt was dropped by the filter; empty.txt has zero children
+# (a Succeeded, empty expansion).
+expect_eq "dropped by filter" 1 "$(q "$T/job" "SELECT count(*) FROM item JOIN port ON port.id = item.port_id WHERE qualified = 'line.kept' AND state = 'dropped'")"
+expect_eq "empty expansion" "succeeded|0" "$(q "$T/job" "SELECT e.state, e.nchildren FROM expansion AS e JOIN entity AS x ON x.id = e.parent_id WHERE x.key LIKE '%empty.txt'")"
+# Every grain sealed; every attempt closed.
+expect_eq "all sealed" 0 "$(q "$T/job" "SELECT count(*) FROM grain WHERE phase <> 'sealed'")"
+expect_eq "attempts closed" 0 "$(q "$T/job" "SELECT count(*) FROM attempt WHERE outcome IS NULL")"
+expect_eq "job finished" finished "$(q "$T/job" "SELECT status FROM job")"
+
+# A second run into the same directory is refused and points to resume.
+if "$ORCH" run "$T/text_lines.orch" --job "$T/job" 2> "$T/err"; then fail "second run accepted"; fi
+grep -q "orch resume" "$T/err" || fail "no hint to resume: $(cat "$T/err")"
+echo "run_text: ok"

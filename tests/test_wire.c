@@ -1,0 +1,558 @@
+/* test_wire.c — unit tests of the driver <-> worker frames (engine/wire.h): every frame
+ * type round-trips; truncated, oversized, mistyped and trailing-garbage frames are clean
+ * errors; and a fixed-seed fuzz loop of mutated frames never crashes a decoder. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "orch_error.h"
+#include "wire.h"
+
+/* ---- sample messages -------------------------------------------------------------------- */
+
+static const char *const arg_keys[] = {"sep", "kind"};
+static const char *const arg_values[] = {"\n", "crash"};
+
+static const struct orch_wire_config sample_config = {
+    .call = "ocr",
+    .fn_kind = ORCH_FN_LIBRARY,
+    .function = "/opt/udf/ocr.so",
+    .symbol = "ocr_udf",
+    .op = ORCH_UDF_OP_EXPAND_ALIGNED,
+    .nin = 2,
+    .nout = 3,
+    .worker = 7,
+    .payload_dir = "/jobs/j1/payloads",
+    .nargs = 2,
+    .arg_keys = arg_keys,
+    .arg_values = arg_values,
+};
+
+/* Two records: a map-like one (two lists of one value, the second absent) and a reduce-like
+ * one (one list of three values, one list empty). */
+static const uint32_t nval0[] = {1, 1};
+static const struct orch_wire_value vals0[] = {{.payload = 11, .present = 1},
+                                               {.payload = 0, .present = 0}};
+static const uint32_t nval1[] = {3, 0};
+static const struct orch_wire_value vals1[] = {
+    {.payload = 21, .present = 1}, {.payload = 22, .present = 1}, {.payload = 1ull << 40, .present = 1}};
+static const struct orch_wire_record sample_records[] = {
+    {.grain = 5, .generation = 2, .attempt = 3, .nin = 2, .nval = nval0, .vals = vals0},
+    {.grain = UINT64_MAX, .generation = UINT32_MAX, .attempt = 1, .nin = 2, .nval = nval1,
+     .vals = vals1},
+};
+static const struct orch_wire_batch sample_batch = {.id = 42, .nrec = 2, .rec = sample_records};
+
+static const uint64_t ids_map[] = {100};
+static const uint64_t ids_expand[] = {201, 202, 203, 204, 205, 206};
+static const struct orch_wire_answer sample_answers[] = {
+    {.grain = 1, .generation = 1, .outcome = ORCH_WIRE_OK, .message = "", .nchild = 1,
+     .nout = 1, .payload = ids_map},
+    {.grain = 2, .generation = 4, .outcome = ORCH_WIRE_OK, .message = "", .nchild = 3,
+     .nout = 2, .payload = ids_expand},
+    {.grain = 3, .generation = 1, .outcome = ORCH_WIRE_OK, .message = "", .nchild = 0,
+     .nout = 2, .payload = NULL},
+    {.grain = 4, .generation = 1, .outcome = ORCH_WIRE_DROP, .message = ""},
+    {.grain = 5, .generation = 1, .outcome = ORCH_WIRE_KEEP_TRUE, .message = ""},
+    {.grain = 6, .generation = 1, .outcome = ORCH_WIRE_KEEP_FALSE, .message = ""},
+    {.grain = 7, .generation = 1, .outcome = ORCH_WIRE_RECORD_FAILURE, .message = "bad page"},
+    {.grain = 8, .generation = 9, .outcome = ORCH_WIRE_GROUP_FAILURE, .message = "bad pdf"},
+};
+static const struct orch_wire_report sample_report = {
+    .batch = 42, .status = 0, .message = "", .nrec = 8, .rec = sample_answers};
+
+/* Encodes one frame of each type into b, in the order CONFIG, HELLO, INITFAIL, BATCH,
+ * REPORT, REPORT(failed). */
+static void encode_all(struct orch_wire_buf *b)
+{
+    struct orch_wire_hello h = {.version = ORCH_WIRE_VERSION, .pid = 4321};
+    struct orch_wire_report failed = {.batch = 43, .status = 1, .message = "flaky: attempt 1"};
+    assert_int_equal(orch_wire_put_config(b, &sample_config), 0);
+    assert_int_equal(orch_wire_put_hello(b, &h), 0);
+    assert_int_equal(orch_wire_put_initfail(b, "split: argument sep is required"), 0);
+    assert_int_equal(orch_wire_put_batch(b, &sample_batch), 0);
+    assert_int_equal(orch_wire_put_report(b, &sample_report), 0);
+    assert_int_equal(orch_wire_put_report(b, &failed), 0);
+}
+
+/* ---- round trips ---------------------------------------------------------------------------- */
+
+static void check_config(const struct orch_wire_config *c)
+{
+    assert_string_equal(c->call, "ocr");
+    assert_int_equal(c->fn_kind, ORCH_FN_LIBRARY);
+    assert_string_equal(c->function, "/opt/udf/ocr.so");
+    assert_string_equal(c->symbol, "ocr_udf");
+    assert_int_equal(c->op, ORCH_UDF_OP_EXPAND_ALIGNED);
+    assert_int_equal(c->nin, 2);
+    assert_int_equal(c->nout, 3);
+    assert_int_equal(c->worker, 7);
+    assert_string_equal(c->payload_dir, "/jobs/j1/payloads");
+    assert_int_equal(c->nargs, 2);
+    assert_string_equal(c->arg_keys[0], "sep");
+    assert_string_equal(c->arg_values[0], "\n");
+    assert_string_equal(c->arg_keys[1], "kind");
+    assert_string_equal(c->arg_values[1], "crash");
+}
+
+static void check_batch(const struct orch_wire_batch *b)
+{
+    assert_int_equal(b->id, 42);
+    assert_int_equal(b->nrec, 2);
+    for (uint32_t i = 0; i < 2; i++) {
+        const struct orch_wire_record *x = &b->rec[i], *y = &sample_records[i];
+        assert_true(x->grain == y->grain);
+        assert_int_equal(x->generation, y->generation);
+        assert_int_equal(x->attempt, y->attempt);
+        assert_int_equal(x->nin, y->nin);
+        uint32_t nv = 0;
+        for (uint32_t j = 0; j < x->nin; j++) {
+            assert_int_equal(x->nval[j], y->nval[j]);
+            nv += x->nval[j];
+        }
+        for (uint32_t k = 0; k < nv; k++) {
+            assert_int_equal(x->vals[k].present, y->vals[k].present);
+            assert_true(x->vals[k].payload == y->vals[k].payload);
+        }
+    }
+}
+
+static void check_report(const struct orch_wire_report *r)
+{
+    assert_true(r->batch == 42);
+    assert_int_equal(r->status, 0);
+    assert_string_equal(r->message, "");
+    assert_int_equal(r->nrec, 8);
+    for (uint32_t i = 0; i < r->nrec; i++) {
+        const struct orch_wire_answer *x = &r->rec[i], *y = &sample_answers[i];
+        assert_true(x->grain == y->grain);
+        assert_int_equal(x->generation, y->generation);
+        assert_int_equal(x->outcome, y->outcome);
+        assert_string_equal(x->message, y->message);
+        assert_int_equal(x->nchild, y->nchild);
+        assert_int_equal(x->nout, y->nout);
+        for (uint32_t k = 0; k < x->nchild * x->nout; k++)
+            assert_true(x->payload[k] == y->payload[k]);
+    }
+}
+
+static void test_roundtrip(void **state)
+{
+    (void)state;
+    struct orch_wire_buf b = {0};
+    encode_all(&b);
+    struct orch__arena a = {0};
+    size_t off = 0;
+    int types[] = {ORCH_WIRE_CONFIG, ORCH_WIRE_HELLO,  ORCH_WIRE_INITFAIL,
+                   ORCH_WIRE_BATCH,  ORCH_WIRE_REPORT, ORCH_WIRE_REPORT};
+    for (int i = 0; i < 6; i++) {
+        struct orch_wire_frame f;
+        assert_int_equal(orch_wire_next(b.data + off, b.len - off, &f), 1);
+        assert_int_equal(f.type, types[i]);
+        off += f.size;
+        switch (i) {
+        case 0: {
+            struct orch_wire_config c;
+            assert_int_equal(orch_wire_get_config(&f, &a, &c), 0);
+            check_config(&c);
+            break;
+        }
+        case 1: {
+            struct orch_wire_hello h;
+            assert_int_equal(orch_wire_get_hello(&f, &h), 0);
+            assert_int_equal(h.pid, 4321);
+            assert_int_equal(h.version, ORCH_WIRE_VERSION);
+            break;
+        }
+        case 2: {
+            const char *m;
+            assert_int_equal(orch_wire_get_initfail(&f, &a, &m), 0);
+            assert_string_equal(m, "split: argument sep is required");
+            break;
+        }
+        case 3: {
+            struct orch_wire_batch x;
+            assert_int_equal(orch_wire_get_batch(&f, &a, &x), 0);
+            check_batch(&x);
+            break;
+        }
+        case 4: {
+            struct orch_wire_report r;
+            assert_int_equal(orch_wire_get_report(&f, &a, &r), 0);
+            check_report(&r);
+            break;
+        }
+        case 5: {
+            struct orch_wire_report r;
+            assert_int_equal(orch_wire_get_report(&f, &a, &r), 0);
+            assert_true(r.batch == 43);
+            assert_int_equal(r.status, 1);
+            assert_string_equal(r.message, "flaky: attempt 1");
+            assert_int_equal(r.nrec, 0);
+            break;
+        }
+        }
+    }
+    assert_int_equal(off, b.len);
+    struct orch_wire_frame f;
+    assert_int_equal(orch_wire_next(b.data + off, 0, &f), 0);
+    orch__arena_free(&a);
+    orch_wire_buf_free(&b);
+}
+
+/* A config without a symbol nor arguments; the frame header is little-endian. */
+static void test_config_minimal_and_layout(void **state)
+{
+    (void)state;
+    struct orch_wire_config c = {.call = "up",
+                                 .fn_kind = ORCH_FN_BUILTIN,
+                                 .function = "upper",
+                                 .symbol = NULL,
+                                 .op = ORCH_UDF_OP_MAP,
+                                 .nin = 1,
+                                 .nout = 1,
+                                 .payload_dir = "p"};
+    struct orch_wire_buf b = {0};
+    assert_int_equal(orch_wire_put_config(&b, &c), 0);
+    size_t body = b.len - ORCH_WIRE_HEADER;
+    assert_int_equal(b.data[0], body & 0xff);
+    assert_int_equal(b.data[1], (body >> 8) & 0xff);
+    assert_int_equal(b.data[2], 0);
+    assert_int_equal(b.data[3], 0);
+    assert_int_equal(b.data[4], ORCH_WIRE_CONFIG);
+    assert_int_equal(b.data[5], ORCH_WIRE_VERSION); /* u32 version, little-endian */
+    struct orch_wire_frame f;
+    struct orch__arena a = {0};
+    struct orch_wire_config d;
+    assert_int_equal(orch_wire_next(b.data, b.len, &f), 1);
+    assert_int_equal(orch_wire_get_config(&f, &a, &d), 0);
+    assert_string_equal(d.symbol, "");
+    assert_int_equal(d.nargs, 0);
+    assert_string_equal(d.function, "upper");
+    orch__arena_free(&a);
+    orch_wire_buf_free(&b);
+}
+
+/* ---- errors ------------------------------------------------------------------------------------ */
+
+static int decode_any(const struct orch_wire_frame *f, struct orch__arena *a)
+{
+    switch (f->type) {
+    case ORCH_WIRE_CONFIG: {
+        struct orch_wire_config c;
+        return orch_wire_get_config(f, a, &c);
+    }
+    case ORCH_WIRE_HELLO: {
+        struct orch_wire_hello h;
+        return orch_wire_get_hello(f, &h);
+    }
+    case ORCH_WIRE_INITFAIL: {
+        const char *m;
+        return orch_wire_get_initfail(f, a, &m);
+    }
+    case ORCH_WIRE_BATCH: {
+        struct orch_wire_batch b;
+        return orch_wire_get_batch(f, a, &b);
+    }
+    case ORCH_WIRE_REPORT: {
+        struct orch_wire_report r;
+        return orch_wire_get_report(f, a, &r);
+    }
+    }
+    return -EPROTO;
+}
+
+/* Every prefix of every frame is "need more"; every frame whose body is cut short (its
+ * length patched down) or padded (a byte added) is -EPROTO. */
+static void test_truncated_and_padded(void **state)
+{
+    (void)state;
+    struct orch_wire_buf b = {0};
+    encode_all(&b);
+    size_t off = 0;
+    while (off < b.len) {
+        struct orch_wire_frame f;
+        assert_int_equal(orch_wire_next(b.data + off, b.len - off, &f), 1);
+        for (size_t k = 0; k < f.size; k++) {
+            struct orch_wire_frame g;
+            assert_int_equal(orch_wire_next(b.data + off, k, &g), 0);
+            if (k >= ORCH_WIRE_HEADER)
+                assert_int_equal(g.size, f.size);
+        }
+        /* A copy with a shorter body. */
+        for (size_t cut = 1; cut <= f.len; cut++) {
+            size_t n = f.size - cut;
+            uint8_t *c = malloc(n);
+            memcpy(c, b.data + off, n);
+            uint32_t len = (uint32_t)(f.len - cut);
+            for (int i = 0; i < 4; i++)
+                c[i] = (uint8_t)(len >> (8 * i));
+            struct orch_wire_frame g;
+            struct orch__arena a = {0};
+            assert_int_equal(orch_wire_next(c, n, &g), 1);
+            orch_error_clear();
+            assert_int_equal(decode_any(&g, &a), -EPROTO);
+            assert_non_null(strstr(orch_error_detail(), "malformed"));
+            orch__arena_free(&a);
+            free(c);
+        }
+        /* A copy with one byte too many. */
+        {
+            size_t n = f.size + 1;
+            uint8_t *c = malloc(n);
+            memcpy(c, b.data + off, f.size);
+            c[f.size] = 0;
+            uint32_t len = (uint32_t)(f.len + 1);
+            for (int i = 0; i < 4; i++)
+                c[i] = (uint8_t)(len >> (8 * i));
+            struct orch_wire_frame g;
+            struct orch__arena a = {0};
+            assert_int_equal(orch_wire_next(c, n, &g), 1);
+            assert_int_equal(decode_any(&g, &a), -EPROTO);
+            assert_non_null(strstr(orch_error_detail(), "after its fields"));
+            orch__arena_free(&a);
+            free(c);
+        }
+        off += f.size;
+    }
+    orch_wire_buf_free(&b);
+}
+
+static void test_bad_headers(void **state)
+{
+    (void)state;
+    struct orch_wire_frame f;
+    /* Unknown types. */
+    uint8_t h0[] = {0, 0, 0, 0, 0};
+    assert_int_equal(orch_wire_next(h0, sizeof h0, &f), -EPROTO);
+    assert_non_null(strstr(orch_error_detail(), "unknown frame type 0"));
+    uint8_t h99[] = {1, 0, 0, 0, 99, 0};
+    assert_int_equal(orch_wire_next(h99, sizeof h99, &f), -EPROTO);
+    /* Over the limit: refused from the header alone, before any body arrives. */
+    uint32_t big = (uint32_t)ORCH_WIRE_MAX_BODY + 1;
+    uint8_t hb[] = {(uint8_t)big, (uint8_t)(big >> 8), (uint8_t)(big >> 16),
+                    (uint8_t)(big >> 24), ORCH_WIRE_REPORT};
+    assert_int_equal(orch_wire_next(hb, sizeof hb, &f), -EPROTO);
+    assert_non_null(strstr(orch_error_detail(), "over the limit"));
+    uint8_t hmax[] = {0xff, 0xff, 0xff, 0xff, ORCH_WIRE_BATCH};
+    assert_int_equal(orch_wire_next(hmax, sizeof hmax, &f), -EPROTO);
+    /* Exactly at the limit is fine (and needs more bytes). */
+    uint32_t lim = (uint32_t)ORCH_WIRE_MAX_BODY;
+    uint8_t hl[] = {(uint8_t)lim, (uint8_t)(lim >> 8), (uint8_t)(lim >> 16),
+                    (uint8_t)(lim >> 24), ORCH_WIRE_BATCH};
+    assert_int_equal(orch_wire_next(hl, sizeof hl, &f), 0);
+    assert_int_equal(f.size, ORCH_WIRE_HEADER + ORCH_WIRE_MAX_BODY);
+    /* A frame decoded as the wrong type. */
+    struct orch_wire_buf b = {0};
+    assert_int_equal(orch_wire_put_initfail(&b, "x"), 0);
+    assert_int_equal(orch_wire_next(b.data, b.len, &f), 1);
+    struct orch__arena a = {0};
+    struct orch_wire_report r;
+    assert_int_equal(orch_wire_get_report(&f, &a, &r), -EPROTO);
+    assert_non_null(strstr(orch_error_detail(), "expected a REPORT frame, got INITFAIL"));
+    orch__arena_free(&a);
+    orch_wire_buf_free(&b);
+}
+
+/* Builds a frame by hand: header, then the given body. */
+static size_t frame(uint8_t *out, int type, const uint8_t *body, size_t n)
+{
+    out[0] = (uint8_t)n;
+    out[1] = (uint8_t)(n >> 8);
+    out[2] = (uint8_t)(n >> 16);
+    out[3] = (uint8_t)(n >> 24);
+    out[4] = (uint8_t)type;
+    memcpy(out + 5, body, n);
+    return n + 5;
+}
+
+static int decode_raw(int type, const uint8_t *body, size_t n)
+{
+    uint8_t buf[256];
+    size_t len = frame(buf, type, body, n);
+    struct orch_wire_frame f;
+    assert_int_equal(orch_wire_next(buf, len, &f), 1);
+    struct orch__arena a = {0};
+    int rc = decode_any(&f, &a);
+    orch__arena_free(&a);
+    return rc;
+}
+
+/* Counts that cannot fit, enums out of range, NULs in strings, id 0 where one is due. */
+static void test_semantic_refusals(void **state)
+{
+    (void)state;
+    /* BATCH claiming 2^32-1 records in a 12-byte body: refused before any allocation. */
+    uint8_t huge[] = {1, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff};
+    assert_int_equal(decode_raw(ORCH_WIRE_BATCH, huge, sizeof huge), -EPROTO);
+    assert_non_null(strstr(orch_error_detail(), "does not fit"));
+    /* A BATCH record whose value says present with payload 0. */
+    uint8_t zero[] = {1, 0, 0, 0, 0, 0, 0, 0, /* id */
+                      1, 0, 0, 0,             /* nrec */
+                      9, 0, 0, 0, 0, 0, 0, 0, /* grain */
+                      1, 0, 0, 0, 1, 0, 0, 0, /* generation, attempt */
+                      1, 0, 0, 0, 1, 0, 0, 0, /* nin, nval */
+                      1, 0, 0, 0, 0, 0, 0, 0, 0};
+    assert_int_equal(decode_raw(ORCH_WIRE_BATCH, zero, sizeof zero), -EPROTO);
+    assert_non_null(strstr(orch_error_detail(), "payload 0"));
+    zero[sizeof zero - 9] = 2; /* present = 2 */
+    assert_int_equal(decode_raw(ORCH_WIRE_BATCH, zero, sizeof zero), -EPROTO);
+    /* REPORT: status 2; then an outcome out of range; then a drop with payloads. */
+    uint8_t rep[] = {1, 0, 0, 0, 0, 0, 0, 0, /* batch */
+                     2,                      /* status */
+                     0, 0, 0, 0,             /* message "" */
+                     0, 0, 0, 0};            /* nrec */
+    assert_int_equal(decode_raw(ORCH_WIRE_REPORT, rep, sizeof rep), -EPROTO);
+    rep[8] = 0;
+    assert_int_equal(decode_raw(ORCH_WIRE_REPORT, rep, sizeof rep), 0);
+    uint8_t ans[] = {1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, /* batch 1, ok, 1 */
+                     7, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0,                 /* grain, gen */
+                     ORCH_WIRE__COUNT,                                   /* outcome */
+                     0, 0, 0, 0,                                         /* message */
+                     0, 0, 0, 0, 0, 0, 0, 0};                            /* nchild, nout */
+    assert_int_equal(decode_raw(ORCH_WIRE_REPORT, ans, sizeof ans), -EPROTO);
+    assert_non_null(strstr(orch_error_detail(), "outcome"));
+    ans[29] = ORCH_WIRE_DROP;
+    assert_int_equal(decode_raw(ORCH_WIRE_REPORT, ans, sizeof ans), 0);
+    ans[34] = 1; /* nchild 1 */
+    ans[38] = 1; /* nout 1: a drop with a payload id... that is not even there */
+    assert_int_equal(decode_raw(ORCH_WIRE_REPORT, ans, sizeof ans), -EPROTO);
+    /* A failed report with answers. */
+    uint8_t failed[] = {1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0};
+    assert_int_equal(decode_raw(ORCH_WIRE_REPORT, failed, sizeof failed), -EPROTO);
+    /* INITFAIL with a NUL inside its message. */
+    uint8_t nul[] = {3, 0, 0, 0, 'a', 0, 'b'};
+    assert_int_equal(decode_raw(ORCH_WIRE_INITFAIL, nul, sizeof nul), -EPROTO);
+    assert_non_null(strstr(orch_error_detail(), "NUL"));
+    /* HELLO of another version. */
+    uint8_t hello[] = {2, 0, 0, 0, 1, 0, 0, 0};
+    assert_int_equal(decode_raw(ORCH_WIRE_HELLO, hello, sizeof hello), -EPROTO);
+    assert_non_null(strstr(orch_error_detail(), "version"));
+    /* A string length that runs past the body. */
+    uint8_t past[] = {0xff, 0xff, 0, 0, 'x'};
+    assert_int_equal(decode_raw(ORCH_WIRE_INITFAIL, past, sizeof past), -EPROTO);
+}
+
+/* Encoders refuse what they cannot encode, leaving the buffer as it was. */
+static void test_encode_refusals(void **state)
+{
+    (void)state;
+    struct orch_wire_buf b = {0};
+    assert_int_equal(orch_wire_put_initfail(&b, "first"), 0);
+    size_t len = b.len;
+    struct orch_wire_config c = sample_config;
+    c.call = NULL;
+    assert_int_equal(orch_wire_put_config(&b, &c), -EINVAL);
+    assert_int_equal(b.len, len);
+    struct orch_wire_batch nb = {.id = 1, .nrec = 1, .rec = NULL};
+    assert_int_equal(orch_wire_put_batch(&b, &nb), -EINVAL);
+    assert_int_equal(b.len, len);
+    struct orch_wire_answer a = {.grain = 1, .outcome = ORCH_WIRE_OK, .nchild = 1, .nout = 1};
+    struct orch_wire_report r = {.batch = 1, .nrec = 1, .rec = &a};
+    assert_int_equal(orch_wire_put_report(&b, &r), -EINVAL);
+    assert_int_equal(b.len, len);
+    orch_wire_buf_free(&b);
+}
+
+/* ---- fuzz ---------------------------------------------------------------------------------------- */
+
+static uint64_t rnd(uint64_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+/* Mutates valid frames (flipped bytes, overwritten words, cut or grown bodies) and decodes
+ * them: each decode must return 0 or -EPROTO, and ASan must stay quiet. */
+static void test_fuzz(void **state)
+{
+    (void)state;
+    struct orch_wire_buf b = {0};
+    encode_all(&b);
+    /* The frames' offsets. */
+    size_t offs[8], sizes[8];
+    int n = 0;
+    for (size_t off = 0; off < b.len; n++) {
+        struct orch_wire_frame f;
+        assert_int_equal(orch_wire_next(b.data + off, b.len - off, &f), 1);
+        offs[n] = off;
+        sizes[n] = f.size;
+        off += f.size;
+    }
+    uint64_t seed = 0x9e3779b97f4a7c15ull;
+    int ok = 0, bad = 0;
+    for (int iter = 0; iter < 20000; iter++) {
+        int k = (int)(rnd(&seed) % (uint64_t)n);
+        size_t size = sizes[k];
+        size_t cap = size + 16;
+        uint8_t *c = malloc(cap);
+        memcpy(c, b.data + offs[k], size);
+        int muts = 1 + (int)(rnd(&seed) % 4);
+        for (int m = 0; m < muts; m++) {
+            size_t at = ORCH_WIRE_HEADER + rnd(&seed) % (size - ORCH_WIRE_HEADER + 1);
+            switch (rnd(&seed) % 4) {
+            case 0: /* flip a byte */
+                if (at < size)
+                    c[at] ^= (uint8_t)(1 + rnd(&seed) % 255);
+                break;
+            case 1: /* overwrite a little-endian word with something large or small */
+                if (at + 4 <= size) {
+                    uint32_t v = (uint32_t)rnd(&seed);
+                    if (rnd(&seed) % 2)
+                        v %= 8;
+                    memcpy(c + at, &v, 4);
+                }
+                break;
+            case 2: /* cut the body */
+                size = at;
+                break;
+            case 3: /* grow the body with random bytes */
+                while (size < cap && rnd(&seed) % 4)
+                    c[size++] = (uint8_t)rnd(&seed);
+                break;
+            }
+        }
+        uint32_t len = (uint32_t)(size - ORCH_WIRE_HEADER);
+        for (int i = 0; i < 4; i++)
+            c[i] = (uint8_t)(len >> (8 * i));
+        /* Exact-size copy, so that ASan sees any read past the frame. */
+        uint8_t *exact = malloc(size);
+        memcpy(exact, c, size);
+        struct orch_wire_frame f;
+        assert_int_equal(orch_wire_next(exact, size, &f), 1);
+        struct orch__arena a = {0};
+        int rc = decode_any(&f, &a);
+        assert_true(rc == 0 || rc == -EPROTO);
+        rc == 0 ? ok++ : bad++;
+        orch__arena_free(&a);
+        free(exact);
+        free(c);
+    }
+    assert_true(bad > 1000); /* the mutations do reach the checks */
+    assert_true(ok > 0);
+    orch_wire_buf_free(&b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_roundtrip),
+        cmocka_unit_test(test_config_minimal_and_layout),
+        cmocka_unit_test(test_truncated_and_padded),
+        cmocka_unit_test(test_bad_headers),
+        cmocka_unit_test(test_semantic_refusals),
+        cmocka_unit_test(test_encode_refusals),
+        cmocka_unit_test(test_fuzz),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
