@@ -515,13 +515,15 @@ static int batch_add(struct driver *d, struct callrt *cr, struct batch *b, const
     struct slot *s = &b->slot[b->n];
     s->g = e->g;
     if ((rc = orch_store_prepare(d->job->store, "INSERT INTO attempt (grain_id, generation, "
-                                                "worker_pid, started_at) VALUES (?, ?, ?, ?)",
+                                                "worker_pid, batch, started_at) "
+                                                "VALUES (?, ?, ?, ?, ?)",
                                  &st)) < 0)
         return rc;
     sqlite3_bind_int64(st, 1, e->g.grain);
     sqlite3_bind_int64(st, 2, e->g.generation);
     sqlite3_bind_int(st, 3, orch_worker_pid(w));
-    sqlite3_bind_int64(st, 4, now_ms());
+    sqlite3_bind_int64(st, 4, (int64_t)b->id);
+    sqlite3_bind_int64(st, 5, now_ms());
     rc = orch_store_step(d->job->store, st);
     sqlite3_reset(st);
     if (rc < 0)
@@ -570,6 +572,7 @@ static int reserve(struct driver *d, struct callrt *cr, orch_worker *w, struct b
         return -ENOMEM;
     }
     int rc = 0;
+    b->id = ++d->next_batch;
     bool parent_mode = cr->c->opts.reserve == ORCH_RESERVE_PARENT;
     int64_t parent = q->len ? q->v[q->head].g.parent : 0;
     bool solo = q->len && q->v[q->head].solo;
@@ -610,7 +613,6 @@ static int reserve(struct driver *d, struct callrt *cr, orch_worker *w, struct b
         for (uint32_t j = 0; j < b->rec[k].nin; j++)
             off += b->rec[k].nval[j];
     }
-    b->id = ++d->next_batch;
     b->cr = cr;
     b->worker = w;
     *out = b;
@@ -693,6 +695,12 @@ static int recover(struct driver *d)
     if (rc >= 0)
         rc = orch_store_exec(st, "UPDATE grain SET phase = 'ready', generation = generation + 1 "
                                  "WHERE phase = 'in_flight'");
+    if (rc >= 0 && (rc = orch_store_prepare(st, "SELECT coalesce(max(batch), 0) FROM attempt",
+                                            &q)) == 0) {
+        if ((rc = orch_store_step(st, q)) == 1)
+            d->next_batch = (uint64_t)sqlite3_column_int64(q, 0);
+        sqlite3_reset(q);
+    }
     int64_t unsealed = 0;
     if (rc >= 0 && (rc = orch_store_prepare(st, "SELECT count(*) FROM grain "
                                                 "WHERE phase <> 'sealed'", &q)) == 0) {

@@ -634,6 +634,9 @@ __attribute__((noreturn)) static void child_exec(int sock, pid_t parent, const c
 {
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
         _exit(127); /* the driver is already gone */
+    /* Its own process group: a Ctrl-C at the terminal reaches the driver only, which then
+     * closes its pools; an interruption must not look like a crash of every worker. */
+    setpgid(0, 0);
     struct sigaction dfl;
     memset(&dfl, 0, sizeof dfl);
     dfl.sa_handler = SIG_DFL;

@@ -145,6 +145,8 @@ CREATE TABLE attempt (
     grain_id   INTEGER NOT NULL REFERENCES grain (id),
     generation INTEGER NOT NULL,  -- the grain's generation it ran under
     worker_pid INTEGER,           -- the worker process
+    batch      INTEGER,           -- the physical batch it ran in (ids grow across resumes):
+                                  -- grains of one batch share it
     started_at INTEGER NOT NULL,  -- ms since the epoch
     ended_at   INTEGER,           -- ms since the epoch; NULL while it runs
     outcome    TEXT               -- NULL while it runs
