@@ -20,6 +20,10 @@ static const char run_help[] =
     "  --max-unsealed N   admit new root entities only while fewer grains are unsealed\n"
     "                     (default 20000): bounds the driver's memory and the work in\n"
     "                     flight\n"
+    "  --durability MODE  machine (default): payloads are synced to disk once per loop\n"
+    "                     turn, before the commit that names them, so committed results\n"
+    "                     survive a machine crash; process: no syncs, committed results\n"
+    "                     survive the crash of any process but maybe not of the machine\n"
     "  --progress MODE    auto (a live display on a terminal, plain lines otherwise),\n"
     "                     live, plain, or none\n"
     "  --progress-interval MS   plain progress lines every MS milliseconds (default 5000)\n"
@@ -60,6 +64,16 @@ static int parse_opts(const char *cmd, int argc, char **argv, struct orch_run_op
                 return orch_cli_usage_error("%s: --max-unsealed needs a positive integer",
                                             cmd), -1;
             i++;
+        } else if (strncmp(a, "--durability=", 13) == 0 || (strcmp(a, "--durability") == 0 && v)) {
+            const char *m = a[12] == '=' ? a + 13 : v;
+            if (strcmp(m, "machine") == 0)
+                o->durability = ORCH_DURABILITY_MACHINE;
+            else if (strcmp(m, "process") == 0)
+                o->durability = ORCH_DURABILITY_PROCESS;
+            else
+                return orch_cli_usage_error("%s: --durability is machine or process", cmd), -1;
+            if (a[12] != '=')
+                i++;
         } else if (strcmp(a, "--progress") == 0 && v) {
             if (strcmp(v, "auto") == 0)
                 o->progress = ORCH_PROGRESS_AUTO;

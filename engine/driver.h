@@ -36,6 +36,14 @@ enum orch_progress_mode {
     ORCH_PROGRESS_NONE,
 };
 
+/* What a committed fact survives (README, "Guarantees"). */
+enum orch_durability {
+    ORCH_DURABILITY_MACHINE, /* a crash of the machine: payloads are synced once per turn
+                                before the commit that names them */
+    ORCH_DURABILITY_PROCESS, /* a crash of any process: nothing is synced; a machine crash
+                                may lose recent payloads whose items were committed */
+};
+
 struct orch_run_opts {
     double cpus;              /* the CPU budget; 0: detected (online processors) */
     double gpus;              /* the GPU budget; 0: none unless calls ask (then detected) */
@@ -43,6 +51,7 @@ struct orch_run_opts {
     enum orch_progress_mode progress;
     int progress_interval_ms; /* plain lines: every this many ms; 0: default (5 s) */
     FILE *out;                /* progress and summary (stderr when NULL) */
+    enum orch_durability durability;
 };
 
 struct orch_run_stats {

@@ -155,7 +155,9 @@ static int open_stores(struct orch_job *job, int store_flags)
     if (db && pl) {
         rc = orch_store_open(db, store_flags, &job->store);
         if (rc == 0)
-            rc = orch_payload_open(pl, NULL, &job->payloads);
+            /* nosync: the driver syncs once per turn (group commit), see driver.c. */
+            rc = orch_payload_open(pl, &(struct orch_payload_opts){.nosync = true},
+                                   &job->payloads);
     }
     free(db);
     free(pl);

@@ -135,15 +135,15 @@ static void read_some(orch_worker *w, bool drain);
 
 static struct timeval ms_tv(int64_t ms)
 {
-    struct timeval tv = {.tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000) * 1000};
+    struct timeval tv = {.tv_sec = (time_t)(ms / 1000),
+                         .tv_usec = (suseconds_t)(ms % 1000) * 1000};
     return tv;
 }
 
 static void describe_status(char *buf, size_t n, pid_t pid, int status)
 {
     if (status == -1)
-        snprintf(buf, n, "worker %d is gone (another part of the process reaped it)",
-                 (int)pid);
+        snprintf(buf, n, "worker %d is gone (another part of the process reaped it)", (int)pid);
     else if (WIFSIGNALED(status))
         snprintf(buf, n, "worker %d was killed by signal %d (%s)", (int)pid, WTERMSIG(status),
                  strsignal(WTERMSIG(status)));
@@ -232,7 +232,7 @@ static void arm_poll(orch_pool *p)
     }
 }
 
-/* ---- the channel: socket, events, buffers ------------------------------------------------ */
+/* ---- the channel: socket, events, buffers ---------------------------------------------- */
 
 static void close_channel(orch_worker *w)
 {
@@ -283,7 +283,7 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
     flush(arg);
 }
 
-/* ---- deaths -------------------------------------------------------------------------------- */
+/* ---- deaths ---------------------------------------------------------------------------- */
 
 /* The one place that reports the end of a slot's process. msg is valid during the call. */
 static void declare_lost(orch_worker *w, enum orch_loss_kind kind, const char *msg)
@@ -420,7 +420,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
     }
 }
 
-/* ---- frames from a worker ------------------------------------------------------------------ */
+/* ---- frames from a worker -------------------------------------------------------------- */
 
 static void on_hello(orch_worker *w, const struct orch_wire_frame *f)
 {
@@ -626,7 +626,7 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
     read_some(arg, false);
 }
 
-/* ---- starting a worker ---------------------------------------------------------------------- */
+/* ---- starting a worker ----------------------------------------------------------------- */
 
 /* In the child, between fork and exec: only async-signal-safe calls. Never returns. */
 __attribute__((noreturn)) static void child_exec(int sock, pid_t parent, const char *exe,
@@ -777,7 +777,7 @@ static void spawn_or_retry(orch_worker *w)
     }
 }
 
-/* ---- the pool ------------------------------------------------------------------------------- */
+/* ---- the pool -------------------------------------------------------------------------- */
 
 static enum orch_udf_op udf_op(enum orch_op op, bool *ok)
 {

@@ -23,6 +23,36 @@
  * once through `lost`, with the batch it held (if any). Workers also die with the driver:
  * they get PR_SET_PDEATHSIG(SIGKILL) and treat EOF on the socket as "stop": they run the
  * UDF's fini and exit.
+ *
+ * Guarantees the driver can build on:
+ *   - Every batch that orch_pool_dispatch() accepted ends in exactly one call: `report`
+ *     for that batch, or `lost` naming it — unless the pool is closed or killed first.
+ *   - A worker (orch_worker *) is a slot: the pointer stays valid until the pool is freed.
+ *     After `lost` the same slot holds the replacement process (a new pid). During `lost`,
+ *     orch_worker_pid() is still the pid of the process that died.
+ *   - A worker lost while STARTING (before its HELLO: init failed, the binary could not be
+ *     run, it crashed in init, it broke protocol) is reported as ORCH_LOSS_INIT, whatever
+ *     the cause, and counts towards max_init_failures; a worker that cannot start is not
+ *     restarted forever. Once IDLE, a loss is CRASH or TIMEOUT.
+ *   - Losses are found only by the event loop, never inside a pool function, so no callback
+ *     is ever called from inside orch_pool_dispatch().
+ *   - Messages: "worker 12345 was killed by signal 6 (Aborted)", "worker 12345 exited with
+ *     status 1", "... before it was ready", "batch ran past its timeout of 2s" (or "200ms"),
+ *     "protocol error: ...", or the UDF's own init message.
+ *
+ * Rules for the driver:
+ *   - Callbacks may call orch_pool_dispatch() (on any worker of any pool) and read the pool;
+ *     they must not close or kill their own pool, nor run the event loop recursively.
+ *   - The pool reaps only its own pids (waitpid(pid, WNOHANG)) from a SIGCHLD event on the
+ *     base (libevent: one base per process may handle signals), with a slow poll as a
+ *     safety net. Nothing else in the driver may call waitpid(-1) or ignore SIGCHLD.
+ *   - Close or kill every pool before freeing its event base.
+ *   - Create pools from the thread that lives as long as the driver: PR_SET_PDEATHSIG fires
+ *     when the *thread* that forked exits.
+ *   - Workers run in their own process group, so a Ctrl-C at the terminal reaches the
+ *     driver only; the driver then closes (or kills) its pools: an interruption never shows
+ *     up as a crash of every worker. Their stdin is /dev/null and their stdout is their
+ *     stderr (which they share with the driver).
  */
 #ifndef ORCH_POOL_H
 #define ORCH_POOL_H
@@ -143,13 +173,25 @@ struct orch_pool_config {
     const char *const *cuda_visible_devices;
 };
 
-/* Creates the pool and starts its workers. Returns 0 or a negative error; callbacks are
- * never called for a pool whose creation failed. */
+/* Creates the pool and starts its workers; each is sent its CONFIG at once (`worker` is its
+ * index, the op is the statement's, broadcast has no pool). Returns 0, or a negative
+ * error with the detail set: -EINVAL (a bad configuration, a call used by no statement, a
+ * broadcast), -ENOENT / -EACCES (exe cannot be run), -ENOMEM, or a fork/socketpair error.
+ * Callbacks are never called for a pool whose creation failed. max_init_failures < 1 is
+ * taken as 1; a NULL entry of cuda_visible_devices leaves that worker's environment as the
+ * driver's. */
 int orch_pool_new(struct event_base *base, const struct orch_pool_config *cfg,
                   const struct orch_pool_callbacks *cb, void *ctx, orch_pool **out);
 
 /* Sends batch b to idle worker w, which becomes BUSY; its timeout (if any) starts now.
- * Returns 0, or a negative error (the worker is not idle: -EBUSY). The pool copies b. */
+ * The pool copies b (it is encoded at once). Returns 0, or a negative error, after which
+ * nothing was sent and no callback will name b:
+ *   -EBUSY   w is not IDLE (STARTING, BUSY, or lost);
+ *   -EPIPE   w was found dead (its socket ended) but its loss is not reported yet: keep the
+ *            batch; `lost` for w follows from the event loop;
+ *   -EINVAL  b->id is 0 (0 means "no batch" in `lost`), b has no record, a record's nin is
+ *            not the statement's, or a non-reduce input list has other than one value;
+ *   -ENOMEM, -E2BIG (the frame would pass 256 MiB). */
 int orch_pool_dispatch(orch_pool *p, orch_worker *w, const struct orch_wire_batch *b);
 
 /* Kills every worker (SIGKILL), reaps them, frees the pool. No callback is called from
@@ -157,20 +199,27 @@ int orch_pool_dispatch(orch_pool *p, orch_worker *w, const struct orch_wire_batc
 void orch_pool_kill(orch_pool *p);
 
 /* Closes every worker's socket (each runs its UDF's fini and exits), waits for them up to
- * a bound, kills what is left, frees the pool. For a clean end of the job. */
+ * a bound (5 s in all; this blocks the caller), kills what is left, frees the pool. For a
+ * clean end of the job. A BUSY worker first finishes its batch (its report is dropped). */
 void orch_pool_close(orch_pool *p);
 
+/* The pid of w's current process (during `lost`: of the one that died). */
 int orch_worker_pid(const orch_worker *w);
+/* w's index in the pool, 0 .. nworkers-1; a replacement keeps the index. */
 int orch_worker_index(const orch_worker *w);
 /* The number of workers alive (STARTING, IDLE or BUSY). */
 int orch_pool_alive(const orch_pool *p);
 /* True when init failed max_init_failures times in a row: the call cannot run. The
- * last init message is orch_pool_failure(). */
+ * last init message is orch_pool_failure(). It turns true before the `lost` of the
+ * failure that reaches the bound, and stays true (the pool no longer replaces workers; a
+ * worker that was already starting may still say HELLO and be used). */
 int orch_pool_failed(const orch_pool *p);
 const char *orch_pool_failure(const orch_pool *p);
 
 /* The entry of `orch __worker FD`: runs one worker until its socket closes. Returns the
- * process exit status. */
+ * process exit status: 0 after the driver closed the socket (fini ran), 1 after an init
+ * failure (INITFAIL sent) or a protocol error, 2 when FD is not an open descriptor > 2.
+ * The frames are those of engine/wire.h. */
 int orch_worker_main(int fd);
 
 #endif

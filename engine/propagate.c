@@ -234,13 +234,15 @@ struct grain_row {
     int phase;
     int64_t pending;
     uint32_t generation;
+    int64_t parent; /* of its entity; 0 for a root */
 };
 
 static int grain_get(orch_prop *p, int call, int64_t e, struct grain_row *g)
 {
     sqlite3_stmt *st;
-    int rc = prep(p, "SELECT id, phase, pending, generation FROM grain "
-                     "WHERE call_id = ? AND entity_id = ?", &st);
+    int rc = prep(p, "SELECT g.id, g.phase, g.pending, g.generation, "
+                     "coalesce(e.parent_id, 0) FROM grain AS g JOIN entity AS e "
+                     "ON e.id = g.entity_id WHERE g.call_id = ? AND g.entity_id = ?", &st);
     if (rc < 0)
         return rc;
     sqlite3_bind_int(st, 1, call);
@@ -251,6 +253,7 @@ static int grain_get(orch_prop *p, int call, int64_t e, struct grain_row *g)
         g->phase = orch_grain_phase_parse((const char *)sqlite3_column_text(st, 1));
         g->pending = sqlite3_column_int64(st, 2);
         g->generation = (uint32_t)sqlite3_column_int64(st, 3);
+        g->parent = sqlite3_column_int64(st, 4);
     } else if (rc == 0) {
         rc = orch_error_set(ORCH_ECORRUPT, "grain of call %d on entity %lld does not exist",
                             call, (long long)e);
@@ -276,24 +279,28 @@ static void count_seal(orch_prop *p, int call, enum orch_grain_outcome o)
     p->unsealed--;
 }
 
-static int make_ready(orch_prop *p, int stmt, int64_t grain, int64_t e)
+static int make_ready_in(orch_prop *p, int stmt, int64_t grain, int64_t e, int64_t parent,
+                         int in0_state, uint64_t in0)
 {
     const struct orch_stmt *s = orch_plan_stmt(p->plan, stmt);
     int rc;
-    int64_t parent = entity_parent(p, e, &rc);
-    if (rc < 0)
-        return rc;
     sqlite3_stmt *st;
     if ((rc = prep(p, "UPDATE grain SET phase = 'ready', ready_seq = ?, pending = 0 "
                       "WHERE id = ?", &st)) < 0)
         return rc;
     struct orch_grain_ref ref = {.grain = grain, .call = s->call, .entity = e,
-                                 .parent = parent, .seq = p->next_seq++};
+                                 .parent = parent, .seq = p->next_seq++,
+                                 .in0_state = in0_state, .in0 = in0};
     sqlite3_bind_int64(st, 1, ref.seq);
     sqlite3_bind_int64(st, 2, grain);
     if ((rc = run(p, st)) < 0)
         return rc;
     return p->hooks.ready(p->hooks.ctx, &ref);
+}
+
+static int make_ready(orch_prop *p, int stmt, int64_t grain, int64_t e, int64_t parent)
+{
+    return make_ready_in(p, stmt, grain, e, parent, -1, 0);
 }
 
 static int item_resolve(orch_prop *p, int port, int64_t e, int state, uint64_t payload);
@@ -381,7 +388,7 @@ static int seal_norun(orch_prop *p, int stmt, int64_t grain, int64_t e,
 
 /* All inputs of a map-like grain are terminal and none failed: Dropped (a required input,
  * or for an aligned expand the plain expansion, was dropped) or READY. */
-static int decide(orch_prop *p, int stmt, int64_t grain, int64_t e)
+static int decide(orch_prop *p, int stmt, int64_t grain, int64_t e, int64_t parent)
 {
     const struct orch_stmt *s = orch_plan_stmt(p->plan, stmt);
     int rc;
@@ -414,12 +421,12 @@ static int decide(orch_prop *p, int stmt, int64_t grain, int64_t e)
         if (state == ORCH_EXPANSION_DROPPED)
             return seal_norun(p, stmt, grain, e, ORCH_OUTCOME_DROPPED);
     }
-    return make_ready(p, stmt, grain, e);
+    return make_ready(p, stmt, grain, e, parent);
 }
 
 /* One input fact of grain (stmt, e) became terminal in `state` (an item state; for an
  * aligned expand's expansion, the state it maps to). */
-static int grain_input(orch_prop *p, int stmt, int64_t e, int state)
+static int grain_input(orch_prop *p, int stmt, int64_t e, int state, uint64_t payload)
 {
     const struct orch_stmt *s = orch_plan_stmt(p->plan, stmt);
     struct grain_row g;
@@ -435,46 +442,38 @@ static int grain_input(orch_prop *p, int stmt, int64_t e, int state)
     assert(g.pending > 0);
     if (--g.pending > 0)
         return set_pending(p, g.id, g.pending);
-    return decide(p, stmt, g.id, e);
+    if (s->nin == 1 && (s->op == ORCH_OP_MAP || s->op == ORCH_OP_FILTER ||
+                        s->op == ORCH_OP_EXPAND)) {
+        /* This fact was the only input: decide without reading it back. */
+        if (state == ORCH_ITEM_DROPPED && !s->in[0].optional)
+            return seal_norun(p, stmt, g.id, e, ORCH_OUTCOME_DROPPED);
+        return make_ready_in(p, stmt, g.id, e, g.parent, state, payload);
+    }
+    return decide(p, stmt, g.id, e, g.parent);
 }
 
+/* Creates the grain of `stmt` on a newly published entity e. A new entity has no items
+ * and no expansions yet (they are published after it, and count down `pending` then), so
+ * every input is pending: no look-ups. */
 static int grain_create(orch_prop *p, int stmt, int64_t e)
 {
     const struct orch_stmt *s = orch_plan_stmt(p->plan, stmt);
-    int64_t pending = 0;
-    bool bad = false;
-    int rc;
-    if (s->op == ORCH_OP_REDUCE) {
-        pending = -1;
-    } else {
-        for (int i = 0; i < s->nin; i++) {
-            int state;
-            if ((rc = item_get(p, s->in[i].port, e, &state, NULL)) < 0)
-                return rc;
-            if (rc == 0)
-                pending++;
-            else if (state == ORCH_ITEM_FAILED || state == ORCH_ITEM_SUPPRESSED)
-                bad = true;
-        }
-        if (s->op == ORCH_OP_EXPAND_ALIGNED)
-            pending++; /* the plain expansion of a new entity is never terminal yet */
-    }
+    int64_t pending = s->op == ORCH_OP_REDUCE ? -1 : s->nin;
+    if (s->op == ORCH_OP_EXPAND_ALIGNED)
+        pending++; /* and the plain expansion of e into the target domain */
     sqlite3_stmt *st;
-    if ((rc = prep(p, "INSERT INTO grain (call_id, entity_id, phase, generation, pending) "
-                      "VALUES (?, ?, 'waiting', 0, ?)", &st)) < 0)
+    int rc = prep(p, "INSERT INTO grain (call_id, entity_id, phase, generation, pending) "
+                     "VALUES (?, ?, 'waiting', 0, ?)", &st);
+    if (rc < 0)
         return rc;
     sqlite3_bind_int(st, 1, s->call);
     sqlite3_bind_int64(st, 2, e);
     sqlite3_bind_int64(st, 3, pending);
     if ((rc = run(p, st)) < 0)
         return rc;
-    int64_t grain = sqlite3_last_insert_rowid(orch_store_db(p->store));
     p->counts[s->call].created++;
     p->unsealed++;
-    if (bad)
-        return seal_norun(p, stmt, grain, e, ORCH_OUTCOME_SUPPRESSED);
-    if (pending == 0)
-        return decide(p, stmt, grain, e);
+    assert(pending != 0); /* a statement has at least one input */
     return 0;
 }
 
@@ -598,9 +597,9 @@ static int notify(orch_prop *p, int port, int64_t e, int state, uint64_t payload
         } else if (s->op == ORCH_OP_REDUCE) {
             int64_t parent = entity_parent(p, e, &rc);
             if (rc == 0)
-                rc = grain_input(p, c, parent, state);
+                rc = grain_input(p, c, parent, state, payload);
         } else {
-            rc = grain_input(p, c, e, state);
+            rc = grain_input(p, c, e, state, payload);
         }
     }
     return rc;
@@ -667,7 +666,7 @@ static int reduce_arm(orch_prop *p, int stmt, int64_t parent)
         return seal_norun(p, stmt, g.id, parent, ORCH_OUTCOME_SUPPRESSED);
     if (pending > 0)
         return set_pending(p, g.id, pending);
-    return make_ready(p, stmt, g.id, parent);
+    return make_ready(p, stmt, g.id, parent, g.parent);
 }
 
 static int expansion_resolve(orch_prop *p, int stmt, int64_t parent, int state, int nchildren)
@@ -703,7 +702,7 @@ static int expansion_resolve(orch_prop *p, int stmt, int64_t parent, int state, 
             int as_item = state == ORCH_EXPANSION_SUCCEEDED ? ORCH_ITEM_PRESENT
                           : state == ORCH_EXPANSION_DROPPED ? ORCH_ITEM_DROPPED
                                                             : ORCH_ITEM_SUPPRESSED;
-            rc = grain_input(p, dep, parent, as_item);
+            rc = grain_input(p, dep, parent, as_item, 0);
         }
     }
     return rc;
@@ -964,6 +963,12 @@ int orch_prop_inputs(orch_prop *p, const struct orch_grain_ref *g, struct orch_p
     int rc = 0;
     in->nvals = 0;
     in->first_input = 0;
+    if (s->op != ORCH_OP_REDUCE && g->in0_state >= 0) {
+        assert(s->nin == 1);
+        in->nval[0] = 1;
+        in->first_input = g->in0_state == ORCH_ITEM_PRESENT ? g->in0 : 0;
+        return push_val(in, g->in0, g->in0_state == ORCH_ITEM_PRESENT);
+    }
     if (s->op != ORCH_OP_REDUCE) {
         for (int i = 0; i < s->nin; i++) {
             int state;

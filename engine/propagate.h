@@ -48,6 +48,10 @@ struct orch_grain_ref {
     uint32_t generation;
     uint32_t attempts;    /* attempt failures counted against `retries` so far */
     int64_t seq;          /* ready_seq */
+    /* The one input of a single-input map, filter or expand, when known as the grain
+     * became READY (in0_state >= 0): spares a look-up at dispatch. -1: look it up. */
+    int in0_state;
+    uint64_t in0;
 };
 
 struct orch_prop_hooks {

@@ -11,8 +11,8 @@
 const char *orch_wire_type_name(int type)
 {
     switch (type) {
-#define ORCH_WIRE_TYPE_CASE(name, value, text)                                                \
-    case value:                                                                               \
+#define ORCH_WIRE_TYPE_CASE(name, value, text)                                                 \
+    case value:                                                                                \
         return text;
         ORCH_WIRE_TYPES(ORCH_WIRE_TYPE_CASE)
 #undef ORCH_WIRE_TYPE_CASE
@@ -20,7 +20,7 @@ const char *orch_wire_type_name(int type)
     return "?";
 }
 
-/* ---- encoding ----------------------------------------------------------------------- */
+/* ---- encoding -------------------------------------------------------------------------- */
 
 void orch_wire_buf_free(struct orch_wire_buf *b)
 {
@@ -239,7 +239,7 @@ int orch_wire_put_report(struct orch_wire_buf *b, const struct orch_wire_report 
     return enc_end(&e);
 }
 
-/* ---- decoding ----------------------------------------------------------------------- */
+/* ---- decoding -------------------------------------------------------------------------- */
 
 int orch_wire_next(const void *data, size_t avail, struct orch_wire_frame *f)
 {
@@ -247,8 +247,8 @@ int orch_wire_next(const void *data, size_t avail, struct orch_wire_frame *f)
     memset(f, 0, sizeof *f);
     if (avail < ORCH_WIRE_HEADER)
         return 0;
-    uint32_t len = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-                   (uint32_t)p[3] << 24;
+    uint32_t len =
+        (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
     int type = p[4];
     if (strcmp(orch_wire_type_name(type), "?") == 0)
         return orch_error_set(-EPROTO, "unknown frame type %d", type);
@@ -285,8 +285,8 @@ static uint64_t dec_le(struct dec *d, size_t n, const char *field)
         return 0;
     if (d->left < n) {
         if (d->rc == 0)
-            d->rc = orch_error_set(-EPROTO, "malformed %s frame: truncated at %s", d->what,
-                                   field);
+            d->rc =
+                orch_error_set(-EPROTO, "malformed %s frame: truncated at %s", d->what, field);
         return 0;
     }
     uint64_t v = 0;
@@ -331,8 +331,8 @@ static const char *dec_str(struct dec *d, struct orch__arena *a, const char *fie
                                d->what, field, n);
     }
     if (d->rc == 0 && memchr(d->p, '\0', n) != NULL)
-        d->rc = orch_error_set(-EPROTO, "malformed %s frame: %s holds a NUL byte", d->what,
-                               field);
+        d->rc =
+            orch_error_set(-EPROTO, "malformed %s frame: %s holds a NUL byte", d->what, field);
     char *s = dec_alloc(d, a, (size_t)n + 1);
     if (s == NULL)
         return "";
@@ -367,8 +367,7 @@ static int dec_start(struct dec *d, const struct orch_wire_frame *f, int type)
     d->rc = 0;
     if (f->type != type)
         return d->rc = orch_error_set(-EPROTO, "expected a %s frame, got %s",
-                                      orch_wire_type_name(type),
-                                      orch_wire_type_name(f->type));
+                                      orch_wire_type_name(type), orch_wire_type_name(f->type));
     if (f->len > 0 && f->body == NULL)
         return d->rc = orch_error_set(-EPROTO, "%s frame without a body", d->what);
     return 0;

@@ -53,11 +53,11 @@
 #define ORCH_WIRE_HEADER 5u                    /* u32 length + u8 type */
 #define ORCH_WIRE_MAX_BODY ((size_t)256 << 20) /* 256 MiB */
 
-#define ORCH_WIRE_TYPES(X)                                                                    \
-    X(ORCH_WIRE_CONFIG, 1, "CONFIG")                                                          \
-    X(ORCH_WIRE_HELLO, 2, "HELLO")                                                            \
-    X(ORCH_WIRE_INITFAIL, 3, "INITFAIL")                                                      \
-    X(ORCH_WIRE_BATCH, 4, "BATCH")                                                            \
+#define ORCH_WIRE_TYPES(X)                                                                     \
+    X(ORCH_WIRE_CONFIG, 1, "CONFIG")                                                           \
+    X(ORCH_WIRE_HELLO, 2, "HELLO")                                                             \
+    X(ORCH_WIRE_INITFAIL, 3, "INITFAIL")                                                       \
+    X(ORCH_WIRE_BATCH, 4, "BATCH")                                                             \
     X(ORCH_WIRE_REPORT, 5, "REPORT")
 
 #define ORCH_WIRE_TYPE_ENUM(name, value, text) name = value,
@@ -88,7 +88,7 @@ struct orch_wire_hello {
     uint32_t pid;
 };
 
-/* ---- encoding ----------------------------------------------------------------------- */
+/* ---- encoding -------------------------------------------------------------------------- */
 
 /* A growable byte buffer. Zero-initialise it; free with orch_wire_buf_free(). */
 struct orch_wire_buf {
@@ -108,7 +108,7 @@ int orch_wire_put_initfail(struct orch_wire_buf *b, const char *message);
 int orch_wire_put_batch(struct orch_wire_buf *b, const struct orch_wire_batch *batch);
 int orch_wire_put_report(struct orch_wire_buf *b, const struct orch_wire_report *r);
 
-/* ---- decoding ----------------------------------------------------------------------- */
+/* ---- decoding -------------------------------------------------------------------------- */
 
 /* One frame found in a byte stream; body points into the caller's bytes. */
 struct orch_wire_frame {

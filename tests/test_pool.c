@@ -41,7 +41,7 @@
 
 #define FAKE_ENV "ORCH_TEST_FAKE_WORKER"
 
-/* ---- fixture: a scratch job directory and a plan ----------------------------------------------- */
+/* ---- fixture: a scratch job directory and a plan --------------------------------------- */
 
 struct fx {
     char dir[512];
@@ -111,8 +111,7 @@ static int setup(void **state)
     if (realpath("/proc/self/exe", f->self) == NULL)
         return -1;
     char text[4096];
-    snprintf(text, sizeof text, plan_fmt, ORCH_POOL_PROBE_PATH, f->marks,
-             ORCH_POOL_PROBE_PATH);
+    snprintf(text, sizeof text, plan_fmt, ORCH_POOL_PROBE_PATH, f->marks, ORCH_POOL_PROBE_PATH);
     if (orch_lang_compile("pool.orch", text, strlen(text), f->dir, stderr, &f->plan) != 0)
         return -1;
     /* The store exists before any worker opens it; this process's handle is closed. */
@@ -133,7 +132,7 @@ static int teardown(void **state)
     return rc;
 }
 
-/* ---- payloads ------------------------------------------------------------------------------------ */
+/* ---- payloads -------------------------------------------------------------------------- */
 
 static void put_strings(struct fx *f, const char *const *s, int n, uint64_t *ids)
 {
@@ -160,7 +159,7 @@ static void assert_payload(struct fx *f, uint64_t id, const char *want)
     orch_payload_close(p);
 }
 
-/* ---- batches ---------------------------------------------------------------------------------------- */
+/* ---- batches --------------------------------------------------------------------------- */
 
 /* A batch with room for its records and values. */
 struct tb {
@@ -196,7 +195,7 @@ static void tb_map(struct tb *t, uint64_t id, uint64_t first_grain, const uint64
         tb_add(t, first_grain + (uint64_t)i, 1, &ids[i], 1);
 }
 
-/* ---- the event loop harness --------------------------------------------------------------------------- */
+/* ---- the event loop harness ------------------------------------------------------------ */
 
 #define MAX_EV 32
 #define MAX_LANES 3
@@ -319,7 +318,8 @@ static void cb_idle(void *ctx, orch_pool *p, orch_worker *w)
     check_done(r);
 }
 
-static void cb_report(void *ctx, orch_pool *p, orch_worker *w, const struct orch_wire_report *rp)
+static void cb_report(void *ctx, orch_pool *p, orch_worker *w,
+                      const struct orch_wire_report *rp)
 {
     struct run *r = ctx;
     assert_true(r->nrep < MAX_EV);
@@ -495,7 +495,7 @@ static bool all_reported(struct run *r)
     return true;
 }
 
-/* ---- outputs of each op ---------------------------------------------------------------------------------- */
+/* ---- outputs of each op ---------------------------------------------------------------- */
 
 static void test_map_two_workers(void **state)
 {
@@ -591,7 +591,7 @@ static void test_expand_filter_reduce(void **state)
     run_close(&r);
 }
 
-/* ---- failures --------------------------------------------------------------------------------------------- */
+/* ---- failures -------------------------------------------------------------------------- */
 
 /* Lane 0 reports batches 1 and 3 (batch 2 is lost); lane 1 its one batch. */
 static bool crash_done(struct run *r)
@@ -823,7 +823,7 @@ static void test_init_failures(void **state)
     run_close(&r);
 }
 
-/* ---- close and kill -------------------------------------------------------------------------------------- */
+/* ---- close and kill -------------------------------------------------------------------- */
 
 static void test_close_runs_fini(void **state)
 {
@@ -890,7 +890,7 @@ static void test_kill_busy_workers(void **state)
     run_close(&r); /* no zombie */
 }
 
-/* ---- a worker process without a pool ------------------------------------------------------------------- */
+/* ---- a worker process without a pool --------------------------------------------------- */
 
 /* The worker's side seen directly: exit statuses (under ASan a leak would turn 0 or 1 into
  * LeakSanitizer's 23), INITFAIL messages, and a missing payload. */
@@ -1079,7 +1079,7 @@ static void test_bad_exe(void **state)
     run_close(&r);
 }
 
-/* ---- protocol errors, from fake workers ------------------------------------------------------------------ */
+/* ---- protocol errors, from fake workers ------------------------------------------------ */
 
 static bool one_loss(struct run *r)
 {
@@ -1152,7 +1152,7 @@ static void test_protocol_errors(void **state)
     fake_close(&r);
 }
 
-/* ---- the fake worker --------------------------------------------------------------------------------------- */
+/* ---- the fake worker ------------------------------------------------------------------- */
 
 static void fake_write(int fd, const struct orch_wire_buf *b, bool dribble)
 {
@@ -1223,7 +1223,8 @@ static int fake_worker(int fd, const char *mode)
             return 1;
         struct orch_wire_answer ans[8];
         uint64_t one = 1;
-        struct orch_wire_report rep = {.batch = b.id, .message = "", .nrec = b.nrec, .rec = ans};
+        struct orch_wire_report rep = {
+            .batch = b.id, .message = "", .nrec = b.nrec, .rec = ans};
         for (uint32_t i = 0; i < b.nrec && i < 8; i++)
             ans[i] = (struct orch_wire_answer){.grain = b.rec[i].grain,
                                                .generation = b.rec[i].generation,

@@ -625,7 +625,8 @@ static const struct state_list state_lists[] = {
      " status) VALUES ('n', '', '', '', 0, '', ?1)"},
 };
 
-/* The names listed by "CHECK (column IN ('a', 'b', ...))" in the table's SQL text. */
+/* The names listed by "CHECK (column = 'a' OR column = 'b' ...)" in the table's SQL text
+ * (the migrations spell lists this way, not with IN: see 0001_initial.sql). */
 static int check_names(orch_store *s, const char *table, const char *column, char names[][32],
                        int max)
 {
@@ -633,26 +634,32 @@ static int check_names(orch_store *s, const char *table, const char *column, cha
     snprintf(sql, sizeof sql,
              "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = '%s'", table);
     q_text(s, sql, text, sizeof text);
-    char pat[64];
-    snprintf(pat, sizeof pat, "CHECK (%s IN (", column);
+    char pat[64], term[64];
+    snprintf(pat, sizeof pat, "CHECK (%s = '", column);
+    snprintf(term, sizeof term, "%s = '", column);
     const char *p = strstr(text, pat);
     if (p == NULL)
         fail_msg("no \"%s\" in table %s", pat, table);
-    p += strlen(pat);
+    p += strlen(pat) - 1; /* at the opening quote */
     int n = 0;
-    while (*p != ')') {
-        if (*p == '\'') {
-            const char *end = strchr(p + 1, '\'');
-            assert_non_null(end);
-            assert_true(n < max && end - p - 1 < 32);
-            snprintf(names[n++], 32, "%.*s", (int)(end - p - 1), p + 1);
-            p = end + 1;
-        } else {
-            assert_non_null(strchr(", \n", *p));
+    for (;;) {
+        assert_true(*p == '\'');
+        const char *end = strchr(p + 1, '\'');
+        assert_non_null(end);
+        assert_true(n < max && end - p - 1 < 32);
+        snprintf(names[n++], 32, "%.*s", (int)(end - p - 1), p + 1);
+        p = end + 1;
+        while (*p == ' ' || *p == '\n')
             p++;
-        }
+        if (*p == ')')
+            return n;
+        assert_true(strncmp(p, "OR", 2) == 0);
+        p += 2;
+        while (*p == ' ' || *p == '\n')
+            p++;
+        assert_true(strncmp(p, term, strlen(term)) == 0);
+        p += strlen(term) - 1;
     }
-    return n;
 }
 
 static void test_state_names_match_checks(void **state)

@@ -16,7 +16,7 @@
 #include "orch_error.h"
 #include "wire.h"
 
-/* ---- sample messages -------------------------------------------------------------------- */
+/* ---- sample messages ------------------------------------------------------------------- */
 
 static const char *const arg_keys[] = {"sep", "kind"};
 static const char *const arg_values[] = {"\n", "crash"};
@@ -42,11 +42,16 @@ static const uint32_t nval0[] = {1, 1};
 static const struct orch_wire_value vals0[] = {{.payload = 11, .present = 1},
                                                {.payload = 0, .present = 0}};
 static const uint32_t nval1[] = {3, 0};
-static const struct orch_wire_value vals1[] = {
-    {.payload = 21, .present = 1}, {.payload = 22, .present = 1}, {.payload = 1ull << 40, .present = 1}};
+static const struct orch_wire_value vals1[] = {{.payload = 21, .present = 1},
+                                               {.payload = 22, .present = 1},
+                                               {.payload = 1ull << 40, .present = 1}};
 static const struct orch_wire_record sample_records[] = {
     {.grain = 5, .generation = 2, .attempt = 3, .nin = 2, .nval = nval0, .vals = vals0},
-    {.grain = UINT64_MAX, .generation = UINT32_MAX, .attempt = 1, .nin = 2, .nval = nval1,
+    {.grain = UINT64_MAX,
+     .generation = UINT32_MAX,
+     .attempt = 1,
+     .nin = 2,
+     .nval = nval1,
      .vals = vals1},
 };
 static const struct orch_wire_batch sample_batch = {.id = 42, .nrec = 2, .rec = sample_records};
@@ -54,12 +59,27 @@ static const struct orch_wire_batch sample_batch = {.id = 42, .nrec = 2, .rec = 
 static const uint64_t ids_map[] = {100};
 static const uint64_t ids_expand[] = {201, 202, 203, 204, 205, 206};
 static const struct orch_wire_answer sample_answers[] = {
-    {.grain = 1, .generation = 1, .outcome = ORCH_WIRE_OK, .message = "", .nchild = 1,
-     .nout = 1, .payload = ids_map},
-    {.grain = 2, .generation = 4, .outcome = ORCH_WIRE_OK, .message = "", .nchild = 3,
-     .nout = 2, .payload = ids_expand},
-    {.grain = 3, .generation = 1, .outcome = ORCH_WIRE_OK, .message = "", .nchild = 0,
-     .nout = 2, .payload = NULL},
+    {.grain = 1,
+     .generation = 1,
+     .outcome = ORCH_WIRE_OK,
+     .message = "",
+     .nchild = 1,
+     .nout = 1,
+     .payload = ids_map},
+    {.grain = 2,
+     .generation = 4,
+     .outcome = ORCH_WIRE_OK,
+     .message = "",
+     .nchild = 3,
+     .nout = 2,
+     .payload = ids_expand},
+    {.grain = 3,
+     .generation = 1,
+     .outcome = ORCH_WIRE_OK,
+     .message = "",
+     .nchild = 0,
+     .nout = 2,
+     .payload = NULL},
     {.grain = 4, .generation = 1, .outcome = ORCH_WIRE_DROP, .message = ""},
     {.grain = 5, .generation = 1, .outcome = ORCH_WIRE_KEEP_TRUE, .message = ""},
     {.grain = 6, .generation = 1, .outcome = ORCH_WIRE_KEEP_FALSE, .message = ""},
@@ -83,7 +103,7 @@ static void encode_all(struct orch_wire_buf *b)
     assert_int_equal(orch_wire_put_report(b, &failed), 0);
 }
 
-/* ---- round trips ---------------------------------------------------------------------------- */
+/* ---- round trips ----------------------------------------------------------------------- */
 
 static void check_config(const struct orch_wire_config *c)
 {
@@ -241,7 +261,8 @@ static void test_config_minimal_and_layout(void **state)
     orch_wire_buf_free(&b);
 }
 
-/* ---- errors ------------------------------------------------------------------------------------ */
+/* ---- errors
+ * ------------------------------------------------------------------------------------ */
 
 static int decode_any(const struct orch_wire_frame *f, struct orch__arena *a)
 {
@@ -413,11 +434,48 @@ static void test_semantic_refusals(void **state)
     assert_int_equal(decode_raw(ORCH_WIRE_REPORT, rep, sizeof rep), -EPROTO);
     rep[8] = 0;
     assert_int_equal(decode_raw(ORCH_WIRE_REPORT, rep, sizeof rep), 0);
-    uint8_t ans[] = {1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, /* batch 1, ok, 1 */
-                     7, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0,                 /* grain, gen */
-                     ORCH_WIRE__COUNT,                                   /* outcome */
-                     0, 0, 0, 0,                                         /* message */
-                     0, 0, 0, 0, 0, 0, 0, 0};                            /* nchild, nout */
+    uint8_t ans[] = {1,
+                     0,
+                     0,
+                     0,
+                     0,
+                     0,
+                     0,
+                     0,
+                     0,
+                     0,
+                     0,
+                     0,
+                     0,
+                     1,
+                     0,
+                     0,
+                     0, /* batch 1, ok, 1 */
+                     7,
+                     0,
+                     0,
+                     0,
+                     0,
+                     0,
+                     0,
+                     0,
+                     1,
+                     0,
+                     0,
+                     0,                /* grain, gen */
+                     ORCH_WIRE__COUNT, /* outcome */
+                     0,
+                     0,
+                     0,
+                     0, /* message */
+                     0,
+                     0,
+                     0,
+                     0,
+                     0,
+                     0,
+                     0,
+                     0}; /* nchild, nout */
     assert_int_equal(decode_raw(ORCH_WIRE_REPORT, ans, sizeof ans), -EPROTO);
     assert_non_null(strstr(orch_error_detail(), "outcome"));
     ans[29] = ORCH_WIRE_DROP;
@@ -462,7 +520,8 @@ static void test_encode_refusals(void **state)
     orch_wire_buf_free(&b);
 }
 
-/* ---- fuzz ---------------------------------------------------------------------------------------- */
+/* ---- fuzz
+ * ---------------------------------------------------------------------------------------- */
 
 static uint64_t rnd(uint64_t *x)
 {

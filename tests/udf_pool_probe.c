@@ -37,8 +37,8 @@ static int probe_run(void *state, struct orch_udf_batch *batch)
     (void)state;
     for (size_t i = 0; i < batch->n; i++) {
         const struct orch_udf_value *v = &batch->rec[i].in[0].v[0];
-        int rc = v->present ? orch_udf_emit(batch, i, 0, v->data, v->len)
-                            : orch_udf_drop(batch, i);
+        int rc =
+            v->present ? orch_udf_emit(batch, i, 0, v->data, v->len) : orch_udf_drop(batch, i);
         if (rc < 0)
             return rc;
     }

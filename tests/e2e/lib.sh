@@ -37,3 +37,53 @@ run_job() {
   "$ORCH" run "$pipeline" --job "$job" --progress none "$@" 2> "$job.log" ||
     { cat "$job.log" >&2; fail "orch run $pipeline exited $?"; }
 }
+
+# qlive JOB SQL: like q, for a job that a driver is writing right now (waits on a busy
+# database instead of failing; one statement reads one snapshot).
+qlive() {
+  sqlite3 -readonly -batch -noheader -cmd ".timeout 5000" "$1/state.db" "$2"
+}
+
+# states JOB D.P: every entity of the port in entity order, one line each:
+# KEY|STATE|VALUE (present) or KEY|STATE|ERROR (failed) or KEY|STATE| (dropped, suppressed).
+states() {
+  "$ORCH" export "$1" "$2" --all | python3 -c '
+import json, sys
+for l in sys.stdin:
+    o = json.loads(l)
+    print("%s|%s|%s" % (o["key"], o["state"], o.get("value", o.get("error", ""))))'
+}
+
+# attempts JOB CALL KEY: the number of attempt rows of the grain of CALL on entity KEY.
+attempts() {
+  q "$1" "SELECT count(a.id) FROM grain AS g JOIN call AS c ON c.id = g.call_id
+          JOIN entity_key AS k ON k.entity_id = g.entity_id
+          LEFT JOIN attempt AS a ON a.grain_id = g.id
+          WHERE c.name = '$2' AND k.key = '$3'"
+}
+
+# grain JOB CALL KEY: phase|outcome|generation of the grain of CALL on entity KEY.
+grain() {
+  q "$1" "SELECT g.phase, coalesce(g.outcome, ''), g.generation FROM grain AS g
+          JOIN call AS c ON c.id = g.call_id JOIN entity_key AS k ON k.entity_id = g.entity_id
+          WHERE c.name = '$2' AND k.key = '$3'"
+}
+
+# wait_until SECONDS WHAT CMD...: polls CMD (every 20 ms) until it succeeds; fails the
+# test after SECONDS. For state a background job must reach, never to let a race settle.
+wait_until() {
+  local limit=$1 what=$2
+  shift 2
+  local deadline=$((SECONDS + limit))
+  until "$@"; do
+    [ "$SECONDS" -lt "$deadline" ] || fail "timed out after ${limit}s waiting for: $what"
+    sleep 0.02
+  done
+}
+
+# job_done JOB: the job ran to its end: finished, every grain sealed, every attempt closed.
+job_done() {
+  expect_eq "$1: job finished" finished "$(q "$1" "SELECT status FROM job")"
+  expect_eq "$1: every grain sealed" 0 "$(q "$1" "SELECT count(*) FROM grain WHERE phase <> 'sealed'")"
+  expect_eq "$1: every attempt closed" 0 "$(q "$1" "SELECT count(*) FROM attempt WHERE outcome IS NULL")"
+}
