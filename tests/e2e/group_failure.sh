@@ -57,6 +57,10 @@ expect_eq "grp: children of doc 0 (ordinal|state|attempts)" "0|present|1
 11|suppressed|0" "$(children w.x grp)"
 expect_eq "grp: the failure" "$D/2|group|fail_if: input contains \"GRP\"" \
   "$(q "$J" "SELECT key, kind, message FROM failures WHERE call = 'grp'")"
+expect_eq "grp: its attempt says group" "group" \
+  "$(q "$J" "SELECT a.outcome FROM attempt a JOIN grain g ON g.id = a.grain_id
+             JOIN call c ON c.id = g.call_id AND c.name = 'grp'
+             JOIN entity_key k ON k.entity_id = g.entity_id WHERE k.key = '$D/2'")"
 expect_eq "grp: the barrier row names the call, the parent and the failed grain" "1" \
   "$(q "$J" "SELECT count(*) FROM suppression s JOIN call c ON c.id = s.call_id AND c.name = 'grp'
              JOIN entity_key p ON p.entity_id = s.parent_id AND p.key = '$D'
@@ -100,4 +104,75 @@ p q r|present|p q r" "$(states "$J" doc.r)"
 expect_eq "root: no barrier" 0 \
   "$(q "$J" "SELECT count(*) FROM suppression s JOIN call c ON c.id = s.call_id AND c.name = 'root'")"
 expect_eq "exactly two barriers in all" 2 "$(q "$J" "SELECT count(*) FROM suppression")"
+
+# ---- a sibling in flight under the barrier whose worker dies -----------------------------
+# doc 0 runs at once and shows grp's worker pids; one of them, P, is stopped (SIGSTOP)
+# while idle, before doc 1's children exist (doc 1 sleeps 1500 ms first). P is then handed
+# one of doc 1's first two children and holds it; the other worker reaches GRP, raising
+# the barrier; then P is killed. The sibling P held must not be retried (that would
+# dispatch it under the barrier) nor charged: it is sealed Suppressed (with retries=0 a
+# charged crash would seal it Failed, exhausted).
+printf '%s\n' 'w1 w2' '1500 s1 GRP s3 s4' > "$T/bar.txt"
+cat > "$T/bar.orch" <<'EOF'
+pipeline bar
+domain doc
+domain w in doc
+source doc.line = lines("bar.txt")
+call slow = sleep()
+call cut  = split(sep=" ")
+call grp  = fail_if(contains="GRP", kind=group)  with workers=2, batch=1, retries=0
+doc.slow = slow(doc.line)
+w.raw    = expand cut(doc.slow)
+w.x      = grp(w.raw)
+EOF
+B=$T/bar
+D1='1500 s1 GRP s3 s4'
+"$ORCH" run "$T/bar.orch" --job "$B" --progress none --cpus 4 2> "$T/bar.log" &
+pid=$!
+P=""
+doc0_done() {
+  [ -f "$B/state.db" ] || return 1
+  P=$(qlive "$B" "SELECT CASE WHEN count(*) = 2 AND count(a.outcome) = 2 THEN max(a.worker_pid) END
+                  FROM attempt a JOIN grain g ON g.id = a.grain_id JOIN call c ON c.id = g.call_id
+                  JOIN entity_key k ON k.entity_id = g.entity_id
+                  WHERE c.name = 'grp' AND k.key LIKE 'w1 w2/%'" 2> /dev/null) && [ -n "$P" ]
+}
+wait_until 20 "grp done on doc 0" doc0_done
+kill -STOP "$P"
+# Precondition, read after the stop: doc 1's children do not exist yet. On a machine too
+# slow for that (1.5 s), the scenario cannot be set up: skip it rather than guess.
+if [ "$(qlive "$B" "SELECT count(*) FROM entity_key WHERE key LIKE '$D1/%'")" != 0 ]; then
+  kill -CONT "$P"
+  echo "note: the killed-sibling scenario was skipped (doc 1 expanded before P was stopped)"
+  wait "$pid" || fail "orch run (bar) exited $?"
+else
+  barrier_and_p_busy() {
+    [ "$(qlive "$B" "SELECT (SELECT count(*) FROM suppression) || ',' || (SELECT count(*)
+          FROM attempt WHERE worker_pid = $P AND outcome IS NULL)")" = "1,1" ]
+  }
+  wait_until 20 "the barrier, with P holding a sibling" barrier_and_p_busy
+  victim=$(qlive "$B" "SELECT k.key FROM attempt a JOIN grain g ON g.id = a.grain_id
+                       JOIN entity_key k ON k.entity_id = g.entity_id
+                       WHERE a.worker_pid = $P AND a.outcome IS NULL")
+  kill -KILL "$P"
+  wait "$pid" || { cat "$T/bar.log" >&2; fail "orch run (bar) exited $?"; }
+  job_done "$B"
+  case $victim in
+  "$D1/0" | "$D1/1") ;;
+  *) fail "killed: P held $victim, not one of the first two children" ;;
+  esac
+  expect_eq "killed: the sibling in flight is sealed Suppressed, ran once, not retried" \
+    "sealed|suppressed|1|crash" \
+    "$(grain "$B" grp "$victim" | cut -d'|' -f1,2)|$(attempts "$B" grp "$victim")|$(q "$B" \
+      "SELECT group_concat(a.outcome) FROM attempt a JOIN grain g ON g.id = a.grain_id
+       JOIN call c ON c.id = g.call_id AND c.name = 'grp'
+       JOIN entity_key k ON k.entity_id = g.entity_id WHERE k.key = '$victim'")"
+  expect_eq "killed: its item" "$victim|suppressed|" "$(states "$B" w.x | grep "^$victim|")"
+  expect_eq "killed: no failure charged to it" "" \
+    "$(q "$B" "SELECT kind FROM failures WHERE key = '$victim'")"
+  expect_eq "killed: the siblings queued behind GRP never ran" "0 0" \
+    "$(attempts "$B" grp "$D1/3") $(attempts "$B" grp "$D1/4")"
+  expect_eq "killed: doc 0 is whole" "w1 w2/0|present|w1
+w1 w2/1|present|w2" "$(states "$B" w.x | grep '^w1 w2/')"
+fi
 echo "group_failure: ok"

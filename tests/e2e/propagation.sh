@@ -190,6 +190,9 @@ expect_eq "one record failure per mismatching parent" "x y z|record
 p  WFAIL q|record
 DOCFAIL m|record
 900 s|record" "$(q "$J" "SELECT key, kind FROM failures WHERE call = 'cutc' ORDER BY entity_id")"
+expect_eq "the attempts of the mismatching parents say record, not ok" "record" \
+  "$(q "$J" "SELECT group_concat(DISTINCT a.outcome) FROM attempt a JOIN grain g ON g.id = a.grain_id
+             JOIN call c ON c.id = g.call_id WHERE c.name = 'cutc' AND g.outcome = 'failed'")"
 expect_eq "the aligned expansion of the empty line: 0 = 0 children, sealed ok" "sealed|ok|0" \
   "$(grain "$J" cutc '')"
 

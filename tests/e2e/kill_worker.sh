@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# kill_worker.sh — a worker killed with SIGKILL in the middle of a batch (DESIGN §4, §6):
+# the job, run in the background, is watched until an attempt is open; its worker is
+# killed. Then: the killed attempt (and its batch-mate) end as `crash`, the grain runs again
+# with generation+1 and succeeds, the split batch charges nobody (no failure row), and the
+# job's exports equal those of an uninterrupted run of the same pipeline.
+source "$(dirname "$0")/lib.sh"
+
+printf '%s\n' 'alpha beta' 'gamma' 'delta epsilon zeta' > "$T/in.txt"
+cat > "$T/nap.orch" <<'EOF'
+pipeline nap
+domain doc
+domain w in doc
+source doc.line = lines("in.txt")
+call cut  = split(sep=" ")
+call nap  = sleep(ms=600)   with workers=2, batch=2
+call up   = upper()
+call join = concat(sep="+")
+w.raw = expand cut(doc.line)
+w.nap = nap(w.raw)
+w.up  = up(w.nap)
+doc.j = reduce join(w.up)
+output doc.j
+output w.up
+EOF
+
+run_job "$T/nap.orch" "$T/clean"
+job_done "$T/clean"
+
+J=$T/killed
+"$ORCH" run "$T/nap.orch" --job "$J" --progress none 2> "$T/run.log" &
+pid=$!
+victim=""
+open_attempt() {
+  [ -f "$J/state.db" ] || return 1
+  victim=$(qlive "$J" "SELECT a.id || ' ' || a.worker_pid FROM attempt a
+                       JOIN grain g ON g.id = a.grain_id JOIN call c ON c.id = g.call_id
+                       WHERE c.name = 'nap' AND a.outcome IS NULL ORDER BY a.id LIMIT 1" \
+           2> /dev/null) && [ -n "$victim" ]
+}
+wait_until 20 "an open attempt of nap" open_attempt
+read -r attempt_id worker_pid <<< "$victim"
+kill -9 "$worker_pid"
+wait "$pid" || { cat "$T/run.log" >&2; fail "orch run exited $? after a worker was killed"; }
+job_done "$J"
+
+expect_eq "the killed attempt ended as a crash" "crash" \
+  "$(q "$J" "SELECT outcome FROM attempt WHERE id = $attempt_id")"
+read -r grain_id gen batch <<< "$(q "$J" "SELECT grain_id, generation, batch FROM attempt
+                                         WHERE id = $attempt_id" | tr '|' ' ')"
+expect_eq "its batch held two grains, both crashed with the worker" "2|crash|$worker_pid" \
+  "$(q "$J" "SELECT count(*), group_concat(DISTINCT outcome), group_concat(DISTINCT worker_pid)
+             FROM attempt WHERE batch = $batch")"
+expect_eq "the grain ran again with generation+1 and succeeded" "$((gen + 1))|ok" \
+  "$(q "$J" "SELECT generation, outcome FROM attempt WHERE grain_id = $grain_id AND id > $attempt_id")"
+expect_eq "the grain is sealed ok at generation+1" "sealed|ok|$((gen + 1))" \
+  "$(q "$J" "SELECT phase, outcome, generation FROM grain WHERE id = $grain_id")"
+expect_eq "a split batch charges nobody" 0 "$(q "$J" "SELECT count(*) FROM failure")"
+expect_eq "no other worker was harmed" 0 \
+  "$(q "$J" "SELECT count(*) FROM attempt WHERE outcome <> 'ok' AND batch <> $batch")"
+expect_eq "a later attempt ran on another process" 1 \
+  "$(q "$J" "SELECT count(*) > 0 FROM attempt a JOIN grain g ON g.id = a.grain_id
+             JOIN call c ON c.id = g.call_id WHERE c.name = 'nap' AND a.worker_pid <> $worker_pid")"
+
+for port in doc.j w.up; do
+  expect_eq "export $port equals the uninterrupted run's" "$("$ORCH" export "$T/clean" $port --all)" \
+    "$("$ORCH" export "$J" $port --all)"
+done
+expect_eq "doc.j" "alpha beta|present|ALPHA+BETA
+gamma|present|GAMMA
+delta epsilon zeta|present|DELTA+EPSILON+ZETA" "$(states "$J" doc.j)"
+echo "kill_worker: ok"
