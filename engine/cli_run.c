@@ -17,6 +17,9 @@ static const char run_help[] =
     "Records that fail do not stop the job; the summary counts them.\n"
     "\n"
     "  --cpus N           CPU budget shared by the calls' workers (default: all online)\n"
+    "  --gpus N           GPU budget (default: the /dev/nvidiaN devices found); a worker\n"
+    "                     of a call with gpus=G is given its devices in\n"
+    "                     CUDA_VISIBLE_DEVICES\n"
     "  --max-unsealed N   admit new root entities only while fewer grains are unsealed\n"
     "                     (default 20000): bounds the driver's memory and the work in\n"
     "                     flight\n"
@@ -57,6 +60,11 @@ static int parse_opts(const char *cmd, int argc, char **argv, struct orch_run_op
             o->cpus = strtod(v, &end);
             if (*end || o->cpus <= 0)
                 return orch_cli_usage_error("%s: --cpus needs a positive number", cmd), -1;
+            i++;
+        } else if (strcmp(a, "--gpus") == 0 && v) {
+            o->gpus = strtod(v, &end);
+            if (*end || o->gpus <= 0)
+                return orch_cli_usage_error("%s: --gpus needs a positive number", cmd), -1;
             i++;
         } else if (strcmp(a, "--max-unsealed") == 0 && v) {
             o->max_unsealed = strtoll(v, &end, 10);

@@ -66,6 +66,8 @@ struct callrt;
 
 struct batch {
     uint64_t id;
+    uint64_t bytes;              /* input bytes so far (only with batch_bytes) */
+    orch_payload_rtxn *rtxn;     /* for input sizes while reserving; ended after */
     struct callrt *cr;
     orch_worker *worker;
     int n;
@@ -86,7 +88,8 @@ struct callrt {
     orch_worker **idle;
     int nidle, cidle;
     struct batch *inflight; /* sent or about to be sent */
-    double cpus;
+    double cpus, gpus; /* held from the budgets while a batch runs */
+    char **devices;    /* per worker: its CUDA_VISIBLE_DEVICES, or NULL */
     int64_t done_ok;
 };
 
@@ -116,6 +119,7 @@ struct driver {
     struct batch *to_send; /* reserved this turn, sent after the commit */
     uint64_t next_batch;
     double cpu_total, cpu_busy;
+    double gpu_total, gpu_busy;
     int64_t max_unsealed;
     int fatal;             /* first fatal error; the loop stops */
     bool interrupted;
@@ -126,6 +130,20 @@ struct driver {
     bool live;
     int live_lines;
 };
+
+/* Resources (DESIGN §5): a call's worker holds the call's cpus and gpus from the
+ * engine's budgets while it runs a batch; a batch is reserved only when they fit. */
+static bool fits(const struct driver *d, const struct callrt *cr)
+{
+    return (cr->cpus <= 0 || d->cpu_busy + cr->cpus <= d->cpu_total + 1e-9) &&
+           (cr->gpus <= 0 || d->gpu_busy + cr->gpus <= d->gpu_total + 1e-9);
+}
+
+static void release(struct driver *d, const struct callrt *cr)
+{
+    d->cpu_busy -= cr->cpus;
+    d->gpu_busy -= cr->gpus;
+}
 
 static int64_t now_ms(void)
 {
@@ -267,7 +285,7 @@ static int batch_failed(struct driver *d, struct callrt *cr, struct batch *b,
             rc = requeue(d, s->g, true);
         }
     }
-    d->cpu_busy -= cr->cpus;
+    release(d, cr);
     return rc;
 }
 
@@ -338,7 +356,7 @@ static void on_report(void *ctx, orch_pool *pool, orch_worker *w,
                  orch_worker_pid(w), r->nrec, b->n);
         rc = batch_failed(d, cr, b, ORCH_FAILURE_ERROR, why);
     } else {
-        d->cpu_busy -= cr->cpus;
+        release(d, cr);
         for (int i = 0; i < b->n && rc == 0; i++) {
             struct slot *s = &b->slot[i];
             const struct orch_wire_answer *a = &r->rec[i];
@@ -511,9 +529,34 @@ static bool sources_done(const struct driver *d)
 static int batch_add(struct driver *d, struct callrt *cr, struct batch *b, const struct qent *e,
                      orch_worker *w)
 {
+    int rc = orch_prop_inputs(d->prop, &e->g, &d->inputs);
+    if (rc < 0)
+        return rc;
+    if (cr->c->opts.batch_bytes > 0) {
+        /* batch_bytes: the batch is cut before the grain whose inputs would pass it (a
+         * grain bigger than the limit still runs, alone). Sizes come from LMDB without
+         * copying; the driver's read transaction lives for one reservation. */
+        uint64_t bytes = 0;
+        for (size_t k = 0; k < d->inputs.nvals && rc == 0; k++) {
+            const void *data;
+            size_t len = 0;
+            if (!d->inputs.vals[k].present)
+                continue;
+            if (!b->rtxn)
+                rc = orch_payload_read_begin(d->job->payloads, &b->rtxn);
+            if (rc == 0)
+                rc = orch_payload_read(b->rtxn, d->inputs.vals[k].payload, &data, &len);
+            bytes += len;
+        }
+        if (rc < 0)
+            return rc;
+        if (b->n > 0 && b->bytes + bytes > (uint64_t)cr->c->opts.batch_bytes)
+            return 1;
+        b->bytes += bytes;
+    }
     /* IN_FLIGHT now, unless the grain left READY meanwhile (sealed by a barrier). */
     sqlite3_stmt *st;
-    int rc = orch_store_prepare(d->job->store, "UPDATE grain SET phase = 'in_flight' "
+    rc = orch_store_prepare(d->job->store, "UPDATE grain SET phase = 'in_flight' "
                                                "WHERE id = ? AND phase = 'ready' "
                                                "AND generation = ?", &st);
     if (rc < 0)
@@ -543,8 +586,6 @@ static int batch_add(struct driver *d, struct callrt *cr, struct batch *b, const
     if (rc < 0)
         return rc;
     s->attempt_row = sqlite3_last_insert_rowid(orch_store_db(d->job->store));
-    if ((rc = orch_prop_inputs(d->prop, &s->g, &d->inputs)) < 0)
-        return rc;
     s->first_input = d->inputs.first_input;
     /* Append the wire record; its pointers are fixed up when the batch is complete. */
     struct orch_wire_record *r = &b->rec[b->n];
@@ -599,6 +640,10 @@ static int reserve(struct driver *d, struct callrt *cr, orch_worker *w, struct b
              * added), a solo entry right behind it must still end the batch. */
             bool solo = e->solo;
             rc = batch_add(d, cr, b, e, w); /* a stale entry is consumed, not added */
+            if (rc == 1) { /* batch_bytes reached: this entry waits for the next batch */
+                rc = 0;
+                break;
+            }
             i++;
             if (solo)
                 break;
@@ -617,6 +662,8 @@ static int reserve(struct driver *d, struct callrt *cr, orch_worker *w, struct b
         q->len -= i - q->head;
         q->head = i;
     }
+    orch_payload_read_end(b->rtxn);
+    b->rtxn = NULL;
     if (rc < 0 || b->n == 0) {
         batch_free(b);
         return rc;
@@ -643,7 +690,7 @@ static int dispatch(struct driver *d)
     for (int ci = d->ncalls - 1; ci >= 0; ci--) {
         struct callrt *cr = &d->calls[ci];
         while (cr->pool && cr->nidle > 0 && cr->q.len > 0 &&
-               (cr->cpus <= 0 || d->cpu_busy + cr->cpus <= d->cpu_total + 1e-9)) {
+               fits(d, cr)) {
             int rc = txn(d);
             orch_worker *w = cr->idle[cr->nidle - 1];
             struct batch *b;
@@ -655,6 +702,7 @@ static int dispatch(struct driver *d)
                 continue; /* every entry taken was stale */
             cr->nidle--;
             d->cpu_busy += cr->cpus;
+            d->gpu_busy += cr->gpus;
             b->next = d->to_send;
             d->to_send = b;
         }
@@ -686,7 +734,7 @@ static void send_batches(struct driver *d)
                 if (rc == 0)
                     rc = requeue(d, b->slot[i].g, false);
             }
-            d->cpu_busy -= cr->cpus;
+            release(d, cr);
             if (rc < 0)
                 set_fatal(d, rc);
             batch_free(b);
@@ -825,6 +873,45 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 
 /* ---- set-up and the loop --------------------------------------------------------------- */
 
+/* The GPUs of this machine: /dev/nvidia0, /dev/nvidia1, ... */
+static double detect_gpus(void)
+{
+    int n = 0;
+    char path[32];
+    for (;; n++) {
+        snprintf(path, sizeof path, "/dev/nvidia%d", n);
+        if (access(path, F_OK) != 0)
+            return n;
+    }
+}
+
+/* Gives each worker of a GPU call its devices through CUDA_VISIBLE_DEVICES: a worker that
+ * holds g GPUs gets ceil(g) consecutive devices, workers packed in order, wrapping around
+ * the machine's devices (fractional calls share a device). */
+static int assign_devices(struct driver *d, struct callrt *cr)
+{
+    int ndev = (int)d->gpu_total;
+    if (ndev < 1)
+        ndev = 1;
+    int per = (int)(cr->gpus + 0.999999);
+    if (per < 1)
+        per = 1;
+    cr->devices = calloc((size_t)cr->c->opts.workers + 1, sizeof *cr->devices);
+    if (!cr->devices)
+        return -ENOMEM;
+    for (int w = 0; w < cr->c->opts.workers; w++) {
+        char buf[256] = "";
+        size_t len = 0;
+        int first = (int)((double)w * cr->gpus) % ndev;
+        for (int k = 0; k < per && k < ndev && len < sizeof buf - 8; k++)
+            len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%d", k ? "," : "",
+                                    (first + k) % ndev);
+        if (!(cr->devices[w] = strdup(buf)))
+            return -ENOMEM;
+    }
+    return 0;
+}
+
 static int start_pools(struct driver *d)
 {
     struct orch_pool_callbacks cb = {.idle = on_idle, .report = on_report, .lost = on_lost};
@@ -836,6 +923,16 @@ static int start_pools(struct driver *d)
             continue; /* unused call: no pool */
         cr->s = orch_plan_stmt(d->plan, cr->c->stmt);
         cr->cpus = cr->c->opts.cpus > d->cpu_total ? d->cpu_total : cr->c->opts.cpus;
+        cr->gpus = cr->c->opts.gpus;
+        if (cr->gpus > 0 && d->gpu_total <= 0)
+            return orch_error_set(ORCH_EPLAN, "call %s needs gpus=%g but no GPU was found "
+                                              "(give the budget with --gpus N)",
+                                  cr->c->name, cr->gpus);
+        if (cr->gpus > d->gpu_total)
+            cr->gpus = d->gpu_total;
+        int rc;
+        if (cr->gpus > 0 && (rc = assign_devices(d, cr)) < 0)
+            return rc;
         struct orch_pool_config pc = {
             .exe = d->exe,
             .payload_dir = NULL,
@@ -844,11 +941,12 @@ static int start_pools(struct driver *d)
             .nworkers = cr->c->opts.workers,
             .timeout_ms = cr->c->opts.timeout_ms,
             .max_init_failures = 3,
+            .cuda_visible_devices = (const char *const *)cr->devices,
         };
         char dir[4096];
         snprintf(dir, sizeof dir, "%s/payloads", d->job->dir);
         pc.payload_dir = dir;
-        int rc = orch_pool_new(d->base, &pc, &cb, d, &cr->pool);
+        rc = orch_pool_new(d->base, &pc, &cb, d, &cr->pool);
         if (rc < 0)
             return rc;
     }
@@ -934,6 +1032,9 @@ static void driver_free(struct driver *d, bool clean)
         }
         free(cr->q.v);
         free(cr->idle);
+        for (int w = 0; cr->devices && w < cr->c->opts.workers; w++)
+            free(cr->devices[w]);
+        free(cr->devices);
     }
     while (d->to_send) {
         struct batch *b = d->to_send;
@@ -971,6 +1072,7 @@ int orch_driver_run(struct orch_job *job, const struct orch_run_opts *opts,
     d.cpu_total = opts->cpus > 0 ? opts->cpus : (double)sysconf(_SC_NPROCESSORS_ONLN);
     if (d.cpu_total < 1)
         d.cpu_total = 1;
+    d.gpu_total = opts->gpus > 0 ? opts->gpus : detect_gpus();
     d.live = opts->progress == ORCH_PROGRESS_LIVE ||
              (opts->progress == ORCH_PROGRESS_AUTO && isatty(fileno(opts->out ? opts->out
                                                                             : stderr)));

@@ -851,19 +851,61 @@ int orch_prop_barred(orch_prop *p, const struct orch_grain_ref *g, bool *sealed)
                 sealed);
 }
 
+/* The state that the outputs of aligned expand `stmt` on `parent` take on the children:
+ * -1 while its grain is unsealed (it runs once the plain expansion is terminal), else the
+ * item state of its outcome. */
+static int aligned_sealed_state(orch_prop *p, int stmt, int64_t parent, int *state)
+{
+    const struct orch_stmt *s = orch_plan_stmt(p->plan, stmt);
+    sqlite3_stmt *st;
+    int rc = prep(p, "SELECT outcome FROM grain WHERE call_id = ? AND entity_id = ?", &st);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int(st, 1, s->call);
+    sqlite3_bind_int64(st, 2, parent);
+    *state = -1;
+    if ((rc = orch_store_step(p->store, st)) == 1 && sqlite3_column_type(st, 0) != SQLITE_NULL)
+        *state = outcome_item_state(
+            orch_grain_outcome_parse((const char *)sqlite3_column_text(st, 0)));
+    sqlite3_reset(st);
+    return rc < 0 ? rc : 0;
+}
+
 /* An expand answered OK: publish its children, their items, then the expansion. */
 static int expand_ok(orch_prop *p, int stmt, int64_t parent, const struct orch_wire_answer *a)
 {
     const struct orch_stmt *s = orch_plan_stmt(p->plan, stmt);
+    const struct dom_topo *t = &p->dom[s->target];
     int rc = 0;
+    /* An aligned expand into the same domain may already be sealed without running (a
+     * Failed or Suppressed input, a barrier) before these children existed: its outputs
+     * on them take its state now, or their consumers would wait forever. */
+    int (*aligned)[2] = NULL; /* (statement, item state) */
+    int naligned = 0;
+    for (int i = 0; i < t->nexp && rc == 0; i++) {
+        int dep = t->exp_deps[i], st;
+        if (orch_plan_stmt(p->plan, dep)->op != ORCH_OP_EXPAND_ALIGNED ||
+            (rc = aligned_sealed_state(p, dep, parent, &st)) < 0 || st < 0)
+            continue;
+        if (!aligned && !(aligned = calloc((size_t)t->nexp, sizeof *aligned)))
+            return -ENOMEM;
+        aligned[naligned][0] = dep;
+        aligned[naligned++][1] = st;
+    }
     for (uint32_t c = 0; c < a->nchild && rc == 0; c++) {
         int64_t e;
         if ((rc = entity_publish(p, s->target, parent, c, NULL, &e)) < 0)
-            return rc;
+            break;
         for (int o = 0; o < s->nout && rc == 0; o++)
             rc = item_resolve(p, s->out[o], e, ORCH_ITEM_PRESENT,
                               a->payload[(size_t)c * a->nout + (size_t)o]);
+        for (int k = 0; k < naligned && rc == 0; k++) {
+            const struct orch_stmt *as = orch_plan_stmt(p->plan, aligned[k][0]);
+            for (int o = 0; o < as->nout && rc == 0; o++)
+                rc = item_resolve(p, as->out[o], e, aligned[k][1], 0);
+        }
     }
+    free(aligned);
     if (rc == 0)
         rc = expansion_resolve(p, stmt, parent, ORCH_EXPANSION_SUCCEEDED, (int)a->nchild);
     return rc;

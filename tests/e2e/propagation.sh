@@ -215,4 +215,46 @@ DOCFAIL m/1/0|present|DOCFAIL m
 expect_eq "c.bad carries the Failed state" "DOCFAIL m/0/0|failed
 DOCFAIL m/1/0|failed" "$(states "$J" c.bad | grep '^DOCFAIL' | cut -d'|' -f1,2)"
 expect_eq "c.slow reached every grandchild" "$(states "$J" c.doc)" "$(states "$J" c.slow)"
+
+# ---- an aligned expand sealed without running before the children exist ------------------
+# Its input fails at once while the plain expansion waits 300 ms (sleep orders the inputs;
+# the states asserted are the same whichever comes first). Its outputs on the children
+# published later must take its state, or their consumers wait forever.
+printf '%s\n' '300 x,y z' '0 a,b c,d' > "$T/al.txt"
+cat > "$T/al.orch" <<'EOF'
+pipeline al
+domain doc
+domain w in doc
+source doc.line = lines("al.txt")
+call slow = sleep()
+call bad  = fail_if(contains="x", kind=record)
+call cut  = split(sep=" ")
+call cutc = split(sep=",")
+call z    = identity()
+call j    = concat(sep="+")
+doc.slow = slow(doc.line)
+doc.bad  = bad(doc.line)
+w.raw = expand cut(doc.slow)
+w.alt = expand aligned cutc(doc.bad)
+w.z   = z(w.alt)
+doc.j = reduce j(w.z)
+EOF
+A=$T/al
+run_job "$T/al.orch" "$A"
+job_done "$A"
+expect_eq "al: w.alt" "300 x,y z/0|suppressed|
+300 x,y z/1|suppressed|
+300 x,y z/2|suppressed|
+0 a,b c,d/0|present|0 a
+0 a,b c,d/1|present|b c
+0 a,b c,d/2|present|d" "$(states "$A" w.alt)"
+expect_eq "al: w.z" "300 x,y z/0|suppressed|
+300 x,y z/1|suppressed|
+300 x,y z/2|suppressed|
+0 a,b c,d/0|present|0 a
+0 a,b c,d/1|present|b c
+0 a,b c,d/2|present|d" "$(states "$A" w.z)"
+expect_eq "al: doc.j" "300 x,y z|suppressed|
+0 a,b c,d|present|0 a+b c+d" "$(states "$A" doc.j)"
+expect_eq "al: cutc never ran on the failed doc" 0 "$(attempts "$A" cutc '300 x,y z')"
 echo "propagation: ok"
