@@ -348,7 +348,19 @@ static void on_report(void *ctx, orch_pool *pool, orch_worker *w,
         return;
     }
     int rc = txn(d);
-    if (rc == 0 && r->status != 0) {
+    if (rc == 0 && r->status == ORCH_WIRE_STATUS_STORAGE) {
+        /* The payload store is full or broken: no retry can help. The grains go back to
+         * READY uncharged, and the job stops so the user can make room and resume. */
+        for (int i = 0; i < b->n && rc == 0; i++) {
+            rc = attempt_end(d, b->slot[i].attempt_row, ORCH_ATTEMPT_ERROR, r->message);
+            if (rc == 0)
+                rc = requeue(d, b->slot[i].g, false);
+        }
+        release(d, cr);
+        if (rc == 0)
+            rc = orch_error_set(-ENOSPC, "call %s could not store its outputs: %s",
+                                cr->c->name, r->message);
+    } else if (rc == 0 && r->status != 0) {
         rc = batch_failed(d, cr, b, ORCH_FAILURE_ERROR, r->message);
     } else if (rc == 0 && r->nrec != (uint32_t)b->n) {
         char why[128];
@@ -992,6 +1004,11 @@ static int commit_turn(struct driver *d)
 
 static int turn(struct driver *d)
 {
+    /* A fatal error met while applying a report may have left the turn's transaction
+     * half done: it is rolled back (by the caller), never committed. What it held was in
+     * flight and runs again on resume. */
+    if (d->fatal)
+        return d->fatal;
     int rc = admit(d);
     if (rc == 0)
         rc = dispatch(d);

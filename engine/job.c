@@ -147,17 +147,43 @@ static void remove_tree(const char *dir)
     rmdir(dir);
 }
 
+void orch_job_payload_opts(struct orch_payload_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->nosync = true;
+    const char *max = getenv("ORCH_PAYLOAD_MAX_MAP");
+    if (max && *max) {
+        o->max_map_size = (size_t)strtoull(max, NULL, 10);
+        if (o->max_map_size && o->max_map_size < ORCH_PAYLOAD_DEFAULT_MAP_SIZE)
+            o->map_size = o->max_map_size;
+    }
+}
+
+/* For fault tests: ORCH_STATE_MAX_PAGES caps state.db at that many pages, as a full disk
+ * would (SQLite then fails with SQLITE_FULL). */
+static int state_cap(orch_store *s)
+{
+    const char *max = getenv("ORCH_STATE_MAX_PAGES");
+    if (!max || !*max)
+        return 0;
+    char sql[64];
+    snprintf(sql, sizeof sql, "PRAGMA max_page_count = %lld", strtoll(max, NULL, 10));
+    return orch_store_exec(s, sql);
+}
+
 static int open_stores(struct orch_job *job, int store_flags)
 {
     char *db = path_join(job->dir, "state.db");
     char *pl = path_join(job->dir, "payloads");
     int rc = -ENOMEM;
     if (db && pl) {
+        struct orch_payload_opts popts;
+        orch_job_payload_opts(&popts);
         rc = orch_store_open(db, store_flags, &job->store);
+        if (rc == 0 && !(store_flags & ORCH_STORE_READONLY))
+            rc = state_cap(job->store);
         if (rc == 0)
-            /* nosync: the driver syncs once per turn (group commit), see driver.c. */
-            rc = orch_payload_open(pl, &(struct orch_payload_opts){.nosync = true},
-                                   &job->payloads);
+            rc = orch_payload_open(pl, &popts, &job->payloads);
     }
     free(db);
     free(pl);

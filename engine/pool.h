@@ -120,6 +120,11 @@ struct orch_wire_answer {
 /* A worker's report for one batch. status 0: every record answered (rec[0..nrec-1], in
  * batch order). status 1: run() failed — an attempt failure of the whole batch; message
  * says why and nrec is 0. */
+/* Report statuses. */
+#define ORCH_WIRE_STATUS_OK 0
+#define ORCH_WIRE_STATUS_FAILED 1  /* run() failed: an attempt failure of the batch */
+#define ORCH_WIRE_STATUS_STORAGE 2 /* the outputs could not be stored: the job must stop */
+
 struct orch_wire_report {
     uint64_t batch;
     int status;

@@ -536,12 +536,12 @@ int orch_wire_get_report(const struct orch_wire_frame *f, struct orch__arena *a,
         return d.rc;
     out->batch = dec_u64(&d, "batch");
     uint8_t status = dec_u8(&d, "status");
-    if (d.rc == 0 && status > 1)
-        dec_fail(&d, "status is neither 0 nor 1");
+    if (d.rc == 0 && status > ORCH_WIRE_STATUS_STORAGE)
+        dec_fail(&d, "status is not 0, 1 or 2");
     out->status = status;
     out->message = dec_str(&d, a, "message");
     out->nrec = dec_u32(&d, "nrec");
-    if (d.rc == 0 && status == 1 && out->nrec != 0)
+    if (d.rc == 0 && status != 0 && out->nrec != 0)
         dec_fail(&d, "a failed batch carries answers");
     if (!dec_fits(&d, out->nrec, WIRE_ANSWER_MIN, "nrec"))
         return d.rc;

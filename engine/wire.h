@@ -25,7 +25,10 @@
  *   REPORT   ← u64 batch | u8 status | str message | u32 nrec | nrec × answer
  *              answer := u64 grain | u32 generation | u8 outcome | str message
  *                        | u32 nchild | u32 nout | nchild*nout × u64 payload
- *              (status 1: nrec == 0; an answer other than OK has nchild == nout == 0)
+ *              (status 1: run() failed, an attempt failure of the batch; status 2: the
+ *              outputs could not be stored (payload store full or broken), not the
+ *              batch's fault: the driver stops the job; for both, nrec == 0; an answer
+ *              other than OK has nchild == nout == 0)
  *
  * Decoding is strict: a wrong type, a body shorter or longer than its fields say, a count
  * that cannot fit in the bytes left, an enum out of range, a NUL inside a string, an id 0

@@ -8,6 +8,7 @@
  * 1 after an init failure or a protocol error, 2 for a bad FD argument.
  */
 #define _GNU_SOURCE
+#include "orch_job.h"
 #include "pool.h"
 
 #include "orch_error.h"
@@ -177,7 +178,8 @@ static int worker_init(struct worker *w)
     /* Commits are not synced here: the driver makes every payload of a turn durable with
      * one sync before it commits the reports that name them (group commit). A crash of
      * this process loses nothing: LMDB's commit is in the page cache either way. */
-    struct orch_payload_opts popts = {.nosync = true};
+    struct orch_payload_opts popts;
+    orch_job_payload_opts(&popts);
     rc = orch_payload_open(c->payload_dir, &popts, &w->store);
     if (rc < 0)
         return initfail(w, "cannot open the payload store: %s",
@@ -386,6 +388,8 @@ static int store_outputs(struct worker *w, const struct orch_wire_batch *b, stru
     if (rc < 0) {
         snprintf(msg, msgsz, "storing %zu outputs: %s", total,
                  *orch_error_detail() ? orch_error_detail() : orch_strerror(rc));
+        /* Not the batch's fault: retrying it cannot help, so the driver must stop. */
+        rep->status = ORCH_WIRE_STATUS_STORAGE;
         return -1;
     }
     k = 0;

@@ -117,23 +117,35 @@ pipeline poison
 domain doc
 source doc.line = lines("batch.txt")
 call cr = fail_if(contains="POISON", kind=crash) with batch=8, retries=2
-doc.out = cr(doc.line)
+call hb = fail_if(contains="POISON", kind=hang)  with batch=8, retries=0, timeout=300ms
+doc.out  = cr(doc.line)
+doc.hout = hb(doc.line)
 EOF
 P=$T/poison
 run_job "$T/poison.orch" "$P"
 job_done "$P"
 # The 8 roots are admitted before the worker says hello, so the first batch holds all 8.
-expect_eq "poison: the first batch held all 8 grains and crashed" "8|crash" \
-  "$(q "$P" "SELECT count(*), group_concat(DISTINCT outcome) FROM attempt
-             WHERE batch = (SELECT min(batch) FROM attempt)")"
-expect_eq "poison: every later batch holds one grain" 0 \
-  "$(q "$P" "SELECT count(*) FROM (SELECT batch FROM attempt WHERE batch > (SELECT min(batch)
-             FROM attempt) GROUP BY batch HAVING count(*) > 1)")"
+for c in cr:crash hb:timeout; do
+  expect_eq "poison ${c%:*}: the first batch held all 8 grains and failed" "8|${c#*:}" \
+    "$(q "$P" "SELECT count(*), group_concat(DISTINCT a.outcome) FROM attempt a
+               JOIN grain g ON g.id = a.grain_id JOIN call c ON c.id = g.call_id
+               WHERE c.name = '${c%:*}' AND a.batch = (SELECT min(a2.batch) FROM attempt a2
+               JOIN grain g2 ON g2.id = a2.grain_id WHERE g2.call_id = c.id)")"
+  expect_eq "poison ${c%:*}: every later batch holds one grain" 1 \
+    "$(q "$P" "SELECT max(n) FROM (SELECT count(*) AS n FROM attempt a JOIN grain g
+               ON g.id = a.grain_id JOIN call c ON c.id = g.call_id AND c.name = '${c%:*}'
+               GROUP BY a.batch ORDER BY a.batch LIMIT -1 OFFSET 1)")"
+done
 J=$P
 for i in 1 2 3 4 6 7 8; do
   expect_eq "poison: rec$i" "0:crash 1:ok" "$(attempts_of cr rec$i)"
   expect_eq "poison: rec$i not charged" "" "$(failures_of cr rec$i)"
+  expect_eq "poison hang: rec$i" "0:timeout 1:ok" "$(attempts_of hb rec$i)"
+  expect_eq "poison hang: rec$i not charged" "" "$(failures_of hb rec$i)"
 done
+expect_eq "poison hang: the poisonous one, retries=0: one charged timeout, exhausted" \
+  "0:timeout 1:timeout|1:timeout 1:exhausted" \
+  "$(attempts_of hb 'rec5 POISON')|$(failures_of hb 'rec5 POISON')"
 expect_eq "poison: the poisonous one, charged for its own 3 crashes only" \
   "0:crash 1:crash 2:crash 3:crash" "$(attempts_of cr 'rec5 POISON')"
 expect_eq "poison: its failure rows" "1:crash 2:crash 3:crash 3:exhausted" \

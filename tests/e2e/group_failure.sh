@@ -105,6 +105,36 @@ expect_eq "root: no barrier" 0 \
   "$(q "$J" "SELECT count(*) FROM suppression s JOIN call c ON c.id = s.call_id AND c.name = 'root'")"
 expect_eq "exactly two barriers in all" 2 "$(q "$J" "SELECT count(*) FROM suppression")"
 
+# ---- an elastic batch mixing parents: the barrier stops at its parent --------------------
+# cut expands both docs in one batch, so grp's first batch holds all 5 children of both.
+printf '%s\n' 'a GRP b' 'c d' > "$T/mix.txt"
+cat > "$T/mix.orch" <<'EOF'
+pipeline mix
+domain doc
+domain w in doc
+source doc.line = lines("mix.txt")
+call cut = split(sep=" ")                          with batch=8
+call grp = fail_if(contains="GRP", kind=group)  with batch=8
+w.raw = expand cut(doc.line)
+w.x   = grp(w.raw)
+EOF
+M=$T/mix
+run_job "$T/mix.orch" "$M"
+job_done "$M"
+expect_eq "mix: one batch, both parents" "5|2" \
+  "$(q "$M" "SELECT count(*), count(DISTINCT e.parent_id) FROM attempt a JOIN grain g
+             ON g.id = a.grain_id JOIN call c ON c.id = g.call_id AND c.name = 'grp'
+             JOIN entity e ON e.id = g.entity_id")"
+expect_eq "mix: items and attempt outcomes" "a GRP b/0|present|a|ok
+a GRP b/1|failed|fail_if: input contains \"GRP\"|group
+a GRP b/2|suppressed||suppressed
+c d/0|present|c|ok
+c d/1|present|d|ok" "$(states "$M" w.x | while IFS= read -r l; do
+  echo "$l|$(q "$M" "SELECT a.outcome FROM attempt a JOIN grain g ON g.id = a.grain_id
+                     JOIN call c ON c.id = g.call_id AND c.name = 'grp'
+                     JOIN entity_key k ON k.entity_id = g.entity_id
+                     WHERE k.key = '${l%%|*}'")"; done)"
+
 # ---- a sibling in flight under the barrier whose worker dies -----------------------------
 # doc 0 runs at once and shows grp's worker pids; one of them, P, is stopped (SIGSTOP)
 # while idle, before doc 1's children exist (doc 1 sleeps 1500 ms first). P is then handed
