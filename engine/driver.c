@@ -761,6 +761,46 @@ static void send_batches(struct driver *d)
  * interruption: not counted against retries), keeping their ready_seq; their open
  * attempts are closed as interrupted. Then the queues are rebuilt in ready_seq order,
  * which is the order they had. On a new job this finds nothing. */
+/* Grains that were in flight under a GroupFailure barrier: their reports would not have
+ * been committed, so they are sealed Suppressed now rather than put back to READY, which
+ * would dispatch them under the barrier (DESIGN §4). Inside recover's transaction. */
+static int recover_barred(struct driver *d)
+{
+    orch_store *st = d->job->store;
+    sqlite3_stmt *q = NULL;
+    int rc = orch_store_prepare(st, "SELECT g.id, g.call_id, g.entity_id, e.parent_id, "
+                                    "g.generation FROM grain AS g JOIN entity AS e "
+                                    "ON e.id = g.entity_id JOIN suppression AS s "
+                                    "ON s.call_id = g.call_id AND s.parent_id = e.parent_id "
+                                    "WHERE g.phase = 'in_flight'", &q);
+    struct orch_grain_ref *v = NULL;
+    size_t n = 0, cap = 0;
+    while (rc >= 0 && (rc = orch_store_step(st, q)) == 1) {
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            struct orch_grain_ref *nv = realloc(v, cap * sizeof *nv);
+            if (!nv) {
+                rc = -ENOMEM;
+                break;
+            }
+            v = nv;
+        }
+        v[n++] = (struct orch_grain_ref){.grain = sqlite3_column_int64(q, 0),
+                                         .call = sqlite3_column_int(q, 1),
+                                         .entity = sqlite3_column_int64(q, 2),
+                                         .parent = sqlite3_column_int64(q, 3),
+                                         .generation = (uint32_t)sqlite3_column_int64(q, 4)};
+    }
+    if (q)
+        sqlite3_reset(q);
+    for (size_t i = 0; i < n && rc >= 0; i++) {
+        bool sealed;
+        rc = orch_prop_barred(d->prop, &v[i], &sealed);
+    }
+    free(v);
+    return rc < 0 ? rc : 0;
+}
+
 static int recover(struct driver *d)
 {
     orch_store *st = d->job->store;
@@ -774,6 +814,8 @@ static int recover(struct driver *d)
         rc = orch_store_step(st, q);
         sqlite3_reset(q);
     }
+    if (rc >= 0)
+        rc = recover_barred(d);
     if (rc >= 0)
         rc = orch_store_exec(st, "UPDATE grain SET phase = 'ready', generation = generation + 1 "
                                  "WHERE phase = 'in_flight'");

@@ -426,12 +426,15 @@ static void test_semantic_refusals(void **state)
     assert_non_null(strstr(orch_error_detail(), "payload 0"));
     zero[sizeof zero - 9] = 2; /* present = 2 */
     assert_int_equal(decode_raw(ORCH_WIRE_BATCH, zero, sizeof zero), -EPROTO);
-    /* REPORT: status 2; then an outcome out of range; then a drop with payloads. */
+    /* REPORT: status 3 (unknown); status 2 (storage) is known; then an outcome out of
+     * range; then a drop with payloads. */
     uint8_t rep[] = {1, 0, 0, 0, 0, 0, 0, 0, /* batch */
-                     2,                      /* status */
+                     3,                      /* status */
                      0, 0, 0, 0,             /* message "" */
                      0, 0, 0, 0};            /* nrec */
     assert_int_equal(decode_raw(ORCH_WIRE_REPORT, rep, sizeof rep), -EPROTO);
+    rep[8] = ORCH_WIRE_STATUS_STORAGE;
+    assert_int_equal(decode_raw(ORCH_WIRE_REPORT, rep, sizeof rep), 0);
     rep[8] = 0;
     assert_int_equal(decode_raw(ORCH_WIRE_REPORT, rep, sizeof rep), 0);
     uint8_t ans[] = {1,
