@@ -30,5 +30,6 @@ int orch_cli_check(int argc, char **argv);
 int orch_cli_run(int argc, char **argv);
 int orch_cli_resume(int argc, char **argv);
 int orch_cli_export(int argc, char **argv);
+int orch_cli_retry(int argc, char **argv);
 
 #endif

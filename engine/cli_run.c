@@ -8,6 +8,7 @@
 
 #include "driver.h"
 #include "orch_error.h"
+#include "propagate.h"
 
 static const char run_help[] =
     "usage: orch run PIPELINE --job DIR [OPTIONS]\n"
@@ -182,6 +183,91 @@ int orch_cli_resume(int argc, char **argv)
                                                              : orch_strerror(rc));
         return ORCH_EXIT_FAIL;
     }
+    int status = drive(job, &o);
+    orch_job_close(job);
+    return status;
+}
+
+static const char retry_help[] =
+    "usage: orch retry DIR [--call C] [OPTIONS]\n"
+    "\n"
+    "After a fix (a UDF repaired, a file restored): re-opens the Failed grains of the job\n"
+    "(of call C only with --call), everything that was Suppressed because of them, and the\n"
+    "GroupFailure barriers they installed, with new generations; then resumes the job.\n"
+    "Earlier attempts and failures stay in the history (tables attempt and failure).\n"
+    "Options and exit status as for `orch run`.\n";
+
+static int no_ready_hook(void *ctx, const struct orch_grain_ref *g)
+{
+    return 0; /* the driver rebuilds its queues from the store when it starts */
+}
+
+int orch_cli_retry(int argc, char **argv)
+{
+    const char *call_name = NULL;
+    char *rest[64];
+    int nrest = 0;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
+            return fputs(retry_help, stdout), ORCH_EXIT_OK;
+        if (i > 0 && strcmp(argv[i], "--call") == 0) {
+            if (i + 1 == argc)
+                return orch_cli_usage_error("retry: --call needs a call name");
+            call_name = argv[++i];
+        } else if (nrest < 63) {
+            rest[nrest++] = argv[i];
+        }
+    }
+    struct orch_run_opts o = {0};
+    const char *pos[2];
+    int npos;
+    if (parse_opts("retry", nrest, rest, &o, NULL, pos, &npos) < 0)
+        return ORCH_EXIT_USAGE;
+    if (npos != 1)
+        return orch_cli_usage_error("retry: give one job directory");
+    struct orch_job *job;
+    orch_error_clear();
+    int rc = orch_job_open(pos[0], 0, &job);
+    if (rc < 0) {
+        fprintf(stderr, "orch: %s\n", orch_error_detail()[0] ? orch_error_detail()
+                                                             : orch_strerror(rc));
+        return ORCH_EXIT_FAIL;
+    }
+    int call = -1;
+    if (call_name && (call = orch_plan_find_call(job->plan, call_name)) < 0) {
+        fprintf(stderr, "orch: retry: the job has no call '%s'\n", call_name);
+        orch_job_close(job);
+        return ORCH_EXIT_FAIL;
+    }
+    /* Re-open in one transaction: either every fact of the retry is taken back, or none. */
+    sqlite3_stmt *q;
+    int64_t next_seq = 1, reopened = 0;
+    orch_prop *prop = NULL;
+    struct orch_prop_hooks hooks = {.ready = no_ready_hook};
+    if ((rc = orch_store_begin(job->store)) == 0 &&
+        (rc = orch_store_prepare(job->store, "SELECT next_ready_seq FROM job", &q)) == 0) {
+        if ((rc = orch_store_step(job->store, q)) == 1)
+            next_seq = sqlite3_column_int64(q, 0);
+        sqlite3_reset(q);
+    }
+    if (rc >= 0)
+        rc = orch_prop_new(job->plan, job->store, &hooks, next_seq, &prop);
+    if (rc >= 0)
+        rc = orch_prop_reopen_failed(prop, call, &reopened);
+    if (rc >= 0)
+        rc = orch_prop_flush(prop);
+    if (rc >= 0)
+        rc = orch_store_commit(job->store);
+    else if (orch_store_in_txn(job->store))
+        orch_store_rollback(job->store);
+    orch_prop_free(prop);
+    if (rc < 0) {
+        fprintf(stderr, "orch: retry: %s\n", orch_error_detail()[0] ? orch_error_detail()
+                                                                    : orch_strerror(rc));
+        orch_job_close(job);
+        return ORCH_EXIT_FAIL;
+    }
+    fprintf(stderr, "orch: retry: %lld grains re-opened\n", (long long)reopened);
     int status = drive(job, &o);
     orch_job_close(job);
     return status;

@@ -836,10 +836,15 @@ static int recover(struct driver *d)
     for (int c = 0; c < d->ncalls && rc >= 0; c++) {
         if (!d->calls[c].pool)
             continue;
+        /* Attempts charged against retries: the attempt failures since the grain's last
+         * terminal failure (a grain re-opened by `orch retry` starts afresh). */
         rc = orch_store_prepare(st, "SELECT g.id, g.entity_id, coalesce(e.parent_id, 0), "
                                     "g.generation, g.ready_seq, (SELECT count(*) FROM failure "
                                     "AS f WHERE f.grain_id = g.id AND f.kind IN ('error', "
-                                    "'crash', 'timeout')) FROM grain AS g JOIN entity AS e "
+                                    "'crash', 'timeout') AND f.generation > coalesce((SELECT "
+                                    "max(t.generation) FROM failure AS t WHERE t.grain_id = "
+                                    "g.id AND t.kind IN ('record', 'group', 'exhausted')), -1)) "
+                                    "FROM grain AS g JOIN entity AS e "
                                     "ON e.id = g.entity_id WHERE g.call_id = ? "
                                     "AND g.phase = 'ready' ORDER BY g.ready_seq", &q);
         if (rc < 0)
@@ -1176,6 +1181,11 @@ int orch_driver_run(struct orch_job *job, const struct orch_run_opts *opts,
         if ((rc = source_open(&d, &d.sources[i])) < 0)
             goto out;
     }
+    /* Before any worker writes: payloads left by a stopped driver's last turn. */
+    size_t reclaimed;
+    if ((rc = orch_job_reclaim(job, &reclaimed)) < 0)
+        goto out;
+    stats->reclaimed += (int64_t)reclaimed;
     if ((rc = start_pools(&d)) < 0 || (rc = recover(&d)) < 0)
         goto out;
     d.sigint = evsignal_new(d.base, SIGINT, on_signal, &d);
@@ -1212,6 +1222,11 @@ out:
         orch_store_rollback(job->store);
     stats->seconds = (double)(mono_ms() - d.started_ms) / 1000.0;
     driver_free(&d, rc == 0);
+    if (rc == 0) { /* the pools are closed: reclaim what stale reports left */
+        size_t late;
+        if ((rc = orch_job_reclaim(job, &late)) == 0)
+            stats->reclaimed += (int64_t)late;
+    }
     return rc;
 }
 
@@ -1249,9 +1264,10 @@ int orch_driver_summary(struct orch_job *job, const struct orch_run_stats *stats
                 (long long)count[i][ORCH_ITEM_SUPPRESSED]);
     if (stats)
         fprintf(out, "%lld reports committed in %lld batches, %lld attempt failures, "
-                     "%lld stale reports rejected, %.1fs\n",
+                     "%lld stale reports rejected, %lld orphaned payloads reclaimed, %.1fs\n",
                 (long long)stats->committed, (long long)stats->batches,
-                (long long)stats->attempts_failed, (long long)stats->stale, stats->seconds);
+                (long long)stats->attempts_failed, (long long)stats->stale,
+                (long long)stats->reclaimed, stats->seconds);
     free(count);
     return 0;
 }

@@ -60,6 +60,7 @@ struct orch_run_stats {
     int64_t suppressed;       /* reports of in-flight siblings discarded by a barrier */
     int64_t attempts_failed;  /* attempt failures (error, crash, timeout) */
     int64_t batches;
+    int64_t reclaimed;        /* payloads that no committed fact named, deleted */
     double seconds;
 };
 

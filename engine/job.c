@@ -289,6 +289,62 @@ fail:
     return rc;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+int orch_job_reclaim(struct orch_job *job, size_t *deleted)
+{
+    if (deleted)
+        *deleted = 0;
+    uint64_t *stored = NULL, *named = NULL, *gone = NULL;
+    size_t nstored = 0, nnamed = 0, cap = 0, ngone = 0;
+    int rc = orch_payload_ids(job->payloads, &stored, &nstored);
+    if (rc < 0 || nstored == 0)
+        goto out;
+    sqlite3_stmt *st;
+    if ((rc = orch_store_prepare(job->store, "SELECT payload_id FROM item "
+                                             "WHERE payload_id IS NOT NULL", &st)) < 0)
+        goto out;
+    while ((rc = orch_store_step(job->store, st)) == 1) {
+        if (nnamed == cap) {
+            cap = cap ? cap * 2 : 1024;
+            uint64_t *nv = realloc(named, cap * sizeof *nv);
+            if (!nv) {
+                rc = -ENOMEM;
+                break;
+            }
+            named = nv;
+        }
+        named[nnamed++] = (uint64_t)sqlite3_column_int64(st, 0);
+    }
+    sqlite3_reset(st);
+    if (rc < 0)
+        goto out;
+    qsort(named, nnamed, sizeof *named, cmp_u64);
+    if (!(gone = malloc(nstored * sizeof *gone))) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    /* Both lists ascending: one merge pass finds the stored ids nothing names. */
+    size_t j = 0;
+    for (size_t i = 0; i < nstored; i++) {
+        while (j < nnamed && named[j] < stored[i])
+            j++;
+        if (j == nnamed || named[j] != stored[i])
+            gone[ngone++] = stored[i];
+    }
+    if (ngone)
+        rc = orch_payload_delete_many(job->payloads, gone, ngone, deleted);
+out:
+    free(stored);
+    free(named);
+    free(gone);
+    return rc < 0 ? rc : 0;
+}
+
 void orch_job_close(struct orch_job *job)
 {
     if (!job)

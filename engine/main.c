@@ -17,6 +17,8 @@ static const struct orch_cli_command commands[] = {
     {"resume", "DIR", "continue a stopped or crashed job", orch_cli_resume},
     {"export", "DIR D.P [--all]", "items of a port as JSON lines, in entity order",
      orch_cli_export},
+    {"retry", "DIR [--call C]", "re-open Failed grains after a fix, then resume",
+     orch_cli_retry},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 

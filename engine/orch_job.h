@@ -52,6 +52,13 @@ int orch_job_open(const char *dir, int flags, struct orch_job **out);
  * past it, as on a full disk. */
 void orch_job_payload_opts(struct orch_payload_opts *o);
 
+/* Reclaims payloads that no committed item names: outputs of reports that were rejected
+ * (stale), or written by a worker whose report was never committed (the driver stopped
+ * first). Such payloads are never read (DESIGN §6, invariant 4). Must run while no worker
+ * of the job writes: the driver calls it before it starts its pools and after it closed
+ * them. *deleted (may be NULL) receives how many were removed. */
+int orch_job_reclaim(struct orch_job *job, size_t *deleted);
+
 /* Closes everything the job holds and frees it; releases the lock. NULL is ignored. */
 void orch_job_close(struct orch_job *job);
 

@@ -302,15 +302,22 @@ static int make_ready_in(orch_prop *p, int stmt, int64_t grain, int64_t e, int64
     const struct orch_stmt *s = orch_plan_stmt(p->plan, stmt);
     int rc;
     sqlite3_stmt *st;
+    /* RETURNING: a grain re-opened by `orch retry` is READY again at a later generation,
+     * which the scheduler must carry for its report to be accepted. */
     if ((rc = prep(p, "UPDATE grain SET phase = 'ready', ready_seq = ?, pending = 0 "
-                      "WHERE id = ?", &st)) < 0)
+                      "WHERE id = ? RETURNING generation", &st)) < 0)
         return rc;
     struct orch_grain_ref ref = {.grain = grain, .call = s->call, .entity = e,
                                  .parent = parent, .seq = p->next_seq++,
                                  .in0_state = in0_state, .in0 = in0};
     sqlite3_bind_int64(st, 1, ref.seq);
     sqlite3_bind_int64(st, 2, grain);
-    if ((rc = run(p, st)) < 0)
+    if ((rc = orch_store_step(p->store, st)) == 1) {
+        ref.generation = (uint32_t)sqlite3_column_int64(st, 0);
+        rc = orch_store_step(p->store, st); /* finish the statement */
+    }
+    sqlite3_reset(st);
+    if (rc < 0)
         return rc;
     return p->hooks.ready(p->hooks.ctx, &ref);
 }
@@ -1118,4 +1125,301 @@ void orch_prop_inputs_free(struct orch_prop_inputs *in)
     free(in->vals);
     in->vals = NULL;
     in->nvals = in->cap = 0;
+}
+
+/* ---- retry: re-opening Failed grains (orch retry) --------------------------------------
+ *
+ * A Failed grain's facts were terminal; `orch retry` is the one explicit exception
+ * (DESIGN §1). Re-opening grain G takes back, in one transaction, every fact that exists
+ * only because G failed: G's failed outputs (items, or the failed expansion), everything
+ * sealed Suppressed because of them, transitively, and the suppression barrier G's
+ * GroupFailure installed with the siblings it sealed. Those grains go back to WAITING
+ * with generation+1; their attempt and failure rows stay as history. Then each is
+ * evaluated again against the facts that remain: G itself becomes READY (its inputs are
+ * what they were), the others wait for G's new outputs, or are sealed again at once if
+ * another input is still Failed. */
+
+struct reopened {
+    int64_t *grain;
+    int n, cap;
+};
+
+static int reopen_push(struct reopened *L, int64_t grain)
+{
+    if (L->n == L->cap) {
+        L->cap = L->cap ? L->cap * 2 : 64;
+        int64_t *ng = realloc(L->grain, (size_t)L->cap * sizeof *ng);
+        if (!ng)
+            return -ENOMEM;
+        L->grain = ng;
+    }
+    L->grain[L->n++] = grain;
+    return 0;
+}
+
+static int reopen_grain(orch_prop *p, int stmt, int64_t grain, int64_t e, struct reopened *L);
+
+/* Grain (stmt, e) consumed a fact being taken back: re-open it if that fact sealed it,
+ * and re-evaluate it at the end either way. */
+static int reconsider(orch_prop *p, int stmt, int64_t e, struct reopened *L)
+{
+    const struct orch_stmt *s = orch_plan_stmt(p->plan, stmt);
+    struct grain_row g;
+    sqlite3_stmt *st;
+    int rc = grain_get(p, s->call, e, &g);
+    if (rc < 0)
+        return rc;
+    if (g.phase == ORCH_PHASE_WAITING)
+        return reopen_push(L, g.id);
+    if (g.phase != ORCH_PHASE_SEALED)
+        return 0;
+    if ((rc = prep(p, "SELECT outcome FROM grain WHERE id = ?", &st)) < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, g.id);
+    rc = orch_store_step(p->store, st);
+    bool suppressed = rc == 1 && strcmp((const char *)sqlite3_column_text(st, 0),
+                                        "suppressed") == 0;
+    sqlite3_reset(st);
+    if (rc < 0)
+        return rc;
+    return suppressed ? reopen_grain(p, stmt, g.id, e, L) : 0;
+}
+
+static int unresolve_item(orch_prop *p, int port, int64_t e, struct reopened *L)
+{
+    sqlite3_stmt *st;
+    int rc = prep(p, "DELETE FROM item WHERE port_id = ? AND entity_id = ? "
+                     "AND state IN ('failed', 'suppressed')", &st);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int(st, 1, port);
+    sqlite3_bind_int64(st, 2, e);
+    if ((rc = run(p, st)) < 0)
+        return rc;
+    if (sqlite3_changes(orch_store_db(p->store)) == 0)
+        return 0; /* present, dropped or not there: nothing of it is taken back */
+    const struct orch_port *pt = orch_plan_port(p->plan, port);
+    for (int i = 0; i < pt->nconsumers && rc == 0; i++) {
+        int c = pt->consumers[i];
+        const struct orch_stmt *s = orch_plan_stmt(p->plan, c);
+        if (s->op == ORCH_OP_BROADCAST) {
+            int64_t *ids;
+            int n;
+            if ((rc = descendants(p, e, pt->domain, s->target, &ids, &n)) < 0)
+                return rc;
+            for (int k = 0; k < n && rc == 0; k++)
+                rc = unresolve_item(p, s->out[0], ids[k], L);
+            free(ids);
+        } else if (s->op == ORCH_OP_REDUCE) {
+            int64_t parent = entity_parent(p, e, &rc);
+            if (rc == 0)
+                rc = reconsider(p, c, parent, L);
+        } else {
+            rc = reconsider(p, c, e, L);
+        }
+    }
+    return rc;
+}
+
+static int reopen_grain(orch_prop *p, int stmt, int64_t grain, int64_t e, struct reopened *L)
+{
+    const struct orch_stmt *s = orch_plan_stmt(p->plan, stmt);
+    sqlite3_stmt *st;
+    int rc = prep(p, "UPDATE grain SET phase = 'waiting', outcome = NULL, pending = 0, "
+                     "generation = generation + 1 WHERE id = ? AND phase = 'sealed'", &st);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, grain);
+    if ((rc = run(p, st)) < 0)
+        return rc;
+    if (sqlite3_changes(orch_store_db(p->store)) == 0)
+        return 0; /* already re-opened through another path */
+    p->unsealed++;
+    if ((rc = reopen_push(L, grain)) < 0)
+        return rc;
+    switch (s->op) {
+    case ORCH_OP_EXPAND: {
+        if ((rc = prep(p, "DELETE FROM expansion WHERE call_id = ? AND parent_id = ? "
+                          "AND state = 'failed'", &st)) < 0)
+            return rc;
+        sqlite3_bind_int(st, 1, s->call);
+        sqlite3_bind_int64(st, 2, e);
+        if ((rc = run(p, st)) < 0)
+            return rc;
+        const struct dom_topo *t = &p->dom[s->target];
+        for (int i = 0; i < t->nexp && rc == 0; i++)
+            rc = reconsider(p, t->exp_deps[i], e, L);
+        return rc;
+    }
+    case ORCH_OP_EXPAND_ALIGNED: {
+        int64_t *kids;
+        int n;
+        if ((rc = children_of(p, e, s->target, &kids, &n)) < 0)
+            return rc;
+        for (int c = 0; c < n && rc == 0; c++)
+            for (int o = 0; o < s->nout && rc == 0; o++)
+                rc = unresolve_item(p, s->out[o], kids[c], L);
+        free(kids);
+        return rc;
+    }
+    default:
+        for (int o = 0; o < s->nout && rc == 0; o++)
+            rc = unresolve_item(p, s->out[o], e, L);
+        return rc;
+    }
+}
+
+/* Evaluates a re-opened or waiting grain against the facts that exist now. */
+static int reevaluate(orch_prop *p, int64_t grain)
+{
+    sqlite3_stmt *st;
+    int rc = prep(p, "SELECT g.call_id, g.entity_id, g.phase, coalesce(e.parent_id, 0) "
+                     "FROM grain AS g JOIN entity AS e ON e.id = g.entity_id "
+                     "WHERE g.id = ?", &st);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, grain);
+    int call = -1, phase = -1;
+    int64_t e = 0, parent = 0;
+    if ((rc = orch_store_step(p->store, st)) == 1) {
+        call = sqlite3_column_int(st, 0);
+        e = sqlite3_column_int64(st, 1);
+        phase = orch_grain_phase_parse((const char *)sqlite3_column_text(st, 2));
+        parent = sqlite3_column_int64(st, 3);
+    }
+    sqlite3_reset(st);
+    if (rc < 0)
+        return rc;
+    if (phase != ORCH_PHASE_WAITING)
+        return 0; /* evaluated already (listed twice), or never re-opened */
+    int stmt = orch_plan_call(p->plan, call)->stmt;
+    const struct orch_stmt *s = orch_plan_stmt(p->plan, stmt);
+    int64_t pending = 0;
+    bool bad = false;
+    if (s->op == ORCH_OP_REDUCE) {
+        const struct orch_domain *c = orch_plan_domain(p->plan, reduce_child(p->plan, s));
+        int plain = orch_plan_stmt(p->plan, c->expand)->call;
+        if ((rc = prep(p, "SELECT state FROM expansion WHERE call_id = ? AND parent_id = ?",
+                       &st)) < 0)
+            return rc;
+        sqlite3_bind_int(st, 1, plain);
+        sqlite3_bind_int64(st, 2, e);
+        rc = orch_store_step(p->store, st);
+        int xs = rc == 1 ? orch_expansion_state_parse((const char *)sqlite3_column_text(st, 0))
+                         : -1;
+        sqlite3_reset(st);
+        if (rc < 0)
+            return rc;
+        if (xs < 0)
+            return set_pending(p, grain, -1);
+        if (xs == ORCH_EXPANSION_DROPPED)
+            return seal_norun(p, stmt, grain, e, ORCH_OUTCOME_DROPPED);
+        if (xs == ORCH_EXPANSION_FAILED)
+            return seal_norun(p, stmt, grain, e, ORCH_OUTCOME_SUPPRESSED);
+        return reduce_arm(p, stmt, e);
+    }
+    for (int i = 0; i < s->nin; i++) {
+        int state;
+        if ((rc = item_get(p, s->in[i].port, e, &state, NULL)) < 0)
+            return rc;
+        if (rc == 0)
+            pending++;
+        else if (state == ORCH_ITEM_FAILED || state == ORCH_ITEM_SUPPRESSED)
+            bad = true;
+    }
+    if (s->op == ORCH_OP_EXPAND_ALIGNED) {
+        const struct orch_domain *t = orch_plan_domain(p->plan, s->target);
+        int plain = orch_plan_stmt(p->plan, t->expand)->call;
+        if ((rc = prep(p, "SELECT state FROM expansion WHERE call_id = ? AND parent_id = ?",
+                       &st)) < 0)
+            return rc;
+        sqlite3_bind_int(st, 1, plain);
+        sqlite3_bind_int64(st, 2, e);
+        rc = orch_store_step(p->store, st);
+        int xs = rc == 1 ? orch_expansion_state_parse((const char *)sqlite3_column_text(st, 0))
+                         : -1;
+        sqlite3_reset(st);
+        if (rc < 0)
+            return rc;
+        if (xs < 0)
+            pending++;
+        else if (xs == ORCH_EXPANSION_FAILED)
+            bad = true;
+    }
+    if (bad)
+        return seal_norun(p, stmt, grain, e, ORCH_OUTCOME_SUPPRESSED);
+    if (pending > 0)
+        return set_pending(p, grain, pending);
+    return decide(p, stmt, grain, e, parent);
+}
+
+int orch_prop_reopen_failed(orch_prop *p, int call, int64_t *reopened)
+{
+    assert(orch_store_in_txn(p->store));
+    *reopened = 0;
+    struct reopened L = {0};
+    int64_t(*failed)[2] = NULL;
+    int nf = 0, cap = 0;
+    sqlite3_stmt *st;
+    int rc = prep(p, "SELECT id, entity_id, call_id FROM grain "
+                     "WHERE outcome = 'failed' AND (?1 < 0 OR call_id = ?1) ORDER BY id", &st);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int(st, 1, call);
+    int *calls = NULL;
+    while ((rc = orch_store_step(p->store, st)) == 1) {
+        if (nf == cap) {
+            cap = cap ? cap * 2 : 64;
+            void *nv = realloc(failed, (size_t)cap * sizeof *failed);
+            int *nc = realloc(calls, (size_t)cap * sizeof *nc);
+            if (nc)
+                calls = nc;
+            if (!nv || !nc) {
+                free(nv ? nv : failed);
+                failed = NULL;
+                rc = -ENOMEM;
+                break;
+            }
+            failed = nv;
+        }
+        failed[nf][0] = sqlite3_column_int64(st, 0);
+        failed[nf][1] = sqlite3_column_int64(st, 1);
+        calls[nf] = sqlite3_column_int(st, 2);
+        nf++;
+    }
+    sqlite3_reset(st);
+    for (int i = 0; i < nf && rc >= 0; i++) {
+        rc = 0;
+        int stmt = orch_plan_call(p->plan, calls[i])->stmt;
+        /* Its GroupFailure barrier, and the siblings it sealed, go too. */
+        int64_t parent = entity_parent(p, failed[i][1], &rc);
+        if (rc == 0 && parent) {
+            if ((rc = prep(p, "DELETE FROM suppression WHERE grain_id = ?", &st)) < 0)
+                break;
+            sqlite3_bind_int64(st, 1, failed[i][0]);
+            if ((rc = run(p, st)) < 0)
+                break;
+            if (sqlite3_changes(orch_store_db(p->store)) > 0) {
+                int64_t *kids;
+                int n;
+                const struct orch_stmt *s = orch_plan_stmt(p->plan, stmt);
+                if ((rc = children_of(p, parent, s->domain, &kids, &n)) < 0)
+                    break;
+                for (int k = 0; k < n && rc == 0; k++)
+                    if (kids[k] != failed[i][1])
+                        rc = reconsider(p, stmt, kids[k], &L);
+                free(kids);
+            }
+        }
+        if (rc == 0)
+            rc = reopen_grain(p, stmt, failed[i][0], failed[i][1], &L);
+    }
+    for (int i = 0; i < L.n && rc >= 0; i++)
+        rc = reevaluate(p, L.grain[i]);
+    if (rc >= 0)
+        *reopened = L.n;
+    free(L.grain);
+    free(failed);
+    free(calls);
+    return rc < 0 ? rc : 0;
 }

@@ -113,6 +113,12 @@ struct orch_prop_inputs {
 int orch_prop_inputs(orch_prop *p, const struct orch_grain_ref *g, struct orch_prop_inputs *in);
 void orch_prop_inputs_free(struct orch_prop_inputs *in);
 
+/* `orch retry`: re-opens the Failed grains (of call `call`, or of every call when -1),
+ * with everything sealed Suppressed because of them and the GroupFailure barriers they
+ * installed; see the essay above orch_prop_reopen_failed in propagate.c. *reopened
+ * receives how many grains were re-opened. Inside the caller's transaction. */
+int orch_prop_reopen_failed(orch_prop *p, int call, int64_t *reopened);
+
 /* Counters kept while applying facts: grains created and sealed, by call. */
 struct orch_prop_counts {
     int64_t created;
