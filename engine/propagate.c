@@ -257,9 +257,15 @@ struct grain_row {
 static int grain_get(orch_prop *p, int call, int64_t e, struct grain_row *g)
 {
     sqlite3_stmt *st;
-    int rc = prep(p, "SELECT g.id, g.phase, g.pending, g.generation, "
-                     "coalesce(e.parent_id, 0) FROM grain AS g JOIN entity AS e "
-                     "ON e.id = g.entity_id WHERE g.call_id = ? AND g.entity_id = ?", &st);
+    /* A grain on a root entity has no parent: spare the join. */
+    const struct orch_stmt *s = orch_plan_stmt(p->plan, orch_plan_call(p->plan, call)->stmt);
+    int rc = orch_plan_domain(p->plan, s->domain)->parent < 0
+                 ? prep(p, "SELECT id, phase, pending, generation, 0 FROM grain "
+                           "WHERE call_id = ? AND entity_id = ?", &st)
+                 : prep(p, "SELECT g.id, g.phase, g.pending, g.generation, "
+                           "coalesce(e.parent_id, 0) FROM grain AS g JOIN entity AS e "
+                           "ON e.id = g.entity_id WHERE g.call_id = ? AND g.entity_id = ?",
+                        &st);
     if (rc < 0)
         return rc;
     sqlite3_bind_int(st, 1, call);
