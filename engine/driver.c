@@ -406,6 +406,9 @@ static void on_lost(void *ctx, orch_pool *pool, orch_worker *w, uint64_t batch,
 {
     struct driver *d = ctx;
     struct callrt *cr = call_of(d, pool);
+    /* A worker killed inside an LMDB read transaction leaves its reader slot taken;
+     * clear it now rather than at the next open (slots are few: 126 by default). */
+    (void)orch_payload_reader_check(d->job->payloads, NULL);
     for (int i = 0; i < cr->nidle; i++) /* a dead worker is never idle */
         if (cr->idle[i] == w)
             cr->idle[i--] = cr->idle[--cr->nidle];
@@ -544,11 +547,11 @@ static int batch_add(struct driver *d, struct callrt *cr, struct batch *b, const
     int rc = orch_prop_inputs(d->prop, &e->g, &d->inputs);
     if (rc < 0)
         return rc;
+    uint64_t bytes = 0;
     if (cr->c->opts.batch_bytes > 0) {
         /* batch_bytes: the batch is cut before the grain whose inputs would pass it (a
          * grain bigger than the limit still runs, alone). Sizes come from LMDB without
          * copying; the driver's read transaction lives for one reservation. */
-        uint64_t bytes = 0;
         for (size_t k = 0; k < d->inputs.nvals && rc == 0; k++) {
             const void *data;
             size_t len = 0;
@@ -564,7 +567,6 @@ static int batch_add(struct driver *d, struct callrt *cr, struct batch *b, const
             return rc;
         if (b->n > 0 && b->bytes + bytes > (uint64_t)cr->c->opts.batch_bytes)
             return 1;
-        b->bytes += bytes;
     }
     /* IN_FLIGHT now, unless the grain left READY meanwhile (sealed by a barrier). */
     sqlite3_stmt *st;
@@ -581,6 +583,7 @@ static int batch_add(struct driver *d, struct callrt *cr, struct batch *b, const
         return rc;
     if (sqlite3_changes(orch_store_db(d->job->store)) != 1)
         return 0;
+    b->bytes += bytes; /* only now: a stale entry, consumed but not added, weighs nothing */
     struct slot *s = &b->slot[b->n];
     s->g = e->g;
     if ((rc = orch_store_prepare(d->job->store, "INSERT INTO attempt (grain_id, generation, "

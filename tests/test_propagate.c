@@ -11,7 +11,8 @@
  *                with zero children → reduce READY on an empty list; expand Dropped →
  *                reduce Dropped; filter false → Dropped child left out of the reduce, in
  *                ordinal order; GroupFailure → barrier, queued siblings sealed Suppressed,
- *                an in-flight sibling's report sealed Suppressed (DESIGN §3, §4). */
+ *                an in-flight sibling's report sealed Suppressed, and one whose attempt
+ *                failed sealed Suppressed by orch_prop_barred (DESIGN §3, §4). */
 #define _GNU_SOURCE /* nftw */
 #include <stdarg.h>
 #include <stddef.h>
@@ -46,23 +47,22 @@ struct fx {
     int nready;
 };
 
-static const char pipeline[] =
-    "pipeline unit\n"
-    "domain doc\n"
-    "domain w in doc\n"
-    "source doc.line = lines(\"in.txt\")\n"
-    "call up   = upper()\n"
-    "call low  = identity()\n"
-    "call cut  = split(sep=\" \")\n"
-    "call keep = nonempty()\n"
-    "call grp  = identity()\n"
-    "call join = concat(sep=\"+\")\n"
-    "doc.u  = up(doc.line)\n"
-    "doc.v  = low(doc.u)\n"
-    "w.raw  = expand cut(doc.line)\n"
-    "w.k    = filter keep(w.raw)\n"
-    "w.g    = grp(w.raw)\n"
-    "doc.j  = reduce join(w.k)\n";
+static const char pipeline[] = "pipeline unit\n"
+                               "domain doc\n"
+                               "domain w in doc\n"
+                               "source doc.line = lines(\"in.txt\")\n"
+                               "call up   = upper()\n"
+                               "call low  = identity()\n"
+                               "call cut  = split(sep=\" \")\n"
+                               "call keep = nonempty()\n"
+                               "call grp  = identity()\n"
+                               "call join = concat(sep=\"+\")\n"
+                               "doc.u  = up(doc.line)\n"
+                               "doc.v  = low(doc.u)\n"
+                               "w.raw  = expand cut(doc.line)\n"
+                               "w.k    = filter keep(w.raw)\n"
+                               "w.g    = grp(w.raw)\n"
+                               "doc.j  = reduce join(w.k)\n";
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
@@ -173,7 +173,8 @@ static const char *sql1(struct fx *f, const char *fmt, ...)
 /* Everything a report could change, as one string. */
 static char *snapshot(struct fx *f)
 {
-    return strdup(sql1(f,
+    return strdup(sql1(
+        f,
         "SELECT (SELECT group_concat(x, ';') FROM (SELECT port_id || ',' || entity_id || ',' "
         "|| state || ',' || coalesce(payload_id, '') AS x FROM item ORDER BY 1)) || '#' || "
         "(SELECT group_concat(x, ';') FROM (SELECT id || ',' || phase || ',' || generation || "
@@ -206,22 +207,28 @@ static bool is_ready(struct fx *f, const char *name, int64_t entity)
 static void fly(struct fx *f, struct orch_grain_ref *g, uint32_t gen)
 {
     char sql[200];
-    snprintf(sql, sizeof sql, "UPDATE grain SET phase = 'in_flight', generation = %u "
-                              "WHERE id = %lld", gen, (long long)g->grain);
+    snprintf(sql, sizeof sql,
+             "UPDATE grain SET phase = 'in_flight', generation = %u "
+             "WHERE id = %lld",
+             gen, (long long)g->grain);
     assert_int_equal(orch_store_exec(f->job->store, sql), 0);
     g->generation = gen;
 }
 
 static const char *item(struct fx *f, const char *port, int64_t e)
 {
-    return sql1(f, "SELECT i.state FROM item i JOIN port p ON p.id = i.port_id "
-                   "WHERE p.qualified = '%s' AND i.entity_id = %lld", port, (long long)e);
+    return sql1(f,
+                "SELECT i.state FROM item i JOIN port p ON p.id = i.port_id "
+                "WHERE p.qualified = '%s' AND i.entity_id = %lld",
+                port, (long long)e);
 }
 
 static const char *grain_state(struct fx *f, int64_t grain)
 {
-    return sql1(f, "SELECT phase || ',' || coalesce(outcome, '') || ',' || generation "
-                   "FROM grain WHERE id = %lld", (long long)grain);
+    return sql1(f,
+                "SELECT phase || ',' || coalesce(outcome, '') || ',' || generation "
+                "FROM grain WHERE id = %lld",
+                (long long)grain);
 }
 
 static int64_t admit(struct fx *f, int64_t ordinal, const char *value)
@@ -253,14 +260,18 @@ static void test_stale_reports_change_nothing(void **state)
     struct orch_grain_ref g = take(f, "up");
     assert_int_equal(g.entity, e);
     assert_int_equal(g.generation, 0);
-    fly(f, &g, 3); /* as after three retries */
+    fly(f, &g, 3);                                /* as after three retries */
     struct orch_grain_ref other = take(f, "cut"); /* READY, not in flight */
     uint64_t out = put(f, "HELLO");
     char *before = snapshot(f);
     int nready = f->nready;
 
-    struct orch_wire_answer a = {.grain = (uint64_t)g.grain, .outcome = ORCH_WIRE_OK,
-                                 .message = "", .nchild = 1, .nout = 1, .payload = &out};
+    struct orch_wire_answer a = {.grain = (uint64_t)g.grain,
+                                 .outcome = ORCH_WIRE_OK,
+                                 .message = "",
+                                 .nchild = 1,
+                                 .nout = 1,
+                                 .payload = &out};
     /* generation - 1 and generation + 1, as both the report and the driver's view say */
     uint32_t gens[] = {2, 4, 0};
     for (size_t i = 0; i < sizeof gens / sizeof gens[0]; i++) {
@@ -285,7 +296,8 @@ static void test_stale_reports_change_nothing(void **state)
     bool accepted = true;
     struct orch_grain_ref r = g;
     r.generation = 2;
-    assert_int_equal(orch_prop_fail(f->prop, &r, ORCH_FAILURE_EXHAUSTED, "stale", &accepted), 0);
+    assert_int_equal(orch_prop_fail(f->prop, &r, ORCH_FAILURE_EXHAUSTED, "stale", &accepted),
+                     0);
     assert_false(accepted);
 
     char *after = snapshot(f);
@@ -325,17 +337,21 @@ static void test_record_failure_suppresses_downstream(void **state)
     int64_t e = admit(f, 0, "x");
     struct orch_grain_ref g = take(f, "up");
     fly(f, &g, 0);
-    struct orch_wire_answer a = {.grain = (uint64_t)g.grain, .generation = 0,
-                                 .outcome = ORCH_WIRE_RECORD_FAILURE, .message = "bad record"};
+    struct orch_wire_answer a = {.grain = (uint64_t)g.grain,
+                                 .generation = 0,
+                                 .outcome = ORCH_WIRE_RECORD_FAILURE,
+                                 .message = "bad record"};
     assert_true(accept(f, &g, &a, NULL));
     assert_string_equal(item(f, "doc.u", e), "failed");
-    assert_string_equal(sql1(f, "SELECT kind || ':' || message FROM failure WHERE grain_id = %lld",
+    assert_string_equal(sql1(f,
+                             "SELECT kind || ':' || message FROM failure WHERE grain_id = %lld",
                              (long long)g.grain),
                         "record:bad record");
     /* rule 1: low never became READY; sealed Suppressed, its output Suppressed */
     assert_false(is_ready(f, "low", e));
-    assert_string_equal(sql1(f, "SELECT phase || ',' || outcome || ',' || coalesce(ready_seq, "
-                                "'null') FROM grain WHERE call_id = %d AND entity_id = %lld",
+    assert_string_equal(sql1(f,
+                             "SELECT phase || ',' || outcome || ',' || coalesce(ready_seq, "
+                             "'null') FROM grain WHERE call_id = %d AND entity_id = %lld",
                              call_of(f, "low"), (long long)e),
                         "sealed,suppressed,null");
     assert_string_equal(item(f, "doc.v", e), "suppressed");
@@ -356,10 +372,14 @@ static void test_expand_zero_dropped_and_ordered_reduce(void **state)
 
     /* e0: Succeeded with no children → the reduce is READY at once, on an empty list */
     fly(f, &cut[0], 0);
-    struct orch_wire_answer a = {.grain = (uint64_t)cut[0].grain, .outcome = ORCH_WIRE_OK,
-                                 .message = "", .nchild = 0, .nout = 1};
+    struct orch_wire_answer a = {.grain = (uint64_t)cut[0].grain,
+                                 .outcome = ORCH_WIRE_OK,
+                                 .message = "",
+                                 .nchild = 0,
+                                 .nout = 1};
     assert_true(accept(f, &cut[0], &a, NULL));
-    assert_string_equal(sql1(f, "SELECT state || nchildren FROM expansion WHERE parent_id = %lld",
+    assert_string_equal(sql1(f,
+                             "SELECT state || nchildren FROM expansion WHERE parent_id = %lld",
                              (long long)e0),
                         "succeeded0");
     assert_true(is_ready(f, "join", e0));
@@ -374,7 +394,8 @@ static void test_expand_zero_dropped_and_ordered_reduce(void **state)
     a.grain = (uint64_t)cut[2].grain;
     a.outcome = ORCH_WIRE_DROP;
     assert_true(accept(f, &cut[2], &a, NULL));
-    assert_string_equal(sql1(f, "SELECT state || nchildren FROM expansion WHERE parent_id = %lld",
+    assert_string_equal(sql1(f,
+                             "SELECT state || nchildren FROM expansion WHERE parent_id = %lld",
                              (long long)e2),
                         "dropped0");
     assert_false(is_ready(f, "join", e2));
@@ -388,9 +409,10 @@ static void test_expand_zero_dropped_and_ordered_reduce(void **state)
     a.nchild = 3;
     a.payload = kids;
     assert_true(accept(f, &cut[1], &a, NULL));
-    assert_string_equal(sql1(f, "SELECT pending FROM grain WHERE call_id = %d AND entity_id = %lld",
-                             call_of(f, "join"), (long long)e1),
-                        "3");
+    assert_string_equal(
+        sql1(f, "SELECT pending FROM grain WHERE call_id = %d AND entity_id = %lld",
+             call_of(f, "join"), (long long)e1),
+        "3");
     struct orch_grain_ref keep[3];
     n = 0;
     for (int i = 0; i < f->nready; i++)
@@ -402,7 +424,8 @@ static void test_expand_zero_dropped_and_ordered_reduce(void **state)
     for (int k = 0; k < 3; k++) {
         struct orch_grain_ref *g = &keep[order[k]];
         fly(f, g, 0);
-        struct orch_wire_answer fa = {.grain = (uint64_t)g->grain, .message = "",
+        struct orch_wire_answer fa = {.grain = (uint64_t)g->grain,
+                                      .message = "",
                                       .outcome = order[k] == 1 ? ORCH_WIRE_KEEP_FALSE
                                                                : ORCH_WIRE_KEEP_TRUE};
         bool accepted, sup;
@@ -426,8 +449,12 @@ static void test_group_failure_barrier(void **state)
     struct orch_grain_ref cut = take(f, "cut");
     fly(f, &cut, 0);
     uint64_t kids[4] = {put(f, "a"), put(f, "b"), put(f, "c"), put(f, "d")};
-    struct orch_wire_answer a = {.grain = (uint64_t)cut.grain, .outcome = ORCH_WIRE_OK,
-                                 .message = "", .nchild = 4, .nout = 1, .payload = kids};
+    struct orch_wire_answer a = {.grain = (uint64_t)cut.grain,
+                                 .outcome = ORCH_WIRE_OK,
+                                 .message = "",
+                                 .nchild = 4,
+                                 .nout = 1,
+                                 .payload = kids};
     assert_true(accept(f, &cut, &a, NULL));
     struct orch_grain_ref grp[4];
     int n = 0;
@@ -439,31 +466,105 @@ static void test_group_failure_barrier(void **state)
      * child 3 is still queued */
     uint64_t out0 = put(f, "A");
     fly(f, &grp[0], 0);
-    a = (struct orch_wire_answer){.grain = (uint64_t)grp[0].grain, .outcome = ORCH_WIRE_OK,
-                                  .message = "", .nchild = 1, .nout = 1, .payload = &out0};
+    a = (struct orch_wire_answer){.grain = (uint64_t)grp[0].grain,
+                                  .outcome = ORCH_WIRE_OK,
+                                  .message = "",
+                                  .nchild = 1,
+                                  .nout = 1,
+                                  .payload = &out0};
     assert_true(accept(f, &grp[0], &a, NULL));
     fly(f, &grp[2], 0);
     fly(f, &grp[1], 0);
     a = (struct orch_wire_answer){.grain = (uint64_t)grp[1].grain,
-                                  .outcome = ORCH_WIRE_GROUP_FAILURE, .message = "bad parent"};
+                                  .outcome = ORCH_WIRE_GROUP_FAILURE,
+                                  .message = "bad parent"};
     assert_true(accept(f, &grp[1], &a, NULL));
-    assert_string_equal(sql1(f, "SELECT grain_id FROM suppression WHERE parent_id = %lld",
-                             (long long)e),
-                        sql1(f, "SELECT %lld", (long long)grp[1].grain));
+    assert_string_equal(
+        sql1(f, "SELECT grain_id FROM suppression WHERE parent_id = %lld", (long long)e),
+        sql1(f, "SELECT %lld", (long long)grp[1].grain));
     assert_string_equal(grain_state(f, grp[3].grain), "sealed,suppressed,0");
     assert_string_equal(grain_state(f, grp[2].grain), "in_flight,,0");
     /* the in-flight sibling's answer is not committed */
     uint64_t out2 = put(f, "C");
-    a = (struct orch_wire_answer){.grain = (uint64_t)grp[2].grain, .outcome = ORCH_WIRE_OK,
-                                  .message = "", .nchild = 1, .nout = 1, .payload = &out2};
+    a = (struct orch_wire_answer){.grain = (uint64_t)grp[2].grain,
+                                  .outcome = ORCH_WIRE_OK,
+                                  .message = "",
+                                  .nchild = 1,
+                                  .nout = 1,
+                                  .payload = &out2};
     bool suppressed = false;
     assert_true(accept(f, &grp[2], &a, &suppressed));
     assert_true(suppressed);
     assert_string_equal(grain_state(f, grp[2].grain), "sealed,suppressed,0");
-    assert_string_equal(sql1(f, "SELECT group_concat(i.state, ',') FROM (SELECT i.state FROM item i "
-                                "JOIN port p ON p.id = i.port_id JOIN entity c ON c.id = i.entity_id "
-                                "WHERE p.qualified = 'w.g' ORDER BY c.ordinal) AS i"),
-                        "present,failed,suppressed,suppressed");
+    assert_string_equal(
+        sql1(f, "SELECT group_concat(i.state, ',') FROM (SELECT i.state FROM item i "
+                "JOIN port p ON p.id = i.port_id JOIN entity c ON c.id = i.entity_id "
+                "WHERE p.qualified = 'w.g' ORDER BY c.ordinal) AS i"),
+        "present,failed,suppressed,suppressed");
+    assert_string_equal(sql1(f, "SELECT count(*) FROM failure"), "1");
+}
+
+/* orch_prop_barred: an in-flight grain whose attempt failed is sealed Suppressed when a
+ * barrier covers its (call, parent), and left alone otherwise (another parent). */
+static void test_barred_in_flight_sibling(void **state)
+{
+    struct fx *f = *state;
+    int64_t e0 = admit(f, 0, "a b c");
+    int64_t e1 = admit(f, 1, "x y");
+    struct orch_grain_ref cut[2];
+    int n = 0;
+    for (int i = 0; i < f->nready; i++)
+        if (f->ready[i].call == call_of(f, "cut"))
+            cut[n++] = f->ready[i];
+    assert_int_equal(n, 2);
+    uint64_t kids[3] = {put(f, "a"), put(f, "b"), put(f, "c")};
+    for (int k = 0; k < 2; k++) {
+        fly(f, &cut[k], 0);
+        struct orch_wire_answer a = {.grain = (uint64_t)cut[k].grain,
+                                     .outcome = ORCH_WIRE_OK,
+                                     .message = "",
+                                     .nchild = k == 0 ? 3 : 2,
+                                     .nout = 1,
+                                     .payload = kids};
+        assert_true(accept(f, &cut[k], &a, NULL));
+    }
+    struct orch_grain_ref g0[3], g1[2];
+    int n0 = 0, n1 = 0;
+    for (int i = 0; i < f->nready; i++) {
+        if (f->ready[i].call != call_of(f, "grp"))
+            continue;
+        if (f->ready[i].parent == e0)
+            g0[n0++] = f->ready[i];
+        else if (f->ready[i].parent == e1)
+            g1[n1++] = f->ready[i];
+    }
+    assert_int_equal(n0, 3);
+    assert_int_equal(n1, 2);
+    fly(f, &g0[0], 0);
+    fly(f, &g0[2], 1);
+    fly(f, &g1[0], 0);
+    bool sealed = true;
+    /* no barrier yet: nothing to do */
+    assert_int_equal(orch_prop_barred(f->prop, &g0[2], &sealed), 0);
+    assert_false(sealed);
+    assert_string_equal(grain_state(f, g0[2].grain), "in_flight,,1");
+    struct orch_wire_answer a = {.grain = (uint64_t)g0[0].grain,
+                                 .outcome = ORCH_WIRE_GROUP_FAILURE,
+                                 .message = "bad parent"};
+    assert_true(accept(f, &g0[0], &a, NULL));
+    /* a stale generation is refused even under the barrier */
+    struct orch_grain_ref old = g0[2];
+    old.generation = 0;
+    assert_int_equal(orch_prop_barred(f->prop, &old, &sealed), 0);
+    assert_false(sealed);
+    assert_int_equal(orch_prop_barred(f->prop, &g0[2], &sealed), 0);
+    assert_true(sealed);
+    assert_string_equal(grain_state(f, g0[2].grain), "sealed,suppressed,1");
+    assert_string_equal(item(f, "w.g", g0[2].entity), "suppressed");
+    /* the other parent is not covered */
+    assert_int_equal(orch_prop_barred(f->prop, &g1[0], &sealed), 0);
+    assert_false(sealed);
+    assert_string_equal(grain_state(f, g1[0].grain), "in_flight,,0");
     assert_string_equal(sql1(f, "SELECT count(*) FROM failure"), "1");
 }
 
@@ -475,6 +576,7 @@ int main(void)
         T(test_record_failure_suppresses_downstream),
         T(test_expand_zero_dropped_and_ordered_reduce),
         T(test_group_failure_barrier),
+        T(test_barred_in_flight_sibling),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,8 +8,9 @@
 #   crash    retries=1: 2 attempts (crash), each on another worker process, exhausted;
 #   hang     timeout=300ms, retries=1: 2 attempts (timeout), the worker killed and
 #            replaced, exhausted;
-#   poison   one crashing record in a batch of 8: the batch is split, the 7 others succeed
-#            uncharged (no failure row), the poisonous one exhausts its own retries.
+#   poison   one crashing (and, in another call, one hanging) record in a batch of 8: the
+#            batch is split, the 7 others succeed uncharged (no failure row), the
+#            poisonous one exhausts its own retries.
 # (GroupFailure has its own test: group_failure.sh.)
 source "$(dirname "$0")/lib.sh"
 

@@ -10,7 +10,9 @@
 #           every child, a match fills by ordinal;
 #   broadcast  to children and grandchildren, state and value, published before or after
 #           the descendants exist;
-#   reduce  a Failed child input suppresses it; Dropped children are left out.
+#   reduce  a Failed child input suppresses it; Dropped children are left out;
+#   aligned sealed without running before the plain expansion exists: its outputs on the
+#           children take its state when they are published (else their consumers wait).
 source "$(dirname "$0")/lib.sh"
 
 # Doc 5 sleeps 900 ms in `slow` (sleep() reads the leading number), the others 0.
