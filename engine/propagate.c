@@ -302,35 +302,33 @@ static void count_seal(orch_prop *p, int call, enum orch_grain_outcome o)
     p->unsealed--;
 }
 
+/* The grain becomes READY at its current generation (0 for a new grain; later for one
+ * re-opened by `orch retry`), which the scheduler must carry for its report to be
+ * accepted. Callers pass it from the row they read. */
 static int make_ready_in(orch_prop *p, int stmt, int64_t grain, int64_t e, int64_t parent,
-                         int in0_state, uint64_t in0)
+                         uint32_t generation, int in0_state, uint64_t in0)
 {
     const struct orch_stmt *s = orch_plan_stmt(p->plan, stmt);
     int rc;
     sqlite3_stmt *st;
-    /* RETURNING: a grain re-opened by `orch retry` is READY again at a later generation,
-     * which the scheduler must carry for its report to be accepted. */
     if ((rc = prep(p, "UPDATE grain SET phase = 'ready', ready_seq = ?, pending = 0 "
-                      "WHERE id = ? RETURNING generation", &st)) < 0)
+                      "WHERE id = ?", &st)) < 0)
         return rc;
     struct orch_grain_ref ref = {.grain = grain, .call = s->call, .entity = e,
                                  .parent = parent, .seq = p->next_seq++,
-                                 .in0_state = in0_state, .in0 = in0};
+                                 .generation = generation, .in0_state = in0_state,
+                                 .in0 = in0};
     sqlite3_bind_int64(st, 1, ref.seq);
     sqlite3_bind_int64(st, 2, grain);
-    if ((rc = orch_store_step(p->store, st)) == 1) {
-        ref.generation = (uint32_t)sqlite3_column_int64(st, 0);
-        rc = orch_store_step(p->store, st); /* finish the statement */
-    }
-    sqlite3_reset(st);
-    if (rc < 0)
+    if ((rc = run(p, st)) < 0)
         return rc;
     return p->hooks.ready(p->hooks.ctx, &ref);
 }
 
-static int make_ready(orch_prop *p, int stmt, int64_t grain, int64_t e, int64_t parent)
+static int make_ready(orch_prop *p, int stmt, int64_t grain, int64_t e, int64_t parent,
+                      uint32_t generation)
 {
-    return make_ready_in(p, stmt, grain, e, parent, -1, 0);
+    return make_ready_in(p, stmt, grain, e, parent, generation, -1, 0);
 }
 
 static int item_resolve(orch_prop *p, int port, int64_t e, int state, uint64_t payload);
@@ -418,7 +416,8 @@ static int seal_norun(orch_prop *p, int stmt, int64_t grain, int64_t e,
 
 /* All inputs of a map-like grain are terminal and none failed: Dropped (a required input,
  * or for an aligned expand the plain expansion, was dropped) or READY. */
-static int decide(orch_prop *p, int stmt, int64_t grain, int64_t e, int64_t parent)
+static int decide(orch_prop *p, int stmt, int64_t grain, int64_t e, int64_t parent,
+                  uint32_t generation)
 {
     const struct orch_stmt *s = orch_plan_stmt(p->plan, stmt);
     int rc;
@@ -451,7 +450,7 @@ static int decide(orch_prop *p, int stmt, int64_t grain, int64_t e, int64_t pare
         if (state == ORCH_EXPANSION_DROPPED)
             return seal_norun(p, stmt, grain, e, ORCH_OUTCOME_DROPPED);
     }
-    return make_ready(p, stmt, grain, e, parent);
+    return make_ready(p, stmt, grain, e, parent, generation);
 }
 
 /* One input fact of grain (stmt, e) became terminal in `state` (an item state; for an
@@ -477,9 +476,9 @@ static int grain_input(orch_prop *p, int stmt, int64_t e, int state, uint64_t pa
         /* This fact was the only input: decide without reading it back. */
         if (state == ORCH_ITEM_DROPPED && !s->in[0].optional)
             return seal_norun(p, stmt, g.id, e, ORCH_OUTCOME_DROPPED);
-        return make_ready_in(p, stmt, g.id, e, g.parent, state, payload);
+        return make_ready_in(p, stmt, g.id, e, g.parent, g.generation, state, payload);
     }
-    return decide(p, stmt, g.id, e, g.parent);
+    return decide(p, stmt, g.id, e, g.parent, g.generation);
 }
 
 /* Creates the grain of `stmt` on a newly published entity e. A new entity has no items
@@ -696,7 +695,7 @@ static int reduce_arm(orch_prop *p, int stmt, int64_t parent)
         return seal_norun(p, stmt, g.id, parent, ORCH_OUTCOME_SUPPRESSED);
     if (pending > 0)
         return set_pending(p, g.id, pending);
-    return make_ready(p, stmt, g.id, parent, g.parent);
+    return make_ready(p, stmt, g.id, parent, g.parent, g.generation);
 }
 
 static int expansion_resolve(orch_prop *p, int stmt, int64_t parent, int state, int nchildren)
@@ -1279,19 +1278,21 @@ static int reopen_grain(orch_prop *p, int stmt, int64_t grain, int64_t e, struct
 static int reevaluate(orch_prop *p, int64_t grain)
 {
     sqlite3_stmt *st;
-    int rc = prep(p, "SELECT g.call_id, g.entity_id, g.phase, coalesce(e.parent_id, 0) "
-                     "FROM grain AS g JOIN entity AS e ON e.id = g.entity_id "
+    int rc = prep(p, "SELECT g.call_id, g.entity_id, g.phase, coalesce(e.parent_id, 0), "
+                     "g.generation FROM grain AS g JOIN entity AS e ON e.id = g.entity_id "
                      "WHERE g.id = ?", &st);
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, grain);
     int call = -1, phase = -1;
     int64_t e = 0, parent = 0;
+    uint32_t generation = 0;
     if ((rc = orch_store_step(p->store, st)) == 1) {
         call = sqlite3_column_int(st, 0);
         e = sqlite3_column_int64(st, 1);
         phase = orch_grain_phase_parse((const char *)sqlite3_column_text(st, 2));
         parent = sqlite3_column_int64(st, 3);
+        generation = (uint32_t)sqlite3_column_int64(st, 4);
     }
     sqlite3_reset(st);
     if (rc < 0)
@@ -1356,7 +1357,7 @@ static int reevaluate(orch_prop *p, int64_t grain)
         return seal_norun(p, stmt, grain, e, ORCH_OUTCOME_SUPPRESSED);
     if (pending > 0)
         return set_pending(p, grain, pending);
-    return decide(p, stmt, grain, e, parent);
+    return decide(p, stmt, grain, e, parent, generation);
 }
 
 int orch_prop_reopen_failed(orch_prop *p, int call, int64_t *reopened)
