@@ -31,5 +31,10 @@ int orch_cli_run(int argc, char **argv);
 int orch_cli_resume(int argc, char **argv);
 int orch_cli_export(int argc, char **argv);
 int orch_cli_retry(int argc, char **argv);
+/* cli_inspect.c: the read-only inspection commands. */
+int orch_cli_status(int argc, char **argv);
+int orch_cli_sql(int argc, char **argv);
+int orch_cli_lineage(int argc, char **argv);
+int orch_cli_failures(int argc, char **argv);
 
 #endif

@@ -17,6 +17,12 @@ static const struct orch_cli_command commands[] = {
     {"resume", "DIR", "continue a stopped or crashed job", orch_cli_resume},
     {"export", "DIR D.P [--all]", "items of a port as JSON lines, in entity order",
      orch_cli_export},
+    {"status", "DIR", "per-call progress, failures, throughput, live driver", orch_cli_status},
+    {"sql", "DIR SQL [--json]", "read-only SQL over the job's tables and views", orch_cli_sql},
+    {"lineage", "DIR ENTITY", "ancestors and descendants of one entity (KEY or #ID)",
+     orch_cli_lineage},
+    {"failures", "DIR [--all]", "failures grouped by call, kind and message",
+     orch_cli_failures},
     {"retry", "DIR [--call C]", "re-open Failed grains after a fix, then resume",
      orch_cli_retry},
 };
@@ -31,10 +37,10 @@ static void help(FILE *out)
           "commands:\n",
           out);
     for (size_t i = 0; i < NCOMMANDS; i++)
-        fprintf(out, "  %-6s %-22s %s\n", commands[i].name, commands[i].args,
+        fprintf(out, "  %-8s %-22s %s\n", commands[i].name, commands[i].args,
                 commands[i].summary);
-    fputs("  help   [COMMAND]              this help, or a command's own (also --help, -h)\n"
-          "  --version                     the version of orch\n"
+    fputs("  help     [COMMAND]              this help, or a command's own (also --help, -h)\n"
+          "  --version                       the version of orch\n"
           "\n"
           "exit status:\n"
           "  0  success (run/resume: the job ran to its end, whatever records failed)\n"

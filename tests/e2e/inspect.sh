@@ -1,0 +1,224 @@
+#!/usr/bin/env bash
+# inspect.sh — the read-only inspection commands of DESIGN §9 on a small finished job, then
+# on a live one:
+#   status    job status, plan hash prefix, per-call progress, failures by kind, attempts;
+#             on a running job: the live driver's pid; after kill -9: no driver, a hint
+#             to resume;
+#   sql       header + tab-separated rows, NULL/blob/escapes, --json, several statements,
+#             payload(); writes refused, changing nothing; works while the job runs;
+#   lineage   ancestors and descendants of a child key, of a root key containing '/', of
+#             #ID; unknown and ambiguous keys;
+#   failures  groups (most frequent first, 3 example keys, "... N more"), --all;
+#   usage     errors exit 2, an unreadable job exits 1 with a message.
+source "$(dirname "$0")/lib.sh"
+
+# Lines -> words (split) -> fail_if "bad" (record) -> count per line; fl fails every
+# attempt on lines with a "b" (error, retried once, then exhausted). One worker and batch 1,
+# so that failures happen in entity order. "g" twice: a root key that names two roots;
+# "x/1 bad": a root key that contains '/'.
+printf '%s\n' "a b c" "d bad e bad" "bad f bad" "x/1 bad" "g" "g" > "$T/in.txt"
+cat > "$T/insp.orch" <<'EOF'
+pipeline insp
+domain line
+domain word in line
+source line.text = lines("in.txt")
+call sp  = split(sep=" ")                         with workers=1, batch=1
+call chk = fail_if(contains="bad", kind=record)   with workers=1, batch=1
+call fl  = fail_if(contains="b", kind=attempt)    with workers=1, batch=1, retries=1
+call cnt = count()
+word.w  = expand sp(line.text)
+word.ok = chk(word.w)
+line.f  = fl(line.text)
+line.n  = reduce cnt(word.ok)
+output line.n
+EOF
+J=$T/job
+run_job "$T/insp.orch" "$J"
+job_done "$J"
+
+# id KEY: the entity id of a key (entity_key view, through sqlite3 itself).
+id() {
+  q "$J" "SELECT entity_id FROM entity_key WHERE key = '$1'"
+}
+
+# ---- status ------------------------------------------------------------------------------
+out=$("$ORCH" status "$J")
+hash=$(q "$J" "SELECT substr(plan_hash, 1, 12) FROM job")
+expect_eq "status: head" "job:        insp
+status:     finished
+plan:       $hash
+driver:     none" "$(printf '%s\n' "$out" | sed -n 1,4p)"
+expect_eq "status: per-call table" \
+"call  total  waiting  ready  in_flight  sealed  ok  dropped  failed  suppressed
+sp        6        0      0          0       6   6        0       0           0
+chk      14        0      0          0      14   9        0       5           0
+fl        6        0      0          0       6   2        0       4           0
+cnt       6        0      0          0       6   3        0       0           3" \
+  "$(printf '%s\n' "$out" | sed -n 6,10p)"
+expect_eq "status: failures by kind" \
+  "failures:   17 (error 8, record 5, exhausted 4; see \`orch failures $J\`)" \
+  "$(printf '%s\n' "$out" | grep '^failures:')"
+# Attempts: sp 6, chk 14, fl 10 (twice each line with a "b"), cnt 3 (the suppressed ones
+# never ran).
+expect_eq "status: attempts" "attempts:   33 (0 running)" "$(printf '%s\n' "$out" | grep '^attempts:')"
+printf '%s\n' "$out" | grep -Eq '^throughput: [0-9]+\.[0-9] grains/s \(32 sealed\)$' ||
+  fail "status: no throughput line: $out"
+
+# ---- sql ---------------------------------------------------------------------------------
+expect_eq "sql: header and rows" "key	depth
+x/1 bad	0
+x/1 bad/0	1
+x/1 bad/1	1" "$("$ORCH" sql "$J" "SELECT key, depth FROM entity_key WHERE key LIKE 'x/1 bad%' ORDER BY key")"
+expect_eq "sql: NULL, blob, escapes, real" "n	b	t	r
+	x'00ff'	a\\tb\\nc\\\\	1.5" \
+  "$("$ORCH" sql "$J" "SELECT NULL AS n, x'00ff' AS b, 'a' || char(9) || 'b' || char(10) || 'c\\' AS t, 1.5 AS r")"
+expect_eq "sql --json" '{"n": null, "b": "x'"'00ff'"'", "t": "a\tb\nc\\", "r": 1.5, "i": 7}' \
+  "$("$ORCH" sql "$J" --json "SELECT NULL AS n, x'00ff' AS b, 'a' || char(9) || 'b' || char(10) || 'c\\' AS t, 1.5 AS r, 7 AS i")"
+expect_eq "sql: several statements" "a
+1
+
+b
+2" "$("$ORCH" sql "$J" "SELECT 1 AS a; SELECT 2 AS b;")"
+expect_eq "sql: SQL from stdin" "status
+finished" "$(echo "SELECT status FROM job" | "$ORCH" sql "$J" -)"
+expect_eq "sql: payload()" "payload(i.payload_id)
+3" "$("$ORCH" sql "$J" "SELECT payload(i.payload_id) FROM item i JOIN port p ON p.id = i.port_id
+     WHERE p.qualified = 'line.n' AND i.entity_id = $(id "a b c")")"
+
+# Writes are refused, even after a statement that reads, and change nothing.
+items=$(q "$J" "SELECT count(*) FROM item")
+uv=$(q "$J" "PRAGMA user_version")
+for s in "DELETE FROM item" "SELECT 1; DELETE FROM item" "UPDATE job SET status = 'created'" \
+         "CREATE TEMP TABLE t (x)" "PRAGMA user_version = 99" "VACUUM INTO '$T/copy.db'"; do
+  if "$ORCH" sql "$J" "$s" > "$T/out" 2> "$T/err"; then fail "sql accepted: $s"; fi
+  grep -q "read-only" "$T/err" || fail "sql '$s': no read-only message: $(cat "$T/err")"
+  [ ! -s "$T/out" ] || fail "sql '$s' ran a statement: $(cat "$T/out")"
+done
+for s in "ATTACH '$T/other.db' AS o" "BEGIN"; do
+  if "$ORCH" sql "$J" "$s" 2> "$T/err"; then fail "sql accepted: $s"; fi
+  grep -q "not allowed" "$T/err" || fail "sql '$s': $(cat "$T/err")"
+done
+if [ -e "$T/copy.db" ] || [ -e "$T/other.db" ]; then fail "sql wrote a file"; fi
+expect_eq "sql: nothing deleted" "$items" "$(q "$J" "SELECT count(*) FROM item")"
+expect_eq "sql: job untouched" "finished $uv" "$(q "$J" "SELECT status FROM job") $(q "$J" "PRAGMA user_version")"
+if "$ORCH" sql "$J" "SELECT * FROM nope" 2> "$T/err"; then fail "sql: bad table accepted"; fi
+grep -q "no such table: nope" "$T/err" || fail "sql: $(cat "$T/err")"
+
+# ---- lineage -----------------------------------------------------------------------------
+xb=$(id "x/1 bad")
+expect_eq "lineage of a child key under a root key with '/'" "ancestors:
+  line x/1 bad (#$xb)
+entity:
+  word x/1 bad/1 (#$(id "x/1 bad/1")): w=present ok=failed
+descendants:
+  (none)" "$("$ORCH" lineage "$J" "x/1 bad/1")"
+expect_eq "lineage of a root, by #ID" "ancestors:
+  (none: a root entity)
+entity:
+  line x/1 bad (#$xb): text=present f=failed n=suppressed
+descendants:
+  word x/1 bad/0 (#$(id "x/1 bad/0")): w=present ok=present
+  word x/1 bad/1 (#$(id "x/1 bad/1")): w=present ok=failed" "$("$ORCH" lineage "$J" "#$xb")"
+expect_eq "lineage --depth 0" "  (not shown: --depth 0)" \
+  "$("$ORCH" lineage "$J" --depth 0 "a b c" | tail -n1)"
+for k in "a b c/3" "nope" "x/1 bad/01" "a b c/" "#99999"; do
+  if "$ORCH" lineage "$J" "$k" > /dev/null 2> "$T/err"; then fail "lineage '$k' accepted"; fi
+  grep -q "has no entity" "$T/err" || fail "lineage '$k': $(cat "$T/err")"
+done
+if "$ORCH" lineage "$J" g 2> "$T/err"; then fail "lineage: ambiguous key accepted"; fi
+expect_eq "lineage: ambiguous key" \
+  "orch: lineage: key 'g' names 2 entities: $(q "$J" "SELECT group_concat('#' || id || ' (line)', ' ') FROM (SELECT id FROM entity WHERE key = 'g' ORDER BY ordinal)"); give one as #ID" \
+  "$(cat "$T/err")"
+
+# ---- failures ----------------------------------------------------------------------------
+# Most frequent first; example keys are distinct entities, first to fail first.
+expect_eq "failures: grouped" "8  fl  error  fail_if: input contains \"b\" (kind=attempt)
+    generations 0-1: a b c, d bad e bad, bad f bad, ... 1 more
+5  chk  record  fail_if: input contains \"bad\"
+    generation 0: d bad e bad/1, d bad e bad/3, bad f bad/0, ... 2 more
+4  fl  exhausted  gave up after 2 attempts; last: fail_if: input contains \"b\" (kind=attempt)
+    generation 1: a b c, d bad e bad, bad f bad, ... 1 more
+17 failures in 3 groups" "$("$ORCH" failures "$J")"
+"$ORCH" failures "$J" --all > "$T/all"
+expect_eq "failures --all: header" "call	key	kind	generation	time	message" "$(head -n1 "$T/all")"
+expect_eq "failures --all: one line each" 18 "$(wc -l < "$T/all")"
+expect_eq "failures --all: a record failure" "chk	x/1 bad/1	record	0	fail_if: input contains \"bad\"" \
+  "$(grep '^chk	x/1' "$T/all" | cut -f1-4,6)"
+grep -q "^chk	x/1 bad/1	record	0	20[0-9][0-9]-[01][0-9]-[0-3][0-9]T" "$T/all" ||
+  fail "failures --all: no ISO time: $(cat "$T/all")"
+
+# ---- usage and unreadable jobs -----------------------------------------------------------
+# rc_of CMD...: the exit status of CMD; its stderr is left in $T/err.
+rc_of() {
+  local rc=0
+  "$@" > /dev/null 2> "$T/err" || rc=$?
+  echo "$rc"
+}
+expect_eq "usage: status without DIR" 2 "$(rc_of "$ORCH" status)"
+expect_eq "usage: status with two DIRs" 2 "$(rc_of "$ORCH" status "$J" x)"
+expect_eq "usage: sql without SQL" 2 "$(rc_of "$ORCH" sql "$J")"
+expect_eq "usage: sql, unknown option" 2 "$(rc_of "$ORCH" sql "$J" --bogus "SELECT 1")"
+expect_eq "usage: lineage without ENTITY" 2 "$(rc_of "$ORCH" lineage "$J")"
+expect_eq "usage: lineage, bad #ID" 2 "$(rc_of "$ORCH" lineage "$J" "#x")"
+expect_eq "usage: lineage, bad --depth" 2 "$(rc_of "$ORCH" lineage "$J" --depth -1 g)"
+expect_eq "usage: failures without DIR" 2 "$(rc_of "$ORCH" failures)"
+expect_eq "usage: failures, unknown option" 2 "$(rc_of "$ORCH" failures "$J" --bogus)"
+grep -q "unknown option '--bogus'" "$T/err" || fail "failures --bogus: $(cat "$T/err")"
+for c in status sql lineage failures; do
+  "$ORCH" help $c | grep -q "^usage: orch $c" || fail "no help for $c"
+done
+# unreadable CMD...: CMD, run on a job directory that does not exist, exits 1 and says why.
+unreadable() {
+  expect_eq "unknown job exits 1: orch $1" 1 "$(rc_of "$ORCH" "$@")"
+  grep -q "^orch: $T/nope: No such file or directory" "$T/err" || fail "orch $1: $(cat "$T/err")"
+}
+unreadable status "$T/nope"
+unreadable failures "$T/nope"
+unreadable sql "$T/nope" "SELECT 1"
+unreadable lineage "$T/nope" a
+
+# ---- a live job --------------------------------------------------------------------------
+# One record that sleeps: while its attempt runs, sql and status read the job and status
+# names the driver; after kill -9 of the driver, status says there is none and how to go
+# on; resume finishes it.
+echo z > "$T/slow.txt"
+cat > "$T/slow.orch" <<'EOF'
+pipeline slow
+domain line
+source line.text = lines("slow.txt")
+call nap = sleep(ms=3000)
+line.out = nap(line.text)
+EOF
+# has_attempt JOB: an attempt row exists (orch sql itself fails until state.db does).
+has_attempt() {
+  [ "$("$ORCH" sql "$1" "SELECT count(*) AS n FROM attempt" 2> /dev/null | tail -n1)" = 1 ]
+}
+for round in finish kill; do
+  L=$T/live-$round
+  "$ORCH" run "$T/slow.orch" --job "$L" --progress none 2> "$L.log" &
+  pid=$!
+  wait_until 60 "an attempt of $L" has_attempt "$L"
+  expect_eq "sql while the job runs" "name	phase
+nap	in_flight" "$("$ORCH" sql "$L" "SELECT c.name, g.phase FROM grain g JOIN call c ON c.id = g.call_id")"
+  out=$("$ORCH" status "$L")
+  expect_eq "status while the job runs" "status:     running
+driver:     running (pid $pid)" "$(printf '%s\n' "$out" | sed -n '2p;4p')"
+  expect_eq "status: in flight" "nap       1        0      0          1       0   0        0       0           0" \
+    "$(printf '%s\n' "$out" | grep '^nap ')"
+  if [ $round = finish ]; then
+    wait "$pid" || { cat "$L.log" >&2; fail "the live job exited $?"; }
+  else
+    kill -9 "$pid"
+    wait "$pid" 2> /dev/null || true
+    out=$("$ORCH" status "$L")
+    expect_eq "status after kill -9" "status:     running
+driver:     none (resume with \`orch resume $L\`)" "$(printf '%s\n' "$out" | sed -n '2p;4p')"
+    expect_eq "status: the attempt was interrupted" "attempts:   1 (1 interrupted, not ended)" \
+      "$(printf '%s\n' "$out" | grep '^attempts:')"
+    "$ORCH" resume "$L" --progress none 2>> "$L.log" || { cat "$L.log" >&2; fail "resume exited $?"; }
+  fi
+  job_done "$L"
+  expect_eq "status after the end ($round)" "status:     finished
+driver:     none" "$("$ORCH" status "$L" | sed -n '2p;4p')"
+done
+echo "inspect: ok"
