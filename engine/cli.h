@@ -31,7 +31,7 @@ int orch_cli_run(int argc, char **argv);
 int orch_cli_resume(int argc, char **argv);
 int orch_cli_export(int argc, char **argv);
 int orch_cli_retry(int argc, char **argv);
-/* cli_inspect.c: the read-only inspection commands. */
+/* cli_status.c, cli_sql.c, cli_lineage.c, cli_failures.c: the read-only inspection commands. */
 int orch_cli_status(int argc, char **argv);
 int orch_cli_sql(int argc, char **argv);
 int orch_cli_lineage(int argc, char **argv);

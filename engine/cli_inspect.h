@@ -1,0 +1,95 @@
+/* cli_inspect.h — private to the read-only inspection commands of DESIGN §9, one file
+ * each (cli_status.c, cli_sql.c, cli_lineage.c, cli_failures.c): the helpers they share.
+ *
+ * Every command opens the job with ORCH_JOB_READONLY: no lock, no writes, and a read-only
+ * SQLite connection, so it works while a driver runs the job (WAL readers see the last
+ * committed state and never block the writer). What one command prints comes from one
+ * statement where the numbers must agree with each other (status), since separate
+ * statements may see different commits of a live driver.
+ *
+ * Text output is meant for people and for line tools alike: tab-separated values escape
+ * tab, newline, carriage return and backslash as \t \n \r \\ (the text format of
+ * PostgreSQL's COPY), so that one record is always one line.
+ *
+ * The helpers are static inline: they are few and short, and each command's file stays a
+ * unit of its own.
+ */
+#ifndef ORCH_CLI_INSPECT_H
+#define ORCH_CLI_INSPECT_H
+
+#include "cli.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "orch_error.h"
+#include "orch_job.h"
+
+static inline const char *detail_or(int rc)
+{
+    return orch_error_detail()[0] ? orch_error_detail() : orch_strerror(rc);
+}
+
+/* Opens the job at dir read-only; on failure prints why and returns ORCH_EXIT_FAIL. */
+static inline int open_job(const char *dir, struct orch_job **job)
+{
+    orch_error_clear();
+    int rc = orch_job_open(dir, ORCH_JOB_READONLY, job);
+    if (rc < 0) {
+        fprintf(stderr, "orch: %s\n", detail_or(rc));
+        return ORCH_EXIT_FAIL;
+    }
+    return ORCH_EXIT_OK;
+}
+
+/* Flushes stdout, closes the job and turns rc (0 or a negative code, already reported)
+ * into the command's exit status. */
+static inline int finish(const char *cmd, struct orch_job *job, int rc)
+{
+    if (fflush(stdout) != 0 && rc == 0) {
+        fprintf(stderr, "orch: %s: cannot write: %s\n", cmd, strerror(errno));
+        rc = -errno;
+    }
+    orch_job_close(job);
+    return rc < 0 ? ORCH_EXIT_FAIL : ORCH_EXIT_OK;
+}
+
+/* Prepares sql on the job's connection, for text built or given at run time (the store's
+ * cache is for the engine's fixed texts). The caller finalizes *st. */
+static inline int prepare(struct orch_job *job, const char *sql, sqlite3_stmt **st,
+                          const char *what)
+{
+    int rc = sqlite3_prepare_v2(orch_store_db(job->store), sql, -1, st, NULL);
+    return rc == SQLITE_OK ? 0 : orch_store_error(job->store, rc, what);
+}
+
+/* One value of a tab-separated line: \t \n \r \\ escaped. */
+static inline void tsv_text(FILE *out, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        switch (s[i]) {
+        case '\t':
+            fputs("\\t", out);
+            break;
+        case '\n':
+            fputs("\\n", out);
+            break;
+        case '\r':
+            fputs("\\r", out);
+            break;
+        case '\\':
+            fputs("\\\\", out);
+            break;
+        default:
+            fputc(s[i], out);
+        }
+    }
+}
+
+static inline void tsv_str(FILE *out, const char *s)
+{
+    tsv_text(out, s ? s : "", s ? strlen(s) : 0);
+}
+
+#endif

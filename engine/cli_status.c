@@ -1,0 +1,282 @@
+/* cli_status.c — `orch status` (DESIGN §9): a job's state, progress and throughput. */
+#include "cli_inspect.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "orch_job.h"
+#include "support.h"
+
+/* ms since the epoch as ISO 8601 UTC with milliseconds: 2024-05-01T10:00:00.123Z. */
+static void iso_time(char *buf, size_t n, int64_t ms)
+{
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    if (!gmtime_r(&t, &tm) || strftime(buf, n, "%Y-%m-%dT%H:%M:%S", &tm) == 0) {
+        snprintf(buf, n, "%" PRId64 "ms", ms);
+        return;
+    }
+    size_t len = strlen(buf);
+    snprintf(buf + len, n - len, ".%03dZ", (int)(ms % 1000));
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static const char status_help[] =
+    "usage: orch status DIR\n"
+    "\n"
+    "Shows the job's name, status (created, running, finished), plan hash and whether a\n"
+    "driver is running it now; per call (the `progress` view): grains by phase and the\n"
+    "sealed ones by outcome; failures by kind; attempts, and throughput: sealed grains per\n"
+    "second from the first attempt's start to the last attempt's end (now, while an\n"
+    "attempt runs). The numbers come from one snapshot. Works while the job runs.\n"
+    "\n"
+    "exit status: 0 done; 1 the job cannot be read; 2 usage error.\n";
+
+/* Whether a driver holds the job's lock now (engine/job.c: an flock on DIR/lock, with
+ * the holder's pid written in the file), and that pid (0 when unknown).
+ *
+ * The file is never created here. When the pid recorded in it is gone, no driver holds
+ * the lock (the kernel released it with the process), and it is not probed. Else the
+ * probe takes a shared lock for an instant: that fails while a driver holds it. The
+ * probe is skipped when it can be because, for its instant, it would make a `resume`
+ * starting at the same moment refuse to run. */
+static bool driver_live(const char *dir, long *pid)
+{
+    *pid = 0;
+    struct orch__buf path = {0};
+    orch__buf_printf(&path, "%s/lock", dir);
+    int fd = path.oom ? -1 : open(path.p, O_RDONLY | O_CLOEXEC);
+    orch__buf_free(&path);
+    if (fd < 0)
+        return false;
+    char buf[32];
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    buf[n > 0 ? n : 0] = '\0';
+    *pid = strtol(buf, NULL, 10);
+    bool live;
+    if (*pid > 0 && kill((pid_t)*pid, 0) != 0 && errno == ESRCH)
+        live = false;
+    else if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
+        flock(fd, LOCK_UN);
+        live = false;
+    } else
+        live = errno == EWOULDBLOCK;
+    close(fd);
+    if (!live)
+        *pid = 0;
+    return live;
+}
+
+/* The count columns of the progress view, in its order. */
+#define NPROGRESS 9
+static const char *const progress_cols[NPROGRESS] = {
+    "total", "waiting", "ready", "in_flight", "sealed", "ok", "dropped", "failed", "suppressed",
+};
+
+struct status {
+    int ncalls;
+    const char **call;            /* names, plan order */
+    int64_t (*counts)[NPROGRESS]; /* per call */
+    struct orch__buf failures;    /* "record 2, error 1" */
+    int64_t nfailures;
+    int64_t attempts, running, first_start, last_end;
+    char job_status[16];
+};
+
+/* Reads everything status prints in ONE statement, so that its numbers agree with each
+ * other while a driver commits: rows tagged 0 (a call of `progress`), 1 (failures of one
+ * kind), 2 (the attempts), 3 (the job row). */
+static int status_read(struct orch_job *job, struct status *s)
+{
+    static const char sql[] =
+        "SELECT 0, call, total, waiting, ready, in_flight, sealed, ok, dropped, failed,"
+        "       suppressed FROM progress"
+        " UNION ALL SELECT 1, kind, count(*), 0, 0, 0, 0, 0, 0, 0, 0 FROM failure"
+        "  GROUP BY kind"
+        " UNION ALL SELECT 2, NULL, count(*), count(*) - count(ended_at),"
+        "  coalesce(min(started_at), 0), coalesce(max(ended_at), 0), 0, 0, 0, 0, 0"
+        "  FROM attempt"
+        " UNION ALL SELECT 3, status, 0, 0, 0, 0, 0, 0, 0, 0, 0 FROM job";
+    sqlite3_stmt *st;
+    int rc = prepare(job, sql, &st, "status");
+    if (rc < 0)
+        return rc;
+    struct {
+        const char *kind;
+        int64_t n;
+    } kinds[16];
+    int nkinds = 0;
+    while ((rc = orch_store_step(job->store, st)) == 1) {
+        const char *name = (const char *)sqlite3_column_text(st, 1);
+        switch (sqlite3_column_int(st, 0)) {
+        case 0: {
+            int c = name ? orch_plan_find_call(job->plan, name) : -1;
+            if (c < 0 || c >= s->ncalls)
+                break; /* the plan and its rows agree (checked at open) */
+            for (int k = 0; k < NPROGRESS; k++)
+                s->counts[c][k] = sqlite3_column_int64(st, 2 + k);
+            break;
+        }
+        case 1: {
+            /* At most the six kinds of the schema; keep them sorted by count (then name)
+             * as they come. */
+            int64_t n = sqlite3_column_int64(st, 2);
+            s->nfailures += n;
+            int kind = orch_failure_kind_parse(name);
+            if (kind < 0 || nkinds == (int)(sizeof kinds / sizeof kinds[0]))
+                break;
+            int i = nkinds++;
+            for (; i > 0 && kinds[i - 1].n < n; i--)
+                kinds[i] = kinds[i - 1];
+            kinds[i].kind = orch_failure_kind_name((enum orch_failure_kind)kind);
+            kinds[i].n = n;
+            break;
+        }
+        case 2:
+            s->attempts = sqlite3_column_int64(st, 2);
+            s->running = sqlite3_column_int64(st, 3);
+            s->first_start = sqlite3_column_int64(st, 4);
+            s->last_end = sqlite3_column_int64(st, 5);
+            break;
+        case 3:
+            snprintf(s->job_status, sizeof s->job_status, "%s", name ? name : "?");
+            break;
+        }
+    }
+    sqlite3_finalize(st);
+    for (int i = 0; i < nkinds; i++)
+        orch__buf_printf(&s->failures, "%s%s %" PRId64, i ? ", " : "", kinds[i].kind,
+                         kinds[i].n);
+    if (rc == 0 && s->failures.oom)
+        rc = -ENOMEM;
+    return rc;
+}
+
+static int digits(int64_t v)
+{
+    int d = 1;
+    for (; v >= 10; v /= 10)
+        d++;
+    return d;
+}
+
+/* The table of calls: a header, one row per call in plan order, columns aligned. */
+static void status_table(FILE *out, const struct status *s)
+{
+    int namew = 4;
+    for (int c = 0; c < s->ncalls; c++)
+        if ((int)strlen(s->call[c]) > namew)
+            namew = (int)strlen(s->call[c]);
+    int w[NPROGRESS];
+    for (int k = 0; k < NPROGRESS; k++) {
+        w[k] = (int)strlen(progress_cols[k]);
+        for (int c = 0; c < s->ncalls; c++)
+            if (digits(s->counts[c][k]) > w[k])
+                w[k] = digits(s->counts[c][k]);
+    }
+    fprintf(out, "%-*s", namew, "call");
+    for (int k = 0; k < NPROGRESS; k++)
+        fprintf(out, "  %*s", w[k], progress_cols[k]);
+    fputc('\n', out);
+    for (int c = 0; c < s->ncalls; c++) {
+        fprintf(out, "%-*s", namew, s->call[c]);
+        for (int k = 0; k < NPROGRESS; k++)
+            fprintf(out, "  %*" PRId64, w[k], s->counts[c][k]);
+        fputc('\n', out);
+    }
+}
+
+static void status_print(FILE *out, struct orch_job *job, const struct status *s)
+{
+    long pid;
+    bool live = driver_live(job->dir, &pid);
+    fprintf(out, "job:        %s\n", job->info->name);
+    fprintf(out, "status:     %s\n", s->job_status);
+    fprintf(out, "plan:       %.12s\n", job->info->plan_hash);
+    if (live && pid > 0)
+        fprintf(out, "driver:     running (pid %ld)\n", pid);
+    else if (live)
+        fprintf(out, "driver:     running\n");
+    else if (strcmp(s->job_status, "finished") == 0)
+        fprintf(out, "driver:     none\n");
+    else
+        fprintf(out, "driver:     none (resume with `orch resume %s`)\n", job->dir);
+    fputc('\n', out);
+    status_table(out, s);
+    fputc('\n', out);
+    if (s->nfailures)
+        fprintf(out, "failures:   %" PRId64 " (%s; see `orch failures %s`)\n", s->nfailures,
+                s->failures.p ? s->failures.p : "", job->dir);
+    else
+        fprintf(out, "failures:   0\n");
+    /* Attempts that have not ended run now only while a driver does; else they were
+     * interrupted, and the next resume closes them. */
+    fprintf(out, "attempts:   %" PRId64 " (%" PRId64 " %s)\n", s->attempts, s->running,
+            live || !s->running ? "running" : "interrupted, not ended");
+    if (s->attempts == 0)
+        return;
+    int64_t sealed = 0;
+    for (int c = 0; c < s->ncalls; c++)
+        sealed += s->counts[c][4]; /* progress_cols[4]: sealed */
+    int64_t end = live && s->running ? now_ms() : s->last_end;
+    if (end < s->first_start) /* no attempt has ended */
+        end = s->first_start;
+    int64_t span = end - s->first_start;
+    char from[40], to[40];
+    iso_time(from, sizeof from, s->first_start);
+    iso_time(to, sizeof to, end);
+    fprintf(out, "span:       %s .. %s (%.3f s)\n", from, to, (double)span / 1000.0);
+    if (span > 0)
+        fprintf(out, "throughput: %.1f grains/s (%" PRId64 " sealed)\n",
+                (double)sealed * 1000.0 / (double)span, sealed);
+}
+
+int orch_cli_status(int argc, char **argv)
+{
+    const char *dir = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
+            return fputs(status_help, stdout), ORCH_EXIT_OK;
+        if (argv[i][0] == '-' && argv[i][1])
+            return orch_cli_usage_error("status: unknown option '%s'", argv[i]);
+        if (dir)
+            return orch_cli_usage_error("status: unexpected argument '%s'", argv[i]);
+        dir = argv[i];
+    }
+    if (!dir)
+        return orch_cli_usage_error("status: give a job directory");
+    struct orch_job *job;
+    if (open_job(dir, &job) != ORCH_EXIT_OK)
+        return ORCH_EXIT_FAIL;
+    struct status s = {.ncalls = orch_plan_ncalls(job->plan)};
+    s.call = calloc((size_t)s.ncalls + 1, sizeof *s.call);
+    s.counts = calloc((size_t)s.ncalls + 1, sizeof *s.counts);
+    int rc = s.call && s.counts ? 0 : -ENOMEM;
+    for (int c = 0; rc == 0 && c < s.ncalls; c++)
+        s.call[c] = orch_plan_call(job->plan, c)->name;
+    if (rc == 0)
+        rc = status_read(job, &s);
+    if (rc == 0)
+        status_print(stdout, job, &s);
+    else
+        fprintf(stderr, "orch: status: %s\n", detail_or(rc));
+    free(s.call);
+    free(s.counts);
+    orch__buf_free(&s.failures);
+    return finish("status", job, rc);
+}
