@@ -127,8 +127,10 @@ static int drive(struct orch_job *job, const struct orch_run_opts *o)
     if (rc < 0) {
         fprintf(stderr, "orch: %s: %s\n", job->dir, orch_error_detail()[0] ? orch_error_detail()
                                                                            : orch_strerror(rc));
-        fprintf(stderr, "orch: what was committed is kept; continue with `orch resume %s`\n",
-                job->dir);
+        /* A corrupt store cannot be resumed; every other stop can. */
+        if (rc != ORCH_ECORRUPT)
+            fprintf(stderr, "orch: what was committed is kept; continue with `orch resume %s`\n",
+                    job->dir);
         return ORCH_EXIT_FAIL;
     }
     return ORCH_EXIT_OK;

@@ -1143,10 +1143,9 @@ int orch_driver_run(struct orch_job *job, const struct orch_run_opts *opts,
     d.live = opts->progress == ORCH_PROGRESS_LIVE ||
              (opts->progress == ORCH_PROGRESS_AUTO && isatty(fileno(opts->out ? opts->out
                                                                             : stderr)));
-    ssize_t n = readlink("/proc/self/exe", d.exe, sizeof d.exe - 1);
-    if (n < 0)
-        return orch_error_set(-errno, "cannot find the orch binary: %s", strerror(errno));
-    d.exe[n] = '\0';
+    /* Workers exec this very binary through /proc/self/exe, which names the running image
+     * even when its file was replaced or deleted since (a rebuild during a long job). */
+    snprintf(d.exe, sizeof d.exe, "/proc/self/exe");
     /* Each turn allocates and frees much the same memory (SQLite's page cache, batches);
      * without this, glibc returns the top of the heap to the kernel after every turn and
      * faults it back in on the next: half of the driver's time, measured. */

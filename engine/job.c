@@ -1,8 +1,11 @@
 /* job.c — creating and opening a job directory (orch_job.h). */
+/* renameat2() and RENAME_NOREPLACE */
+#define _GNU_SOURCE
 #include "orch_job.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,6 +193,49 @@ static int open_stores(struct orch_job *job, int store_flags)
     return rc;
 }
 
+/* The message for a job directory that exists: it names the live driver when there is
+ * one (its lock is held), else points to resume. */
+static int exists_error(const char *dir)
+{
+    char *path = path_join(dir, "lock");
+    int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    free(path);
+    if (fd >= 0 && flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+        char buf[32] = "";
+        ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+        buf[n > 0 ? n : 0] = '\0';
+        close(fd);
+        return orch_error_set(-EEXIST,
+                              "%s already exists: a job being run by another orch process "
+                              "(pid %ld); to start a new job, choose a new directory",
+                              dir, strtol(buf, NULL, 10));
+    }
+    if (fd >= 0)
+        close(fd);
+    return orch_error_set(-EEXIST,
+                          "%s already exists; to continue that job, run `orch resume %s`; "
+                          "to start a new one, choose a new directory",
+                          dir, dir);
+}
+
+/* ".NAME.creating.PID" beside dir: where a job is built before it is renamed into place. */
+static char *staging_path(const char *dir)
+{
+    const char *slash = strrchr(dir, '/');
+    const char *base = slash ? slash + 1 : dir;
+    int head = slash ? (int)(slash - dir) + 1 : 0;
+    size_t n = strlen(dir) + 64;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%.*s.%s.creating.%ld", head, dir, base, (long)getpid());
+    return p;
+}
+
+/* The job is built in a staging directory beside `dir` and renamed to `dir` only once its
+ * first transaction (the job row and the plan) is committed: a crash at any moment of the
+ * creation leaves either no job or a whole one, never a directory that neither `run` nor
+ * `resume` can use. The stores are closed across the rename (SQLite names its WAL files
+ * by path) and opened again at the final path; the lock's descriptor follows its inode. */
 int orch_job_create(const char *dir, const char *pipeline, FILE *diag, struct orch_job **out)
 {
     *out = NULL;
@@ -199,26 +245,28 @@ int orch_job_create(const char *dir, const char *pipeline, FILE *diag, struct or
     int rc = orch_lang_compile_path(pipeline, diag, &plan, &text, &len);
     if (rc < 0)
         return rc;
-    if (mkdir(dir, 0755) != 0) {
-        int err = errno;
+    struct stat st;
+    if (lstat(dir, &st) == 0) {
         orch_plan_free(plan);
         free(text);
-        if (err == EEXIST)
-            return orch_error_set(-EEXIST,
-                                  "%s already exists; to continue that job, run `orch resume "
-                                  "%s`; to start a new one, choose a new directory",
-                                  dir, dir);
-        return orch_error_set(-err, "%s: %s", dir, strerror(err));
+        return exists_error(dir);
     }
+    char *stage = staging_path(dir);
     struct orch_job *job = calloc(1, sizeof *job);
-    char *src = path_join(dir, "pipeline.orch");
-    if (!job || !src || !(job->dir = strdup(dir))) {
+    char *src = stage ? path_join(stage, "pipeline.orch") : NULL;
+    bool staged = false;
+    if (!job || !src || !(job->dir = strdup(stage))) {
         rc = -ENOMEM;
         goto fail;
     }
     job->lock_fd = -1;
     job->plan = plan;
     plan = NULL;
+    if (mkdir(stage, 0755) != 0) {
+        rc = orch_error_set(-errno, "%s: %s", stage, strerror(errno));
+        goto fail;
+    }
+    staged = true;
     if ((rc = lock_take(job)) < 0 || (rc = write_source(src, text, len)) < 0 ||
         (rc = open_stores(job, ORCH_STORE_CREATE)) < 0)
         goto fail;
@@ -231,11 +279,29 @@ int orch_job_create(const char *dir, const char *pipeline, FILE *diag, struct or
         orch_store_rollback(job->store);
         goto fail;
     }
-    if ((rc = orch_store_commit(job->store)) < 0 ||
-        (rc = orch_store_job_get(job->store, &job->info)) < 0)
+    if ((rc = orch_store_commit(job->store)) < 0)
+        goto fail;
+    orch_payload_close(job->payloads);
+    orch_store_close(job->store);
+    job->payloads = NULL;
+    job->store = NULL;
+    /* RENAME_NOREPLACE: a plain rename would replace an empty directory made meanwhile. */
+    if (renameat2(AT_FDCWD, stage, AT_FDCWD, dir, RENAME_NOREPLACE) != 0) {
+        rc = errno == EEXIST ? exists_error(dir)
+                             : orch_error_set(-errno, "%s: %s", dir, strerror(errno));
+        goto fail;
+    }
+    staged = false;
+    free(job->dir);
+    if (!(job->dir = strdup(dir))) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    if ((rc = open_stores(job, 0)) < 0 || (rc = orch_store_job_get(job->store, &job->info)) < 0)
         goto fail;
     free(text);
     free(src);
+    free(stage);
     *out = job;
     return 0;
 fail:
@@ -243,7 +309,9 @@ fail:
     free(src);
     orch_plan_free(plan);
     orch_job_close(job);
-    remove_tree(dir);
+    if (staged)
+        remove_tree(stage);
+    free(stage);
     return rc;
 }
 

@@ -228,8 +228,6 @@ static int configure(orch_store *s)
     sqlite3_extended_result_codes(s->db, 1);
     sqlite3_busy_timeout(s->db, ORCH_STORE_BUSY_TIMEOUT_MS);
     int rc;
-    if (!(s->flags & ORCH_STORE_READONLY) && (rc = set_wal(s)) < 0)
-        return rc;
     const char *sql = s->flags & ORCH_STORE_SYNC_FULL
                           ? "PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;"
                           : "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;";
@@ -271,9 +269,16 @@ static int identify(orch_store *s, int latest)
     if ((rc = orch_store__pragma_int(s, "application_id", &appid)) < 0)
         return rc;
 
+    if (uv == 0 && !(s->flags & ORCH_STORE_CREATE))
+        /* Jobs are created in a directory of their own and renamed into place only after
+         * their first commit (engine/job.c), so an empty database is never a job. */
+        return orch_error_set(ORCH_ECORRUPT,
+                              "%s: not an orch job (an empty database: its creation never "
+                              "finished)",
+                              s->path);
     if (uv == 0) {
-        /* Version 0 is a database no migration has touched: a new job (possibly one whose
-         * creation crashed before its first commit), unless something else made it. */
+        /* Version 0 is a database no migration has touched: a new job, unless something
+         * else made it. */
         int64_t changes;
         if ((rc = orch_store__pragma_int(s, "schema_version", &changes)) < 0)
             return rc;
@@ -343,7 +348,11 @@ int orch_store__open_with(const char *path, int flags, const struct orch_migrati
         rc = orch_store_error(s, rc, "cannot open");
         goto fail_close;
     }
+    /* Identify before switching to WAL, which writes to the file: a file that is not an
+     * orch job is refused untouched. */
     if ((rc = configure(s)) < 0 || (rc = identify(s, migs[nmigs - 1].version)) < 0)
+        goto fail_close;
+    if (!(flags & ORCH_STORE_READONLY) && (rc = set_wal(s)) < 0)
         goto fail_close;
     if (s->version < migs[nmigs - 1].version && (rc = orch_store__migrate(s, migs, nmigs)) < 0)
         goto fail_close;

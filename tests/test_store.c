@@ -309,19 +309,21 @@ static void test_not_an_orch_job(void **state)
     sqlite3_close(db);
 }
 
-/* An empty file (a creation that crashed before its first commit) becomes a job on a
- * read-write open, and is refused read-only. */
-static void test_empty_file_migrates(void **state)
+/* An empty file is not a job (a job is renamed into place only after its first commit):
+ * refused read-only and read-write, and left untouched. */
+static void test_empty_file_refused(void **state)
 {
     struct fx *f = *state;
     write_file(f->db, "", 0);
     orch_store *s = NULL;
-    assert_int_equal(orch_store_open(f->db, ORCH_STORE_READONLY, &s), ORCH_EOLDER);
+    assert_int_equal(orch_store_open(f->db, ORCH_STORE_READONLY, &s), ORCH_ECORRUPT);
     assert_null(s);
-    s = open_job(f, 0);
-    assert_int_equal(orch_store_schema_found(s), 0);
-    assert_int_equal(orch_store_schema_version(s), orch_store_schema_latest());
-    orch_store_close(s);
+    assert_int_equal(orch_store_open(f->db, 0, &s), ORCH_ECORRUPT);
+    assert_null(s);
+    assert_non_null(strstr(orch_error_detail(), "empty database"));
+    struct stat st;
+    assert_int_equal(stat(f->db, &st), 0);
+    assert_int_equal(st.st_size, 0);
 }
 
 /* ---- migrations ------------------------------------------------------------------------ */
@@ -1129,7 +1131,7 @@ int main(void)
         T(test_garbage_file),
         T(test_truncated_file),
         T(test_not_an_orch_job),
-        T(test_empty_file_migrates),
+        T(test_empty_file_refused),
         T(test_migrations_upgrade),
         T(test_migration_failure_rolls_back),
         T(test_failed_create_removes_file),

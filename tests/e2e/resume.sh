@@ -81,8 +81,8 @@ grep -q "job is being run by another orch process (pid $driver)" "$T/second.err"
 st=0
 "$ORCH" run "$T/slow.orch" --job "$J" --progress none 2> "$T/second-run.err" || st=$?
 expect_eq "a second driver (run) exits 1" 1 "$st"
-grep -q "orch resume" "$T/second-run.err" ||
-  fail "orch run on a live job: no clear message: $(cat "$T/second-run.err")"
+grep -q "being run by another orch process (pid $driver)" "$T/second-run.err" ||
+  fail "orch run on a live job does not name the live driver: $(cat "$T/second-run.err")"
 open_nap "$J" || fail "the live job lost its attempt to the refused driver"
 expect_eq "the refused driver left the lock to the live one" "$driver" "$(tr -d '\n' < "$J/lock")"
 
