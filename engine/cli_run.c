@@ -165,27 +165,39 @@ int orch_cli_run(int argc, char **argv)
     return status;
 }
 
+/* Parses the arguments of resume and retry (one job directory and the run options) and
+ * opens the job read-write, taking its lock. Returns -1 with *job set, or the exit status
+ * to return. */
+static int open_existing(const char *cmd, int argc, char **argv, struct orch_run_opts *o,
+                         struct orch_job **job)
+{
+    const char *pos[2];
+    int npos;
+    if (parse_opts(cmd, argc, argv, o, NULL, pos, &npos) < 0)
+        return ORCH_EXIT_USAGE;
+    if (npos != 1)
+        return orch_cli_usage_error("%s: give one job directory", cmd);
+    orch_error_clear();
+    int rc = orch_job_open(pos[0], 0, job);
+    if (rc < 0) {
+        fprintf(stderr, "orch: %s\n", orch_error_detail()[0] ? orch_error_detail()
+                                                             : orch_strerror(rc));
+        return ORCH_EXIT_FAIL;
+    }
+    return -1;
+}
+
 int orch_cli_resume(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
             return fputs(resume_help, stdout), ORCH_EXIT_OK;
     struct orch_run_opts o = {0};
-    const char *pos[2];
-    int npos;
-    if (parse_opts("resume", argc, argv, &o, NULL, pos, &npos) < 0)
-        return ORCH_EXIT_USAGE;
-    if (npos != 1)
-        return orch_cli_usage_error("resume: give one job directory");
     struct orch_job *job;
-    orch_error_clear();
-    int rc = orch_job_open(pos[0], 0, &job);
-    if (rc < 0) {
-        fprintf(stderr, "orch: %s\n", orch_error_detail()[0] ? orch_error_detail()
-                                                             : orch_strerror(rc));
-        return ORCH_EXIT_FAIL;
-    }
-    int status = drive(job, &o);
+    int status = open_existing("resume", argc, argv, &o, &job);
+    if (status >= 0)
+        return status;
+    status = drive(job, &o);
     orch_job_close(job);
     return status;
 }
@@ -221,21 +233,11 @@ int orch_cli_retry(int argc, char **argv)
         }
     }
     struct orch_run_opts o = {0};
-    const char *pos[2];
-    int npos;
-    if (parse_opts("retry", nrest, rest, &o, NULL, pos, &npos) < 0)
-        return ORCH_EXIT_USAGE;
-    if (npos != 1)
-        return orch_cli_usage_error("retry: give one job directory");
     struct orch_job *job;
-    orch_error_clear();
-    int rc = orch_job_open(pos[0], 0, &job);
-    if (rc < 0) {
-        fprintf(stderr, "orch: %s\n", orch_error_detail()[0] ? orch_error_detail()
-                                                             : orch_strerror(rc));
-        return ORCH_EXIT_FAIL;
-    }
-    int call = -1;
+    int status = open_existing("retry", nrest, rest, &o, &job);
+    if (status >= 0)
+        return status;
+    int rc, call = -1;
     if (call_name && (call = orch_plan_find_call(job->plan, call_name)) < 0) {
         fprintf(stderr, "orch: retry: the job has no call '%s'\n", call_name);
         orch_job_close(job);
@@ -270,7 +272,7 @@ int orch_cli_retry(int argc, char **argv)
         return ORCH_EXIT_FAIL;
     }
     fprintf(stderr, "orch: retry: %lld grains re-opened\n", (long long)reopened);
-    int status = drive(job, &o);
+    status = drive(job, &o);
     orch_job_close(job);
     return status;
 }

@@ -414,6 +414,23 @@ static int seal_norun(orch_prop *p, int stmt, int64_t grain, int64_t e,
     return seal(p, stmt, grain, e, o, false, 0, &sealed);
 }
 
+/* The state of the plain expansion of entity e into domain d (the one that defines d's
+ * children): an orch_expansion_state, or -1 while it is not terminal. */
+static int plain_expansion(orch_prop *p, int d, int64_t e, int *state)
+{
+    const struct orch_domain *dom = orch_plan_domain(p->plan, d);
+    sqlite3_stmt *st;
+    int rc = prep(p, "SELECT state FROM expansion WHERE call_id = ? AND parent_id = ?", &st);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int(st, 1, orch_plan_stmt(p->plan, dom->expand)->call);
+    sqlite3_bind_int64(st, 2, e);
+    rc = orch_store_step(p->store, st);
+    *state = rc == 1 ? orch_expansion_state_parse((const char *)sqlite3_column_text(st, 0)) : -1;
+    sqlite3_reset(st);
+    return rc < 0 ? rc : 0;
+}
+
 /* All inputs of a map-like grain are terminal and none failed: Dropped (a required input,
  * or for an aligned expand the plain expansion, was dropped) or READY. */
 static int decide(orch_prop *p, int stmt, int64_t grain, int64_t e, int64_t parent,
@@ -433,19 +450,8 @@ static int decide(orch_prop *p, int stmt, int64_t grain, int64_t e, int64_t pare
     }
     if (s->op == ORCH_OP_EXPAND_ALIGNED) {
         /* The plain expansion is terminal (counted in pending); a Dropped one drops. */
-        const struct orch_domain *t = orch_plan_domain(p->plan, s->target);
-        int plain_call = orch_plan_stmt(p->plan, t->expand)->call;
-        sqlite3_stmt *st;
-        if ((rc = prep(p, "SELECT state FROM expansion WHERE call_id = ? AND parent_id = ?",
-                       &st)) < 0)
-            return rc;
-        sqlite3_bind_int(st, 1, plain_call);
-        sqlite3_bind_int64(st, 2, e);
-        rc = orch_store_step(p->store, st);
-        int state = rc == 1 ? orch_expansion_state_parse((const char *)sqlite3_column_text(st, 0))
-                            : -1;
-        sqlite3_reset(st);
-        if (rc < 0)
+        int state;
+        if ((rc = plain_expansion(p, s->target, e, &state)) < 0)
             return rc;
         if (state == ORCH_EXPANSION_DROPPED)
             return seal_norun(p, stmt, grain, e, ORCH_OUTCOME_DROPPED);
@@ -1304,18 +1310,8 @@ static int reevaluate(orch_prop *p, int64_t grain)
     int64_t pending = 0;
     bool bad = false;
     if (s->op == ORCH_OP_REDUCE) {
-        const struct orch_domain *c = orch_plan_domain(p->plan, reduce_child(p->plan, s));
-        int plain = orch_plan_stmt(p->plan, c->expand)->call;
-        if ((rc = prep(p, "SELECT state FROM expansion WHERE call_id = ? AND parent_id = ?",
-                       &st)) < 0)
-            return rc;
-        sqlite3_bind_int(st, 1, plain);
-        sqlite3_bind_int64(st, 2, e);
-        rc = orch_store_step(p->store, st);
-        int xs = rc == 1 ? orch_expansion_state_parse((const char *)sqlite3_column_text(st, 0))
-                         : -1;
-        sqlite3_reset(st);
-        if (rc < 0)
+        int xs;
+        if ((rc = plain_expansion(p, reduce_child(p->plan, s), e, &xs)) < 0)
             return rc;
         if (xs < 0)
             return set_pending(p, grain, -1);
@@ -1335,18 +1331,8 @@ static int reevaluate(orch_prop *p, int64_t grain)
             bad = true;
     }
     if (s->op == ORCH_OP_EXPAND_ALIGNED) {
-        const struct orch_domain *t = orch_plan_domain(p->plan, s->target);
-        int plain = orch_plan_stmt(p->plan, t->expand)->call;
-        if ((rc = prep(p, "SELECT state FROM expansion WHERE call_id = ? AND parent_id = ?",
-                       &st)) < 0)
-            return rc;
-        sqlite3_bind_int(st, 1, plain);
-        sqlite3_bind_int64(st, 2, e);
-        rc = orch_store_step(p->store, st);
-        int xs = rc == 1 ? orch_expansion_state_parse((const char *)sqlite3_column_text(st, 0))
-                         : -1;
-        sqlite3_reset(st);
-        if (rc < 0)
+        int xs;
+        if ((rc = plain_expansion(p, s->target, e, &xs)) < 0)
             return rc;
         if (xs < 0)
             pending++;
