@@ -63,6 +63,9 @@ extern char **environ;
 /* How often the pool looks for dead processes while it waits for one (a safety net in case
  * a SIGCHLD is not seen), and how long before it retries a failed fork. */
 #define REAP_POLL_MS 100
+/* A worker's init (loading a model, say) is given this many times the call's per-batch
+ * timeout before it counts as hung; without a timeout, init may take as long as it likes. */
+#define INIT_TIMEOUT_FACTOR 10
 #define RESPAWN_RETRY_MS 1000
 /* Bytes asked of each read(). */
 #define READ_CHUNK 65536
@@ -415,6 +418,11 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
         char msg[128];
         describe_timeout(msg, sizeof msg, p->timeout_ms);
         kill_and_declare(w, ORCH_LOSS_TIMEOUT, msg);
+    } else if (w->state == W_STARTING && !w->dying) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "init ran past %d times the call's timeout (%" PRId64 " ms)",
+                 INIT_TIMEOUT_FACTOR, INIT_TIMEOUT_FACTOR * p->timeout_ms);
+        kill_and_declare(w, ORCH_LOSS_INIT, msg);
     } else if (w->state == W_DEAD && !p->closing && !p->failed) {
         spawn_or_retry(w);
     }
@@ -438,6 +446,7 @@ static void on_hello(orch_worker *w, const struct orch_wire_frame *f)
         protocol_error(w, "HELLO says pid %" PRIu32 ", the worker is %d", h.pid, (int)w->pid);
         return;
     }
+    evtimer_del(w->timer); /* the init timeout */
     w->state = W_IDLE;
     p->init_failures = 0;
     p->in_callback++;
@@ -750,6 +759,10 @@ static int spawn(orch_worker *w)
     if (w->ev_read == NULL || w->ev_write == NULL || event_add(w->ev_read, NULL) < 0) {
         rc = -ENOMEM;
         goto fail_proc;
+    }
+    if (p->timeout_ms > 0) { /* a UDF whose init hangs must not hold its slot forever */
+        struct timeval tv = ms_tv(INIT_TIMEOUT_FACTOR * p->timeout_ms);
+        evtimer_add(w->timer, &tv);
     }
     flush(w);
     return 0;
