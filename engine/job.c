@@ -357,58 +357,56 @@ fail:
     return rc;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
+/* Walks the stored payload ids and the ids that items name, both ascending, in one merge
+ * and in bounded memory: a page of stored ids at a time, the named ids streamed from
+ * SQLite (which sorts them, spilling to disk for a big job). A stored id that no item
+ * names is an orphan. */
 int orch_job_reclaim(struct orch_job *job, size_t *deleted)
 {
+    enum { PAGE = 4096 };
     if (deleted)
         *deleted = 0;
-    uint64_t *stored = NULL, *named = NULL, *gone = NULL;
-    size_t nstored = 0, nnamed = 0, cap = 0, ngone = 0;
-    int rc = orch_payload_ids(job->payloads, &stored, &nstored);
-    if (rc < 0 || nstored == 0)
-        goto out;
-    sqlite3_stmt *st;
-    if ((rc = orch_store_prepare(job->store, "SELECT payload_id FROM item "
-                                             "WHERE payload_id IS NOT NULL", &st)) < 0)
-        goto out;
-    while ((rc = orch_store_step(job->store, st)) == 1) {
-        if (nnamed == cap) {
-            cap = cap ? cap * 2 : 1024;
-            uint64_t *nv = realloc(named, cap * sizeof *nv);
-            if (!nv) {
-                rc = -ENOMEM;
-                break;
+    uint64_t *page = malloc(PAGE * sizeof *page), *gone = malloc(PAGE * sizeof *gone);
+    sqlite3_stmt *st = NULL;
+    int rc = !page || !gone ? -ENOMEM : 0;
+    if (rc == 0)
+        rc = orch_store_prepare(job->store, "SELECT payload_id FROM item "
+                                            "WHERE payload_id IS NOT NULL ORDER BY payload_id",
+                                &st);
+    uint64_t start = 1, named = 0;
+    bool more_named = true;
+    if (rc == 0 && (rc = orch_store_step(job->store, st)) >= 0) {
+        more_named = rc == 1;
+        named = more_named ? (uint64_t)sqlite3_column_int64(st, 0) : 0;
+        rc = 0;
+    }
+    while (rc == 0) {
+        size_t n, ngone = 0;
+        if ((rc = orch_payload_ids(job->payloads, start, page, PAGE, &n)) < 0 || n == 0)
+            break;
+        for (size_t i = 0; i < n && rc == 0; i++) {
+            while (more_named && named < page[i]) {
+                if ((rc = orch_store_step(job->store, st)) < 0)
+                    break;
+                more_named = rc == 1;
+                named = more_named ? (uint64_t)sqlite3_column_int64(st, 0) : 0;
+                rc = 0;
             }
-            named = nv;
+            if (rc == 0 && (!more_named || named != page[i]))
+                gone[ngone++] = page[i];
         }
-        named[nnamed++] = (uint64_t)sqlite3_column_int64(st, 0);
+        size_t k = 0;
+        if (rc == 0 && ngone)
+            rc = orch_payload_delete_many(job->payloads, gone, ngone, &k);
+        if (deleted)
+            *deleted += k;
+        if (n < PAGE)
+            break;
+        start = page[n - 1] + 1;
     }
-    sqlite3_reset(st);
-    if (rc < 0)
-        goto out;
-    qsort(named, nnamed, sizeof *named, cmp_u64);
-    if (!(gone = malloc(nstored * sizeof *gone))) {
-        rc = -ENOMEM;
-        goto out;
-    }
-    /* Both lists ascending: one merge pass finds the stored ids nothing names. */
-    size_t j = 0;
-    for (size_t i = 0; i < nstored; i++) {
-        while (j < nnamed && named[j] < stored[i])
-            j++;
-        if (j == nnamed || named[j] != stored[i])
-            gone[ngone++] = stored[i];
-    }
-    if (ngone)
-        rc = orch_payload_delete_many(job->payloads, gone, ngone, deleted);
-out:
-    free(stored);
-    free(named);
+    if (st)
+        sqlite3_reset(st);
+    free(page);
     free(gone);
     return rc < 0 ? rc : 0;
 }

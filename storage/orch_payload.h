@@ -132,11 +132,11 @@ void orch_payload_read_end(orch_payload_rtxn *r);
  * Returns 0, or an error as for put_many (nothing deleted then). */
 int orch_payload_delete_many(orch_payload *p, const uint64_t *ids, size_t n, size_t *ndeleted);
 
-/* Lists the ids of every stored payload, ascending, as a malloc'd array (*ids_out, which
- * the caller frees; NULL when there are none) of *n_out ids, from one snapshot. For
- * reclaiming payloads that no committed fact names. Returns 0, -ENOMEM, or a translated
- * error. */
-int orch_payload_ids(orch_payload *p, uint64_t **ids_out, size_t *n_out);
+/* Lists, from one snapshot, the ids of up to `max` stored payloads that are >= start, in
+ * ascending order, into ids[0 .. *n_out-1]. Fewer than max (0 at the end) means there are
+ * no more. For walking the store in bounded memory (reclaiming payloads that no committed
+ * fact names). Returns 0 or a translated error. */
+int orch_payload_ids(orch_payload *p, uint64_t start, uint64_t *ids, size_t max, size_t *n_out);
 
 /* Flushes all commits to disk (for opts.nosync). Returns 0 or -errno. */
 int orch_payload_sync(orch_payload *p);

@@ -573,41 +573,28 @@ int orch_payload_stat(orch_payload *p, struct orch_payload_stat *st)
     return 0;
 }
 
-int orch_payload_ids(orch_payload *p, uint64_t **ids_out, size_t *n_out)
+int orch_payload_ids(orch_payload *p, uint64_t start, uint64_t *ids, size_t max, size_t *n_out)
 {
     assert_owner(p);
-    *ids_out = NULL;
     *n_out = 0;
     MDB_txn *txn;
     MDB_cursor *cur;
     int rc = begin_read(p, &txn);
     if (rc < 0)
         return rc;
-    MDB_stat ms;
-    rc = mdb_stat(txn, p->data, &ms);
-    uint64_t *ids = NULL;
-    size_t n = 0;
-    if (rc == 0 && !(ids = malloc((ms.ms_entries + 1) * sizeof *ids)))
-        rc = ENOMEM;
-    if (rc == 0)
-        rc = mdb_cursor_open(txn, p->data, &cur);
+    rc = mdb_cursor_open(txn, p->data, &cur);
     if (rc == 0) {
-        MDB_val k, v;
         /* MDB_INTEGERKEY keys come back in ascending order of id. */
-        for (int r = mdb_cursor_get(cur, &k, &v, MDB_FIRST); r == 0 && n < ms.ms_entries;
-             r = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-            uint64_t id;
-            memcpy(&id, k.mv_data, sizeof id);
-            ids[n++] = id;
-        }
+        MDB_val k = {sizeof start, &start}, v;
+        size_t n = 0;
+        int r = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+        for (; r == 0 && n < max; r = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
+            memcpy(&ids[n++], k.mv_data, sizeof *ids);
+        if (r != 0 && r != MDB_NOTFOUND)
+            rc = r;
+        *n_out = n;
         mdb_cursor_close(cur);
     }
     mdb_txn_abort(txn);
-    if (rc != 0) {
-        free(ids);
-        return rc == ENOMEM ? -ENOMEM : lmdb_error(p, rc, "list ids");
-    }
-    *ids_out = ids;
-    *n_out = n;
-    return 0;
+    return rc != 0 ? lmdb_error(p, rc, "list ids") : 0;
 }

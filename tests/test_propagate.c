@@ -568,6 +568,45 @@ static void test_barred_in_flight_sibling(void **state)
     assert_string_equal(sql1(f, "SELECT count(*) FROM failure"), "1");
 }
 
+/* ---- reclaiming orphaned payloads ------------------------------------------------------ */
+
+/* Payloads that no item names (outputs of rejected or never-committed reports) are
+ * deleted; the named ones stay readable. More orphans than one page of the bounded walk,
+ * on both sides of named ids. */
+static void test_reclaim_orphans(void **state)
+{
+    struct fx *f = *state;
+    enum { N = 5000 };
+    uint64_t *ids = calloc(N, sizeof *ids);
+    struct orch_iov *iov = calloc(N, sizeof *iov);
+    assert_non_null(ids);
+    assert_non_null(iov);
+    for (int i = 0; i < N; i++)
+        iov[i] = (struct orch_iov){"orphan", 6};
+    assert_int_equal(orch_payload_put_many(f->job->payloads, iov, N / 2, ids), 0);
+    admit(f, 0, "kept a");                        /* names one payload */
+    assert_int_equal(orch_payload_put_many(f->job->payloads, iov, N - N / 2, ids + N / 2), 0);
+    admit(f, 1, "kept b");
+    assert_int_equal(orch_store_commit(f->job->store), 0);
+    size_t deleted = 0;
+    assert_int_equal(orch_job_reclaim(f->job, &deleted), 0);
+    assert_int_equal(deleted, N);
+    void *data;
+    size_t len;
+    assert_int_equal(orch_payload_get(f->job->payloads, ids[0], &data, &len), ORCH_ENOTFOUND);
+    assert_int_equal(orch_payload_get(f->job->payloads, ids[N - 1], &data, &len),
+                     ORCH_ENOTFOUND);
+    assert_string_equal(sql1(f, "SELECT count(*) FROM item WHERE state = 'present'"), "2");
+    struct orch_payload_stat st;
+    assert_int_equal(orch_payload_stat(f->job->payloads, &st), 0);
+    assert_int_equal(st.count, 2); /* the two source items' payloads */
+    /* Nothing left to reclaim: a second pass deletes nothing. */
+    assert_int_equal(orch_job_reclaim(f->job, &deleted), 0);
+    assert_int_equal(deleted, 0);
+    free(ids);
+    free(iov);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -577,6 +616,7 @@ int main(void)
         T(test_expand_zero_dropped_and_ordered_reduce),
         T(test_group_failure_barrier),
         T(test_barred_in_flight_sibling),
+        T(test_reclaim_orphans),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
