@@ -23,27 +23,6 @@ static const char export_help[] =
     "\n"
     "exit status: 0 done; 1 the job or the port cannot be read; 2 usage error.\n";
 
-static void json_string(FILE *out, const unsigned char *s, size_t n)
-{
-    fputc('"', out);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = s[i];
-        if (c == '"' || c == '\\')
-            fprintf(out, "\\%c", c);
-        else if (c == '\n')
-            fputs("\\n", out);
-        else if (c == '\t')
-            fputs("\\t", out);
-        else if (c == '\r')
-            fputs("\\r", out);
-        else if (c < 0x20 || c == 0x7f)
-            fprintf(out, "\\u%04x", c);
-        else
-            fputc(c, out);
-    }
-    fputc('"', out);
-}
-
 static bool valid_utf8(const unsigned char *s, size_t n)
 {
     for (size_t i = 0; i < n;) {
@@ -87,8 +66,8 @@ static int export_port(struct orch_job *job, int port, bool all, FILE *out)
     /* The failure of the grain that produced the item: on the entity itself, or on its
      * parent for the outputs of an aligned expand. */
     int producer_call = pt->producer >= 0 ? orch_plan_stmt(p, pt->producer)->call : -1;
-    bool on_parent = pt->producer >= 0 &&
-                     orch_plan_stmt(p, pt->producer)->op == ORCH_OP_EXPAND_ALIGNED;
+    bool on_parent =
+        pt->producer >= 0 && orch_plan_stmt(p, pt->producer)->op == ORCH_OP_EXPAND_ALIGNED;
     struct orch__buf sql = {0};
     orch__buf_printf(
         &sql,
@@ -122,7 +101,7 @@ static int export_port(struct orch_job *job, int port, bool all, FILE *out)
         const char *state = (const char *)sqlite3_column_text(st, 1);
         fputs("{\"key\": ", out);
         const unsigned char *key = sqlite3_column_text(st, 0);
-        json_string(out, key, (size_t)sqlite3_column_bytes(st, 0));
+        orch__json_string(out, key, (size_t)sqlite3_column_bytes(st, 0));
         fprintf(out, ", \"state\": \"%s\"", state);
         if (strcmp(state, "present") == 0) {
             const void *data;
@@ -136,14 +115,15 @@ static int export_port(struct orch_job *job, int port, bool all, FILE *out)
             }
             if (valid_utf8(data, len)) {
                 fputs(", \"value\": ", out);
-                json_string(out, data, len);
+                orch__json_string(out, data, len);
             } else {
                 fputs(", \"value_b64\": ", out);
                 base64(out, data, len);
             }
         } else if (sqlite3_column_type(st, 3) != SQLITE_NULL) {
             fputs(", \"error\": ", out);
-            json_string(out, sqlite3_column_text(st, 3), (size_t)sqlite3_column_bytes(st, 3));
+            orch__json_string(out, sqlite3_column_text(st, 3),
+                              (size_t)sqlite3_column_bytes(st, 3));
         }
         fputs("}\n", out);
     }
@@ -180,8 +160,8 @@ int orch_cli_export(int argc, char **argv)
     orch_error_clear();
     int rc = orch_job_open(pos[0], ORCH_JOB_READONLY, &job);
     if (rc < 0) {
-        fprintf(stderr, "orch: %s\n", orch_error_detail()[0] ? orch_error_detail()
-                                                             : orch_strerror(rc));
+        fprintf(stderr, "orch: %s\n",
+                orch_error_detail()[0] ? orch_error_detail() : orch_strerror(rc));
         return ORCH_EXIT_FAIL;
     }
     int port = orch_plan_find_port(job->plan, pos[1]);
@@ -192,8 +172,8 @@ int orch_cli_export(int argc, char **argv)
     }
     rc = export_port(job, port, all, stdout);
     if (rc < 0)
-        fprintf(stderr, "orch: export: %s\n", orch_error_detail()[0] ? orch_error_detail()
-                                                                     : orch_strerror(rc));
+        fprintf(stderr, "orch: export: %s\n",
+                orch_error_detail()[0] ? orch_error_detail() : orch_strerror(rc));
     if (fflush(stdout) != 0 && rc == 0) {
         fprintf(stderr, "orch: export: cannot write: %s\n", strerror(errno));
         rc = -errno;

@@ -70,10 +70,11 @@ static int parse_opts(const char *cmd, int argc, char **argv, struct orch_run_op
         } else if (strcmp(a, "--max-unsealed") == 0 && v) {
             o->max_unsealed = strtoll(v, &end, 10);
             if (*end || o->max_unsealed <= 0)
-                return orch_cli_usage_error("%s: --max-unsealed needs a positive integer",
-                                            cmd), -1;
+                return orch_cli_usage_error("%s: --max-unsealed needs a positive integer", cmd),
+                       -1;
             i++;
-        } else if (strncmp(a, "--durability=", 13) == 0 || (strcmp(a, "--durability") == 0 && v)) {
+        } else if (strncmp(a, "--durability=", 13) == 0 ||
+                   (strcmp(a, "--durability") == 0 && v)) {
             const char *m = a[12] == '=' ? a + 13 : v;
             if (strcmp(m, "machine") == 0)
                 o->durability = ORCH_DURABILITY_MACHINE;
@@ -93,14 +94,14 @@ static int parse_opts(const char *cmd, int argc, char **argv, struct orch_run_op
             else if (strcmp(v, "none") == 0)
                 o->progress = ORCH_PROGRESS_NONE;
             else
-                return orch_cli_usage_error("%s: --progress is auto, live, plain or none",
-                                            cmd), -1;
+                return orch_cli_usage_error("%s: --progress is auto, live, plain or none", cmd),
+                       -1;
             i++;
         } else if (strcmp(a, "--progress-interval") == 0 && v) {
             o->progress_interval_ms = (int)strtol(v, &end, 10);
             if (*end || o->progress_interval_ms <= 0)
-                return orch_cli_usage_error("%s: --progress-interval needs milliseconds",
-                                            cmd), -1;
+                return orch_cli_usage_error("%s: --progress-interval needs milliseconds", cmd),
+                       -1;
             i++;
         } else if (a[0] == '-' && a[1]) {
             return orch_cli_usage_error("%s: unknown option or missing value: '%s'", cmd, a),
@@ -125,11 +126,12 @@ static int drive(struct orch_job *job, const struct orch_run_opts *o)
         return ORCH_EXIT_INTERRUPTED;
     }
     if (rc < 0) {
-        fprintf(stderr, "orch: %s: %s\n", job->dir, orch_error_detail()[0] ? orch_error_detail()
-                                                                           : orch_strerror(rc));
+        fprintf(stderr, "orch: %s: %s\n", job->dir,
+                orch_error_detail()[0] ? orch_error_detail() : orch_strerror(rc));
         /* A corrupt store cannot be resumed; every other stop can. */
         if (rc != ORCH_ECORRUPT)
-            fprintf(stderr, "orch: what was committed is kept; continue with `orch resume %s`\n",
+            fprintf(stderr,
+                    "orch: what was committed is kept; continue with `orch resume %s`\n",
                     job->dir);
         return ORCH_EXIT_FAIL;
     }
@@ -156,8 +158,8 @@ int orch_cli_run(int argc, char **argv)
     if (rc == ORCH_ESYNTAX)
         return ORCH_EXIT_FAIL; /* the compiler printed the errors */
     if (rc < 0) {
-        fprintf(stderr, "orch: %s\n", orch_error_detail()[0] ? orch_error_detail()
-                                                             : orch_strerror(rc));
+        fprintf(stderr, "orch: %s\n",
+                orch_error_detail()[0] ? orch_error_detail() : orch_strerror(rc));
         return ORCH_EXIT_FAIL;
     }
     int status = drive(job, &o);
@@ -180,8 +182,8 @@ static int open_existing(const char *cmd, int argc, char **argv, struct orch_run
     orch_error_clear();
     int rc = orch_job_open(pos[0], 0, job);
     if (rc < 0) {
-        fprintf(stderr, "orch: %s\n", orch_error_detail()[0] ? orch_error_detail()
-                                                             : orch_strerror(rc));
+        fprintf(stderr, "orch: %s\n",
+                orch_error_detail()[0] ? orch_error_detail() : orch_strerror(rc));
         return ORCH_EXIT_FAIL;
     }
     return -1;
@@ -266,8 +268,8 @@ int orch_cli_retry(int argc, char **argv)
         orch_store_rollback(job->store);
     orch_prop_free(prop);
     if (rc < 0) {
-        fprintf(stderr, "orch: retry: %s\n", orch_error_detail()[0] ? orch_error_detail()
-                                                                    : orch_strerror(rc));
+        fprintf(stderr, "orch: retry: %s\n",
+                orch_error_detail()[0] ? orch_error_detail() : orch_strerror(rc));
         orch_job_close(job);
         return ORCH_EXIT_FAIL;
     }

@@ -21,40 +21,6 @@ static void hex_blob(FILE *out, const unsigned char *b, size_t n)
     fputc('\'', out);
 }
 
-/* A JSON string; bytes that are not valid UTF-8 become U+FFFD. */
-static void json_string(FILE *out, const unsigned char *s, size_t n)
-{
-    fputc('"', out);
-    for (size_t i = 0; i < n;) {
-        unsigned char c = s[i];
-        if (c >= 0x80) {
-            size_t k = orch__utf8_len(s + i, n - i);
-            if (k == 0) {
-                fputs("\\ufffd", out);
-                i++;
-            } else {
-                fwrite(s + i, 1, k, out);
-                i += k;
-            }
-            continue;
-        }
-        if (c == '"' || c == '\\')
-            fprintf(out, "\\%c", c);
-        else if (c == '\n')
-            fputs("\\n", out);
-        else if (c == '\t')
-            fputs("\\t", out);
-        else if (c == '\r')
-            fputs("\\r", out);
-        else if (c < 0x20 || c == 0x7f)
-            fprintf(out, "\\u%04x", c);
-        else
-            fputc(c, out);
-        i++;
-    }
-    fputc('"', out);
-}
-
 static const char sql_help[] =
     "usage: orch sql DIR SQL [--json]\n"
     "       orch sql DIR - [--json]          (the SQL read from standard input)\n"
@@ -219,7 +185,7 @@ static int sql_pass(struct orch_job *job, struct sql_guard *g, const char *sql, 
                 if (json) {
                     const char *name = sqlite3_column_name(st, c);
                     fputs(c ? ", " : "", stdout);
-                    json_string(stdout, (const unsigned char *)name, strlen(name));
+                    orch__json_string(stdout, (const unsigned char *)name, strlen(name));
                     fputs(": ", stdout);
                 } else if (c)
                     fputc('\t', stdout);
@@ -243,7 +209,7 @@ static int sql_pass(struct orch_job *job, struct sql_guard *g, const char *sql, 
                     const unsigned char *t = sqlite3_column_text(st, c);
                     size_t n = (size_t)sqlite3_column_bytes(st, c);
                     if (json)
-                        json_string(stdout, t, n);
+                        orch__json_string(stdout, t, n);
                     else
                         tsv_text(stdout, (const char *)t, n);
                     break;

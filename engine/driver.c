@@ -66,8 +66,8 @@ struct callrt;
 
 struct batch {
     uint64_t id;
-    uint64_t bytes;              /* input bytes so far (only with batch_bytes) */
-    orch_payload_rtxn *rtxn;     /* for input sizes while reserving; ended after */
+    uint64_t bytes;          /* input bytes so far (only with batch_bytes) */
+    orch_payload_rtxn *rtxn; /* for input sizes while reserving; ended after */
     struct callrt *cr;
     orch_worker *worker;
     int n;
@@ -88,19 +88,19 @@ struct callrt {
     orch_worker **idle;
     int nidle, cidle;
     struct batch *inflight; /* sent or about to be sent */
-    double cpus, gpus; /* held from the budgets while a batch runs */
-    char **devices;    /* per worker: its CUDA_VISIBLE_DEVICES, or NULL */
+    double cpus, gpus;      /* held from the budgets while a batch runs */
+    char **devices;         /* per worker: its CUDA_VISIBLE_DEVICES, or NULL */
     int64_t done_ok;
 };
 
 struct source_rt {
     int domain;
     const struct orch_source *src;
-    int64_t next;     /* the next ordinal to admit */
+    int64_t next; /* the next ordinal to admit */
     bool exhausted;
-    glob_t g;         /* files(): the sorted paths */
+    glob_t g; /* files(): the sorted paths */
     bool globbed;
-    FILE *lines;      /* lines(): the open file, positioned at line `next` */
+    FILE *lines; /* lines(): the open file, positioned at line `next` */
     char *line;
     size_t line_cap;
 };
@@ -121,7 +121,7 @@ struct driver {
     double cpu_total, cpu_busy;
     double gpu_total, gpu_busy;
     int64_t max_unsealed;
-    int fatal;             /* first fatal error; the loop stops */
+    int fatal; /* first fatal error; the loop stops */
     bool interrupted;
     char exe[4096];
     struct orch_prop_inputs inputs;
@@ -186,8 +186,10 @@ static int attempt_end(struct driver *d, int64_t row, enum orch_attempt_outcome 
                        const char *message)
 {
     sqlite3_stmt *st;
-    int rc = orch_store_prepare(d->job->store, "UPDATE attempt SET ended_at = ?, outcome = ?, "
-                                               "message = ? WHERE id = ?", &st);
+    int rc = orch_store_prepare(d->job->store,
+                                "UPDATE attempt SET ended_at = ?, outcome = ?, "
+                                "message = ? WHERE id = ?",
+                                &st);
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, now_ms());
@@ -204,10 +206,12 @@ static int attempt_end(struct driver *d, int64_t row, enum orch_attempt_outcome 
 static int requeue(struct driver *d, struct orch_grain_ref g, bool solo)
 {
     sqlite3_stmt *st;
-    int rc = orch_store_prepare(d->job->store,
-                                "UPDATE grain SET phase = 'ready', generation = generation + 1, "
-                                "ready_seq = ? WHERE id = ? AND phase = 'in_flight' "
-                                "AND generation = ?", &st);
+    int rc =
+        orch_store_prepare(d->job->store,
+                           "UPDATE grain SET phase = 'ready', generation = generation + 1, "
+                           "ready_seq = ? WHERE id = ? AND phase = 'in_flight' "
+                           "AND generation = ?",
+                           &st);
     if (rc < 0)
         return rc;
     g.seq = orch_prop_next_seq(d->prop);
@@ -358,8 +362,8 @@ static void on_report(void *ctx, orch_pool *pool, orch_worker *w,
         }
         release(d, cr);
         if (rc == 0)
-            rc = orch_error_set(-ENOSPC, "call %s could not store its outputs: %s",
-                                cr->c->name, r->message);
+            rc = orch_error_set(-ENOSPC, "call %s could not store its outputs: %s", cr->c->name,
+                                r->message);
     } else if (rc == 0 && r->status != 0) {
         rc = batch_failed(d, cr, b, ORCH_FAILURE_ERROR, r->message);
     } else if (rc == 0 && r->nrec != (uint32_t)b->n) {
@@ -433,8 +437,10 @@ static int source_open(struct driver *d, struct source_rt *s)
 {
     /* Continue after the roots already admitted (a resumed job). */
     sqlite3_stmt *st;
-    int rc = orch_store_prepare(d->job->store, "SELECT coalesce(max(ordinal) + 1, 0) FROM entity "
-                                               "WHERE parent_id IS NULL AND domain_id = ?", &st);
+    int rc = orch_store_prepare(d->job->store,
+                                "SELECT coalesce(max(ordinal) + 1, 0) FROM entity "
+                                "WHERE parent_id IS NULL AND domain_id = ?",
+                                &st);
     if (rc < 0)
         return rc;
     sqlite3_bind_int(st, 1, s->domain);
@@ -448,7 +454,8 @@ static int source_open(struct driver *d, struct source_rt *s)
         s->globbed = g == 0;
         if (g != 0 && g != GLOB_NOMATCH)
             return orch_error_set(-EIO, "source %s: cannot list files(\"%s\")",
-                                  orch_plan_port(d->plan, s->src->port)->qualified, s->src->arg);
+                                  orch_plan_port(d->plan, s->src->port)->qualified,
+                                  s->src->arg);
         return 0;
     }
     s->lines = fopen(s->src->arg, "r");
@@ -570,9 +577,11 @@ static int batch_add(struct driver *d, struct callrt *cr, struct batch *b, const
     }
     /* IN_FLIGHT now, unless the grain left READY meanwhile (sealed by a barrier). */
     sqlite3_stmt *st;
-    rc = orch_store_prepare(d->job->store, "UPDATE grain SET phase = 'in_flight' "
-                                               "WHERE id = ? AND phase = 'ready' "
-                                               "AND generation = ?", &st);
+    rc = orch_store_prepare(d->job->store,
+                            "UPDATE grain SET phase = 'in_flight' "
+                            "WHERE id = ? AND phase = 'ready' "
+                            "AND generation = ?",
+                            &st);
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, e->g.grain);
@@ -586,9 +595,10 @@ static int batch_add(struct driver *d, struct callrt *cr, struct batch *b, const
     b->bytes += bytes; /* only now: a stale entry, consumed but not added, weighs nothing */
     struct slot *s = &b->slot[b->n];
     s->g = e->g;
-    if ((rc = orch_store_prepare(d->job->store, "INSERT INTO attempt (grain_id, generation, "
-                                                "worker_pid, batch, started_at) "
-                                                "VALUES (?, ?, ?, ?, ?)",
+    if ((rc = orch_store_prepare(d->job->store,
+                                 "INSERT INTO attempt (grain_id, generation, "
+                                 "worker_pid, batch, started_at) "
+                                 "VALUES (?, ?, ?, ?, ?)",
                                  &st)) < 0)
         return rc;
     sqlite3_bind_int64(st, 1, e->g.grain);
@@ -704,8 +714,7 @@ static int dispatch(struct driver *d)
      * budget is tight). */
     for (int ci = d->ncalls - 1; ci >= 0; ci--) {
         struct callrt *cr = &d->calls[ci];
-        while (cr->pool && cr->nidle > 0 && cr->q.len > 0 &&
-               fits(d, cr)) {
+        while (cr->pool && cr->nidle > 0 && cr->q.len > 0 && fits(d, cr)) {
             int rc = txn(d);
             orch_worker *w = cr->idle[cr->nidle - 1];
             struct batch *b;
@@ -771,11 +780,13 @@ static int recover_barred(struct driver *d)
 {
     orch_store *st = d->job->store;
     sqlite3_stmt *q = NULL;
-    int rc = orch_store_prepare(st, "SELECT g.id, g.call_id, g.entity_id, e.parent_id, "
-                                    "g.generation FROM grain AS g JOIN entity AS e "
-                                    "ON e.id = g.entity_id JOIN suppression AS s "
-                                    "ON s.call_id = g.call_id AND s.parent_id = e.parent_id "
-                                    "WHERE g.phase = 'in_flight'", &q);
+    int rc = orch_store_prepare(st,
+                                "SELECT g.id, g.call_id, g.entity_id, e.parent_id, "
+                                "g.generation FROM grain AS g JOIN entity AS e "
+                                "ON e.id = g.entity_id JOIN suppression AS s "
+                                "ON s.call_id = g.call_id AND s.parent_id = e.parent_id "
+                                "WHERE g.phase = 'in_flight'",
+                                &q);
     struct orch_grain_ref *v = NULL;
     size_t n = 0, cap = 0;
     while (rc >= 0 && (rc = orch_store_step(st, q)) == 1) {
@@ -811,8 +822,10 @@ static int recover(struct driver *d)
     if (rc < 0)
         return rc;
     sqlite3_stmt *q;
-    if ((rc = orch_store_prepare(st, "UPDATE attempt SET outcome = 'interrupted', "
-                                     "ended_at = ? WHERE outcome IS NULL", &q)) == 0) {
+    if ((rc = orch_store_prepare(st,
+                                 "UPDATE attempt SET outcome = 'interrupted', "
+                                 "ended_at = ? WHERE outcome IS NULL",
+                                 &q)) == 0) {
         sqlite3_bind_int64(q, 1, now_ms());
         rc = orch_store_step(st, q);
         sqlite3_reset(q);
@@ -820,17 +833,20 @@ static int recover(struct driver *d)
     if (rc >= 0)
         rc = recover_barred(d);
     if (rc >= 0)
-        rc = orch_store_exec(st, "UPDATE grain SET phase = 'ready', generation = generation + 1 "
-                                 "WHERE phase = 'in_flight'");
-    if (rc >= 0 && (rc = orch_store_prepare(st, "SELECT coalesce(max(batch), 0) FROM attempt",
-                                            &q)) == 0) {
+        rc =
+            orch_store_exec(st, "UPDATE grain SET phase = 'ready', generation = generation + 1 "
+                                "WHERE phase = 'in_flight'");
+    if (rc >= 0 &&
+        (rc = orch_store_prepare(st, "SELECT coalesce(max(batch), 0) FROM attempt", &q)) == 0) {
         if ((rc = orch_store_step(st, q)) == 1)
             d->next_batch = (uint64_t)sqlite3_column_int64(q, 0);
         sqlite3_reset(q);
     }
     int64_t unsealed = 0;
-    if (rc >= 0 && (rc = orch_store_prepare(st, "SELECT count(*) FROM grain "
-                                                "WHERE phase <> 'sealed'", &q)) == 0) {
+    if (rc >= 0 && (rc = orch_store_prepare(st,
+                                            "SELECT count(*) FROM grain "
+                                            "WHERE phase <> 'sealed'",
+                                            &q)) == 0) {
         if ((rc = orch_store_step(st, q)) == 1)
             unsealed = sqlite3_column_int64(q, 0);
         sqlite3_reset(q);
@@ -841,15 +857,17 @@ static int recover(struct driver *d)
             continue;
         /* Attempts charged against retries: the attempt failures since the grain's last
          * terminal failure (a grain re-opened by `orch retry` starts afresh). */
-        rc = orch_store_prepare(st, "SELECT g.id, g.entity_id, coalesce(e.parent_id, 0), "
-                                    "g.generation, g.ready_seq, (SELECT count(*) FROM failure "
-                                    "AS f WHERE f.grain_id = g.id AND f.kind IN ('error', "
-                                    "'crash', 'timeout') AND f.generation > coalesce((SELECT "
-                                    "max(t.generation) FROM failure AS t WHERE t.grain_id = "
-                                    "g.id AND t.kind IN ('record', 'group', 'exhausted')), -1)) "
-                                    "FROM grain AS g JOIN entity AS e "
-                                    "ON e.id = g.entity_id WHERE g.call_id = ? "
-                                    "AND g.phase = 'ready' ORDER BY g.ready_seq", &q);
+        rc = orch_store_prepare(st,
+                                "SELECT g.id, g.entity_id, coalesce(e.parent_id, 0), "
+                                "g.generation, g.ready_seq, (SELECT count(*) FROM failure "
+                                "AS f WHERE f.grain_id = g.id AND f.kind IN ('error', "
+                                "'crash', 'timeout') AND f.generation > coalesce((SELECT "
+                                "max(t.generation) FROM failure AS t WHERE t.grain_id = "
+                                "g.id AND t.kind IN ('record', 'group', 'exhausted')), -1)) "
+                                "FROM grain AS g JOIN entity AS e "
+                                "ON e.id = g.entity_id WHERE g.call_id = ? "
+                                "AND g.phase = 'ready' ORDER BY g.ready_seq",
+                                &q);
         if (rc < 0)
             break;
         sqlite3_bind_int(q, 1, c);
@@ -908,11 +926,13 @@ static void progress(struct driver *d, bool final)
         int64_t sealed = 0;
         for (int o = 0; o < ORCH_OUTCOME__COUNT; o++)
             sealed += k->sealed[o];
-        fprintf(out, "%s[%6.1fs] %-12s ready %-7zu running %-5lld sealed %-8lld ok %-8lld "
-                     "dropped %-6lld failed %-5lld suppressed %lld%s\n",
+        fprintf(out,
+                "%s[%6.1fs] %-12s ready %-7zu running %-5lld sealed %-8lld ok %-8lld "
+                "dropped %-6lld failed %-5lld suppressed %lld%s\n",
                 d->live ? "\033[2K" : "", secs, cr->c->name, cr->q.len,
                 (long long)inflight_count(cr), (long long)sealed,
-                (long long)k->sealed[ORCH_OUTCOME_OK], (long long)k->sealed[ORCH_OUTCOME_DROPPED],
+                (long long)k->sealed[ORCH_OUTCOME_OK],
+                (long long)k->sealed[ORCH_OUTCOME_DROPPED],
                 (long long)k->sealed[ORCH_OUTCOME_FAILED],
                 (long long)k->sealed[ORCH_OUTCOME_SUPPRESSED], "");
         d->live_lines++;
@@ -987,8 +1007,9 @@ static int start_pools(struct driver *d)
         cr->cpus = cr->c->opts.cpus > d->cpu_total ? d->cpu_total : cr->c->opts.cpus;
         cr->gpus = cr->c->opts.gpus;
         if (cr->gpus > 0 && d->gpu_total <= 0)
-            return orch_error_set(ORCH_EPLAN, "call %s needs gpus=%g but no GPU was found "
-                                              "(give the budget with --gpus N)",
+            return orch_error_set(ORCH_EPLAN,
+                                  "call %s needs gpus=%g but no GPU was found "
+                                  "(give the budget with --gpus N)",
                                   cr->c->name, cr->gpus);
         if (cr->gpus > d->gpu_total)
             cr->gpus = d->gpu_total;
@@ -1141,8 +1162,8 @@ int orch_driver_run(struct orch_job *job, const struct orch_run_opts *opts,
         d.cpu_total = 1;
     d.gpu_total = opts->gpus > 0 ? opts->gpus : detect_gpus();
     d.live = opts->progress == ORCH_PROGRESS_LIVE ||
-             (opts->progress == ORCH_PROGRESS_AUTO && isatty(fileno(opts->out ? opts->out
-                                                                            : stderr)));
+             (opts->progress == ORCH_PROGRESS_AUTO &&
+              isatty(fileno(opts->out ? opts->out : stderr)));
     /* Workers exec this very binary through /proc/self/exe, which names the running image
      * even when its file was replaced or deleted since (a rebuild during a long job). */
     snprintf(d.exe, sizeof d.exe, "/proc/self/exe");
@@ -1205,16 +1226,19 @@ int orch_driver_run(struct orch_job *job, const struct orch_run_opts *opts,
             break;
         stuck_turns = stuck(&d) ? stuck_turns + 1 : 0;
         if (stuck_turns > 3) {
-            rc = orch_error_set(ORCH_ECORRUPT, "%lld grains wait on facts that will never "
-                                               "come (internal error); the job is kept",
+            rc = orch_error_set(ORCH_ECORRUPT,
+                                "%lld grains wait on facts that will never "
+                                "come (internal error); the job is kept",
                                 (long long)orch_prop_unsealed(d.prop));
             break;
         }
         event_base_loop(d.base, EVLOOP_ONCE);
     }
     if (rc == 0 && d.interrupted)
-        rc = orch_error_set(-EINTR, "interrupted; the job is kept: continue it with "
-                                    "`orch resume %s`", job->dir);
+        rc = orch_error_set(-EINTR,
+                            "interrupted; the job is kept: continue it with "
+                            "`orch resume %s`",
+                            job->dir);
     if (rc == 0) {
         rc = orch_store_job_set_status(job->store, ORCH_JOB_FINISHED);
     }
@@ -1242,8 +1266,10 @@ int orch_driver_summary(struct orch_job *job, const struct orch_run_stats *stats
     if (!count)
         return -ENOMEM;
     sqlite3_stmt *q;
-    int rc = orch_store_prepare(job->store, "SELECT port_id, state, count(*) FROM item "
-                                            "GROUP BY port_id, state", &q);
+    int rc = orch_store_prepare(job->store,
+                                "SELECT port_id, state, count(*) FROM item "
+                                "GROUP BY port_id, state",
+                                &q);
     while (rc == 0 && (rc = orch_store_step(job->store, q)) == 1) {
         int port = sqlite3_column_int(q, 0);
         int state = orch_item_state_parse((const char *)sqlite3_column_text(q, 1));
@@ -1265,8 +1291,9 @@ int orch_driver_summary(struct orch_job *job, const struct orch_run_stats *stats
                 (long long)count[i][ORCH_ITEM_FAILED],
                 (long long)count[i][ORCH_ITEM_SUPPRESSED]);
     if (stats)
-        fprintf(out, "%lld reports committed in %lld batches, %lld attempt failures, "
-                     "%lld stale reports rejected, %lld orphaned payloads reclaimed, %.1fs\n",
+        fprintf(out,
+                "%lld reports committed in %lld batches, %lld attempt failures, "
+                "%lld stale reports rejected, %lld orphaned payloads reclaimed, %.1fs\n",
                 (long long)stats->committed, (long long)stats->batches,
                 (long long)stats->attempts_failed, (long long)stats->stale,
                 (long long)stats->reclaimed, stats->seconds);

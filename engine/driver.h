@@ -30,7 +30,7 @@
 #include "orch_job.h"
 
 enum orch_progress_mode {
-    ORCH_PROGRESS_AUTO,  /* a live display on a terminal, plain lines otherwise */
+    ORCH_PROGRESS_AUTO, /* a live display on a terminal, plain lines otherwise */
     ORCH_PROGRESS_LIVE,
     ORCH_PROGRESS_PLAIN,
     ORCH_PROGRESS_NONE,
@@ -45,9 +45,9 @@ enum orch_durability {
 };
 
 struct orch_run_opts {
-    double cpus;              /* the CPU budget; 0: detected (online processors) */
-    double gpus;              /* the GPU budget; 0: none unless calls ask (then detected) */
-    int64_t max_unsealed;     /* admission budget of unsealed grains; 0: default */
+    double cpus;          /* the CPU budget; 0: detected (online processors) */
+    double gpus;          /* the GPU budget; 0: detected (/dev/nvidiaN devices) */
+    int64_t max_unsealed; /* admission budget of unsealed grains; 0: default */
     enum orch_progress_mode progress;
     int progress_interval_ms; /* plain lines: every this many ms; 0: default (5 s) */
     FILE *out;                /* progress and summary (stderr when NULL) */
@@ -55,12 +55,12 @@ struct orch_run_opts {
 };
 
 struct orch_run_stats {
-    int64_t committed;        /* reports accepted */
-    int64_t stale;            /* reports rejected as stale or duplicate */
-    int64_t suppressed;       /* reports of in-flight siblings discarded by a barrier */
-    int64_t attempts_failed;  /* attempt failures (error, crash, timeout) */
+    int64_t committed;       /* reports accepted */
+    int64_t stale;           /* reports rejected as stale or duplicate */
+    int64_t suppressed;      /* reports of in-flight siblings discarded by a barrier */
+    int64_t attempts_failed; /* attempt failures (error, crash, timeout) */
     int64_t batches;
-    int64_t reclaimed;        /* payloads that no committed fact named, deleted */
+    int64_t reclaimed; /* payloads that no committed fact named, deleted */
     double seconds;
 };
 

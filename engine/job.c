@@ -73,8 +73,10 @@ static int write_plan_rows(orch_store *s, const orch_plan *p)
     int rc;
     for (int i = 0; i < orch_plan_ndomains(p); i++) {
         const struct orch_domain *d = orch_plan_domain(p, i);
-        if ((rc = orch_store_prepare(s, "INSERT INTO domain (id, name, parent_id, depth) "
-                                        "VALUES (?, ?, ?, ?)", &st)) < 0)
+        if ((rc = orch_store_prepare(s,
+                                     "INSERT INTO domain (id, name, parent_id, depth) "
+                                     "VALUES (?, ?, ?, ?)",
+                                     &st)) < 0)
             return rc;
         sqlite3_bind_int(st, 1, i);
         sqlite3_bind_text(st, 2, d->name, -1, SQLITE_STATIC);
@@ -86,8 +88,10 @@ static int write_plan_rows(orch_store *s, const orch_plan *p)
     }
     for (int i = 0; i < orch_plan_ncalls(p); i++) {
         const struct orch_call *c = orch_plan_call(p, i);
-        if ((rc = orch_store_prepare(s, "INSERT INTO call (id, name, op, function, domain_id, "
-                                        "target_id) VALUES (?, ?, ?, ?, ?, ?)", &st)) < 0)
+        if ((rc = orch_store_prepare(s,
+                                     "INSERT INTO call (id, name, op, function, domain_id, "
+                                     "target_id) VALUES (?, ?, ?, ?, ?, ?)",
+                                     &st)) < 0)
             return rc;
         sqlite3_bind_int(st, 1, i);
         sqlite3_bind_text(st, 2, c->name, -1, SQLITE_STATIC);
@@ -103,8 +107,9 @@ static int write_plan_rows(orch_store *s, const orch_plan *p)
     }
     for (int i = 0; i < orch_plan_nports(p); i++) {
         const struct orch_port *pt = orch_plan_port(p, i);
-        if ((rc = orch_store_prepare(s, "INSERT INTO port (id, domain_id, name, qualified, "
-                                        "producer_call_id, is_output) VALUES (?, ?, ?, ?, ?, ?)",
+        if ((rc = orch_store_prepare(s,
+                                     "INSERT INTO port (id, domain_id, name, qualified, "
+                                     "producer_call_id, is_output) VALUES (?, ?, ?, ?, ?, ?)",
                                      &st)) < 0)
             return rc;
         sqlite3_bind_int(st, 1, i);
@@ -136,8 +141,9 @@ static int write_source(const char *dest, const char *text, size_t len)
 static void remove_tree(const char *dir)
 {
     /* Only what orch_job_create made: the directory is new, so nothing else is in it. */
-    const char *names[] = {"payloads/data.mdb", "payloads/lock.mdb", "payloads", "state.db",
-                           "state.db-wal", "state.db-shm", "pipeline.orch", "lock"};
+    const char *names[] = {
+        "payloads/data.mdb", "payloads/lock.mdb", "payloads",      "state.db",
+        "state.db-wal",      "state.db-shm",      "pipeline.orch", "lock"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char *p = path_join(dir, names[i]);
         if (p) {
@@ -339,14 +345,16 @@ int orch_job_open(const char *dir, int flags, struct orch_job **out)
         goto fail;
     rc = orch_plan_from_canonical(job->info->plan_text, &job->plan);
     if (rc < 0) {
-        rc = orch_error_set(ORCH_EMISMATCH, "%s: the plan stored in the job does not compile "
-                                            "with this orch (%s)",
+        rc = orch_error_set(ORCH_EMISMATCH,
+                            "%s: the plan stored in the job does not compile "
+                            "with this orch (%s)",
                             dir, orch_error_detail());
         goto fail;
     }
     if (strcmp(orch_plan_hash(job->plan), job->info->plan_hash) != 0) {
-        rc = orch_error_set(ORCH_EMISMATCH, "%s: plan hash mismatch: the job says %.12s…, "
-                                            "its plan text gives %.12s…",
+        rc = orch_error_set(ORCH_EMISMATCH,
+                            "%s: plan hash mismatch: the job says %.12s…, "
+                            "its plan text gives %.12s…",
                             dir, job->info->plan_hash, orch_plan_hash(job->plan));
         goto fail;
     }
@@ -370,8 +378,9 @@ int orch_job_reclaim(struct orch_job *job, size_t *deleted)
     sqlite3_stmt *st = NULL;
     int rc = !page || !gone ? -ENOMEM : 0;
     if (rc == 0)
-        rc = orch_store_prepare(job->store, "SELECT payload_id FROM item "
-                                            "WHERE payload_id IS NOT NULL ORDER BY payload_id",
+        rc = orch_store_prepare(job->store,
+                                "SELECT payload_id FROM item "
+                                "WHERE payload_id IS NOT NULL ORDER BY payload_id",
                                 &st);
     uint64_t start = 1, named = 0;
     bool more_named = true;

@@ -173,8 +173,8 @@ int orch_prop_flush(orch_prop *p)
 static int item_get(orch_prop *p, int port, int64_t e, int *state, uint64_t *payload)
 {
     sqlite3_stmt *st;
-    int rc = prep(p, "SELECT state, payload_id FROM item WHERE port_id = ? AND entity_id = ?",
-                  &st);
+    int rc =
+        prep(p, "SELECT state, payload_id FROM item WHERE port_id = ? AND entity_id = ?", &st);
     if (rc < 0)
         return rc;
     sqlite3_bind_int(st, 1, port);
@@ -214,8 +214,10 @@ static int64_t entity_parent(orch_prop *p, int64_t e, int *rcp)
 static int children_of(orch_prop *p, int64_t e, int d, int64_t **ids, int *n)
 {
     sqlite3_stmt *st;
-    int rc = prep(p, "SELECT id FROM entity WHERE parent_id = ? AND domain_id = ? "
-                     "ORDER BY ordinal", &st);
+    int rc = prep(p,
+                  "SELECT id FROM entity WHERE parent_id = ? AND domain_id = ? "
+                  "ORDER BY ordinal",
+                  &st);
     *ids = NULL;
     *n = 0;
     int cap = 0;
@@ -260,11 +262,14 @@ static int grain_get(orch_prop *p, int call, int64_t e, struct grain_row *g)
     /* A grain on a root entity has no parent: spare the join. */
     const struct orch_stmt *s = orch_plan_stmt(p->plan, orch_plan_call(p->plan, call)->stmt);
     int rc = orch_plan_domain(p->plan, s->domain)->parent < 0
-                 ? prep(p, "SELECT id, phase, pending, generation, 0 FROM grain "
-                           "WHERE call_id = ? AND entity_id = ?", &st)
-                 : prep(p, "SELECT g.id, g.phase, g.pending, g.generation, "
-                           "coalesce(e.parent_id, 0) FROM grain AS g JOIN entity AS e "
-                           "ON e.id = g.entity_id WHERE g.call_id = ? AND g.entity_id = ?",
+                 ? prep(p,
+                        "SELECT id, phase, pending, generation, 0 FROM grain "
+                        "WHERE call_id = ? AND entity_id = ?",
+                        &st)
+                 : prep(p,
+                        "SELECT g.id, g.phase, g.pending, g.generation, "
+                        "coalesce(e.parent_id, 0) FROM grain AS g JOIN entity AS e "
+                        "ON e.id = g.entity_id WHERE g.call_id = ? AND g.entity_id = ?",
                         &st);
     if (rc < 0)
         return rc;
@@ -311,12 +316,18 @@ static int make_ready_in(orch_prop *p, int stmt, int64_t grain, int64_t e, int64
     const struct orch_stmt *s = orch_plan_stmt(p->plan, stmt);
     int rc;
     sqlite3_stmt *st;
-    if ((rc = prep(p, "UPDATE grain SET phase = 'ready', ready_seq = ?, pending = 0 "
-                      "WHERE id = ?", &st)) < 0)
+    if ((rc = prep(p,
+                   "UPDATE grain SET phase = 'ready', ready_seq = ?, pending = 0 "
+                   "WHERE id = ?",
+                   &st)) < 0)
         return rc;
-    struct orch_grain_ref ref = {.grain = grain, .call = s->call, .entity = e,
-                                 .parent = parent, .seq = p->next_seq++,
-                                 .generation = generation, .in0_state = in0_state,
+    struct orch_grain_ref ref = {.grain = grain,
+                                 .call = s->call,
+                                 .entity = e,
+                                 .parent = parent,
+                                 .seq = p->next_seq++,
+                                 .generation = generation,
+                                 .in0_state = in0_state,
                                  .in0 = in0};
     sqlite3_bind_int64(st, 1, ref.seq);
     sqlite3_bind_int64(st, 2, grain);
@@ -354,10 +365,9 @@ static int outputs_terminal(orch_prop *p, int stmt, int64_t e, enum orch_item_st
     int rc = 0;
     switch (s->op) {
     case ORCH_OP_EXPAND:
-        return expansion_resolve(p, stmt, e,
-                                 ist == ORCH_ITEM_DROPPED ? ORCH_EXPANSION_DROPPED
-                                                          : ORCH_EXPANSION_FAILED,
-                                 0);
+        return expansion_resolve(
+            p, stmt, e,
+            ist == ORCH_ITEM_DROPPED ? ORCH_EXPANSION_DROPPED : ORCH_EXPANSION_FAILED, 0);
     case ORCH_OP_EXPAND_ALIGNED: {
         int64_t *kids;
         int n;
@@ -384,11 +394,13 @@ static int seal(orch_prop *p, int stmt, int64_t grain, int64_t e, enum orch_grai
 {
     const struct orch_stmt *s = orch_plan_stmt(p->plan, stmt);
     sqlite3_stmt *st;
-    int rc = in_flight ? prep(p, "UPDATE grain SET phase = 'sealed', outcome = ?, pending = 0 "
-                                 "WHERE id = ? AND phase = 'in_flight' AND generation = ?",
+    int rc = in_flight ? prep(p,
+                              "UPDATE grain SET phase = 'sealed', outcome = ?, pending = 0 "
+                              "WHERE id = ? AND phase = 'in_flight' AND generation = ?",
                               &st)
-                       : prep(p, "UPDATE grain SET phase = 'sealed', outcome = ?, pending = 0 "
-                                 "WHERE id = ? AND phase IN ('waiting', 'ready')",
+                       : prep(p,
+                              "UPDATE grain SET phase = 'sealed', outcome = ?, pending = 0 "
+                              "WHERE id = ? AND phase IN ('waiting', 'ready')",
                               &st);
     if (rc < 0)
         return rc;
@@ -426,7 +438,8 @@ static int plain_expansion(orch_prop *p, int d, int64_t e, int *state)
     sqlite3_bind_int(st, 1, orch_plan_stmt(p->plan, dom->expand)->call);
     sqlite3_bind_int64(st, 2, e);
     rc = orch_store_step(p->store, st);
-    *state = rc == 1 ? orch_expansion_state_parse((const char *)sqlite3_column_text(st, 0)) : -1;
+    *state =
+        rc == 1 ? orch_expansion_state_parse((const char *)sqlite3_column_text(st, 0)) : -1;
     sqlite3_reset(st);
     return rc < 0 ? rc : 0;
 }
@@ -477,8 +490,8 @@ static int grain_input(orch_prop *p, int stmt, int64_t e, int state, uint64_t pa
     assert(g.pending > 0);
     if (--g.pending > 0)
         return set_pending(p, g.id, g.pending);
-    if (s->nin == 1 && (s->op == ORCH_OP_MAP || s->op == ORCH_OP_FILTER ||
-                        s->op == ORCH_OP_EXPAND)) {
+    if (s->nin == 1 &&
+        (s->op == ORCH_OP_MAP || s->op == ORCH_OP_FILTER || s->op == ORCH_OP_EXPAND)) {
         /* This fact was the only input: decide without reading it back. */
         if (state == ORCH_ITEM_DROPPED && !s->in[0].optional)
             return seal_norun(p, stmt, g.id, e, ORCH_OUTCOME_DROPPED);
@@ -497,8 +510,10 @@ static int grain_create(orch_prop *p, int stmt, int64_t e)
     if (s->op == ORCH_OP_EXPAND_ALIGNED)
         pending++; /* and the plain expansion of e into the target domain */
     sqlite3_stmt *st;
-    int rc = prep(p, "INSERT INTO grain (call_id, entity_id, phase, generation, pending) "
-                     "VALUES (?, ?, 'waiting', 0, ?)", &st);
+    int rc = prep(p,
+                  "INSERT INTO grain (call_id, entity_id, phase, generation, pending) "
+                  "VALUES (?, ?, 'waiting', 0, ?)",
+                  &st);
     if (rc < 0)
         return rc;
     sqlite3_bind_int(st, 1, s->call);
@@ -529,12 +544,14 @@ static int ancestor_in(orch_prop *p, int64_t e, int d, int a, int64_t *out)
     return 0;
 }
 
-static int entity_publish(orch_prop *p, int d, int64_t parent, int64_t ordinal,
-                          const char *key, int64_t *out)
+static int entity_publish(orch_prop *p, int d, int64_t parent, int64_t ordinal, const char *key,
+                          int64_t *out)
 {
     sqlite3_stmt *st;
-    int rc = prep(p, "INSERT INTO entity (domain_id, parent_id, ordinal, key) "
-                     "VALUES (?, ?, ?, ?)", &st);
+    int rc = prep(p,
+                  "INSERT INTO entity (domain_id, parent_id, ordinal, key) "
+                  "VALUES (?, ?, ?, ?)",
+                  &st);
     if (rc < 0)
         return rc;
     sqlite3_bind_int(st, 1, d);
@@ -590,8 +607,8 @@ static int descendants(orch_prop *p, int64_t e, int a, int d, int64_t **ids, int
             int64_t *kids;
             int nk;
             int rc = children_of(p, cur[i], chain[lvl], &kids, &nk);
-            int64_t *grown = rc == 0 ? realloc(next, (size_t)(nnext + nk + 1) * sizeof *next)
-                                     : NULL;
+            int64_t *grown =
+                rc == 0 ? realloc(next, (size_t)(nnext + nk + 1) * sizeof *next) : NULL;
             if (!grown) {
                 free(kids);
                 free(next);
@@ -643,8 +660,10 @@ static int notify(orch_prop *p, int port, int64_t e, int state, uint64_t payload
 static int item_resolve(orch_prop *p, int port, int64_t e, int state, uint64_t payload)
 {
     sqlite3_stmt *st;
-    int rc = prep(p, "INSERT INTO item (port_id, entity_id, state, payload_id) "
-                     "VALUES (?, ?, ?, ?)", &st);
+    int rc = prep(p,
+                  "INSERT INTO item (port_id, entity_id, state, payload_id) "
+                  "VALUES (?, ?, ?, ?)",
+                  &st);
     if (rc < 0)
         return rc;
     sqlite3_bind_int(st, 1, port);
@@ -681,10 +700,12 @@ static int reduce_arm(orch_prop *p, int stmt, int64_t parent)
     if (rc < 0)
         return rc;
     for (int i = 0; i < s->nin; i++) {
-        if ((rc = prep(p, "SELECT count(*), coalesce(sum(i.state IN ('failed', 'suppressed')), 0) "
-                          "FROM entity AS c JOIN item AS i "
-                          "ON i.entity_id = c.id AND i.port_id = ? "
-                          "WHERE c.parent_id = ? AND c.domain_id = ?", &st)) < 0)
+        if ((rc = prep(p,
+                       "SELECT count(*), coalesce(sum(i.state IN ('failed', 'suppressed')), 0) "
+                       "FROM entity AS c JOIN item AS i "
+                       "ON i.entity_id = c.id AND i.port_id = ? "
+                       "WHERE c.parent_id = ? AND c.domain_id = ?",
+                       &st)) < 0)
             return rc;
         sqlite3_bind_int(st, 1, s->in[i].port);
         sqlite3_bind_int64(st, 2, parent);
@@ -708,8 +729,10 @@ static int expansion_resolve(orch_prop *p, int stmt, int64_t parent, int state, 
 {
     const struct orch_stmt *s = orch_plan_stmt(p->plan, stmt);
     sqlite3_stmt *st;
-    int rc = prep(p, "INSERT INTO expansion (call_id, parent_id, state, nchildren) "
-                     "VALUES (?, ?, ?, ?)", &st);
+    int rc = prep(p,
+                  "INSERT INTO expansion (call_id, parent_id, state, nchildren) "
+                  "VALUES (?, ?, ?, ?)",
+                  &st);
     if (rc < 0)
         return rc;
     sqlite3_bind_int(st, 1, s->call);
@@ -764,8 +787,10 @@ int orch_prop_failure_row(orch_prop *p, const struct orch_grain_ref *g,
                           enum orch_failure_kind kind, const char *message)
 {
     sqlite3_stmt *st;
-    int rc = prep(p, "INSERT INTO failure (grain_id, kind, message, generation, at) "
-                     "VALUES (?, ?, ?, ?, ?)", &st);
+    int rc = prep(p,
+                  "INSERT INTO failure (grain_id, kind, message, generation, at) "
+                  "VALUES (?, ?, ?, ?, ?)",
+                  &st);
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, g->grain);
@@ -795,8 +820,10 @@ static int group_barrier(orch_prop *p, const struct orch_grain_ref *g)
 {
     const struct orch_call *c = orch_plan_call(p->plan, g->call);
     sqlite3_stmt *st;
-    int rc = prep(p, "INSERT OR IGNORE INTO suppression (call_id, parent_id, grain_id, at) "
-                     "VALUES (?, ?, ?, ?)", &st);
+    int rc = prep(p,
+                  "INSERT OR IGNORE INTO suppression (call_id, parent_id, grain_id, at) "
+                  "VALUES (?, ?, ?, ?)",
+                  &st);
     if (rc < 0)
         return rc;
     sqlite3_bind_int(st, 1, g->call);
@@ -806,9 +833,11 @@ static int group_barrier(orch_prop *p, const struct orch_grain_ref *g)
     if ((rc = run(p, st)) < 0)
         return rc;
     /* Collect first: sealing publishes items, which reuses cached statements. */
-    if ((rc = prep(p, "SELECT g.id, g.entity_id FROM grain AS g JOIN entity AS e "
-                      "ON e.id = g.entity_id WHERE e.parent_id = ? AND g.call_id = ? "
-                      "AND g.phase IN ('waiting', 'ready')", &st)) < 0)
+    if ((rc = prep(p,
+                   "SELECT g.id, g.entity_id FROM grain AS g JOIN entity AS e "
+                   "ON e.id = g.entity_id WHERE e.parent_id = ? AND g.call_id = ? "
+                   "AND g.phase IN ('waiting', 'ready')",
+                   &st)) < 0)
         return rc;
     sqlite3_bind_int64(st, 1, g->parent);
     sqlite3_bind_int(st, 2, g->call);
@@ -898,7 +927,7 @@ static int expand_ok(orch_prop *p, int stmt, int64_t parent, const struct orch_w
     /* An aligned expand into the same domain may already be sealed without running (a
      * Failed or Suppressed input, a barrier) before these children existed: its outputs
      * on them take its state now, or their consumers would wait forever. */
-    int (*aligned)[2] = NULL; /* (statement, item state) */
+    int(*aligned)[2] = NULL; /* (statement, item state) */
     int naligned = 0;
     for (int i = 0; i < t->nexp && rc == 0; i++) {
         int dep = t->exp_deps[i], st;
@@ -993,8 +1022,10 @@ int orch_prop_accept(orch_prop *p, const struct orch_grain_ref *g,
     else if (a->outcome == ORCH_WIRE_OK && s->op == ORCH_OP_FILTER)
         snprintf(why, sizeof why, "udf %s answered values, but it is a filter", c->name);
     else if (a->outcome == ORCH_WIRE_OK && a->nout != (uint32_t)s->nout)
-        snprintf(why, sizeof why, "udf %s gave %u values per record; the statement has %d "
-                                  "outputs", c->name, a->nout, s->nout);
+        snprintf(why, sizeof why,
+                 "udf %s gave %u values per record; the statement has %d "
+                 "outputs",
+                 c->name, a->nout, s->nout);
     else if (a->outcome == ORCH_WIRE_OK && s->op != ORCH_OP_EXPAND &&
              s->op != ORCH_OP_EXPAND_ALIGNED && a->nchild != 1)
         snprintf(why, sizeof why, "udf %s gave children, but it is not an expand", c->name);
@@ -1009,8 +1040,10 @@ int orch_prop_accept(orch_prop *p, const struct orch_grain_ref *g,
             return rc;
         free(kids);
         if ((uint32_t)n != a->nchild) {
-            snprintf(why, sizeof why, "expand aligned %s gave %u children; the expansion of "
-                                      "this parent has %d", c->name, a->nchild, n);
+            snprintf(why, sizeof why,
+                     "expand aligned %s gave %u children; the expansion of "
+                     "this parent has %d",
+                     c->name, a->nchild, n);
             return orch_prop_fail(p, g, ORCH_FAILURE_RECORD, why, accepted);
         }
     }
@@ -1070,8 +1103,9 @@ int orch_prop_inputs(orch_prop *p, const struct orch_grain_ref *g, struct orch_p
             if ((rc = item_get(p, s->in[i].port, g->entity, &state, &payload)) < 0)
                 return rc;
             if (rc == 0)
-                return orch_error_set(ORCH_ECORRUPT, "grain %lld is ready but its input %s "
-                                                     "is not terminal",
+                return orch_error_set(ORCH_ECORRUPT,
+                                      "grain %lld is ready but its input %s "
+                                      "is not terminal",
                                       (long long)g->grain,
                                       orch_plan_port(p->plan, s->in[i].port)->qualified);
             in->nval[i] = 1;
@@ -1097,8 +1131,9 @@ int orch_prop_inputs(orch_prop *p, const struct orch_grain_ref *g, struct orch_p
         for (int i = 0; i < s->nin && rc == 0; i++) {
             rc = item_get(p, s->in[i].port, kids[k], &state[i], &payload[i]);
             if (rc == 0)
-                rc = orch_error_set(ORCH_ECORRUPT, "reduce grain %lld is ready but a child "
-                                                   "input is not terminal",
+                rc = orch_error_set(ORCH_ECORRUPT,
+                                    "reduce grain %lld is ready but a child "
+                                    "input is not terminal",
                                     (long long)g->grain);
             else if (rc == 1)
                 rc = 0;
@@ -1188,8 +1223,8 @@ static int reconsider(orch_prop *p, int stmt, int64_t e, struct reopened *L)
         return rc;
     sqlite3_bind_int64(st, 1, g.id);
     rc = orch_store_step(p->store, st);
-    bool suppressed = rc == 1 && strcmp((const char *)sqlite3_column_text(st, 0),
-                                        "suppressed") == 0;
+    bool suppressed =
+        rc == 1 && strcmp((const char *)sqlite3_column_text(st, 0), "suppressed") == 0;
     sqlite3_reset(st);
     if (rc < 0)
         return rc;
@@ -1199,8 +1234,10 @@ static int reconsider(orch_prop *p, int stmt, int64_t e, struct reopened *L)
 static int unresolve_item(orch_prop *p, int port, int64_t e, struct reopened *L)
 {
     sqlite3_stmt *st;
-    int rc = prep(p, "DELETE FROM item WHERE port_id = ? AND entity_id = ? "
-                     "AND state IN ('failed', 'suppressed')", &st);
+    int rc = prep(p,
+                  "DELETE FROM item WHERE port_id = ? AND entity_id = ? "
+                  "AND state IN ('failed', 'suppressed')",
+                  &st);
     if (rc < 0)
         return rc;
     sqlite3_bind_int(st, 1, port);
@@ -1236,8 +1273,10 @@ static int reopen_grain(orch_prop *p, int stmt, int64_t grain, int64_t e, struct
 {
     const struct orch_stmt *s = orch_plan_stmt(p->plan, stmt);
     sqlite3_stmt *st;
-    int rc = prep(p, "UPDATE grain SET phase = 'waiting', outcome = NULL, pending = 0, "
-                     "generation = generation + 1 WHERE id = ? AND phase = 'sealed'", &st);
+    int rc = prep(p,
+                  "UPDATE grain SET phase = 'waiting', outcome = NULL, pending = 0, "
+                  "generation = generation + 1 WHERE id = ? AND phase = 'sealed'",
+                  &st);
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, grain);
@@ -1250,8 +1289,10 @@ static int reopen_grain(orch_prop *p, int stmt, int64_t grain, int64_t e, struct
         return rc;
     switch (s->op) {
     case ORCH_OP_EXPAND: {
-        if ((rc = prep(p, "DELETE FROM expansion WHERE call_id = ? AND parent_id = ? "
-                          "AND state = 'failed'", &st)) < 0)
+        if ((rc = prep(p,
+                       "DELETE FROM expansion WHERE call_id = ? AND parent_id = ? "
+                       "AND state = 'failed'",
+                       &st)) < 0)
             return rc;
         sqlite3_bind_int(st, 1, s->call);
         sqlite3_bind_int64(st, 2, e);
@@ -1284,9 +1325,11 @@ static int reopen_grain(orch_prop *p, int stmt, int64_t grain, int64_t e, struct
 static int reevaluate(orch_prop *p, int64_t grain)
 {
     sqlite3_stmt *st;
-    int rc = prep(p, "SELECT g.call_id, g.entity_id, g.phase, coalesce(e.parent_id, 0), "
-                     "g.generation FROM grain AS g JOIN entity AS e ON e.id = g.entity_id "
-                     "WHERE g.id = ?", &st);
+    int rc = prep(p,
+                  "SELECT g.call_id, g.entity_id, g.phase, coalesce(e.parent_id, 0), "
+                  "g.generation FROM grain AS g JOIN entity AS e ON e.id = g.entity_id "
+                  "WHERE g.id = ?",
+                  &st);
     if (rc < 0)
         return rc;
     sqlite3_bind_int64(st, 1, grain);
@@ -1354,8 +1397,10 @@ int orch_prop_reopen_failed(orch_prop *p, int call, int64_t *reopened)
     int64_t(*failed)[2] = NULL;
     int nf = 0, cap = 0;
     sqlite3_stmt *st;
-    int rc = prep(p, "SELECT id, entity_id, call_id FROM grain "
-                     "WHERE outcome = 'failed' AND (?1 < 0 OR call_id = ?1) ORDER BY id", &st);
+    int rc = prep(p,
+                  "SELECT id, entity_id, call_id FROM grain "
+                  "WHERE outcome = 'failed' AND (?1 < 0 OR call_id = ?1) ORDER BY id",
+                  &st);
     if (rc < 0)
         return rc;
     sqlite3_bind_int(st, 1, call);

@@ -44,10 +44,10 @@ struct orch_grain_ref {
     int64_t grain;
     int call;
     int64_t entity;
-    int64_t parent;       /* 0 for a root entity */
+    int64_t parent; /* 0 for a root entity */
     uint32_t generation;
-    uint32_t attempts;    /* attempt failures counted against `retries` so far */
-    int64_t seq;          /* ready_seq */
+    uint32_t attempts; /* attempt failures counted against `retries` so far */
+    int64_t seq;       /* ready_seq */
     /* The one input of a single-input map, filter or expand, when known as the grain
      * became READY (in0_state >= 0): spares a look-up at dispatch. -1: look it up. */
     int in0_state;

@@ -294,3 +294,38 @@ size_t orch__utf8_len(const unsigned char *s, size_t n)
         return 0;
     return len;
 }
+
+/* A JSON string; bytes that are not valid UTF-8 become U+FFFD. */
+void orch__json_string(FILE *out, const void *data, size_t n)
+{
+    const unsigned char *s = data;
+    fputc('"', out);
+    for (size_t i = 0; i < n;) {
+        unsigned char c = s[i];
+        if (c >= 0x80) {
+            size_t k = orch__utf8_len(s + i, n - i);
+            if (k == 0) {
+                fputs("\\ufffd", out);
+                i++;
+            } else {
+                fwrite(s + i, 1, k, out);
+                i += k;
+            }
+            continue;
+        }
+        if (c == '"' || c == '\\')
+            fprintf(out, "\\%c", c);
+        else if (c == '\n')
+            fputs("\\n", out);
+        else if (c == '\t')
+            fputs("\\t", out);
+        else if (c == '\r')
+            fputs("\\r", out);
+        else if (c < 0x20 || c == 0x7f)
+            fprintf(out, "\\u%04x", c);
+        else
+            fputc(c, out);
+        i++;
+    }
+    fputc('"', out);
+}

@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* Makes room for `need` elements of `size` bytes in *arr (capacity *cap). 0 or -ENOMEM. */
 int orch__grow(void *arr, int *cap, int need, size_t size);
@@ -72,5 +73,9 @@ bool orch__is_name(const char *s);
 /* The length (1-4) of the valid UTF-8 sequence that starts s (n bytes available), or 0
  * when the bytes there are not valid UTF-8 (overlong forms and surrogates included). */
 size_t orch__utf8_len(const unsigned char *s, size_t n);
+
+/* Writes bytes as a JSON string, quoted and escaped; bytes that are not valid UTF-8
+ * become U+FFFD (callers that must keep them encode the value otherwise, as base64). */
+void orch__json_string(FILE *out, const void *data, size_t n);
 
 #endif
