@@ -397,7 +397,9 @@ static void on_report(void *ctx, orch_pool *pool, orch_worker *w,
             else if ((a->outcome == ORCH_WIRE_OK || a->outcome == ORCH_WIRE_KEEP_TRUE) &&
                      orch_prop_counts(d->prop, s->g.call)->sealed[ORCH_OUTCOME_FAILED] > failed)
                 ao = ORCH_ATTEMPT_RECORD;
-            rc = attempt_end(d, s->attempt_row, ao, a->message);
+            rc = attempt_end(d, s->attempt_row, ao,
+                             *orch_prop_refusal(d->prop) ? orch_prop_refusal(d->prop)
+                                                         : a->message);
         }
     }
     if (rc < 0)

@@ -23,6 +23,7 @@ struct dom_topo {
 
 struct orch_prop {
     sqlite3_stmt *stmt[PROP_SLOTS]; /* see prep() */
+    char why[192];                  /* see orch_prop_refusal() */
     const orch_plan *plan;
     orch_store *store;
     struct orch_prop_hooks hooks;
@@ -986,6 +987,7 @@ int orch_prop_accept(orch_prop *p, const struct orch_grain_ref *g,
     const struct orch_stmt *s = orch_plan_stmt(p->plan, c->stmt);
     *accepted = false;
     *suppressed = false;
+    p->why[0] = '\0';
     if (a->grain != (uint64_t)g->grain || a->generation != g->generation)
         return 0;
     bool covered;
@@ -1016,19 +1018,19 @@ int orch_prop_accept(orch_prop *p, const struct orch_grain_ref *g,
         return orch_error_set(-EPROTO, "unknown answer kind %d", (int)a->outcome);
     }
     /* Check the shape before sealing, so a malformed answer becomes a RecordFailure. */
-    char why[160] = "";
+    char *why = p->why; /* kept for orch_prop_refusal() */
     if (a->outcome == ORCH_WIRE_KEEP_TRUE && s->op != ORCH_OP_FILTER)
-        snprintf(why, sizeof why, "udf %s answered keep, but it is not a filter", c->name);
+        snprintf(why, sizeof p->why, "udf %s answered keep, but it is not a filter", c->name);
     else if (a->outcome == ORCH_WIRE_OK && s->op == ORCH_OP_FILTER)
-        snprintf(why, sizeof why, "udf %s answered values, but it is a filter", c->name);
+        snprintf(why, sizeof p->why, "udf %s answered values, but it is a filter", c->name);
     else if (a->outcome == ORCH_WIRE_OK && a->nout != (uint32_t)s->nout)
-        snprintf(why, sizeof why,
+        snprintf(why, sizeof p->why,
                  "udf %s gave %u values per record; the statement has %d "
                  "outputs",
                  c->name, a->nout, s->nout);
     else if (a->outcome == ORCH_WIRE_OK && s->op != ORCH_OP_EXPAND &&
              s->op != ORCH_OP_EXPAND_ALIGNED && a->nchild != 1)
-        snprintf(why, sizeof why, "udf %s gave children, but it is not an expand", c->name);
+        snprintf(why, sizeof p->why, "udf %s gave children, but it is not an expand", c->name);
     if (why[0])
         return orch_prop_fail(p, g, ORCH_FAILURE_RECORD, why, accepted);
 
@@ -1040,7 +1042,7 @@ int orch_prop_accept(orch_prop *p, const struct orch_grain_ref *g,
             return rc;
         free(kids);
         if ((uint32_t)n != a->nchild) {
-            snprintf(why, sizeof why,
+            snprintf(why, sizeof p->why,
                      "expand aligned %s gave %u children; the expansion of "
                      "this parent has %d",
                      c->name, a->nchild, n);
@@ -1460,4 +1462,9 @@ int orch_prop_reopen_failed(orch_prop *p, int call, int64_t *reopened)
     free(failed);
     free(calls);
     return rc < 0 ? rc : 0;
+}
+
+const char *orch_prop_refusal(const orch_prop *p)
+{
+    return p->why;
 }

@@ -86,6 +86,11 @@ int orch_prop_accept(orch_prop *p, const struct orch_grain_ref *g,
                      const struct orch_wire_answer *a, uint64_t first_input, bool *accepted,
                      bool *suppressed);
 
+/* Why the last orch_prop_accept() sealed an answer of values as a RecordFailure (it did
+ * not fit its statement: an aligned expand's count, a map giving children, ...), or ""
+ * when it did not. Valid until the next orch_prop_accept(). */
+const char *orch_prop_refusal(const orch_prop *p);
+
 /* Seals an in-flight grain Failed with failure `kind` (exhausted, or a record failure made
  * by the driver) and message. Stale (not in flight with g->generation): *accepted = false. */
 int orch_prop_fail(orch_prop *p, const struct orch_grain_ref *g, enum orch_failure_kind kind,

@@ -195,6 +195,10 @@ DOCFAIL m|record
 expect_eq "the attempts of the mismatching parents say record, not ok" "record" \
   "$(q "$J" "SELECT group_concat(DISTINCT a.outcome) FROM attempt a JOIN grain g ON g.id = a.grain_id
              JOIN call c ON c.id = g.call_id WHERE c.name = 'cutc' AND g.outcome = 'failed'")"
+expect_eq "their attempts say why" 4 \
+  "$(q "$J" "SELECT count(*) FROM attempt a JOIN grain g ON g.id = a.grain_id
+             JOIN call c ON c.id = g.call_id WHERE c.name = 'cutc' AND g.outcome = 'failed'
+             AND a.message LIKE 'expand aligned cutc gave % children; the expansion%'")"
 expect_eq "the aligned expansion of the empty line: 0 = 0 children, sealed ok" "sealed|ok|0" \
   "$(grain "$J" cutc '')"
 
