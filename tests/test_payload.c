@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "orch_error.h"
+#include "testutil.h"
 #include "orch_payload.h"
 
 /* ---- fixture: a scratch directory per test --------------------------------------------- */
@@ -32,18 +33,10 @@ struct fx {
     char env[600]; /* dir/payloads: the environment, created by open */
 };
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-
 static int setup(void **state)
 {
     struct fx *f = calloc(1, sizeof *f);
-    const char *tmp = getenv("TMPDIR");
-    snprintf(f->dir, sizeof f->dir, "%s/orch-payload-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (mkdtemp(f->dir) == NULL) {
+    if (orch_test_mkdtemp(f->dir, sizeof f->dir, "payload") < 0) {
         free(f);
         return -1;
     }
@@ -55,7 +48,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     struct fx *f = *state;
-    int rc = nftw(f->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    int rc = orch_test_rmtree(f->dir);
     free(f);
     return rc;
 }

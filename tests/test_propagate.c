@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "orch_error.h"
+#include "testutil.h"
 #include "orch_job.h"
 #include "orch_payload.h"
 #include "orch_store.h"
@@ -64,12 +65,6 @@ static const char pipeline[] = "pipeline unit\n"
                                "w.g    = grp(w.raw)\n"
                                "doc.j  = reduce join(w.k)\n";
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-
 static int on_ready(void *ctx, const struct orch_grain_ref *g)
 {
     struct fx *f = ctx;
@@ -81,9 +76,7 @@ static int on_ready(void *ctx, const struct orch_grain_ref *g)
 static int setup(void **state)
 {
     struct fx *f = calloc(1, sizeof *f);
-    const char *tmp = getenv("TMPDIR");
-    snprintf(f->dir, sizeof f->dir, "%s/orch-prop-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!f || mkdtemp(f->dir) == NULL)
+    if (!f || orch_test_mkdtemp(f->dir, sizeof f->dir, "prop") < 0)
         return -1;
     char path[700];
     snprintf(path, sizeof path, "%s/in.txt", f->dir);
@@ -118,7 +111,7 @@ static int teardown(void **state)
         orch_store_rollback(f->job->store);
     orch_prop_free(f->prop);
     orch_job_close(f->job);
-    int rc = nftw(f->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    int rc = orch_test_rmtree(f->dir);
     free(f);
     return rc;
 }

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "orch_error.h"
+#include "testutil.h"
 #include "orch_states.h"
 #include "orch_store.h"
 #include "store_int.h"
@@ -33,18 +34,10 @@ struct fx {
     char db[600];
 };
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-
 static int setup(void **state)
 {
     struct fx *f = calloc(1, sizeof *f);
-    const char *tmp = getenv("TMPDIR");
-    snprintf(f->dir, sizeof f->dir, "%s/orch-store-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (mkdtemp(f->dir) == NULL) {
+    if (orch_test_mkdtemp(f->dir, sizeof f->dir, "store") < 0) {
         free(f);
         return -1;
     }
@@ -56,7 +49,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     struct fx *f = *state;
-    int rc = nftw(f->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    int rc = orch_test_rmtree(f->dir);
     free(f);
     return rc;
 }
