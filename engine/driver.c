@@ -114,6 +114,7 @@ struct driver {
     orch_prop *prop;
     struct callrt *calls; /* by plan call index; pool NULL for unused calls */
     int ncalls;
+    int *order; /* call indexes, the most downstream first (depth in the plan's DAG) */
     struct source_rt *sources;
     int nsources;
     struct batch *to_send; /* reserved this turn, sent after the commit */
@@ -711,11 +712,10 @@ static int reserve(struct driver *d, struct callrt *cr, orch_worker *w, struct b
 
 static int dispatch(struct driver *d)
 {
-    /* Downstream calls first (higher statement index is never upstream of a lower one
-     * along every path, but serving later calls first drains the pipeline when the
-     * budget is tight). */
-    for (int ci = d->ncalls - 1; ci >= 0; ci--) {
-        struct callrt *cr = &d->calls[ci];
+    /* Downstream calls first: when the budget is tight, finishing what is in the
+     * pipeline drains it and frees room for admission (DESIGN §5). */
+    for (int k = 0; k < d->ncalls; k++) {
+        struct callrt *cr = &d->calls[d->order[k]];
         while (cr->pool && cr->nidle > 0 && cr->q.len > 0 && fits(d, cr)) {
             int rc = txn(d);
             orch_worker *w = cr->idle[cr->nidle - 1];
@@ -957,6 +957,54 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 
 /* ---- set-up and the loop --------------------------------------------------------------- */
 
+/* Orders the calls by the depth of their statements in the plan's DAG (a statement is
+ * one deeper than the deepest producer of its inputs; sources are depth 0), deepest
+ * first, so that dispatch serves downstream queues first whatever the order in which
+ * the pipeline declared its calls. */
+static int call_order(struct driver *d)
+{
+    int ns = orch_plan_nstmts(d->plan);
+    int *depth = calloc((size_t)ns + 1, sizeof *depth);
+    d->order = calloc((size_t)d->ncalls + 1, sizeof *d->order);
+    if (!depth || !d->order) {
+        free(depth);
+        return -ENOMEM;
+    }
+    /* Relax ns times: the longest path in a DAG of ns statements has at most ns edges. */
+    for (int round = 0; round < ns; round++) {
+        bool changed = false;
+        for (int i = 0; i < ns; i++) {
+            const struct orch_stmt *st = orch_plan_stmt(d->plan, i);
+            for (int j = 0; j < st->nin; j++) {
+                int prod = orch_plan_port(d->plan, st->in[j].port)->producer;
+                if (prod >= 0 && depth[prod] + 1 > depth[i]) {
+                    depth[i] = depth[prod] + 1;
+                    changed = true;
+                }
+            }
+        }
+        if (!changed)
+            break;
+    }
+    for (int i = 0; i < d->ncalls; i++)
+        d->order[i] = i;
+    /* Insertion sort by depth, deepest first; ties keep declaration order. */
+    for (int i = 1; i < d->ncalls; i++) {
+        int c = d->order[i], dc = orch_plan_call(d->plan, c)->stmt;
+        int key = dc >= 0 ? depth[dc] : -1, k = i - 1;
+        while (k >= 0) {
+            int ok = orch_plan_call(d->plan, d->order[k])->stmt;
+            if ((ok >= 0 ? depth[ok] : -1) >= key)
+                break;
+            d->order[k + 1] = d->order[k];
+            k--;
+        }
+        d->order[k + 1] = c;
+    }
+    free(depth);
+    return 0;
+}
+
 /* The GPUs of this machine: /dev/nvidia0, /dev/nvidia1, ... */
 static double detect_gpus(void)
 {
@@ -1140,6 +1188,7 @@ static void driver_free(struct driver *d, bool clean)
     }
     free(d->sources);
     free(d->calls);
+    free(d->order);
     orch_prop_inputs_free(&d->inputs);
     orch_prop_free(d->prop);
     if (d->tick)
@@ -1182,7 +1231,7 @@ int orch_driver_run(struct orch_job *job, const struct orch_run_opts *opts,
     d.calls = calloc((size_t)d.ncalls + 1, sizeof *d.calls);
     d.sources = calloc((size_t)d.nsources + 1, sizeof *d.sources);
     d.base = event_base_new();
-    if (!d.calls || !d.sources || !d.base)
+    if (!d.calls || !d.sources || !d.base || (rc = call_order(&d)) < 0)
         goto out;
     /* A report's pipe may close under us (a dying worker): never die of SIGPIPE. */
     signal(SIGPIPE, SIG_IGN);
