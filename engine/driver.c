@@ -491,52 +491,56 @@ static const char *source_next(struct source_rt *s, size_t *len)
     return s->line;
 }
 
+/* Admits up to ADMIT_CHUNK root entities of source s: their values are written to LMDB
+ * in one transaction, then published in the turn's store transaction. A failure leaves
+ * the source's cursor past values that were not committed: the run stops, and resume
+ * recomputes the cursor from the roots the store holds. */
+static int admit_chunk(struct driver *d, struct source_rt *s)
+{
+    char *vals[ADMIT_CHUNK];
+    struct orch_iov iov[ADMIT_CHUNK];
+    uint64_t ids[ADMIT_CHUNK];
+    int64_t first = s->next;
+    int n = 0, rc = 0;
+    while (n < ADMIT_CHUNK) {
+        size_t len;
+        const char *v = source_next(s, &len);
+        if (!v) {
+            s->exhausted = true;
+            break;
+        }
+        if (!(vals[n] = strndup(v, len))) {
+            rc = -ENOMEM;
+            break;
+        }
+        iov[n].data = vals[n];
+        iov[n].len = len;
+        n++;
+        s->next++;
+    }
+    if (rc == 0 && n > 0)
+        rc = orch_payload_put_many(d->job->payloads, iov, (size_t)n, ids);
+    if (rc == 0 && n > 0)
+        rc = txn(d);
+    for (int k = 0; k < n && rc == 0; k++)
+        rc = orch_prop_admit_root(d->prop, s->domain, first + k, vals[k], ids[k], NULL);
+    for (int k = 0; k < n; k++)
+        free(vals[k]);
+    return rc;
+}
+
+/* Admission (DESIGN §5): roots enter lazily, one chunk per source per turn (so that the
+ * turn commits and the workers get going), and only while the unsealed grains are under
+ * their budget. */
 static int admit(struct driver *d)
 {
     for (int i = 0; i < d->nsources; i++) {
         struct source_rt *s = &d->sources[i];
-        while (!s->exhausted && orch_prop_unsealed(d->prop) < d->max_unsealed) {
-            /* A chunk: values first, then their payloads in one LMDB transaction. */
-            char *vals[ADMIT_CHUNK];
-            struct orch_iov iov[ADMIT_CHUNK];
-            uint64_t ids[ADMIT_CHUNK];
-            int n = 0, rc = 0;
-            while (n < ADMIT_CHUNK) {
-                size_t len;
-                const char *v = source_next(s, &len);
-                if (!v) {
-                    s->exhausted = true;
-                    break;
-                }
-                if (!(vals[n] = strndup(v, len))) {
-                    rc = -ENOMEM;
-                    break;
-                }
-                iov[n].data = vals[n];
-                iov[n].len = len;
-                n++;
-                if (s->src->kind == ORCH_SOURCE_FILES)
-                    s->next++; /* lines() counts below, after its own read */
-            }
-            if (rc == 0 && n > 0)
-                rc = orch_payload_put_many(d->job->payloads, iov, (size_t)n, ids);
-            if (rc == 0 && n > 0)
-                rc = txn(d);
-            int64_t ord = s->next - (s->src->kind == ORCH_SOURCE_FILES ? n : 0);
-            for (int k = 0; k < n && rc == 0; k++)
-                rc = orch_prop_admit_root(d->prop, s->domain, ord + k, vals[k], ids[k], NULL);
-            if (s->src->kind == ORCH_SOURCE_LINES)
-                s->next += n;
-            for (int k = 0; k < n; k++)
-                free(vals[k]);
-            if (rc < 0)
-                return rc;
-            if (n == 0)
-                break;
-            if (orch_prop_unsealed(d->prop) >= d->max_unsealed)
-                break;
-            break; /* one chunk per source per turn: let the turn commit */
-        }
+        if (s->exhausted || orch_prop_unsealed(d->prop) >= d->max_unsealed)
+            continue;
+        int rc = admit_chunk(d, s);
+        if (rc < 0)
+            return rc;
     }
     return 0;
 }
