@@ -296,13 +296,18 @@ static int batch_failed(struct driver *d, struct callrt *cr, struct batch *b,
 
 /* ---- pool callbacks -------------------------------------------------------------------- */
 
-static void on_idle(void *ctx, orch_pool *pool, orch_worker *w)
+static struct callrt *call_of(struct driver *d, orch_pool *pool)
 {
-    struct callrt *cr = NULL;
-    struct driver *d = ctx;
     for (int i = 0; i < d->ncalls; i++)
         if (d->calls[i].pool == pool)
-            cr = &d->calls[i];
+            return &d->calls[i];
+    return NULL;
+}
+
+static void on_idle(void *ctx, orch_pool *pool, orch_worker *w)
+{
+    struct driver *d = ctx;
+    struct callrt *cr = call_of(d, pool);
     assert(cr);
     if (cr->nidle == cr->cidle) {
         int cap = cr->cidle ? cr->cidle * 2 : 8;
@@ -317,13 +322,6 @@ static void on_idle(void *ctx, orch_pool *pool, orch_worker *w)
     cr->idle[cr->nidle++] = w;
 }
 
-static struct callrt *call_of(struct driver *d, orch_pool *pool)
-{
-    for (int i = 0; i < d->ncalls; i++)
-        if (d->calls[i].pool == pool)
-            return &d->calls[i];
-    return NULL;
-}
 
 static enum orch_attempt_outcome answer_attempt(enum orch_wire_outcome o)
 {
@@ -858,6 +856,18 @@ static int recover(struct driver *d)
         sqlite3_reset(q);
     }
     orch_prop_set_unsealed(d->prop, unsealed);
+    /* What earlier runs sealed, so that progress counts the whole job. */
+    if (rc >= 0 && (rc = orch_store_prepare(st, "SELECT call_id, outcome, count(*) FROM grain "
+                                                "WHERE phase = 'sealed' GROUP BY 1, 2",
+                                            &q)) == 0) {
+        while ((rc = orch_store_step(st, q)) == 1) {
+            int o = orch_grain_outcome_parse((const char *)sqlite3_column_text(q, 1));
+            if (o >= 0)
+                orch_prop_add_sealed(d->prop, sqlite3_column_int(q, 0), o,
+                                     sqlite3_column_int64(q, 2));
+        }
+        sqlite3_reset(q);
+    }
     for (int c = 0; c < d->ncalls && rc >= 0; c++) {
         if (!d->calls[c].pool)
             continue;
@@ -934,13 +944,13 @@ static void progress(struct driver *d, bool final)
             sealed += k->sealed[o];
         fprintf(out,
                 "%s[%6.1fs] %-12s ready %-7zu running %-5lld sealed %-8lld ok %-8lld "
-                "dropped %-6lld failed %-5lld suppressed %lld%s\n",
+                "dropped %-6lld failed %-5lld suppressed %lld\n",
                 d->live ? "\033[2K" : "", secs, cr->c->name, cr->q.len,
                 (long long)inflight_count(cr), (long long)sealed,
                 (long long)k->sealed[ORCH_OUTCOME_OK],
                 (long long)k->sealed[ORCH_OUTCOME_DROPPED],
                 (long long)k->sealed[ORCH_OUTCOME_FAILED],
-                (long long)k->sealed[ORCH_OUTCOME_SUPPRESSED], "");
+                (long long)k->sealed[ORCH_OUTCOME_SUPPRESSED]);
         d->live_lines++;
     }
     fflush(out);

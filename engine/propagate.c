@@ -131,6 +131,13 @@ void orch_prop_set_unsealed(orch_prop *p, int64_t n)
     p->unsealed = n;
 }
 
+void orch_prop_add_sealed(orch_prop *p, int call, enum orch_grain_outcome o, int64_t n)
+{
+    assert(call >= 0 && call < orch_plan_ncalls(p->plan));
+    p->counts[call].sealed[o] += n;
+    p->counts[call].created += n;
+}
+
 /* ---- small SQL helpers ----------------------------------------------------------------- */
 
 /* Each query site keeps its statement in a slot of its own (numbered by __COUNTER__), so

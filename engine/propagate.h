@@ -134,5 +134,7 @@ const struct orch_prop_counts *orch_prop_counts(const orch_prop *p, int call);
  * set with orch_prop_set_unsealed). */
 int64_t orch_prop_unsealed(const orch_prop *p);
 void orch_prop_set_unsealed(orch_prop *p, int64_t n);
+/* Counts n grains of call sealed with outcome o by an earlier run (for progress). */
+void orch_prop_add_sealed(orch_prop *p, int call, enum orch_grain_outcome o, int64_t n);
 
 #endif
