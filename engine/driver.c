@@ -631,7 +631,8 @@ static int batch_add(struct driver *d, struct callrt *cr, struct batch *b, const
     if (!nv)
         return -ENOMEM;
     b->vals = nv;
-    memcpy(b->vals + nv_old, d->inputs.vals, d->inputs.nvals * sizeof *nv);
+    if (d->inputs.nvals) /* a reduce over no surviving child has no values (vals NULL) */
+        memcpy(b->vals + nv_old, d->inputs.vals, d->inputs.nvals * sizeof *nv);
     memcpy(b->nval + (size_t)b->n * ORCH_PLAN_MAX_INPUTS, d->inputs.nval,
            sizeof d->inputs.nval);
     b->n++;

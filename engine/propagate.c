@@ -1160,8 +1160,9 @@ int orch_prop_inputs(orch_prop *p, const struct orch_grain_ref *g, struct orch_p
     free(kids);
     if (rc < 0)
         return rc;
-    /* push_val appended child by child; regroup into list-major order. */
-    if (s->nin > 1) {
+    /* push_val appended child by child; regroup into list-major order (nothing to do
+     * for no surviving child: malloc(0) may return NULL). */
+    if (s->nin > 1 && in->nvals > 0) {
         struct orch_wire_value *tmp = malloc(in->nvals * sizeof *tmp);
         if (!tmp)
             return -ENOMEM;

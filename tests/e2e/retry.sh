@@ -95,4 +95,43 @@ expect_eq "group failure kept in history" 1 "$(q "$T/gjob" "SELECT count(*) FROM
 # Unknown call: a clear message.
 if "$ORCH" retry "$T/gjob" --call nope --progress none 2> "$T/err"; then fail "unknown call accepted"; fi
 grep -q "no call 'nope'" "$T/err" || fail "message: $(cat "$T/err")"
+# 3. A reduce over zero children as the very first batch of a driver (here: retried
+# alone after its first attempt failed): a batch whose only record has an empty input
+# list. The reduce fails while the flag file is up.
+cat > "$T/empty_reduce.py" <<'PY'
+import os, sys
+sys.path.insert(0, os.environ["ORCH_PY"])
+import orch_udf
+
+class Count:
+    def __init__(self, args):
+        pass
+    def run(self, batch):
+        up = os.path.exists(os.environ["FLAG_FILE"])
+        return [orch_udf.RecordFailure("flag is up") if up else str(len(r.inputs[0])).encode()
+                for r in batch]
+
+if __name__ == "__main__":
+    sys.exit(orch_udf.serve(Count))
+PY
+printf '\n' > "$T/one_empty.txt"
+cat > "$T/e.orch" <<PIPE
+pipeline e
+domain row
+domain cell in row
+source row.v = lines("one_empty.txt")
+call cut = split(sep=",")
+call n = exec("python3 $T/empty_reduce.py")
+cell.v = expand cut(row.v)
+row.n = reduce n(cell.v)
+output row.n
+PIPE
+touch "$FLAG_FILE"
+run_job "$T/e.orch" "$T/ejob"
+expect_eq "empty reduce failed" failed "$(q "$T/ejob" "SELECT state FROM item JOIN port ON port.id = item.port_id WHERE qualified = 'row.n'")"
+rm "$FLAG_FILE"
+"$ORCH" retry "$T/ejob" --progress none 2> "$T/eretry.log" ||
+  { cat "$T/eretry.log" >&2; fail "retry of the empty reduce"; }
+expect_eq "empty reduce after retry" '{"key": "", "state": "present", "value": "0"}' \
+  "$("$ORCH" export "$T/ejob" row.n)"
 echo "retry: ok"
