@@ -434,40 +434,51 @@ static void on_lost(void *ctx, orch_pool *pool, orch_worker *w, uint64_t batch,
 
 /* ---- admission ------------------------------------------------------------------------- */
 
+static const char *source_next(struct source_rt *s, size_t *len);
+
+/* Opens source s and moves its cursor past the roots the job already has (a resumed job),
+ * checking on the way that the source still gives the same values in the same order:
+ * roots are numbered by position, so a source that changed under a job would silently
+ * give later roots the wrong ordinals. */
 static int source_open(struct driver *d, struct source_rt *s)
 {
-    /* Continue after the roots already admitted (a resumed job). */
-    sqlite3_stmt *st;
-    int rc = orch_store_prepare(d->job->store,
-                                "SELECT coalesce(max(ordinal) + 1, 0) FROM entity "
-                                "WHERE parent_id IS NULL AND domain_id = ?",
-                                &st);
-    if (rc < 0)
-        return rc;
-    sqlite3_bind_int(st, 1, s->domain);
-    if ((rc = orch_store_step(d->job->store, st)) == 1)
-        s->next = sqlite3_column_int64(st, 0);
-    sqlite3_reset(st);
-    if (rc < 0)
-        return rc;
+    const char *port = orch_plan_port(d->plan, s->src->port)->qualified;
     if (s->src->kind == ORCH_SOURCE_FILES) {
         int g = glob(s->src->arg, GLOB_ERR, NULL, &s->g);
         s->globbed = g == 0;
         if (g != 0 && g != GLOB_NOMATCH)
-            return orch_error_set(-EIO, "source %s: cannot list files(\"%s\")",
-                                  orch_plan_port(d->plan, s->src->port)->qualified,
+            return orch_error_set(-EIO, "source %s: cannot list files(\"%s\")", port,
                                   s->src->arg);
-        return 0;
-    }
-    s->lines = fopen(s->src->arg, "r");
-    if (!s->lines)
-        return orch_error_set(-errno, "source %s: lines(\"%s\"): %s",
-                              orch_plan_port(d->plan, s->src->port)->qualified, s->src->arg,
+    } else if (!(s->lines = fopen(s->src->arg, "r"))) {
+        return orch_error_set(-errno, "source %s: lines(\"%s\"): %s", port, s->src->arg,
                               strerror(errno));
-    for (int64_t i = 0; i < s->next; i++)
-        if (getline(&s->line, &s->line_cap, s->lines) < 0)
+    }
+    sqlite3_stmt *st;
+    int rc = orch_store_prepare(d->job->store,
+                                "SELECT key FROM entity WHERE parent_id IS NULL "
+                                "AND domain_id = ? ORDER BY ordinal",
+                                &st);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int(st, 1, s->domain);
+    s->next = 0;
+    while ((rc = orch_store_step(d->job->store, st)) == 1) {
+        const char *key = (const char *)sqlite3_column_text(st, 0);
+        size_t len;
+        const char *v = source_next(s, &len);
+        if (!v || strnlen(v, len) != strlen(key) || memcmp(v, key, strlen(key)) != 0) {
+            rc = orch_error_set(ORCH_EMISMATCH,
+                                "source %s changed since the job started: root %lld is \"%s\", "
+                                "the source now gives %s%.*s%s; restore the source, or start "
+                                "a new job",
+                                port, (long long)s->next, key, v ? "\"" : "",
+                                v ? (int)strnlen(v, len) : 7, v ? v : "nothing", v ? "\"" : "");
             break;
-    return 0;
+        }
+        s->next++;
+    }
+    sqlite3_reset(st);
+    return rc < 0 ? rc : 0;
 }
 
 /* The next value of source s: a pointer valid until the next call, or NULL at its end. */
