@@ -638,8 +638,18 @@ static int descendants(orch_prop *p, int64_t e, int a, int d, int64_t **ids, int
     return 0;
 }
 
-/* Item (port, e) was just published in `state`: tell every consumer. */
-static int notify(orch_prop *p, int port, int64_t e, int state, uint64_t payload)
+/* What to do for each consumer of an item: for each grain that reads it, and for each
+ * broadcast copy of it in a descendant. Publishing (notify) and taking back (retry) walk
+ * the consumers alike. */
+struct consumer_visit {
+    int (*grain)(orch_prop *p, int stmt, int64_t e, const struct consumer_visit *v);
+    int (*copy)(orch_prop *p, int port, int64_t e, const struct consumer_visit *v);
+    int state; /* notify: the item's state and payload */
+    uint64_t payload;
+    struct reopened *L; /* retry: the grains to evaluate again */
+};
+
+static int for_each_consumer(orch_prop *p, int port, int64_t e, const struct consumer_visit *v)
 {
     const struct orch_port *pt = orch_plan_port(p->plan, port);
     int rc = 0;
@@ -652,17 +662,35 @@ static int notify(orch_prop *p, int port, int64_t e, int state, uint64_t payload
             if ((rc = descendants(p, e, pt->domain, s->target, &ids, &n)) < 0)
                 return rc;
             for (int k = 0; k < n && rc == 0; k++)
-                rc = item_resolve(p, s->out[0], ids[k], state, payload);
+                rc = v->copy(p, s->out[0], ids[k], v);
             free(ids);
-        } else if (s->op == ORCH_OP_REDUCE) {
+        } else if (s->op == ORCH_OP_REDUCE) { /* the reduce grain lives on the parent */
             int64_t parent = entity_parent(p, e, &rc);
             if (rc == 0)
-                rc = grain_input(p, c, parent, state, payload);
+                rc = v->grain(p, c, parent, v);
         } else {
-            rc = grain_input(p, c, e, state, payload);
+            rc = v->grain(p, c, e, v);
         }
     }
     return rc;
+}
+
+static int notify_grain(orch_prop *p, int stmt, int64_t e, const struct consumer_visit *v)
+{
+    return grain_input(p, stmt, e, v->state, v->payload);
+}
+
+static int notify_copy(orch_prop *p, int port, int64_t e, const struct consumer_visit *v)
+{
+    return item_resolve(p, port, e, v->state, v->payload);
+}
+
+/* Item (port, e) was just published in `state`: tell every consumer. */
+static int notify(orch_prop *p, int port, int64_t e, int state, uint64_t payload)
+{
+    struct consumer_visit v = {
+        .grain = notify_grain, .copy = notify_copy, .state = state, .payload = payload};
+    return for_each_consumer(p, port, e, &v);
 }
 
 static int item_resolve(orch_prop *p, int port, int64_t e, int state, uint64_t payload)
@@ -1241,6 +1269,18 @@ static int reconsider(orch_prop *p, int stmt, int64_t e, struct reopened *L)
     return suppressed ? reopen_grain(p, stmt, g.id, e, L) : 0;
 }
 
+static int unresolve_item(orch_prop *p, int port, int64_t e, struct reopened *L);
+
+static int retake_grain(orch_prop *p, int stmt, int64_t e, const struct consumer_visit *v)
+{
+    return reconsider(p, stmt, e, v->L);
+}
+
+static int retake_copy(orch_prop *p, int port, int64_t e, const struct consumer_visit *v)
+{
+    return unresolve_item(p, port, e, v->L);
+}
+
 static int unresolve_item(orch_prop *p, int port, int64_t e, struct reopened *L)
 {
     sqlite3_stmt *st;
@@ -1256,27 +1296,8 @@ static int unresolve_item(orch_prop *p, int port, int64_t e, struct reopened *L)
         return rc;
     if (sqlite3_changes(orch_store_db(p->store)) == 0)
         return 0; /* present, dropped or not there: nothing of it is taken back */
-    const struct orch_port *pt = orch_plan_port(p->plan, port);
-    for (int i = 0; i < pt->nconsumers && rc == 0; i++) {
-        int c = pt->consumers[i];
-        const struct orch_stmt *s = orch_plan_stmt(p->plan, c);
-        if (s->op == ORCH_OP_BROADCAST) {
-            int64_t *ids;
-            int n;
-            if ((rc = descendants(p, e, pt->domain, s->target, &ids, &n)) < 0)
-                return rc;
-            for (int k = 0; k < n && rc == 0; k++)
-                rc = unresolve_item(p, s->out[0], ids[k], L);
-            free(ids);
-        } else if (s->op == ORCH_OP_REDUCE) {
-            int64_t parent = entity_parent(p, e, &rc);
-            if (rc == 0)
-                rc = reconsider(p, c, parent, L);
-        } else {
-            rc = reconsider(p, c, e, L);
-        }
-    }
-    return rc;
+    struct consumer_visit v = {.grain = retake_grain, .copy = retake_copy, .L = L};
+    return for_each_consumer(p, port, e, &v);
 }
 
 static int reopen_grain(orch_prop *p, int stmt, int64_t grain, int64_t e, struct reopened *L)
