@@ -226,8 +226,8 @@ struct lost_ev {
 /* One pool and the batches it hands out, in order, to whichever worker is idle. */
 struct lane {
     orch_pool *pool;
-    struct tb *todo;
-    int ntodo, next;
+    struct tb *work;
+    int nwork, next;
     int nrep, nlost;
     /* When > 0: nothing is dispatched until this many workers are idle (so that every
      * worker gets work, however fast the first one is). */
@@ -285,9 +285,9 @@ static void check_done(struct run *r)
 static void next_batch(struct run *r, orch_pool *p, orch_worker *w)
 {
     struct lane *l = &r->lane[lane_of(r, p)];
-    if (l->next >= l->ntodo)
+    if (l->next >= l->nwork)
         return;
-    const struct orch_wire_batch *b = &l->todo[l->next++].b;
+    const struct orch_wire_batch *b = &l->work[l->next++].b;
     int rc = orch_pool_dispatch(p, w, b);
     if (rc != 0)
         fail_msg("dispatch of batch %" PRIu64 ": %s", b->id, strerror(-rc));
@@ -381,9 +381,9 @@ static void run_init(struct run *r, struct fx *f)
     assert_non_null(r->base);
 }
 
-/* Starts a pool of `call` as a new lane handing out todo[0..ntodo-1]. */
+/* Starts a pool of `call` as a new lane handing out work[0..nwork-1]. */
 static orch_pool *add_lane(struct run *r, const char *call, int nworkers, int64_t timeout_ms,
-                           int max_init, struct tb *todo, int ntodo, const char *exe,
+                           int max_init, struct tb *work, int nwork, const char *exe,
                            const char *const *cuda)
 {
     struct orch_pool_config cfg = {
@@ -399,8 +399,8 @@ static orch_pool *add_lane(struct run *r, const char *call, int nworkers, int64_
     assert_true(cfg.call >= 0);
     assert_true(r->nlanes < MAX_LANES);
     struct lane *l = &r->lane[r->nlanes++];
-    l->todo = todo;
-    l->ntodo = ntodo;
+    l->work = work;
+    l->nwork = nwork;
     int rc = orch_pool_new(r->base, &cfg, &callbacks, r, &l->pool);
     if (rc != 0)
         fail_msg("orch_pool_new(%s): %s", call, orch_error_detail());
@@ -490,7 +490,7 @@ static const struct rep_ev *report_of(struct run *r, uint64_t batch)
 static bool all_reported(struct run *r)
 {
     for (int i = 0; i < r->nlanes; i++)
-        if (r->lane[i].nrep < r->lane[i].ntodo)
+        if (r->lane[i].nrep < r->lane[i].nwork)
             return false;
     return true;
 }
@@ -504,13 +504,13 @@ static void test_map_two_workers(void **state)
     const char *want[] = {"AB", "CD", "EF", "GH", "IJ", "KL", "MN", "OP"};
     uint64_t ids[8];
     put_strings(f, in, 8, ids);
-    struct tb todo[4];
+    struct tb work[4];
     for (int i = 0; i < 4; i++)
-        tb_map(&todo[i], (uint64_t)i + 1, (uint64_t)(2 * i + 1), &ids[2 * i], 2);
+        tb_map(&work[i], (uint64_t)i + 1, (uint64_t)(2 * i + 1), &ids[2 * i], 2);
 
     struct run r;
     run_init(&r, f);
-    orch_pool *p = add_lane(&r, "up", 2, 0, 3, todo, 4, NULL, NULL);
+    orch_pool *p = add_lane(&r, "up", 2, 0, 3, work, 4, NULL, NULL);
     r.lane[0].gate = 2;
     assert_int_equal(orch_pool_alive(p), 2);
     r.done = all_reported;
@@ -607,15 +607,15 @@ static void test_crash_and_replacement(void **state)
     const char *in[] = {"fine", "boom", "after", "x"};
     uint64_t ids[4];
     put_strings(f, in, 4, ids);
-    struct tb todo[3], other;
-    tb_map(&todo[0], 1, 1, &ids[0], 1);
-    tb_map(&todo[1], 2, 2, &ids[1], 1);
-    tb_map(&todo[2], 3, 3, &ids[2], 1);
+    struct tb work[3], other;
+    tb_map(&work[0], 1, 1, &ids[0], 1);
+    tb_map(&work[1], 2, 2, &ids[1], 1);
+    tb_map(&work[2], 3, 3, &ids[2], 1);
     tb_map(&other, 10, 10, &ids[3], 1);
 
     struct run r;
     run_init(&r, f);
-    orch_pool *p = add_lane(&r, "crash", 1, 0, 3, todo, 3, NULL, NULL);
+    orch_pool *p = add_lane(&r, "crash", 1, 0, 3, work, 3, NULL, NULL);
     add_lane(&r, "up", 1, 0, 3, &other, 1, NULL, NULL);
     r.done = crash_done;
     run_loop(&r);
@@ -649,13 +649,13 @@ static void test_timeout(void **state)
     const char *in[] = {"boom", "fine"};
     uint64_t ids[2];
     put_strings(f, in, 2, ids);
-    struct tb todo[2];
-    tb_map(&todo[0], 1, 1, &ids[0], 1);
-    tb_map(&todo[1], 2, 2, &ids[1], 1);
+    struct tb work[2];
+    tb_map(&work[0], 1, 1, &ids[0], 1);
+    tb_map(&work[1], 2, 2, &ids[1], 1);
 
     struct run r;
     run_init(&r, f);
-    add_lane(&r, "hang", 1, 200, 3, todo, 2, NULL, NULL);
+    add_lane(&r, "hang", 1, 200, 3, work, 2, NULL, NULL);
     r.done = one_loss_one_report;
     run_loop(&r);
     assert_int_equal(r.nlost, 1);
@@ -684,13 +684,13 @@ static void test_external_kill(void **state)
     const char *in[] = {"boom", "fine"};
     uint64_t ids[2];
     put_strings(f, in, 2, ids);
-    struct tb todo[2];
-    tb_map(&todo[0], 1, 1, &ids[0], 1);
-    tb_map(&todo[1], 2, 2, &ids[1], 1);
+    struct tb work[2];
+    tb_map(&work[0], 1, 1, &ids[0], 1);
+    tb_map(&work[1], 2, 2, &ids[1], 1);
 
     struct run r;
     run_init(&r, f);
-    add_lane(&r, "hang", 1, 0, 3, todo, 2, NULL, NULL);
+    add_lane(&r, "hang", 1, 0, 3, work, 2, NULL, NULL);
     r.dispatched = kill_on_dispatch;
     r.done = one_loss_one_report;
     run_loop(&r);
@@ -831,14 +831,14 @@ static void test_close_runs_fini(void **state)
     const char *in[] = {"p", "q"};
     uint64_t ids[2];
     put_strings(f, in, 2, ids);
-    struct tb todo[2];
-    tb_map(&todo[0], 1, 1, &ids[0], 1);
-    tb_map(&todo[1], 2, 2, &ids[1], 1);
+    struct tb work[2];
+    tb_map(&work[0], 1, 1, &ids[0], 1);
+    tb_map(&work[1], 2, 2, &ids[1], 1);
     const char *cuda[] = {"0", "1,2"};
 
     struct run r;
     run_init(&r, f);
-    add_lane(&r, "probe", 2, 0, 3, todo, 2, NULL, cuda);
+    add_lane(&r, "probe", 2, 0, 3, work, 2, NULL, cuda);
     r.lane[0].gate = 2;
     r.done = all_reported;
     run_loop(&r);
@@ -875,13 +875,13 @@ static void test_kill_busy_workers(void **state)
     const char *in[] = {"boom"};
     uint64_t ids[1];
     put_strings(f, in, 1, ids);
-    struct tb todo[2];
-    tb_map(&todo[0], 1, 1, ids, 1);
-    tb_map(&todo[1], 2, 2, ids, 1);
+    struct tb work[2];
+    tb_map(&work[0], 1, 1, ids, 1);
+    tb_map(&work[1], 2, 2, ids, 1);
 
     struct run r;
     run_init(&r, f);
-    orch_pool *p = add_lane(&r, "hang", 2, 0, 3, todo, 2, NULL, NULL);
+    orch_pool *p = add_lane(&r, "hang", 2, 0, 3, work, 2, NULL, NULL);
     r.done = two_busy;
     run_loop(&r);
     orch_pool_kill(p); /* no callback from here on */
@@ -1090,11 +1090,11 @@ static bool one_loss(struct run *r)
  * the first loss, or when the batch was reported. */
 static void fake_run(struct fx *f, const char *mode, struct run *r, uint64_t *ids)
 {
-    static struct tb todo;
-    tb_map(&todo, 1, 1, ids, 2);
+    static struct tb work;
+    tb_map(&work, 1, 1, ids, 2);
     setenv(FAKE_ENV, mode, 1);
     run_init(r, f);
-    add_lane(r, "keep", 1, 0, 1, &todo, 1, f->self, NULL);
+    add_lane(r, "keep", 1, 0, 1, &work, 1, f->self, NULL);
     r->done = strcmp(mode, "dribble") == 0 ? all_reported : one_loss;
     run_loop(r);
 }
