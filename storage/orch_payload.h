@@ -157,4 +157,10 @@ struct orch_payload_stat {
 /* Fills *st from one consistent snapshot. Returns 0 or a translated error. */
 int orch_payload_stat(orch_payload *p, struct orch_payload_stat *st);
 
+/* The options every process of a job opens its payload store with: no sync per commit
+ * (the driver syncs once per turn: group commit), and, for fault tests, a ceiling on the
+ * map taken from the environment (ORCH_PAYLOAD_MAX_MAP, bytes): a store that cannot grow
+ * past it, as on a full disk. */
+void orch_payload_job_opts(struct orch_payload_opts *o);
+
 #endif

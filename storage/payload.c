@@ -598,3 +598,15 @@ int orch_payload_ids(orch_payload *p, uint64_t start, uint64_t *ids, size_t max,
     mdb_txn_abort(txn);
     return rc != 0 ? lmdb_error(p, rc, "list ids") : 0;
 }
+
+void orch_payload_job_opts(struct orch_payload_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->nosync = true;
+    const char *max = getenv("ORCH_PAYLOAD_MAX_MAP");
+    if (max && *max) {
+        o->max_map_size = (size_t)strtoull(max, NULL, 10);
+        if (o->max_map_size && o->max_map_size < ORCH_PAYLOAD_DEFAULT_MAP_SIZE)
+            o->map_size = o->max_map_size;
+    }
+}

@@ -1,4 +1,4 @@
-/* test_pool.c — unit tests of worker pools (engine/pool.h) with real worker processes of
+/* test_pool.c — unit tests of worker pools (engine/worker/pool.h) with real worker processes of
  * the real binary ($ORCH): outputs of map, expand, filter and reduce read back from LMDB;
  * work spread over workers; crashes, timeouts, external kills, attempt and typed failures,
  * init failures up to a failed pool; protocol errors from fake workers (this binary run as

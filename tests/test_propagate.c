@@ -1,5 +1,5 @@
 /* test_propagate.c — unit tests of the propagation rules and the acceptance rule
- * (engine/propagate.h) on a real job (orch_job_create: SQLite and LMDB in a scratch
+ * (engine/run/propagate.h) on a real job (orch_job_create: SQLite and LMDB in a scratch
  * directory), with no driver and no worker: the test plays the driver, taking READY grains
  * from the ready hook, marking them IN_FLIGHT and handing orch_prop_accept the answers a
  * worker would send.

@@ -1,4 +1,4 @@
-/* test_wire.c — unit tests of the driver <-> worker frames (engine/wire.h): every frame
+/* test_wire.c — unit tests of the driver <-> worker frames (engine/worker/wire.h): every frame
  * type round-trips; truncated, oversized, mistyped and trailing-garbage frames are clean
  * errors; and a fixed-seed fuzz loop of mutated frames never crashes a decoder. */
 #include <stdarg.h>

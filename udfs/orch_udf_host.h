@@ -24,7 +24,7 @@
  *     if (udf->fini) udf->fini(state);
  *     orch_udf_unload_library(dl);
  *
- * Errors follow storage/orch_error.h: 0, or a negative ORCH_E* code or -errno, with the
+ * Errors follow engine/base/orch_error.h: 0, or a negative ORCH_E* code or -errno, with the
  * detail in orch_error_detail() where one is said to be set.
  */
 #ifndef ORCH_UDF_HOST_H

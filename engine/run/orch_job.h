@@ -46,12 +46,6 @@ enum orch_job_open_flags {
  * driver's pid in the detail). */
 int orch_job_open(const char *dir, int flags, struct orch_job **out);
 
-/* The options every process of a job opens its payload store with: no sync per commit
- * (the driver syncs once per turn: group commit), and, for fault tests, a ceiling on the
- * map taken from the environment (ORCH_PAYLOAD_MAX_MAP, bytes): a store that cannot grow
- * past it, as on a full disk. */
-void orch_job_payload_opts(struct orch_payload_opts *o);
-
 /* Reclaims payloads that no committed item names: outputs of reports that were rejected
  * (stale), or written by a worker whose report was never committed (the driver stopped
  * first). Such payloads are never read (DESIGN §6, invariant 4). Must run while no worker

@@ -47,7 +47,7 @@ static const char status_help[] =
     "\n"
     "exit status: 0 done; 1 the job cannot be read; 2 usage error.\n";
 
-/* Whether a driver holds the job's lock now (engine/job.c: an flock on DIR/lock, with
+/* Whether a driver holds the job's lock now (engine/run/jobdir.c: an flock on DIR/lock, with
  * the holder's pid written in the file), and that pid (0 when unknown).
  *
  * The file is never created here. When the pid recorded in it is gone, no driver holds

@@ -224,7 +224,7 @@ const char *orch_pool_failure(const orch_pool *p);
 /* The entry of `orch __worker FD`: runs one worker until its socket closes. Returns the
  * process exit status: 0 after the driver closed the socket (fini ran), 1 after an init
  * failure (INITFAIL sent) or a protocol error, 2 when FD is not an open descriptor > 2.
- * The frames are those of engine/wire.h. */
+ * The frames are those of engine/worker/wire.h. */
 int orch_worker_main(int fd);
 
 #endif

@@ -156,18 +156,6 @@ static void remove_tree(const char *dir)
     rmdir(dir);
 }
 
-void orch_job_payload_opts(struct orch_payload_opts *o)
-{
-    memset(o, 0, sizeof *o);
-    o->nosync = true;
-    const char *max = getenv("ORCH_PAYLOAD_MAX_MAP");
-    if (max && *max) {
-        o->max_map_size = (size_t)strtoull(max, NULL, 10);
-        if (o->max_map_size && o->max_map_size < ORCH_PAYLOAD_DEFAULT_MAP_SIZE)
-            o->map_size = o->max_map_size;
-    }
-}
-
 /* For fault tests: ORCH_STATE_MAX_PAGES caps state.db at that many pages, as a full disk
  * would (SQLite then fails with SQLITE_FULL). */
 static int state_cap(orch_store *s)
@@ -187,7 +175,7 @@ static int open_stores(struct orch_job *job, int store_flags)
     int rc = -ENOMEM;
     if (db && pl) {
         struct orch_payload_opts popts;
-        orch_job_payload_opts(&popts);
+        orch_payload_job_opts(&popts);
         rc = orch_store_open(db, store_flags, &job->store);
         if (rc == 0 && !(store_flags & ORCH_STORE_READONLY))
             rc = state_cap(job->store);

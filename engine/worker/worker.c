@@ -8,7 +8,6 @@
  * 1 after an init failure or a protocol error, 2 for a bad FD argument.
  */
 #define _GNU_SOURCE
-#include "orch_job.h"
 #include "pool.h"
 
 #include "orch_error.h"
@@ -179,7 +178,7 @@ static int worker_init(struct worker *w)
      * one sync before it commits the reports that name them (group commit). A crash of
      * this process loses nothing: LMDB's commit is in the page cache either way. */
     struct orch_payload_opts popts;
-    orch_job_payload_opts(&popts);
+    orch_payload_job_opts(&popts);
     rc = orch_payload_open(c->payload_dir, &popts, &w->store);
     if (rc < 0)
         return initfail(w, "cannot open the payload store: %s",
