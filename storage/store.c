@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "orch_error.h"
+#include "support.h"
 
 /* The pid of this process, kept current across fork() by an atfork handler: getpid() is
  * a system call, and the owner check below runs on every statement the engine prepares
@@ -356,6 +357,12 @@ int orch_store__open_with(const char *path, int flags, const struct orch_migrati
         goto fail_close;
     if (s->version < migs[nmigs - 1].version && (rc = orch_store__migrate(s, migs, nmigs)) < 0)
         goto fail_close;
+    /* ROLLBACK is compiled now, into the cache: a rollback often follows an error, an
+     * out-of-memory one included, and must not need memory to be prepared then. (The last
+     * step: on failure the cache is still empty, so the close below cannot be refused.) */
+    sqlite3_stmt *rollback;
+    if ((rc = orch_store_prepare(s, "ROLLBACK", &rollback)) < 0)
+        goto fail_close;
     if (created)
         sync_parent_dir(path);
     *out = s;
@@ -453,14 +460,8 @@ int orch_store_prepare(orch_store *s, const char *sql, sqlite3_stmt **out)
             return 0;
         }
     }
-    if (s->ncache == s->capcache) {
-        size_t cap = s->capcache ? 2 * s->capcache : 16;
-        struct orch_store_cached *c = realloc(s->cache, cap * sizeof *c);
-        if (c == NULL)
-            return orch_error_set(-ENOMEM, "%s: out of memory", s->path);
-        s->cache = c;
-        s->capcache = cap;
-    }
+    if (orch__grow_n(&s->cache, &s->capcache, s->ncache + 1, sizeof *s->cache) < 0)
+        return orch_error_set(-ENOMEM, "%s: out of memory", s->path);
     sqlite3_stmt *st;
     int rc = sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL);
     if (rc != SQLITE_OK)
@@ -520,7 +521,7 @@ int orch_store_commit(orch_store *s)
          * failure is kept: it is the one that matters. */
         char keep[1024];
         snprintf(keep, sizeof keep, "%s", orch_error_detail());
-        (void)sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+        (void)run_control(s, "ROLLBACK"); /* prepared by open: needs no memory */
         orch_error_set(rc, "%s", keep);
     }
     s->in_txn = false;

@@ -302,10 +302,10 @@ static void test_open_refusals(void **state)
     char data[700];
     assert_int_equal(mkdir(f->env, 0755), 0);
     snprintf(data, sizeof data, "%s/data.mdb", f->env);
-    FILE *fp = fopen(data, "wb");
-    for (int i = 0; i < 3 * 4096; i++)
-        fputc(i * 31 + 7, fp);
-    fclose(fp);
+    unsigned char junk[3 * 4096];
+    for (size_t i = 0; i < sizeof junk; i++)
+        junk[i] = (unsigned char)(i * 31 + 7);
+    assert_int_equal(orch_test_write_file(data, junk, sizeof junk), 0);
     assert_int_equal(orch_payload_open(f->env, NULL, &p), ORCH_ECORRUPT);
     assert_null(p);
     assert_detail_has(f->env);

@@ -1,5 +1,6 @@
 /* test_plan.c — plans built through the C API alone (no language): the model, positions
- * {0,0}, every builder entry point and its errors, diagnostics, and SHA-256. */
+ * {0,0}, every builder entry point and its errors, diagnostics; and engine/base below it:
+ * SHA-256, the growable arrays and the little-endian codec. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,8 +13,12 @@
 #include <string.h>
 
 #include "orch_error.h"
+#include "orch_le.h"
 #include "orch_plan.h"
 #include "sha256.h"
+#include "support.h"
+
+#include <limits.h>
 
 static const orch_loc NOLOC = {0, 0};
 
@@ -494,6 +499,73 @@ static void test_sha256(void **state)
     }
 }
 
+/* Growth keeps what is there, doubles (so appends cost O(n)), can be exact the first
+ * time, and refuses a size that overflows, leaving the array as it was. */
+static void test_grow(void **state)
+{
+    (void)state;
+    uint64_t *v = NULL;
+    size_t cap = 0;
+    for (size_t n = 0; n < 1000; n++) {
+        size_t before = cap;
+        assert_int_equal(orch__grow_n(&v, &cap, n + 1, sizeof *v), 0);
+        assert_true(cap >= n + 1);
+        if (cap != before) /* grew: at least twice, at least 8 */
+            assert_true(cap >= 2 * before && cap >= 8);
+        v[n] = n * 7;
+    }
+    assert_true(cap < 2048);
+    for (size_t n = 0; n < 1000; n++)
+        assert_true(v[n] == n * 7);
+    uint64_t *kept = v;
+    size_t kept_cap = cap;
+    assert_int_equal(orch__grow_n(&v, &cap, SIZE_MAX / 4, sizeof *v), -ENOMEM);
+    assert_true(v == kept && cap == kept_cap);
+    assert_int_equal(orch__grow_n(&v, &cap, 10, sizeof *v), 0); /* room already */
+    assert_true(v == kept && cap == kept_cap);
+    free(v);
+
+    char *b = NULL;
+    cap = 0;
+    assert_int_equal(orch__grow_n(&b, &cap, 1001, 1), 0); /* a known size: exact */
+    assert_int_equal(cap, 1001);
+    free(b);
+
+    int *w = NULL, icap = 0;
+    assert_int_equal(orch__grow(&w, &icap, -1, sizeof *w), -ENOMEM);
+    assert_int_equal(orch__grow(&w, &icap, INT_MAX, SIZE_MAX / 2), -ENOMEM);
+    assert_true(w == NULL && icap == 0);
+    for (int n = 0; n < 100; n++) {
+        assert_int_equal(orch__grow(&w, &icap, n + 1, sizeof *w), 0);
+        w[n] = n;
+    }
+    assert_true(icap >= 100 && icap < 200);
+    for (int n = 0; n < 100; n++)
+        assert_int_equal(w[n], n);
+    free(w);
+
+    assert_int_equal(ORCH_NEVER(1 == 2), 0);
+    assert_int_equal(ORCH_ALWAYS(2 == 2), 1);
+}
+
+/* Byte k of an n-byte integer is (v >> 8k) & 0xff, whatever the host's order. */
+static void test_le(void **state)
+{
+    (void)state;
+    uint8_t b[8];
+    orch__le_put32(b, 0x11223344u);
+    const uint8_t want32[] = {0x44, 0x33, 0x22, 0x11};
+    assert_memory_equal(b, want32, 4);
+    assert_true(orch__le_get32(b) == 0x11223344u);
+    orch__le_put64(b, 0x0102030405060708ull);
+    const uint8_t want64[] = {8, 7, 6, 5, 4, 3, 2, 1};
+    assert_memory_equal(b, want64, 8);
+    assert_true(orch__le_get64(b) == 0x0102030405060708ull);
+    orch__le_put64(b, UINT64_MAX);
+    assert_true(orch__le_get64(b) == UINT64_MAX);
+    assert_true(orch__le_get(b, 3) == 0xffffff);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -505,6 +577,8 @@ int main(void)
         cmocka_unit_test(test_diagnostics_sorted_and_capped),
         cmocka_unit_test(test_enum_names),
         cmocka_unit_test(test_sha256),
+        cmocka_unit_test(test_grow),
+        cmocka_unit_test(test_le),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,7 +16,6 @@
 #include <errno.h>
 #include <event2/event.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
@@ -33,6 +32,7 @@
 #include "orch_lang.h"
 #include "orch_payload.h"
 #include "pool.h"
+#include "testutil.h"
 #include "wire.h"
 
 #ifndef ORCH_POOL_PROBE_PATH
@@ -51,12 +51,6 @@ struct fx {
     char self[PATH_MAX]; /* this test binary, for fake workers */
     orch_plan *plan;
 };
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
 
 static const char plan_fmt[] =
     "pipeline pooltest\n"
@@ -95,9 +89,7 @@ static const char plan_fmt[] =
 static int setup(void **state)
 {
     struct fx *f = calloc(1, sizeof *f);
-    const char *tmp = getenv("TMPDIR");
-    snprintf(f->dir, sizeof f->dir, "%s/orch-pool-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (mkdtemp(f->dir) == NULL)
+    if (f == NULL || orch_test_mkdtemp(f->dir, sizeof f->dir, "pool") < 0)
         return -1;
     snprintf(f->payloads, sizeof f->payloads, "%s/payloads", f->dir);
     snprintf(f->marks, sizeof f->marks, "%s/marks", f->dir);
@@ -127,7 +119,7 @@ static int teardown(void **state)
 {
     struct fx *f = *state;
     orch_plan_free(f->plan);
-    int rc = nftw(f->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    int rc = orch_test_rmtree(f->dir);
     free(f);
     return rc;
 }
@@ -853,14 +845,13 @@ static void test_close_runs_fini(void **state)
         const char *cuda;
     } want[] = {{pid0, "0"}, {pid1, "1,2"}};
     for (int i = 0; i < 2; i++) {
-        char path[700], buf[64] = "";
+        char path[700];
         snprintf(path, sizeof path, "%s/fini-%d", f->marks, want[i].pid);
-        FILE *m = fopen(path, "r");
-        if (m == NULL)
+        char *mark = orch_test_read_file(path, NULL);
+        if (mark == NULL)
             fail_msg("worker %d did not run fini", want[i].pid);
-        assert_non_null(fgets(buf, sizeof buf, m));
-        fclose(m);
-        assert_string_equal(buf, want[i].cuda);
+        assert_string_equal(mark, want[i].cuda);
+        free(mark);
     }
 }
 
@@ -1064,10 +1055,7 @@ static void test_bad_exe(void **state)
 
     char script[700];
     snprintf(script, sizeof script, "%s/badexe", f->dir);
-    FILE *s = fopen(script, "w");
-    assert_non_null(s);
-    fputs("#!/nonexistent/interpreter\n", s);
-    fclose(s);
+    assert_int_equal(orch_test_write_text(script, "#!/nonexistent/interpreter\n"), 0);
     assert_int_equal(chmod(script, 0755), 0);
     add_lane(&r, "up", 1, 0, 2, NULL, 0, script, NULL);
     r.done = all_failed;
@@ -1212,8 +1200,13 @@ static int fake_worker(int fd, const char *mode)
     orch_wire_put_hello(&out, &h);
     if (strcmp(mode, "garbage") == 0) {
         uint8_t junk[] = {0, 0, 0, 0, 99};
-        for (size_t i = 0; i < sizeof junk; i++)
-            out.data[out.len++] = junk[i]; /* room: the buffer starts at 256 bytes */
+        uint8_t *d = realloc(out.data, out.len + sizeof junk); /* sent with the HELLO */
+        if (d == NULL)
+            return 1;
+        memcpy(d + out.len, junk, sizeof junk);
+        out.data = d;
+        out.len += sizeof junk;
+        out.cap = out.len;
     }
     fake_write(fd, &out, dribble);
     out.len = 0;

@@ -1,9 +1,11 @@
 /* test_udfs.c — the UDF module: every built-in through the real ABI and the real answer
  * collector, the collector's rules, the library() loader, and the exec() adapter with the
  * Python helper and with programs that misbehave. */
+#define _GNU_SOURCE /* nftw, in testutil.h */
 #include "orch_udf_host.h"
 #include "builtin_sigs.h"
 #include "orch_error.h"
+#include "testutil.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -49,7 +51,7 @@ struct h {
     struct orch_udf_record rec[MAXREC];
     struct orch_udf_input in[MAXREC][MAXIN];
     struct orch_udf_value val[MAXREC][MAXIN][MAXVAL];
-    char tmpdir[64]; /* a scratch directory, removed at teardown, when made */
+    char tmpdir[512]; /* a scratch directory, removed at teardown, when made */
 };
 
 static int setup(void **state)
@@ -75,12 +77,8 @@ static int teardown(void **state)
 {
     struct h *h = *state;
     h_close(h);
-    if (h->tmpdir[0]) {
-        char cmd[128];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", h->tmpdir);
-        if (system(cmd) != 0)
-            return -1;
-    }
+    if (h->tmpdir[0] && orch_test_rmtree(h->tmpdir) != 0)
+        return -1;
     free(h);
     return 0;
 }
@@ -246,10 +244,11 @@ static void check_no_children(void)
     assert_int_equal(errno, ECHILD);
 }
 
-static void make_tmpdir(struct h *h)
+/* Makes h->tmpdir and puts the path of NAME in it into path (n bytes). */
+static void make_tmpdir(struct h *h, const char *name, char *path, size_t n)
 {
-    snprintf(h->tmpdir, sizeof h->tmpdir, "%s", "/tmp/orch-test-udfs-XXXXXX");
-    assert_non_null(mkdtemp(h->tmpdir));
+    assert_int_equal(orch_test_mkdtemp(h->tmpdir, sizeof h->tmpdir, "udfs"), 0);
+    assert_int_equal(orch_test_path(path, n, h->tmpdir, name), 0);
 }
 
 /* ---- registry ------------------------------------------------------------------------ */
@@ -744,15 +743,11 @@ static void test_flaky(void **state)
 static void test_read_file(void **state)
 {
     struct h *h = *state;
-    make_tmpdir(h);
-    char path[128], missing[128];
-    snprintf(path, sizeof path, "%s/data.bin", h->tmpdir);
-    snprintf(missing, sizeof missing, "%s/missing.txt", h->tmpdir);
+    char path[600], missing[600];
+    make_tmpdir(h, "data.bin", path, sizeof path);
+    assert_int_equal(orch_test_path(missing, sizeof missing, h->tmpdir, "missing.txt"), 0);
     static const char content[] = {'h', 'i', '\0', '\n', 'x'};
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(content, 1, sizeof content, f), sizeof content);
-    assert_int_equal(fclose(f), 0);
+    assert_int_equal(orch_test_write_file(path, content, sizeof content), 0);
 
     assert_int_equal(h_builtin(h, "read_file", ORCH_UDF_OP_MAP, 1, 1, NULL), 0);
     size_t ok = h_map(h, path);
@@ -936,7 +931,7 @@ static void test_library(void **state)
 
 static void test_library_errors(void **state)
 {
-    (void)state;
+    struct h *h = *state;
     const struct orch_udf *u = (const void *)1;
     void *dl = (void *)1;
     assert_int_equal(orch_udf_load_library(ORCH_UDF_SAMPLE_PATH, "no_such_udf", &u, &dl),
@@ -962,14 +957,11 @@ static void test_library_errors(void **state)
     check_contains(orch_error_detail(), strerror(ENOENT));
 
     /* a file that is not a shared object */
-    char path[] = "/tmp/orch-test-udfs-notso-XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, "not elf", 7), 7);
-    close(fd);
+    char path[600];
+    make_tmpdir(h, "notso", path, sizeof path);
+    assert_int_equal(orch_test_write_text(path, "not elf"), 0);
     assert_int_equal(orch_udf_load_library(path, "x", &u, &dl), ORCH_ENOTFOUND);
     check_contains(orch_error_detail(), "cannot be loaded");
-    unlink(path);
 
     assert_int_equal(orch_udf_load_library("", "x", &u, &dl), -EINVAL);
     assert_int_equal(orch_udf_load_library(ORCH_UDF_SAMPLE_PATH, NULL, &u, &dl), -EINVAL);
@@ -1061,14 +1053,6 @@ static const char py_classes[] =
     "        return [b'x', 42, None][:len(batch) - 1] if len(batch) == 4 else [b'x', 42, "
     "None]\n";
 
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    assert_int_equal(fputs(text, f) >= 0, 1);
-    assert_int_equal(fclose(f), 0);
-}
-
 static void py_command(struct h *h, const char *cls, char *cmd, size_t n)
 {
     snprintf(cmd, n, "PYTHONDONTWRITEBYTECODE=1 python3 '%s/orch_udf.py' '%s/udfs.py:%s'",
@@ -1078,10 +1062,9 @@ static void py_command(struct h *h, const char *cls, char *cmd, size_t n)
 static void test_exec_python_ops(void **state)
 {
     struct h *h = *state;
-    make_tmpdir(h);
-    char path[128], cmd[4096];
-    snprintf(path, sizeof path, "%s/udfs.py", h->tmpdir);
-    write_file(path, py_classes);
+    char path[600], cmd[4096];
+    make_tmpdir(h, "udfs.py", path, sizeof path);
+    assert_int_equal(orch_test_write_text(path, py_classes), 0);
 
     /* expand with two outputs */
     py_command(h, "Split", cmd, sizeof cmd);
@@ -1194,10 +1177,9 @@ static void raw_command(struct h *h, const char *mode, char *cmd, size_t n)
 static void test_exec_protocol_errors(void **state)
 {
     struct h *h = *state;
-    make_tmpdir(h);
-    char path[128], cmd[4096];
-    snprintf(path, sizeof path, "%s/raw.py", h->tmpdir);
-    write_file(path, py_raw);
+    char path[600], cmd[4096];
+    make_tmpdir(h, "raw.py", path, sizeof path);
+    assert_int_equal(orch_test_write_text(path, py_raw), 0);
 
     /* an answer that does not fit the op: a RecordFailure, not a broken program */
     raw_command(h, "misfit", cmd, sizeof cmd);

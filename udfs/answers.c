@@ -11,6 +11,7 @@
  * finish() then closes the batch: NONE and incomplete OKs become RecordFailures.
  */
 #include "orch_udf_host.h"
+#include "support.h"
 
 #include <assert.h>
 #include <stdarg.h>
@@ -141,16 +142,11 @@ static int host_child(void *host, size_t i)
         return -EINVAL;
     if (r->outcome != ORCH_UDF_NONE && (r->outcome != ORCH_UDF_OK || r->closed))
         return -EINVAL;
-    if (r->nchildren == r->cap_children) {
-        size_t cap = r->cap_children ? 2 * r->cap_children : 4;
-        if (cap > SIZE_MAX / a->nout / sizeof *r->children)
-            return -ENOMEM;
-        struct orch_udf_out *c = realloc(r->children, cap * a->nout * sizeof *c);
-        if (c == NULL)
-            return -ENOMEM;
-        r->children = c;
-        r->cap_children = cap;
-    }
+    /* A child is nout values: the array grows by whole children. */
+    if (a->nout > SIZE_MAX / sizeof *r->children ||
+        orch__grow_n(&r->children, &r->cap_children, r->nchildren + 1,
+                     a->nout * sizeof *r->children) < 0)
+        return -ENOMEM;
     memset(&r->children[r->nchildren * a->nout], 0, a->nout * sizeof *r->children);
     r->nchildren++;
     r->outcome = ORCH_UDF_OK;
@@ -244,13 +240,8 @@ int orch_udf_answers_reset(struct orch_udf_answers *a, struct orch_udf_batch *ba
     a->n = 0;
     a->finished = false;
     a->error[0] = '\0';
-    if (batch->n > a->cap) {
-        struct orch_udf_answer *rec = realloc(a->rec, batch->n * sizeof *rec);
-        if (rec == NULL)
-            return -ENOMEM;
-        a->rec = rec;
-        a->cap = batch->n;
-    }
+    if (orch__grow_n(&a->rec, &a->cap, batch->n, sizeof *a->rec) < 0)
+        return -ENOMEM;
     if (batch->n > 0)
         memset(a->rec, 0, batch->n * sizeof *a->rec);
     a->n = batch->n;

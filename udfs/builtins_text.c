@@ -3,6 +3,8 @@
 #define _GNU_SOURCE /* memmem */
 #include "udf_int.h"
 
+#include "support.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -29,21 +31,14 @@ static const char *const no_args[] = {NULL};
 static int read_all(int fd, char **buf, size_t *len)
 {
     struct stat st;
-    size_t cap = 65536, n = 0;
+    size_t cap = 0, n = 0, first = 65536;
     if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
-        cap = (size_t)st.st_size + 1; /* +1: see EOF in one read */
-    char *b = malloc(cap);
-    if (b == NULL)
-        return -ENOMEM;
+        first = (size_t)st.st_size + 1; /* +1: see EOF in one read */
+    char *b = NULL;
     for (;;) {
-        if (n == cap) {
-            char *nb = realloc(b, cap * 2);
-            if (nb == NULL) {
-                free(b);
-                return -ENOMEM;
-            }
-            b = nb;
-            cap *= 2;
+        if (n == cap && orch__grow_n(&b, &cap, n + first, 1) < 0) {
+            free(b);
+            return -ENOMEM;
         }
         ssize_t r = read(fd, b + n, cap - n);
         if (r < 0 && errno == EINTR)

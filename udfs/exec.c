@@ -22,6 +22,9 @@
 #define _GNU_SOURCE /* pipe2, close_range */
 #include "udf_int.h"
 
+#include "orch_le.h"
+#include "support.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -68,20 +71,11 @@ struct exec_state {
 
 static int buf_reserve(struct buf *b, size_t more)
 {
-    if (b->cap - b->len >= more)
+    if (b->cap - b->len >= more) /* the common case, once per field: no call */
         return 0;
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap - b->len < more) {
-        if (cap > SIZE_MAX / 2)
-            return -ENOMEM;
-        cap *= 2;
-    }
-    unsigned char *p = realloc(b->p, cap);
-    if (p == NULL)
+    if (more > SIZE_MAX - b->len)
         return -ENOMEM;
-    b->p = p;
-    b->cap = cap;
-    return 0;
+    return orch__grow_n(&b->p, &b->cap, b->len + more, 1);
 }
 
 static int put(struct buf *b, const void *d, size_t n)
@@ -94,18 +88,6 @@ static int put(struct buf *b, const void *d, size_t n)
     return rc;
 }
 
-static void le32(unsigned char *p, uint32_t v)
-{
-    for (int k = 0; k < 4; k++)
-        p[k] = (unsigned char)(v >> (8 * k));
-}
-
-static void le64(unsigned char *p, uint64_t v)
-{
-    for (int k = 0; k < 8; k++)
-        p[k] = (unsigned char)(v >> (8 * k));
-}
-
 static int put_u8(struct buf *b, uint8_t v)
 {
     return put(b, &v, 1);
@@ -114,14 +96,14 @@ static int put_u8(struct buf *b, uint8_t v)
 static int put_u32(struct buf *b, uint32_t v)
 {
     unsigned char p[4];
-    le32(p, v);
+    orch__le_put32(p, v);
     return put(b, p, 4);
 }
 
 static int put_u64(struct buf *b, uint64_t v)
 {
     unsigned char p[8];
-    le64(p, v);
+    orch__le_put64(p, v);
     return put(b, p, 8);
 }
 
@@ -144,7 +126,7 @@ static int frame_begin(struct buf *b, const char *tag)
 
 static void frame_end(struct buf *b)
 {
-    le64(b->p + 4, (uint64_t)(b->len - FRAME_HEADER));
+    orch__le_put64(b->p + 4, (uint64_t)(b->len - FRAME_HEADER));
 }
 
 /* A read cursor over one frame's body. `bad` is set by any read past the end. */
@@ -173,19 +155,13 @@ static uint8_t get_u8(struct cur *c)
 static uint32_t get_u32(struct cur *c)
 {
     const unsigned char *p = get(c, 4);
-    uint32_t v = 0;
-    for (int k = 3; p != NULL && k >= 0; k--)
-        v = (v << 8) | p[k];
-    return v;
+    return p != NULL ? orch__le_get32(p) : 0;
 }
 
 static uint64_t get_u64(struct cur *c)
 {
     const unsigned char *p = get(c, 8);
-    uint64_t v = 0;
-    for (int k = 7; p != NULL && k >= 0; k--)
-        v = (v << 8) | p[k];
-    return v;
+    return p != NULL ? orch__le_get64(p) : 0;
 }
 
 /* A str as a new NUL-terminated string (NULL on a bad cursor or -ENOMEM: *nomem says). */

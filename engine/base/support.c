@@ -1,26 +1,57 @@
 /* support.c — growable arrays, the string buffer, the arena and the string map. */
 #include "support.h"
 
+#include <assert.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-int orch__grow(void *arr, int *cap, int need, size_t size)
+/* The capacity that cap grows to for need (cap < need <= max): need, but at least twice
+ * cap and at least 8, as far as max allows. */
+static size_t grown_cap(size_t cap, size_t need, size_t max)
+{
+    size_t ncap = cap > max / 2 ? max : cap * 2;
+    if (ncap < 8)
+        ncap = max < 8 ? max : 8;
+    return ncap < need ? need : ncap;
+}
+
+int orch__grow_n(void *arr, size_t *cap, size_t need, size_t size)
 {
     void **p = arr;
+    assert(size > 0);
     if (need <= *cap)
         return 0;
-    if (need < 0 || (size_t)need > SIZE_MAX / 2 / size)
+    if (need > SIZE_MAX / size)
         return -ENOMEM;
-    int ncap = *cap ? *cap : 8;
-    while (ncap < need)
-        ncap = ncap > INT32_MAX / 2 ? need : ncap * 2;
-    void *np = realloc(*p, (size_t)ncap * size);
+    size_t ncap = grown_cap(*cap, need, SIZE_MAX / size);
+    void *np = realloc(*p, ncap * size);
     if (!np)
         return -ENOMEM;
     *p = np;
     *cap = ncap;
+    return 0;
+}
+
+int orch__grow(void *arr, int *cap, int need, size_t size)
+{
+    void **p = arr;
+    assert(size > 0 && *cap >= 0);
+    if (need < 0) /* n + 1 overflowed: never "room enough" */
+        return -ENOMEM;
+    if (need <= *cap)
+        return 0;
+    size_t max = SIZE_MAX / size < INT_MAX ? SIZE_MAX / size : INT_MAX;
+    if ((size_t)need > max)
+        return -ENOMEM;
+    size_t ncap = grown_cap((size_t)*cap, (size_t)need, max);
+    void *np = realloc(*p, ncap * size);
+    if (!np)
+        return -ENOMEM;
+    *p = np;
+    *cap = (int)ncap;
     return 0;
 }
 
@@ -34,19 +65,12 @@ static bool buf_reserve(struct orch__buf *b, size_t extra)
         b->oom = true;
         return false;
     }
-    size_t need = b->len + extra + 1;
-    if (need <= b->cap)
+    if (b->len + extra + 1 <= b->cap)
         return true;
-    size_t ncap = b->cap ? b->cap : 64;
-    while (ncap < need)
-        ncap *= 2;
-    char *np = realloc(b->p, ncap);
-    if (!np) {
+    if (orch__grow_n(&b->p, &b->cap, b->len + extra + 1, 1) < 0) {
         b->oom = true;
         return false;
     }
-    b->p = np;
-    b->cap = ncap;
     return true;
 }
 

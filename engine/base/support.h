@@ -18,7 +18,45 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* Makes room for `need` elements of `size` bytes in *arr (capacity *cap). 0 or -ENOMEM. */
+/* ---- defensive branches ---- */
+
+/* Marks on a branch that correct code never takes, as SQLite's NEVER() and ALWAYS():
+ *
+ *     if (ORCH_NEVER(kind >= ORCH_FN__COUNT))   // the decoder refused it already
+ *         return -EPROTO;
+ *
+ * says "this guards against a bug elsewhere; no input reaches it", so a reader does not
+ * hunt for the test that covers it, and a duplicate check is told from a real one. With
+ * asserts on (every build of this project: b_ndebug=false) the condition is asserted, so
+ * a test that does reach the branch fails at once; under NDEBUG the branch stays as a
+ * harmless way out. X is evaluated once either way. */
+#ifdef NDEBUG
+#define ORCH_NEVER(X) (X)
+#define ORCH_ALWAYS(X) (X)
+#else
+#include <assert.h>
+#define ORCH_NEVER(X) ((X) ? (assert(!"NEVER(" #X ")"), 1) : 0)
+#define ORCH_ALWAYS(X) ((X) ? 1 : (assert(!"ALWAYS(" #X ")"), 0))
+#endif
+
+/* ---- growable arrays ---- */
+
+/* Makes room for `need` elements of `size` (> 0) bytes in the malloc'd array *arr, whose
+ * capacity is *cap elements (*arr NULL and *cap 0 for an empty array): when need > *cap,
+ * reallocates *arr to max(need, 2 * *cap, 8) elements, so that the first growth can be
+ * exact (a known size) and n appends one by one cost O(n).
+ * The elements already there are kept; the new ones are uninitialised. Returns 0, or
+ * -ENOMEM when realloc fails or need * size does not fit in a size_t; on failure *arr and
+ * *cap are as they were (the caller still owns *arr and frees it). Use it for every
+ * growing array, so that the overflow check is written once:
+ *
+ *     if (orch__grow_n(&v, &cap, n + 1, sizeof *v) < 0)
+ *         return -ENOMEM;
+ *     v[n++] = x;
+ */
+int orch__grow_n(void *arr, size_t *cap, size_t need, size_t size);
+/* The same for a capacity kept in an int: also -ENOMEM when need < 0 (a count that
+ * overflowed), and the capacity never passes INT_MAX. */
 int orch__grow(void *arr, int *cap, int need, size_t size);
 
 /* ---- string buffer ---- */

@@ -36,7 +36,7 @@ struct lineage {
     sqlite3_stmt *child; /* a child by parent, domain and ordinal */
     sqlite3_stmt *item;  /* an item's state */
     sqlite3_stmt **kids; /* per level below the entity: its children, in order */
-    int nkids;
+    int nkids, capkids;
     int64_t *found; /* entities a key names */
     int nfound, capfound;
 };
@@ -72,14 +72,8 @@ static int entity_get(struct lineage *L, int64_t id, struct entity_row *e)
 
 static int found_add(struct lineage *L, int64_t id)
 {
-    if (L->nfound == L->capfound) {
-        int cap = L->capfound ? 2 * L->capfound : 8;
-        int64_t *n = realloc(L->found, (size_t)cap * sizeof *n);
-        if (!n)
-            return -ENOMEM;
-        L->found = n;
-        L->capfound = cap;
-    }
+    if (orch__grow(&L->found, &L->capfound, L->nfound + 1, sizeof *L->found) < 0)
+        return -ENOMEM;
     L->found[L->nfound++] = id;
     return 0;
 }
@@ -204,10 +198,8 @@ static int print_tree(struct lineage *L, FILE *out, const struct entity_row *e,
     if (maxdepth >= 0 && level >= maxdepth)
         return 0;
     if (level == L->nkids) {
-        sqlite3_stmt **n = realloc(L->kids, (size_t)(level + 1) * sizeof *n);
-        if (!n)
+        if (orch__grow(&L->kids, &L->capkids, level + 1, sizeof *L->kids) < 0)
             return -ENOMEM;
-        L->kids = n;
         int rc = prepare(L->job,
                          "SELECT id, domain_id, ordinal FROM entity WHERE parent_id = ?"
                          " ORDER BY domain_id, ordinal",
@@ -256,14 +248,9 @@ static int lineage_print(struct lineage *L, FILE *out, int64_t id, int maxdepth)
     struct entity_row *chain = NULL;
     int n = 0, cap = 0, rc = 0;
     for (int64_t cur = id; cur;) {
-        if (n == cap) {
-            cap = cap ? 2 * cap : 8;
-            struct entity_row *c = realloc(chain, (size_t)cap * sizeof *c);
-            if (!c) {
-                rc = -ENOMEM;
-                break;
-            }
-            chain = c;
+        if (orch__grow(&chain, &cap, n + 1, sizeof *chain) < 0) {
+            rc = -ENOMEM;
+            break;
         }
         if ((rc = entity_get(L, cur, &chain[n])) <= 0) {
             if (rc == 0)

@@ -14,8 +14,10 @@ int orch_lang_compile(const char *file, const char *text, size_t len, const char
     *out = NULL;
     orch_plan_builder *b;
     int rc = orch_plan_builder_new(basedir, &b);
+    if (rc == -ENOMEM)
+        return orch_error_set(-ENOMEM, "%s: out of memory", file);
     if (rc)
-        return rc;
+        return rc; /* the current directory is unknown: the detail says so */
     if ((rc = orch_lang_parse(b, text, len)) == 0)
         rc = orch_plan_build(b, out);
     if (rc == -ENOMEM) {
@@ -50,22 +52,21 @@ static int read_file(const char *path, char **text, size_t *len)
         fclose(f);
         return -EISDIR;
     }
-    size_t cap = 65536, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        if (n == cap) {
-            char *nb = cap > ORCH_LANG_MAX_BYTES ? NULL : realloc(buf, cap * 2);
-            if (!nb)
-                break;
-            buf = nb;
-            cap *= 2;
+    size_t cap = 0, n = 0;
+    char *buf = NULL;
+    int rc = 0;
+    for (;;) {
+        if (n == cap && orch__grow_n(&buf, &cap, n + 65536, 1) < 0) {
+            rc = -ENOMEM;
+            break;
         }
         size_t k = fread(buf + n, 1, cap - n, f);
         n += k;
         if (k == 0 || n > ORCH_LANG_MAX_BYTES)
             break;
     }
-    int rc = !buf ? -ENOMEM : ferror(f) ? -EIO : 0;
+    if (rc == 0 && ferror(f))
+        rc = -EIO;
     fclose(f);
     if (rc) {
         free(buf);
@@ -88,6 +89,8 @@ int orch_lang_compile_path(const char *path, FILE *diag, orch_plan **out, char *
     char *text = NULL;
     size_t len = 0;
     int rc = read_file(path, &text, &len);
+    if (rc == -ENOMEM) /* not a fault of the file: no diagnostic about it */
+        return orch_error_set(-ENOMEM, "%s: out of memory", path);
     if (rc) {
         if (diag)
             fprintf(diag, "%s: error: cannot read: %s\n", path, strerror(-rc));
@@ -96,7 +99,7 @@ int orch_lang_compile_path(const char *path, FILE *diag, orch_plan **out, char *
     char *dir = strdup(path);
     if (!dir) {
         free(text);
-        return -ENOMEM;
+        return orch_error_set(-ENOMEM, "%s: out of memory", path);
     }
     char *slash = strrchr(dir, '/');
     if (slash)

@@ -19,8 +19,10 @@ static void lex_fail(struct lexer *lx, struct token *t, orch_loc loc, const char
     t->kind = T_ERROR;
     t->loc = loc;
     t->msg = orch__arena_strdup(lx->arena, msg);
-    if (!t->msg)
+    if (!t->msg) {
         t->msg = "out of memory";
+        lx->oom = true;
+    }
 }
 
 void orch__lex_init(struct lexer *lx, const char *src, size_t len, orch_plan_builder *b,
@@ -213,8 +215,10 @@ static void lex_string(struct lexer *lx, struct token *t)
     if (kind == T_STRING) {
         t->kind = T_STRING;
         t->str = orch__arena_strndup(lx->arena, out.p ? out.p : "", out.len);
-        if (out.oom || !t->str)
+        if (out.oom || !t->str) {
             lex_fail(lx, t, t->loc, "out of memory");
+            lx->oom = true;
+        }
     }
     orch__buf_free(&out);
     t->len = i - lx->pos;

@@ -9,6 +9,7 @@
 #ifndef ORCH_LEXER_H
 #define ORCH_LEXER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "orch_plan.h"
@@ -45,6 +46,8 @@ struct lexer {
     size_t line_start;
     orch_plan_builder *b;
     struct orch__arena *arena; /* where string values go; owned by the parser */
+    bool oom; /* an allocation failed: the tokens since are not the text's (the parser
+                 answers -ENOMEM, not a syntax error) */
 };
 
 void orch__lex_init(struct lexer *lx, const char *src, size_t len, orch_plan_builder *b,

@@ -281,7 +281,15 @@ static bool value(struct parser *p, struct kv *kv, bool raw)
         kv->kind = ORCH_ARG_NAME;
         kv->value = tok_text(p, t);
         break;
-    default:
+    case T_EOF:
+    case T_NL:
+    case T_EQ:
+    case T_COMMA:
+    case T_DOT:
+    case T_LPAREN:
+    case T_RPAREN:
+    case T_QMARK:
+    case T_ERROR:
         return syntax(p, t, "a value (a string, a number or a name)");
     }
     advance(p);
@@ -523,7 +531,7 @@ int orch_lang_parse(orch_plan_builder *b, const char *text, size_t len)
                        "file too large (more than %u bytes)", ORCH_LANG_MAX_BYTES);
         return 0;
     }
-    while (!p.oom) {
+    while (!p.oom && !p.lx.oom) {
         struct token *t = peek(&p, 0);
         if (t->kind == T_EOF)
             break;
@@ -541,6 +549,7 @@ int orch_lang_parse(orch_plan_builder *b, const char *text, size_t len)
          * line's strings any more. */
         orch__arena_free(&p.line);
     }
+    p.oom |= p.lx.oom;
     if (!p.seen_stmt && !p.oom)
         orch_plan_diag(b, ORCH_DIAG_ERROR, (orch_loc){1, 1},
                        "no 'pipeline NAME' statement (the file has no statements)");

@@ -139,7 +139,9 @@ static int report_cycle(orch_plan_builder *b, const struct graph *g, const int *
     free(path);
     if (!path)
         msg.oom = true;
-    int rc = msg.oom ? -ENOMEM : orch__error(b, b->stmts[m].loc, "%s", msg.p);
+    /* The builder must know: the caller checks its `oom`, and a cycle dropped here would
+     * otherwise let a cyclic plan build. */
+    int rc = msg.oom ? (b->oom = true, -ENOMEM) : orch__error(b, b->stmts[m].loc, "%s", msg.p);
     orch__buf_free(&msg);
     return rc;
 }

@@ -162,7 +162,7 @@ static void check_stmt(orch_plan_builder *b, struct b_stmt *s)
     case ORCH_OP_REDUCE:
         check_reduce(b, s, d);
         break;
-    default:
+    case ORCH_OP__COUNT: /* orch_plan_add_stmt() refused it */
         break;
     }
 }

@@ -259,7 +259,7 @@ static int check_name(orch_plan_builder *b, const char *what, const char *s, orc
                            ORCH__NAME_MAX);
     struct orch__buf q = {0};
     orch__quote(&q, s ? s : "");
-    int rc = orch__error(b, loc, "invalid %s name %s", what, q.oom ? "?" : q.p);
+    int rc = q.oom ? OOM(b) : orch__error(b, loc, "invalid %s name %s", what, q.p);
     orch__buf_free(&q);
     return rc;
 }
@@ -428,6 +428,10 @@ int orch_plan_add_call_at(orch_plan_builder *b, const char *name, orch_loc loc,
     if (!rc && !(c->name = orch__arena_strdup(&b->arena, name)))
         return OOM(b);
     int fn_rc = 0;
+    if ((unsigned)kind >= ORCH_FN__COUNT) { /* the C API's caller passed no kind */
+        fn_rc = orch__error(b, fn_loc, "invalid function kind %d", (int)kind);
+        kind = ORCH_FN__COUNT;
+    }
     switch (kind) {
     case ORCH_FN_BUILTIN:
         if (!function || !orch_builtin_sig_find(function))
@@ -450,8 +454,7 @@ int orch_plan_add_call_at(orch_plan_builder *b, const char *name, orch_loc loc,
         else
             c->function = orch__arena_strdup(&b->arena, function);
         break;
-    default:
-        fn_rc = orch__error(b, fn_loc, "invalid function kind %d", (int)kind);
+    case ORCH_FN__COUNT: /* refused above */
         c->fn_kind = ORCH_FN_EXEC;
         break;
     }

@@ -25,8 +25,10 @@ static const char *const opt_names[OPT__COUNT] = {
 #define TIMEOUT_MAX_MS (1000LL * 3600 * 1000) /* 1000h */
 #define BATCH_BYTES_MAX (1LL << 50)
 
-/* A value as it may appear in a message: at most 60 bytes, unprintable bytes escaped. */
-static const char *shown(struct orch__buf *tmp, const char *s)
+/* A value as it may appear in a message: at most 60 bytes, unprintable bytes escaped.
+ * When tmp runs out of memory, the builder is marked so (its message would be wrong, and
+ * the build then answers -ENOMEM instead of showing it). */
+static const char *shown(orch_plan_builder *b, struct orch__buf *tmp, const char *s)
 {
     size_t n = strlen(s);
     for (size_t i = 0; i < n && i < 60; i++) {
@@ -38,6 +40,8 @@ static const char *shown(struct orch__buf *tmp, const char *s)
     }
     if (n > 60)
         orch__buf_puts(tmp, "...");
+    if (tmp->oom)
+        b->oom = true;
     return tmp->oom || !tmp->p ? "" : tmp->p;
 }
 
@@ -203,8 +207,8 @@ int orch__call_option(orch_plan_builder *b, struct b_call *c, const char *key,
                       const char *value, orch_loc loc)
 {
     struct orch__buf k = {0}, v = {0};
-    const char *kshow = shown(&k, key ? key : "");
-    const char *vshow = shown(&v, value ? value : "");
+    const char *kshow = shown(b, &k, key ? key : "");
+    const char *vshow = shown(b, &v, value ? value : "");
     int opt = 0, rc;
     while (opt < OPT__COUNT && !(key && strcmp(key, opt_names[opt]) == 0))
         opt++;
@@ -222,6 +226,8 @@ int orch__call_option(orch_plan_builder *b, struct b_call *c, const char *key,
         c->opt_locs[opt] = loc;
         rc = option_value(b, c, opt, value ? value : "", loc, vshow);
     }
+    if (k.oom || v.oom)
+        rc = -ENOMEM;
     orch__buf_free(&k);
     orch__buf_free(&v);
     return rc;
@@ -266,9 +272,13 @@ static int check_builtin_arg(orch_plan_builder *b, const struct orch_builtin_sig
         struct orch__buf list = {0};
         for (int i = 0; i < sig->nargs; i++)
             orch__buf_printf(&list, "%s%s", i ? ", " : "", sig->args[i].key);
+        if (list.oom) {
+            orch__buf_free(&list);
+            return b->oom = true, -ENOMEM;
+        }
         int rc = sig->nargs
                      ? orch__error(b, loc, "function '%s' has no argument '%s' (it takes: %s)",
-                                   sig->name, key, list.oom ? "?" : list.p)
+                                   sig->name, key, list.p)
                      : orch__error(b, loc, "function '%s' has no argument '%s' (it takes none)",
                                    sig->name, key);
         orch__buf_free(&list);
@@ -301,8 +311,12 @@ static int check_builtin_arg(orch_plan_builder *b, const struct orch_builtin_sig
         struct orch__buf list = {0};
         for (int i = 0; a->choices[i]; i++)
             orch__buf_printf(&list, "%s%s", i ? ", " : "", a->choices[i]);
+        if (list.oom) {
+            orch__buf_free(&list);
+            return b->oom = true, -ENOMEM;
+        }
         int rc = orch__error(b, loc, "argument '%s' of '%s' must be one of %s, not '%s'", key,
-                             sig->name, list.oom ? "?" : list.p, show);
+                             sig->name, list.p, show);
         orch__buf_free(&list);
         return rc;
     }
@@ -314,19 +328,20 @@ int orch__call_arg(orch_plan_builder *b, struct b_call *c, const char *key,
 {
     if (!orch__is_name(key)) {
         struct orch__buf k = {0};
-        int rc = orch__error(b, loc, "invalid argument name '%s'", shown(&k, key ? key : ""));
+        const char *kshow = shown(b, &k, key ? key : "");
+        int rc = k.oom ? -ENOMEM : orch__error(b, loc, "invalid argument name '%s'", kshow);
         orch__buf_free(&k);
         return rc;
     }
     if ((unsigned)kind >= ORCH_ARG__COUNT || !value)
         return orch__error(b, loc, "argument '%s' has no valid value", key);
     struct orch__buf v = {0};
-    const char *show = shown(&v, value);
-    int rc = 0;
+    const char *show = shown(b, &v, value);
+    int rc = v.oom ? -ENOMEM : 0;
     bool dup = false;
     char at[48];
     for (int i = 0; i < c->nargs && !dup; i++)
-        if ((dup = strcmp(c->args[i].key, key) == 0))
+        if ((dup = strcmp(c->args[i].key, key) == 0) && rc == 0)
             rc = orch__error(b, loc, "argument '%s' given twice%s", key,
                              orch__first_at(c->arg_locs[i], at));
     if (!rc && kind == ORCH_ARG_NUMBER && !is_number_text(value))
@@ -367,9 +382,11 @@ static unsigned op_bit(enum orch_op op)
         return ORCH_BUILTIN_FILTER;
     case ORCH_OP_REDUCE:
         return ORCH_BUILTIN_REDUCE;
-    default:
-        return 0;
+    case ORCH_OP_BROADCAST: /* has no call */
+    case ORCH_OP__COUNT:
+        break;
     }
+    return 0;
 }
 
 int orch__call_check_op(orch_plan_builder *b, const struct b_call *c, enum orch_op op,

@@ -56,22 +56,8 @@ void orch__quote(struct orch__buf *out, const char *s)
     orch__buf_putc(out, '"');
 }
 
-static void write_opts(struct orch__buf *t, const struct orch_call_opts *o)
+void orch__format_call_function(struct orch__buf *t, const struct orch_call *c, bool empty_args)
 {
-    orch__buf_printf(t, " with workers=%d, batch=%d, batch_bytes=", o->workers, o->batch);
-    orch__format_size(t, o->batch_bytes);
-    orch__buf_puts(t, ", cpus=");
-    orch__format_double(t, o->cpus);
-    orch__buf_puts(t, ", gpus=");
-    orch__format_double(t, o->gpus);
-    orch__buf_printf(t, ", retries=%d, timeout=", o->retries);
-    orch__format_duration_ms(t, o->timeout_ms);
-    orch__buf_printf(t, ", reserve=%s", orch_reserve_name(o->reserve));
-}
-
-static void write_call(struct orch__buf *t, const struct orch_call *c)
-{
-    orch__buf_printf(t, "call %s = ", c->name);
     if (c->fn_kind == ORCH_FN_BUILTIN) {
         orch__buf_puts(t, c->function);
     } else {
@@ -83,7 +69,7 @@ static void write_call(struct orch__buf *t, const struct orch_call *c)
         }
         orch__buf_putc(t, ')');
     }
-    if (c->fn_kind == ORCH_FN_BUILTIN || c->nargs > 0) {
+    if (c->fn_kind == ORCH_FN_BUILTIN || c->nargs > 0 || empty_args) {
         orch__buf_putc(t, '(');
         for (int i = 0; i < c->nargs; i++) {
             orch__buf_printf(t, "%s%s=", i ? ", " : "", c->args[i].key);
@@ -94,7 +80,28 @@ static void write_call(struct orch__buf *t, const struct orch_call *c)
         }
         orch__buf_putc(t, ')');
     }
-    write_opts(t, &c->opts);
+}
+
+void orch__format_call_opts(struct orch__buf *t, const struct orch_call_opts *o,
+                            const char *sep)
+{
+    orch__buf_printf(t, "workers=%d%sbatch=%d%sbatch_bytes=", o->workers, sep, o->batch, sep);
+    orch__format_size(t, o->batch_bytes);
+    orch__buf_printf(t, "%scpus=", sep);
+    orch__format_double(t, o->cpus);
+    orch__buf_printf(t, "%sgpus=", sep);
+    orch__format_double(t, o->gpus);
+    orch__buf_printf(t, "%sretries=%d%stimeout=", sep, o->retries, sep);
+    orch__format_duration_ms(t, o->timeout_ms);
+    orch__buf_printf(t, "%sreserve=%s", sep, orch_reserve_name(o->reserve));
+}
+
+static void write_call(struct orch__buf *t, const struct orch_call *c)
+{
+    orch__buf_printf(t, "call %s = ", c->name);
+    orch__format_call_function(t, c, false);
+    orch__buf_puts(t, " with ");
+    orch__format_call_opts(t, &c->opts, ", ");
     orch__buf_putc(t, '\n');
 }
 

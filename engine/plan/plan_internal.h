@@ -191,5 +191,20 @@ int orch__check_acyclic(orch_plan_builder *b);
 int orch__plan_canonicalize(struct orch_plan *p);
 /* Writes s as a quoted string literal of the language. */
 void orch__quote(struct orch__buf *out, const char *s);
+/* A call as the canonical text writes it, for the canonical text and for `orch check`
+ * (orch_plan_print), so that both always show a call the same way. Changing what these
+ * write changes the canonical text, and so the hash of every plan: jobs made before
+ * would no longer match their pipeline.
+ *
+ * The function and its arguments: `upper(k="v")`, `exec("cmd")`,
+ * `library("/x.so", "sym")(n=1)`. A built-in always has its argument list; exec() and
+ * library() have one when they have arguments, or always with empty_args. */
+void orch__format_call_function(struct orch__buf *t, const struct orch_call *c,
+                                bool empty_args);
+/* Every option, in canonical form and in this order, each pair followed by sep but the
+ * last: `workers=2<sep>batch=8<sep>batch_bytes=none<sep>cpus=1<sep>gpus=0.5<sep>retries=2
+ * <sep>timeout=120s<sep>reserve=elastic`. */
+void orch__format_call_opts(struct orch__buf *t, const struct orch_call_opts *o,
+                            const char *sep);
 
 #endif

@@ -45,35 +45,10 @@ static void print_call(struct orch__buf *t, const struct orch_plan *p,
                        const struct orch_call *c)
 {
     orch__buf_printf(t, "  %s = ", c->name);
-    if (c->fn_kind == ORCH_FN_BUILTIN) {
-        orch__buf_printf(t, "%s", c->function);
-    } else {
-        orch__buf_printf(t, "%s(", orch_fn_kind_name(c->fn_kind));
-        orch__quote(t, c->function);
-        if (c->symbol) {
-            orch__buf_puts(t, ", ");
-            orch__quote(t, c->symbol);
-        }
-        orch__buf_putc(t, ')');
-    }
-    orch__buf_putc(t, '(');
-    for (int i = 0; i < c->nargs; i++) {
-        orch__buf_printf(t, "%s%s=", i ? ", " : "", c->args[i].key);
-        if (c->args[i].kind == ORCH_ARG_STRING)
-            orch__quote(t, c->args[i].value);
-        else
-            orch__buf_puts(t, c->args[i].value);
-    }
-    const struct orch_call_opts *o = &c->opts;
-    orch__buf_printf(t, ")\n      workers=%d batch=%d batch_bytes=", o->workers, o->batch);
-    orch__format_size(t, o->batch_bytes);
-    orch__buf_puts(t, " cpus=");
-    orch__format_double(t, o->cpus);
-    orch__buf_puts(t, " gpus=");
-    orch__format_double(t, o->gpus);
-    orch__buf_printf(t, " retries=%d timeout=", o->retries);
-    orch__format_duration_ms(t, o->timeout_ms);
-    orch__buf_printf(t, " reserve=%s\n      used by: ", orch_reserve_name(o->reserve));
+    orch__format_call_function(t, c, true);
+    orch__buf_puts(t, "\n      ");
+    orch__format_call_opts(t, &c->opts, " ");
+    orch__buf_puts(t, "\n      used by: ");
     if (c->stmt < 0) {
         orch__buf_puts(t, "nothing\n");
         return;
@@ -101,8 +76,14 @@ static void print_port(struct orch__buf *t, const struct orch_plan *p,
         else
             orch__buf_printf(&from, " %s", p->ports[s->in[0].port].qualified);
     }
+    if (from.oom) {
+        /* The caller checks t once at the end: a "?" here would be printed as if true. */
+        t->oom = true;
+        orch__buf_free(&from);
+        return;
+    }
     w = (int)from.len;
-    orch__buf_printf(t, "from %s%*s-> ", from.oom ? "?" : from.p, w < 26 ? 26 - w : 1, "");
+    orch__buf_printf(t, "from %s%*s-> ", from.p, w < 26 ? 26 - w : 1, "");
     orch__buf_free(&from);
     for (int i = 0; i < q->nconsumers; i++) {
         const struct orch_stmt *s = &p->stmts[q->consumers[i]];

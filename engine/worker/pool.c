@@ -10,6 +10,8 @@
  *   batch timer expires          -> SIGKILL, lost TIMEOUT
  *   EOF or error on the socket   -> SIGKILL (harmless if it is exiting already), then wait
  *                                   for the reap: lost CRASH with the exit status
+ *   the event loop refuses to    -> SIGKILL, then wait for the reap: lost CRASH saying so
+ *   watch its socket (break_worker)
  *   SIGCHLD / reap poll: reaped  -> read what the socket still holds, then lost CRASH
  *
  * (A loss while the process is STARTING is reported as INIT whatever the cause, and counts
@@ -24,6 +26,15 @@
  * death nor calls a callback. Deaths are found only by event handlers. Every handler that
  * calls out re-checks the slot's incarnation afterwards and stops touching a slot whose
  * process changed.
+ *
+ * The event loop. Every event_add()/evtimer_add() is checked; libevent fails one only when
+ * it cannot grow its own tables (out of memory). What the pool does then depends on what
+ * the event was for: a worker whose socket or init timeout cannot be watched is killed and
+ * reported lost (break_worker, or a failed spawn, retried); a batch whose timeout cannot
+ * be armed is refused by orch_pool_dispatch() (-ENOMEM, nothing sent); a slot that can
+ * neither start a process nor schedule another try fails the pool (pool_fail: lost INIT,
+ * orch_pool_failed()); the reap poll is a safety net behind SIGCHLD and is simply armed
+ * again by the next arm_poll().
  *
  * Reaping. Several pools may share one event base, and the driver may have other
  * children: each pool waits only for its own pids, with waitpid(pid, WNOHANG); never
@@ -72,6 +83,12 @@ extern char **environ;
 
 enum wstate { W_DEAD, W_STARTING, W_IDLE, W_BUSY };
 
+/* A record of the batch a worker holds: the grain its answer must name. */
+struct held_grain {
+    uint64_t grain;
+    uint32_t generation;
+};
+
 struct orch_worker {
     orch_pool *pool;
     int index;
@@ -81,20 +98,20 @@ struct orch_worker {
     bool running;         /* pid belongs to this slot and its loss is not declared yet */
     bool reaped;          /* waitpid took pid; status holds its wait status */
     int status;
-    bool dying; /* the socket is gone (EOF, error): waiting for the reap to report */
-    int fd;     /* -1 when closed */
+    bool dying;         /* the socket is gone (EOF, error): waiting for the reap to report */
+    const char *broken; /* why break_worker() killed it (static text), or NULL */
+    int fd;             /* -1 when closed */
     struct event *ev_read, *ev_write;
     struct event *timer; /* BUSY: the batch's timeout; DEAD: the retry of a failed fork */
     struct orch_wire_buf in;
     size_t in_off;
     struct orch_wire_buf out;
     size_t out_off;
-    /* The batch held while BUSY. */
+    /* The batch held while BUSY: its id and which grain each record is. */
     uint64_t batch;
     uint32_t nrec;
-    uint64_t *grains;
-    uint32_t *gens;
-    uint32_t grains_cap;
+    struct held_grain *held; /* nrec of held_cap */
+    size_t held_cap;
 };
 
 struct orch_pool {
@@ -196,18 +213,12 @@ static void reap_blocking(pid_t pid)
 
 static void add_corpse(orch_pool *p, pid_t pid)
 {
-    if (p->ncorpses == p->cap_corpses) {
-        int cap = p->cap_corpses ? p->cap_corpses * 2 : 8;
-        pid_t *c = realloc(p->corpses, sizeof *c * (size_t)cap);
-        if (c == NULL) {
-            /* Cannot remember it: wait for it now. It was killed or is exiting, so this is
-             * short. */
-            kill_pid(pid);
-            reap_blocking(pid);
-            return;
-        }
-        p->corpses = c;
-        p->cap_corpses = cap;
+    if (orch__grow(&p->corpses, &p->cap_corpses, p->ncorpses + 1, sizeof *p->corpses) < 0) {
+        /* Cannot remember it: wait for it now. It was killed or is exiting, so this is
+         * short. */
+        kill_pid(pid);
+        reap_blocking(pid);
+        return;
     }
     p->corpses[p->ncorpses++] = pid;
 }
@@ -223,7 +234,9 @@ static void reap_corpses(orch_pool *p)
     }
 }
 
-/* Arms the reap poll while anything waits for a reap. */
+/* Arms the reap poll while anything waits for a reap. The poll is the safety net behind
+ * SIGCHLD: when libevent cannot arm it (out of memory), SIGCHLD still reaps, and the next
+ * call here (after every loss and every reap) tries again. */
 static void arm_poll(orch_pool *p)
 {
     bool waiting = p->ncorpses > 0;
@@ -231,7 +244,8 @@ static void arm_poll(orch_pool *p)
         waiting = p->w[i].dying;
     if (waiting && !evtimer_pending(p->ev_poll, NULL)) {
         struct timeval tv = ms_tv(REAP_POLL_MS);
-        evtimer_add(p->ev_poll, &tv);
+        if (evtimer_add(p->ev_poll, &tv) < 0)
+            return; /* see above: not armed this time */
     }
 }
 
@@ -257,9 +271,11 @@ static void close_channel(orch_worker *w)
     w->out.len = w->out_off = 0;
 }
 
+static void break_worker(orch_worker *w, const char *why);
+
 /* Sends what is queued; arms the write event when the socket is full. A write error means
  * the worker is gone: the queued bytes are dropped and the read side (EOF) or the reap
- * reports it. */
+ * reports it. Calls no callback (it runs inside orch_pool_dispatch()). */
 static void flush(orch_worker *w)
 {
     while (w->fd >= 0 && w->out_off < w->out.len) {
@@ -272,7 +288,8 @@ static void flush(orch_worker *w)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            event_add(w->ev_write, NULL);
+            if (event_add(w->ev_write, NULL) < 0)
+                break_worker(w, "the event loop cannot watch its socket (out of memory?)");
             return;
         }
         break;
@@ -301,6 +318,7 @@ static void declare_lost(orch_worker *w, enum orch_loss_kind kind, const char *m
         add_corpse(p, w->pid);
     w->running = false;
     w->dying = false;
+    w->broken = NULL;
     w->state = W_DEAD;
     w->batch = 0;
     if (kind == ORCH_LOSS_INIT) {
@@ -345,7 +363,10 @@ static void declare_reaped(orch_worker *w)
 {
     char msg[512];
     assert(w->reaped);
-    describe_status(msg, sizeof msg, w->pid, w->status);
+    if (w->broken)
+        snprintf(msg, sizeof msg, "worker %d was killed: %s", (int)w->pid, w->broken);
+    else
+        describe_status(msg, sizeof msg, w->pid, w->status);
     if (w->state == W_STARTING) {
         size_t n = strlen(msg);
         if (w->status != -1 && WIFEXITED(w->status) && WEXITSTATUS(w->status) == 127)
@@ -372,6 +393,20 @@ static void socket_gone(orch_worker *w)
         declare_reaped(w);
     else
         arm_poll(w->pool);
+}
+
+/* The pool cannot go on talking to w's process (the event loop refused to watch its
+ * socket): kills it, and leaves the report of its loss to the reap (check_children), with
+ * `why` (static text) as the message. Never reports from here: it runs inside
+ * orch_pool_dispatch() and orch_pool_new(), which call no callback. */
+static void break_worker(orch_worker *w, const char *why)
+{
+    w->broken = why;
+    close_channel(w);
+    w->dying = true;
+    if (!w->reaped)
+        kill_pid(w->pid);
+    arm_poll(w->pool);
 }
 
 /* Looks for the deaths of this pool's processes. */
@@ -484,8 +519,8 @@ static int check_report(orch_worker *w, const struct orch_wire_report *r)
                        r->batch, w->batch);
         return -1;
     }
-    if (r->status != 0)
-        return 0;
+    if (r->status != ORCH_WIRE_STATUS_OK)
+        return 0; /* no answers to check: the decoder refused any */
     if (r->nrec != w->nrec) {
         protocol_error(w, "batch %" PRIu64 " has %" PRIu32 " records, the report %" PRIu32,
                        r->batch, w->nrec, r->nrec);
@@ -495,7 +530,7 @@ static int check_report(orch_worker *w, const struct orch_wire_report *r)
     for (uint32_t i = 0; i < r->nrec; i++) {
         const struct orch_wire_answer *a = &r->rec[i];
         const char *bad = NULL;
-        if (a->grain != w->grains[i] || a->generation != w->gens[i])
+        if (a->grain != w->held[i].grain || a->generation != w->held[i].generation)
             bad = "answers another grain";
         else if (a->outcome == ORCH_WIRE_OK && c->op == ORCH_UDF_OP_FILTER)
             bad = "is ok, but a filter answers keep or reject";
@@ -533,9 +568,10 @@ static void on_report(orch_worker *w, const struct orch_wire_frame *f)
     orch__arena_free(&a);
 }
 
+/* f->type is a known type: orch_wire_next() refuses any other. */
 static void on_frame(orch_worker *w, const struct orch_wire_frame *f)
 {
-    switch (f->type) {
+    switch ((enum orch_wire_type)f->type) {
     case ORCH_WIRE_HELLO:
         on_hello(w, f);
         break;
@@ -545,7 +581,8 @@ static void on_frame(orch_worker *w, const struct orch_wire_frame *f)
     case ORCH_WIRE_REPORT:
         on_report(w, f);
         break;
-    default:
+    case ORCH_WIRE_CONFIG:
+    case ORCH_WIRE_BATCH:
         protocol_error(w, "a worker sent a %s frame", orch_wire_type_name(f->type));
         break;
     }
@@ -559,17 +596,9 @@ static int in_reserve(orch_worker *w, size_t n)
         w->in.len -= w->in_off;
         w->in_off = 0;
     }
-    if (w->in.cap - w->in.len >= n)
-        return 0;
-    size_t cap = w->in.cap ? w->in.cap : READ_CHUNK;
-    while (cap - w->in.len < n)
-        cap *= 2;
-    uint8_t *d = realloc(w->in.data, cap);
-    if (d == NULL)
+    if (n > SIZE_MAX - w->in.len)
         return -ENOMEM;
-    w->in.data = d;
-    w->in.cap = cap;
-    return 0;
+    return orch__grow_n(&w->in.data, &w->in.cap, w->in.len + n, 1);
 }
 
 /* Handles every whole frame in the input. Returns false when the slot's process changed or
@@ -762,7 +791,10 @@ static int spawn(orch_worker *w)
     }
     if (p->timeout_ms > 0) { /* a UDF whose init hangs must not hold its slot forever */
         struct timeval tv = ms_tv(INIT_TIMEOUT_FACTOR * p->timeout_ms);
-        evtimer_add(w->timer, &tv);
+        if (evtimer_add(w->timer, &tv) < 0) {
+            rc = -ENOMEM;
+            goto fail_proc;
+        }
     }
     flush(w);
     return 0;
@@ -781,12 +813,37 @@ fail_env:
     return rc;
 }
 
-/* Starts a replacement; if that fails, tries again later. */
+/* Dead slot w can neither start a process nor schedule another try: the pool cannot keep
+ * its workers, which is fatal to the call. The pool fails (no more replacements,
+ * orch_pool_failed()) and says so through `lost` as a loss at start (INIT, no batch), the
+ * one kind of loss on which the driver checks orch_pool_failed(). Called only from event
+ * handlers. */
+static void pool_fail(orch_worker *w, int rc)
+{
+    orch_pool *p = w->pool;
+    char msg[256];
+    snprintf(msg, sizeof msg, "cannot start worker %d of call %s (%s), nor schedule a retry",
+             w->index, p->wcfg.call, strerror(-rc));
+    char *copy = strdup(msg);
+    if (copy) {
+        free(p->failure);
+        p->failure = copy;
+    }
+    p->failed = true;
+    p->in_callback++;
+    p->cb.lost(p->ctx, p, w, 0, ORCH_LOSS_INIT, msg);
+    p->in_callback--;
+}
+
+/* Starts a replacement; if that fails, tries again later. Called only from event handlers
+ * (after a loss, or the retry's timer). */
 static void spawn_or_retry(orch_worker *w)
 {
-    if (spawn(w) < 0) {
+    int rc = spawn(w);
+    if (rc < 0) {
         struct timeval tv = ms_tv(RESPAWN_RETRY_MS);
-        evtimer_add(w->timer, &tv);
+        if (evtimer_add(w->timer, &tv) < 0)
+            pool_fail(w, rc);
     }
 }
 
@@ -880,8 +937,7 @@ static void pool_free(orch_pool *p)
             event_free(w->timer);
         orch_wire_buf_free(&w->in);
         orch_wire_buf_free(&w->out);
-        free(w->grains);
-        free(w->gens);
+        free(w->held);
     }
     if (p->ev_chld)
         event_free(p->ev_chld);
@@ -969,31 +1025,26 @@ int orch_pool_dispatch(orch_pool *p, orch_worker *w, const struct orch_wire_batc
             if (b->rec[i].nval[j] != 1)
                 return -EINVAL;
     }
-    if (b->nrec > w->grains_cap) {
-        uint64_t *g = realloc(w->grains, sizeof *g * b->nrec);
-        if (g)
-            w->grains = g;
-        uint32_t *gen = realloc(w->gens, sizeof *gen * b->nrec);
-        if (gen)
-            w->gens = gen;
-        if (!g || !gen)
-            return -ENOMEM;
-        w->grains_cap = b->nrec;
-    }
+    if (orch__grow_n(&w->held, &w->held_cap, b->nrec, sizeof *w->held) < 0)
+        return -ENOMEM;
+    size_t mark = w->out.len;
     int rc = orch_wire_put_batch(&w->out, b);
     if (rc < 0)
         return rc;
-    for (uint32_t i = 0; i < b->nrec; i++) {
-        w->grains[i] = b->rec[i].grain;
-        w->gens[i] = b->rec[i].generation;
+    /* Armed before anything is sent, so that a batch the pool cannot time out is refused
+     * whole rather than run without its timeout. */
+    if (p->timeout_ms > 0) {
+        struct timeval tv = ms_tv(p->timeout_ms);
+        if (evtimer_add(w->timer, &tv) < 0) {
+            w->out.len = mark;
+            return -ENOMEM;
+        }
     }
+    for (uint32_t i = 0; i < b->nrec; i++)
+        w->held[i] = (struct held_grain){b->rec[i].grain, b->rec[i].generation};
     w->nrec = b->nrec;
     w->batch = b->id;
     w->state = W_BUSY;
-    if (p->timeout_ms > 0) {
-        struct timeval tv = ms_tv(p->timeout_ms);
-        evtimer_add(w->timer, &tv);
-    }
     flush(w);
     return 0;
 }

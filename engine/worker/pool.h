@@ -38,7 +38,11 @@
  *     is ever called from inside orch_pool_dispatch().
  *   - Messages: "worker 12345 was killed by signal 6 (Aborted)", "worker 12345 exited with
  *     status 1", "... before it was ready", "batch ran past its timeout of 2s" (or "200ms"),
- *     "protocol error: ...", or the UDF's own init message.
+ *     "protocol error: ...", "worker 12345 was killed: the event loop cannot watch its
+ *     socket (out of memory?)", or the UDF's own init message.
+ *   - A slot that can neither start a process nor schedule another try (out of memory)
+ *     fails the pool: orch_pool_failed() turns true and `lost` is called once more for the
+ *     slot, as ORCH_LOSS_INIT with batch 0 and a message that says so.
  *
  * Rules for the driver:
  *   - Callbacks may call orch_pool_dispatch() (on any worker of any pool) and read the pool;
@@ -117,17 +121,21 @@ struct orch_wire_answer {
     const uint64_t *payload; /* nchild * nout ids (or nout for map/reduce) */
 };
 
-/* A worker's report for one batch. status 0: every record answered (rec[0..nrec-1], in
- * batch order). status 1: run() failed — an attempt failure of the whole batch; message
- * says why and nrec is 0. */
-/* Report statuses. */
-#define ORCH_WIRE_STATUS_OK 0
-#define ORCH_WIRE_STATUS_FAILED 1  /* run() failed: an attempt failure of the batch */
-#define ORCH_WIRE_STATUS_STORAGE 2 /* the outputs could not be stored: the job must stop */
+/* How a batch ended, as a whole: the status of its report. The values are those of the
+ * wire (wire.h); a decoded report never holds another. */
+enum orch_wire_status {
+    ORCH_WIRE_STATUS_OK = 0,      /* every record answered (rec[0..nrec-1], in batch order) */
+    ORCH_WIRE_STATUS_FAILED = 1,  /* run() failed: an attempt failure of the whole batch */
+    ORCH_WIRE_STATUS_STORAGE = 2, /* the outputs could not be stored (payload store full or
+                                   * broken): not the batch's fault, the job must stop */
+    ORCH_WIRE_STATUS__COUNT
+};
 
+/* A worker's report for one batch. Unless the status is OK, message says why and nrec
+ * is 0. */
 struct orch_wire_report {
     uint64_t batch;
-    int status;
+    enum orch_wire_status status;
     const char *message;
     uint32_t nrec;
     const struct orch_wire_answer *rec;
@@ -196,7 +204,8 @@ int orch_pool_new(struct event_base *base, const struct orch_pool_config *cfg,
  *            batch; `lost` for w follows from the event loop;
  *   -EINVAL  b->id is 0 (0 means "no batch" in `lost`), b has no record, a record's nin is
  *            not the statement's, or a non-reduce input list has other than one value;
- *   -ENOMEM, -E2BIG (the frame would pass 256 MiB). */
+ *   -ENOMEM  no memory, or the event loop cannot arm the batch's timeout;
+ *   -E2BIG   the frame would pass 256 MiB. */
 int orch_pool_dispatch(orch_pool *p, orch_worker *w, const struct orch_wire_batch *b);
 
 /* Kills every worker (SIGKILL), reaps them, frees the pool. No callback is called from
@@ -214,10 +223,11 @@ int orch_worker_pid(const orch_worker *w);
 int orch_worker_index(const orch_worker *w);
 /* The number of workers alive (STARTING, IDLE or BUSY). */
 int orch_pool_alive(const orch_pool *p);
-/* True when init failed max_init_failures times in a row: the call cannot run. The
- * last init message is orch_pool_failure(). It turns true before the `lost` of the
- * failure that reaches the bound, and stays true (the pool no longer replaces workers; a
- * worker that was already starting may still say HELLO and be used). */
+/* True when init failed max_init_failures times in a row, or a slot could not even be
+ * retried (see the guarantees above): the call cannot run. The last init message is
+ * orch_pool_failure(). It turns true before the `lost` (ORCH_LOSS_INIT) that reports it,
+ * and stays true (the pool no longer replaces workers; a worker that was already starting
+ * may still say HELLO and be used). */
 int orch_pool_failed(const orch_pool *p);
 const char *orch_pool_failure(const orch_pool *p);
 

@@ -2,6 +2,7 @@
 #include "wire.h"
 
 #include "orch_error.h"
+#include "orch_le.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -49,18 +50,10 @@ static void enc_room(struct enc *e, size_t n)
         e->rc = -E2BIG;
         return;
     }
-    if (b->cap - b->len >= n)
+    if (b->cap - b->len >= n) /* the common case, once per field: no call */
         return;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap - b->len < n)
-        cap = cap > SIZE_MAX / 2 ? b->len + n : cap * 2;
-    uint8_t *p = realloc(b->data, cap);
-    if (p == NULL) {
+    if (orch__grow_n(&b->data, &b->cap, b->len + n, 1) < 0)
         e->rc = -ENOMEM;
-        return;
-    }
-    b->data = p;
-    b->cap = cap;
 }
 
 static void enc_bytes(struct enc *e, const void *data, size_t n)
@@ -74,10 +67,11 @@ static void enc_bytes(struct enc *e, const void *data, size_t n)
 
 static void enc_le(struct enc *e, uint64_t v, size_t n)
 {
-    uint8_t tmp[8];
-    for (size_t i = 0; i < n; i++)
-        tmp[i] = (uint8_t)(v >> (8 * i));
-    enc_bytes(e, tmp, n);
+    enc_room(e, n);
+    if (e->rc < 0)
+        return;
+    orch__le_put(e->b->data + e->b->len, v, n);
+    e->b->len += n;
 }
 
 static void enc_u8(struct enc *e, uint8_t v)
@@ -128,9 +122,7 @@ static int enc_end(struct enc *e)
         return e->rc;
     }
     size_t body = e->b->len - e->start - ORCH_WIRE_HEADER;
-    uint8_t *p = e->b->data + e->start;
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(body >> (8 * i));
+    orch__le_put32(e->b->data + e->start, (uint32_t)body); /* <= ORCH_WIRE_MAX_BODY */
     return 0;
 }
 
@@ -247,8 +239,7 @@ int orch_wire_next(const void *data, size_t avail, struct orch_wire_frame *f)
     memset(f, 0, sizeof *f);
     if (avail < ORCH_WIRE_HEADER)
         return 0;
-    uint32_t len =
-        (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    uint32_t len = orch__le_get32(p);
     int type = p[4];
     if (strcmp(orch_wire_type_name(type), "?") == 0)
         return orch_error_set(-EPROTO, "unknown frame type %d", type);
@@ -289,9 +280,7 @@ static uint64_t dec_le(struct dec *d, size_t n, const char *field)
                 orch_error_set(-EPROTO, "malformed %s frame: truncated at %s", d->what, field);
         return 0;
     }
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; i++)
-        v |= (uint64_t)d->p[i] << (8 * i);
+    uint64_t v = orch__le_get(d->p, n);
     d->p += n;
     d->left -= n;
     return v;
@@ -536,12 +525,12 @@ int orch_wire_get_report(const struct orch_wire_frame *f, struct orch__arena *a,
         return d.rc;
     out->batch = dec_u64(&d, "batch");
     uint8_t status = dec_u8(&d, "status");
-    if (d.rc == 0 && status > ORCH_WIRE_STATUS_STORAGE)
-        dec_fail(&d, "status is not 0, 1 or 2");
-    out->status = status;
+    if (d.rc == 0 && status >= ORCH_WIRE_STATUS__COUNT)
+        dec_fail(&d, "status out of range");
+    out->status = (enum orch_wire_status)status;
     out->message = dec_str(&d, a, "message");
     out->nrec = dec_u32(&d, "nrec");
-    if (d.rc == 0 && status != 0 && out->nrec != 0)
+    if (d.rc == 0 && out->status != ORCH_WIRE_STATUS_OK && out->nrec != 0)
         dec_fail(&d, "a failed batch carries answers");
     if (!dec_fits(&d, out->nrec, WIRE_ANSWER_MIN, "nrec"))
         return d.rc;

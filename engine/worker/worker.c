@@ -15,6 +15,7 @@
 #include "orch_udf_host.h"
 #include "wire.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -81,15 +82,10 @@ static int read_frame(struct worker *w, struct orch_wire_frame *f)
                 orch_error_detail());
         return -1;
     }
-    if (f->len > w->body_cap) {
-        uint8_t *p = realloc(w->body, f->len);
-        if (p == NULL) {
-            fprintf(stderr, "orch worker %d: out of memory for a frame of %zu bytes\n",
-                    (int)getpid(), f->len);
-            return -1;
-        }
-        w->body = p;
-        w->body_cap = f->len;
+    if (orch__grow_n(&w->body, &w->body_cap, f->len, 1) < 0) {
+        fprintf(stderr, "orch worker %d: out of memory for a frame of %zu bytes\n",
+                (int)getpid(), f->len);
+        return -1;
     }
     n = read_full(w->fd, w->body, f->len);
     if (n == -ECONNRESET)
@@ -159,6 +155,8 @@ static int resolve_udf(struct worker *w)
     case ORCH_FN__COUNT:
         break;
     }
+    /* orch_wire_get_config() refused any other kind. */
+    (void)ORCH_NEVER(true);
     return initfail(w, "unknown function kind %d", (int)c->fn_kind);
 }
 
@@ -240,11 +238,14 @@ static enum orch_wire_outcome wire_outcome(enum orch_udf_outcome o)
         return ORCH_WIRE_KEEP_FALSE;
     case ORCH_UDF_GROUP_FAILURE:
         return ORCH_WIRE_GROUP_FAILURE;
-    case ORCH_UDF_NONE: /* finish() leaves none; defensive */
     case ORCH_UDF_RECORD_FAILURE:
+        return ORCH_WIRE_RECORD_FAILURE;
+    case ORCH_UDF_NONE:
     case ORCH_UDF_OUTCOME__COUNT:
         break;
     }
+    /* orch_udf_answers_finish() turned every unanswered record into a RecordFailure. */
+    (void)ORCH_NEVER(true);
     return ORCH_WIRE_RECORD_FAILURE;
 }
 
@@ -299,7 +300,9 @@ static int build_records(struct worker *w, const struct orch_wire_batch *b,
     uint32_t nin = w->cfg.nin;
     size_t total = 0;
     for (uint32_t i = 0; i < b->nrec; i++) {
-        if (b->rec[i].nin != nin) {
+        /* orch_pool_dispatch() refuses such a batch; kept because the lists below are
+         * indexed by nin. */
+        if (ORCH_NEVER(b->rec[i].nin != nin)) {
             snprintf(msg, msgsz,
                      "record %" PRIu32 " of batch %" PRIu64 " has %" PRIu32
                      " inputs, the call takes %" PRIu32,
@@ -417,7 +420,8 @@ static int run_batch(struct worker *w, const struct orch_wire_batch *b)
 {
     char msg[1024] = "";
     struct batch_mem m = {0};
-    struct orch_wire_report rep = {.batch = b->id, .status = 1, .message = msg};
+    struct orch_wire_report rep = {
+        .batch = b->id, .status = ORCH_WIRE_STATUS_FAILED, .message = msg};
     orch_payload_rtxn *r = NULL;
     int rc = orch_payload_read_begin(w->store, &r);
     if (rc < 0) {
@@ -454,16 +458,17 @@ static int run_batch(struct worker *w, const struct orch_wire_batch *b)
     r = NULL;
     if (store_outputs(w, b, &m, &rep, msg, sizeof msg) < 0)
         goto report;
-    rep.status = 0;
+    rep.status = ORCH_WIRE_STATUS_OK;
     rep.message = "";
 report:
     orch_payload_read_end(r);
-    if (rep.status != 0)
-        rep.nrec = 0;
+    assert(rep.status == ORCH_WIRE_STATUS_OK || rep.nrec == 0); /* store_outputs sets nrec
+                                                                   last, on success */
     w->out.len = 0;
     rc = orch_wire_put_report(&w->out, &rep);
     if (rc == -E2BIG) {
-        struct orch_wire_report big = {.batch = b->id, .status = 1, .message = msg};
+        struct orch_wire_report big = {
+            .batch = b->id, .status = ORCH_WIRE_STATUS_FAILED, .message = msg};
         snprintf(msg, sizeof msg, "the report of batch %" PRIu64 " is over %zu bytes", b->id,
                  ORCH_WIRE_MAX_BODY);
         rc = orch_wire_put_report(&w->out, &big);
