@@ -33,6 +33,9 @@ struct orch_store_cached {
     sqlite3_stmt *stmt;
 };
 
+/* Statement slots of facts.c (one per statement it runs): pointers into the cache. */
+#define ORCH_STORE_FACT_SLOTS 64
+
 /* Fields are written by the store's own functions only. */
 struct orch_store {
     sqlite3 *db;
@@ -44,6 +47,7 @@ struct orch_store {
     bool in_txn;       /* between orch_store_begin and commit/rollback */
     struct orch_store_cached *cache; /* the prepared statements, in first-use order */
     size_t ncache, capcache;
+    sqlite3_stmt *fact[ORCH_STORE_FACT_SLOTS]; /* facts.c: owned by the cache above */
 };
 
 /* orch_store_open with a given migration list, for tests of the migration machinery

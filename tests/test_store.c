@@ -23,6 +23,7 @@
 
 #include "orch_error.h"
 #include "testutil.h"
+#include "orch_facts.h"
 #include "orch_states.h"
 #include "orch_store.h"
 #include "store_int.h"
@@ -108,14 +109,6 @@ static void assert_detail_has(const char *needle)
 {
     if (strstr(orch_error_detail(), needle) == NULL)
         fail_msg("detail \"%s\" lacks \"%s\"", orch_error_detail(), needle);
-}
-
-static void write_file(const char *path, const void *data, size_t n)
-{
-    FILE *fp = fopen(path, "wb");
-    assert_non_null(fp);
-    assert_int_equal(fwrite(data, 1, n, fp), n);
-    assert_int_equal(fclose(fp), 0);
 }
 
 static void assert_integrity_ok(orch_store *s)
@@ -233,7 +226,7 @@ static void test_garbage_file(void **state)
     char junk[8192];
     for (size_t i = 0; i < sizeof junk; i++)
         junk[i] = (char)(i * 7 + 3);
-    write_file(f->db, junk, sizeof junk);
+    assert_int_equal(orch_test_write_file(f->db, junk, sizeof junk), 0);
 
     orch_store *s = NULL;
     assert_int_equal(orch_store_open(f->db, 0, &s), ORCH_ECORRUPT);
@@ -307,7 +300,7 @@ static void test_not_an_orch_job(void **state)
 static void test_empty_file_refused(void **state)
 {
     struct fx *f = *state;
-    write_file(f->db, "", 0);
+    assert_int_equal(orch_test_write_file(f->db, "", 0), 0);
     orch_store *s = NULL;
     assert_int_equal(orch_store_open(f->db, ORCH_STORE_READONLY, &s), ORCH_ECORRUPT);
     assert_null(s);
@@ -719,13 +712,14 @@ static void test_schema_constraints(void **state)
     orch_store *s = create_job(f);
     add_plan(s);
     exec_ok(s, "INSERT INTO entity (id, domain_id, ordinal, key) VALUES (1, 0, 0, 'a.pdf');"
-               "INSERT INTO entity (id, domain_id, parent_id, ordinal) VALUES (2, 1, 1, 0);");
+               "INSERT INTO entity (id, domain_id, parent_id, ordinal, key)"
+               " VALUES (2, 1, 1, 0, 'a.pdf/0');");
     static const char *const refused[] = {
-        /* a child with a stored key, a root without one */
-        "INSERT INTO entity (domain_id, parent_id, ordinal, key) VALUES (1, 1, 1, 'a.pdf/1')",
+        /* an entity without a key, root or child (schema 2 stores every key) */
         "INSERT INTO entity (domain_id, ordinal) VALUES (0, 1)",
+        "INSERT INTO entity (domain_id, parent_id, ordinal) VALUES (1, 1, 1)",
         /* two children with one ordinal, two roots with one ordinal */
-        "INSERT INTO entity (domain_id, parent_id, ordinal) VALUES (1, 1, 0)",
+        "INSERT INTO entity (domain_id, parent_id, ordinal, key) VALUES (1, 1, 0, 'a.pdf/0')",
         "INSERT INTO entity (domain_id, ordinal, key) VALUES (0, 0, 'b.pdf')",
         /* a present item without payload, a dropped one with one */
         "INSERT INTO item VALUES (1, 2, 'present', NULL)",
@@ -751,7 +745,8 @@ static void test_schema_constraints(void **state)
         assert_int_equal(orch_store_rollback(s), 0);
     }
     /* The accepted counterparts. */
-    exec_ok(s, "INSERT INTO entity (domain_id, parent_id, ordinal) VALUES (1, 1, 1);"
+    exec_ok(s, "INSERT INTO entity (domain_id, parent_id, ordinal, key)"
+               " VALUES (1, 1, 1, 'a.pdf/1');"
                "INSERT INTO entity (domain_id, ordinal, key) VALUES (0, 1, 'a.pdf');"
                "INSERT INTO item VALUES (1, 2, 'present', 3), (2, 2, 'dropped', NULL);"
                "INSERT INTO expansion VALUES (0, 1, 'succeeded', 2);");
@@ -769,8 +764,9 @@ static void test_views(void **state)
      * b.pdf (7) has no pages. */
     exec_ok(s,
             "INSERT INTO entity VALUES (1, 0, NULL, 0, 'docs/a.pdf'),"
-            " (2, 1, 1, 0, NULL), (3, 1, 1, 1, NULL), (4, 1, 1, 2, NULL),"
-            " (5, 2, 4, 0, NULL), (6, 2, 4, 1, NULL), (7, 0, NULL, 1, 'b.pdf');"
+            " (2, 1, 1, 0, 'docs/a.pdf/0'), (3, 1, 1, 1, 'docs/a.pdf/1'),"
+            " (4, 1, 1, 2, 'docs/a.pdf/2'), (5, 2, 4, 0, 'docs/a.pdf/2/0'),"
+            " (6, 2, 4, 1, 'docs/a.pdf/2/1'), (7, 0, NULL, 1, 'b.pdf');"
             "INSERT INTO expansion VALUES (0, 1, 'succeeded', 3), (0, 7, 'succeeded', 0);"
             "INSERT INTO grain (id, call_id, entity_id, phase, generation, ready_seq,"
             " outcome) VALUES (1, 0, 1, 'sealed', 0, 1, 'ok'), (2, 0, 7, 'sealed', 0, 2, 'ok'),"
@@ -783,7 +779,7 @@ static void test_views(void **state)
             "INSERT INTO failure (grain_id, kind, message, generation, at) VALUES"
             " (1, 'crash', 'segfault', 0, 0);");
 
-    /* entity_key: children's keys are derived. */
+    /* entity_key: every entity's key, and its depth. */
     char buf[256];
     assert_string_equal(
         q_text(s, "SELECT key FROM entity_key WHERE entity_id = 6", buf, sizeof buf),
@@ -895,6 +891,209 @@ static void test_queue_queries_use_indexes(void **state)
                plan, sizeof plan);
     if (strstr(plan, "entity_child") == NULL || strstr(plan, "TEMP B-TREE") != NULL)
         fail_msg("children plan: %s", plan);
+    orch_store_close(s);
+}
+
+/* ---- entity keys (migration 0002) ------------------------------------------------------ */
+
+/* The rows of sql, columns joined with '|', rows ended by '\n' (NULL as "(null)"):
+ * malloc'd. */
+static char *rows_of(orch_store *s, const char *sql)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    assert_non_null(out);
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(orch_store_db(s), sql, -1, &st, NULL) != SQLITE_OK)
+        fail_msg("%s: %s", sql, sqlite3_errmsg(orch_store_db(s)));
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        for (int c = 0; c < sqlite3_column_count(st); c++) {
+            const char *v = (const char *)sqlite3_column_text(st, c);
+            fprintf(out, "%s%c", v ? v : "(null)",
+                    c + 1 < sqlite3_column_count(st) ? '|' : '\n');
+        }
+    assert_int_equal(rc, SQLITE_DONE);
+    sqlite3_finalize(st);
+    assert_int_equal(fclose(out), 0);
+    return text;
+}
+
+/* What the user-facing views show, in a fixed order, one text per view. */
+enum { VIEW_ENTITY_KEY, VIEW_LINEAGE, VIEW_LINEAGE_BY_KEY, VIEW_FAILURES, NVIEWS };
+static const char *const view_queries[NVIEWS] = {
+    "SELECT * FROM entity_key ORDER BY entity_id",
+    "SELECT * FROM lineage ORDER BY entity_id, depth",
+    "SELECT * FROM lineage WHERE key = 'g/0/0' ORDER BY entity_id, depth",
+    "SELECT * FROM failures ORDER BY failure_id",
+};
+
+/* A job of schema 1 (only root keys stored) with nested domains, migrated by opening it:
+ * every entity gets its key, and the views give exactly the rows that schema 1's views
+ * (recursive from every root) gave. The hierarchy has what makes keys ambiguous: a root
+ * key repeated (`lines()` gives a repeated line the same key, "g" twice), a root key with
+ * '/' that is also a child's key ("g/0"), two child domains of one domain sharing
+ * ordinals (page 0 and thumb 0 of docs/a.pdf), and a multi-digit ordinal. */
+static void test_schema_1_job_migrated(void **state)
+{
+    struct fx *f = *state;
+    orch_store *s = NULL;
+    assert_int_equal(orch_store__open_with(f->db, ORCH_STORE_CREATE, orch_migrations, 1, &s),
+                     0);
+    assert_int_equal(orch_store_schema_version(s), 1);
+    add_plan(s);
+    exec_ok(
+        s, "INSERT INTO domain VALUES (3, 'thumb', 0, 1);"
+           "INSERT INTO entity VALUES (1, 0, NULL, 0, 'docs/a.pdf'), (2, 0, NULL, 1, 'g'),"
+           " (3, 0, NULL, 2, 'g'), (4, 0, NULL, 3, 'g/0'),"
+           " (5, 1, 1, 0, NULL), (6, 1, 1, 1, NULL), (7, 2, 6, 0, NULL), (8, 2, 6, 1, NULL),"
+           " (9, 1, 2, 0, NULL), (10, 1, 3, 0, NULL), (11, 2, 9, 0, NULL), (12, 3, 1, 0, NULL),"
+           " (13, 2, 10, 0, NULL), (14, 2, 9, 12, NULL);"
+           "INSERT INTO grain (id, call_id, entity_id, phase, generation, ready_seq, outcome)"
+           " VALUES (1, 2, 9, 'sealed', 1, 1, 'failed'), (2, 0, 4, 'sealed', 0, 2, 'failed'),"
+           " (3, 1, 7, 'in_flight', 1, 3, NULL);"
+           "INSERT INTO failure (grain_id, kind, message, generation, at) VALUES"
+           " (1, 'error', 'oops', 0, 1700000000123), (1, 'exhausted', 'gave up', 1, 1),"
+           " (2, 'record', 'bad pdf', 0, 2), (3, 'crash', 'segfault', 0, 3);");
+    char *before[NVIEWS];
+    for (int v = 0; v < NVIEWS; v++)
+        before[v] = rows_of(s, view_queries[v]);
+    orch_store_close(s);
+
+    s = open_job(f, 0);
+    assert_int_equal(orch_store_schema_found(s), 1);
+    assert_int_equal(orch_store_schema_version(s), orch_store_schema_latest());
+    assert_integrity_ok(s);
+    char *keys = rows_of(s, "SELECT id, key FROM entity ORDER BY id");
+    assert_string_equal(keys, "1|docs/a.pdf\n2|g\n3|g\n4|g/0\n5|docs/a.pdf/0\n6|docs/a.pdf/1\n"
+                              "7|docs/a.pdf/1/0\n8|docs/a.pdf/1/1\n9|g/0\n10|g/0\n11|g/0/0\n"
+                              "12|docs/a.pdf/0\n13|g/0/0\n14|g/0/12\n");
+    free(keys);
+    for (int v = 0; v < NVIEWS; v++) {
+        char *after = rows_of(s, view_queries[v]);
+        if (strcmp(before[v], after) != 0)
+            fail_msg("%s\nschema 1:\n%snow:\n%s", view_queries[v], before[v], after);
+        free(after);
+    }
+    /* The rows compared are the real ones, not two empty lists: 14 entities; 14 + 10 + 5
+     * (entity, ancestor) pairs; two entities named g/0/0, three rows each; 4 failures. */
+    assert_int_equal(q_int(s, "SELECT count(*) FROM entity_key"), 14);
+    assert_int_equal(q_int(s, "SELECT count(*) FROM lineage"), 29);
+    assert_string_equal(before[VIEW_LINEAGE_BY_KEY],
+                        "11|region|g/0/0|11|region|g/0/0|0\n11|region|g/0/0|9|page|g/0|1\n"
+                        "11|region|g/0/0|2|pdf|g|2\n13|region|g/0/0|13|region|g/0/0|0\n"
+                        "13|region|g/0/0|10|page|g/0|1\n13|region|g/0/0|3|pdf|g|2\n");
+    char buf[64];
+    assert_string_equal(
+        q_text(
+            s,
+            "SELECT group_concat(key, ',') FROM (SELECT key FROM failures ORDER BY failure_id)",
+            buf, sizeof buf),
+        "g/0,g/0,g/0,docs/a.pdf/1/0");
+    for (int v = 0; v < NVIEWS; v++)
+        free(before[v]);
+
+    /* New entities of the migrated job keep to the new shape. */
+    exec_ok(
+        s, "INSERT INTO entity (domain_id, parent_id, ordinal, key) VALUES (2, 9, 1, 'g/0/1')");
+    assert_int_equal(orch_store_exec(s, "INSERT INTO entity (domain_id, parent_id, ordinal)"
+                                        " VALUES (2, 9, 2)"),
+                     ORCH_ECONSTRAINT);
+    orch_store_close(s);
+}
+
+/* The engine's INSERT of an entity (orch_store_entity_put) writes a child's key from its
+ * parent's: the caller passes a key for a root only. */
+static void test_entity_put_writes_keys(void **state)
+{
+    struct fx *f = *state;
+    orch_store *s = create_job(f);
+    add_plan(s);
+    int64_t root, page, region, again;
+    assert_int_equal(orch_store_begin(s), 0);
+    assert_int_equal(orch_store_entity_put(s, 0, 0, 0, "in/x.pdf", &root), 0);
+    assert_int_equal(orch_store_entity_put(s, 1, root, 12, NULL, &page), 0);
+    assert_int_equal(orch_store_entity_put(s, 2, page, 0, NULL, &region), 0);
+    assert_int_equal(orch_store_entity_put(s, 0, 0, 1, "in/x.pdf", &again), 0);
+    assert_int_equal(orch_store_commit(s), 0);
+    char *rows = rows_of(s, "SELECT entity_id, key, depth FROM entity_key ORDER BY entity_id");
+    char want[256];
+    snprintf(want, sizeof want,
+             "%lld|in/x.pdf|0\n%lld|in/x.pdf/12|1\n%lld|in/x.pdf/12/0|2\n%lld|in/x.pdf|0\n",
+             (long long)root, (long long)page, (long long)region, (long long)again);
+    assert_string_equal(rows, want);
+    free(rows);
+    /* A root without a key is refused. */
+    assert_int_equal(orch_store_begin(s), 0);
+    assert_int_equal(orch_store_entity_put(s, 0, 0, 2, NULL, &again), ORCH_ECONSTRAINT);
+    assert_int_equal(orch_store_rollback(s), 0);
+    orch_store_close(s);
+}
+
+/* lineage covers any depth: here the deepest chain a plan allows (64 levels, depths 0-63:
+ * ORCH__DEPTH_MAX of engine/plan), one entity per level, keys "r/0/0/...". */
+static void test_lineage_deepest_chain(void **state)
+{
+    struct fx *f = *state;
+    orch_store *s = create_job(f);
+    exec_ok(s,
+            "WITH RECURSIVE n (i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 63)"
+            " INSERT INTO domain SELECT i, 'd' || i, CASE WHEN i > 0 THEN i - 1 END, i FROM n;"
+            "WITH RECURSIVE n (i, key) AS (SELECT 0, 'r' UNION ALL"
+            " SELECT i + 1, key || '/0' FROM n WHERE i < 63)"
+            " INSERT INTO entity SELECT i + 1, i, CASE WHEN i > 0 THEN i END, 0, key FROM n;");
+    char key[256] = "r";
+    for (int i = 0; i < 63; i++)
+        strcat(key, "/0");
+    sqlite3_stmt *st;
+    assert_int_equal(orch_store_prepare(s,
+                                        "SELECT entity_id, ancestor_id, ancestor_domain, depth"
+                                        " FROM lineage WHERE key = ? ORDER BY depth",
+                                        &st),
+                     0);
+    assert_int_equal(sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC), SQLITE_OK);
+    for (int d = 0; d < 64; d++) {
+        assert_int_equal(orch_store_step(s, st), 1);
+        assert_int_equal(sqlite3_column_int(st, 0), 64);
+        assert_int_equal(sqlite3_column_int(st, 1), 64 - d);
+        char dom[8];
+        snprintf(dom, sizeof dom, "d%d", 63 - d);
+        assert_string_equal((const char *)sqlite3_column_text(st, 2), dom);
+        assert_int_equal(sqlite3_column_int(st, 3), d);
+    }
+    assert_int_equal(orch_store_step(s, st), 0);
+    /* 64 + 63 + ... + 1 (entity, ancestor) pairs in all. */
+    assert_int_equal(q_int(s, "SELECT count(*) FROM lineage"), 64 * 65 / 2);
+    orch_store_close(s);
+}
+
+/* A look-up by key or by id in entity_key and lineage goes through entity's indexes,
+ * never a scan of entity (scripts/bench/lookup times them at a million entities). */
+static void test_key_lookups_use_indexes(void **state)
+{
+    struct fx *f = *state;
+    orch_store *s = create_job(f);
+    char plan[2048];
+    static const struct {
+        const char *sql, *want;
+    } lookups[] = {
+        {"SELECT * FROM lineage WHERE key = 'a/1'",
+         "SEARCH e USING INDEX entity_by_key (key=?)"},
+        {"SELECT * FROM lineage WHERE entity_id = 5", "SEARCH e USING INTEGER PRIMARY KEY"},
+        {"SELECT key FROM entity_key WHERE entity_id = 5",
+         "SEARCH e USING INTEGER PRIMARY KEY"},
+        {"SELECT entity_id FROM entity_key WHERE key = 'a/1'",
+         "SEARCH e USING INDEX entity_by_key (key=?)"},
+    };
+    for (size_t i = 0; i < sizeof lookups / sizeof *lookups; i++) {
+        query_plan(s, lookups[i].sql, plan, sizeof plan);
+        /* Scanned may be: the few rows of domain, and the walk's own queue (up). */
+        if (strstr(plan, lookups[i].want) == NULL || strstr(plan, "SCAN e |") != NULL ||
+            strstr(plan, "SCAN a |") != NULL || strstr(plan, "SCAN x |") != NULL ||
+            strstr(plan, "SCAN entity") != NULL || strstr(plan, "AUTOMATIC") != NULL)
+            fail_msg("%s: plan %s", lookups[i].sql, plan);
+    }
     orch_store_close(s);
 }
 
@@ -1136,6 +1335,10 @@ int main(void)
         T(test_schema_constraints),
         T(test_views),
         T(test_queue_queries_use_indexes),
+        T(test_schema_1_job_migrated),
+        T(test_entity_put_writes_keys),
+        T(test_lineage_deepest_chain),
+        T(test_key_lookups_use_indexes),
         T(test_readonly_while_writing),
         T(test_kill_mid_transaction),
         T(test_kill_between_commits),

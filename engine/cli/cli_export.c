@@ -9,6 +9,7 @@
 
 #include "orch_error.h"
 #include "orch_job.h"
+#include "orch_states.h"
 #include "support.h"
 
 static const char export_help[] =
@@ -52,7 +53,9 @@ static void base64(FILE *out, const unsigned char *s, size_t n)
 
 /* The entities of domain d in entity order with their key, and the item of `port` (when
  * terminal) with, for a failed item, the message of the failure that made it. The chain
- * of domains from the root down to d keeps the walk off other branches of the tree. */
+ * of domains from the root down to d keeps the walk off other branches of the tree; the
+ * walk is there for the order (ordinals compared as numbers, depth first), the keys are
+ * stored (entity.key). */
 static int export_port(struct orch_job *job, int port, bool all, FILE *out)
 {
     const orch_plan *p = job->plan;
@@ -75,17 +78,17 @@ static int export_port(struct orch_job *job, int port, bool all, FILE *out)
         " SELECT id, parent_id, domain_id, key, printf('%%012d', ordinal) FROM entity"
         "  WHERE parent_id IS NULL AND domain_id = %d"
         " UNION ALL"
-        " SELECT e.id, e.parent_id, e.domain_id, t.key || '/' || e.ordinal,"
+        " SELECT e.id, e.parent_id, e.domain_id, e.key,"
         "  t.path || '.' || printf('%%012d', e.ordinal)"
         "  FROM t JOIN entity AS e ON e.parent_id = t.id WHERE e.domain_id IN (%s))"
         " SELECT t.key, i.state, i.payload_id,"
         "  (SELECT f.message FROM grain AS g JOIN failure AS f ON f.grain_id = g.id"
         "   WHERE g.call_id = %d AND g.entity_id = %s"
-        "   AND f.kind IN ('record', 'group', 'exhausted') ORDER BY f.id DESC LIMIT 1)"
+        "   AND (f.kind = ?1 OR f.kind = ?2 OR f.kind = ?3) ORDER BY f.id DESC LIMIT 1)"
         " FROM t JOIN item AS i ON i.entity_id = t.id AND i.port_id = %d"
         " WHERE t.domain_id = %d %s ORDER BY t.path",
         root, chain.p ? chain.p : "", producer_call, on_parent ? "t.parent_id" : "t.id", port,
-        pt->domain, all ? "" : "AND i.state = 'present'");
+        pt->domain, all ? "" : "AND i.state = ?4");
     orch__buf_free(&chain);
     if (sql.oom)
         return -ENOMEM;
@@ -95,6 +98,20 @@ static int export_port(struct orch_job *job, int port, bool all, FILE *out)
     orch__buf_free(&sql);
     if (rc != SQLITE_OK)
         return orch_store_error(job->store, rc, "export");
+    /* The kinds that seal a grain Failed (their message is the item's "error"); the
+     * state that export shows without --all. */
+    static const enum orch_failure_kind sealing[] = {ORCH_FAILURE_RECORD, ORCH_FAILURE_GROUP,
+                                                     ORCH_FAILURE_EXHAUSTED};
+    for (int k = 0; k < (int)(sizeof sealing / sizeof *sealing) && rc == SQLITE_OK; k++)
+        rc =
+            sqlite3_bind_text(st, k + 1, orch_failure_kind_name(sealing[k]), -1, SQLITE_STATIC);
+    if (rc == SQLITE_OK && !all)
+        rc = sqlite3_bind_text(st, 4, orch_item_state_name(ORCH_ITEM_PRESENT), -1,
+                               SQLITE_STATIC);
+    if (rc != SQLITE_OK) {
+        sqlite3_finalize(st);
+        return orch_store_error(job->store, rc, "export");
+    }
     orch_payload_rtxn *r = NULL;
     int err = orch_payload_read_begin(job->payloads, &r);
     while (err == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -103,7 +120,7 @@ static int export_port(struct orch_job *job, int port, bool all, FILE *out)
         const unsigned char *key = sqlite3_column_text(st, 0);
         orch__json_string(out, key, (size_t)sqlite3_column_bytes(st, 0));
         fprintf(out, ", \"state\": \"%s\"", state);
-        if (strcmp(state, "present") == 0) {
+        if (orch_item_state_parse(state) == ORCH_ITEM_PRESENT) {
             const void *data;
             size_t len;
             err = orch_payload_read(r, (uint64_t)sqlite3_column_int64(st, 2), &data, &len);

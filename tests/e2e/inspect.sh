@@ -147,7 +147,96 @@ expect_eq "failures --all: a record failure" "chk	x/1 bad/1	record	0	fail_if: in
 grep -q "^chk	x/1 bad/1	record	0	20[0-9][0-9]-[01][0-9]-[0-3][0-9]T" "$T/all" ||
   fail "failures --all: no ISO time: $(cat "$T/all")"
 
-# ---- usage and unreadable jobs -----------------------------------------------------------
+# ---- the SQL views: the rows of schema 1 (keys derived from the roots), now stored -------
+# Schema 1's definitions of entity_key, lineage and failures (migrations/0001_initial.sql),
+# as plain queries: they build every key from its root's key and the ordinals, and so
+# check the keys the engine stored (migrations/0002_entity_keys.sql) row for row.
+OLD_KEYS="WITH RECURSIVE k (id, domain_id, key, depth) AS (
+    SELECT id, domain_id, key, 0 FROM entity WHERE parent_id IS NULL
+    UNION ALL
+    SELECT e.id, e.domain_id, k.key || '/' || e.ordinal, k.depth + 1
+    FROM k JOIN entity AS e ON e.parent_id = k.id)"
+old_entity_key() {
+  q "$1" "$OLD_KEYS SELECT k.id, d.name, k.key, k.depth FROM k
+          JOIN domain AS d ON d.id = k.domain_id ORDER BY 1"
+}
+old_lineage() {
+  q "$1" "$OLD_KEYS, up (entity_id, ancestor_id, depth) AS (
+            SELECT id, id, 0 FROM entity
+            UNION ALL
+            SELECT up.entity_id, e.parent_id, up.depth + 1
+            FROM up JOIN entity AS e ON e.id = up.ancestor_id WHERE e.parent_id IS NOT NULL)
+          SELECT up.entity_id, de.name, ke.key, up.ancestor_id, da.name, ka.key, up.depth
+          FROM up JOIN k AS ke ON ke.id = up.entity_id JOIN domain AS de ON de.id = ke.domain_id
+          JOIN k AS ka ON ka.id = up.ancestor_id JOIN domain AS da ON da.id = ka.domain_id
+          ORDER BY 1, 7"
+}
+old_failures() {
+  q "$1" "WITH RECURSIVE up (failure_id, cur, suffix) AS (
+            SELECT f.id, g.entity_id, '' FROM failure AS f JOIN grain AS g ON g.id = f.grain_id
+            UNION ALL
+            SELECT up.failure_id, e.parent_id, '/' || e.ordinal || up.suffix
+            FROM up JOIN entity AS e ON e.id = up.cur WHERE e.parent_id IS NOT NULL)
+          SELECT f.id, c.name, g.entity_id, r.key || up.suffix, f.kind, f.message,
+                 f.generation, strftime('%Y-%m-%dT%H:%M:%fZ', f.at / 1000.0, 'unixepoch'),
+                 f.grain_id
+          FROM up JOIN entity AS r ON r.id = up.cur AND r.parent_id IS NULL
+          JOIN failure AS f ON f.id = up.failure_id JOIN grain AS g ON g.id = f.grain_id
+          JOIN call AS c ON c.id = g.call_id ORDER BY 1"
+}
+# Three levels (line -> word -> piece); "a-b c" twice: a repeated line is a repeated root
+# key, and so are all its descendants' keys; "x y/1" is a root key that is also the key of
+# the word 1 of root "x y".
+printf '%s\n' "a-b c" "a-b c" "x y" "x y/1" "p-q-r" > "$T/nest.txt"
+cat > "$T/nest.orch" <<'EOF'
+pipeline nest
+domain line
+domain word in line
+domain piece in word
+source line.text = lines("nest.txt")
+call sp  = split(sep=" ")
+call cut = split(sep="-")
+word.text  = expand sp(line.text)
+piece.text = expand cut(word.text)
+output piece.text
+EOF
+N=$T/nest
+run_job "$T/nest.orch" "$N"
+job_done "$N"
+expect_eq "entities of the nested job" 27 "$(q "$N" "SELECT count(*) FROM entity")"
+expect_eq "entity_key: the rows of schema 1" "$(old_entity_key "$N")" \
+  "$(q "$N" "SELECT * FROM entity_key ORDER BY entity_id")"
+expect_eq "lineage: the rows of schema 1" "$(old_lineage "$N")" \
+  "$(q "$N" "SELECT * FROM lineage ORDER BY entity_id, depth")"
+expect_eq "lineage: 27 + 22 + 13 rows" 62 "$(q "$N" "SELECT count(*) FROM lineage")"
+expect_eq "failures: the rows of schema 1" "$(old_failures "$J")" \
+  "$(q "$J" "SELECT * FROM failures ORDER BY failure_id")"
+expect_eq "failures: 17 rows" 17 "$(q "$J" "SELECT count(*) FROM failures")"
+# Look-ups by key and by id, through orch sql. The chains of piece 1 of word 0 of each
+# root "a-b c" (roots 0 and 1), found by walking the ordinals down.
+chain() {
+  local root word piece
+  root=$(q "$N" "SELECT id FROM entity WHERE parent_id IS NULL AND ordinal = $1")
+  word=$(q "$N" "SELECT id FROM entity WHERE parent_id = $root AND ordinal = 0")
+  piece=$(q "$N" "SELECT id FROM entity WHERE parent_id = $word AND ordinal = 1")
+  printf '%s\t0\t%s\tpiece\ta-b c/0/1\n' "$piece" "$piece"
+  printf '%s\t1\t%s\tword\ta-b c/0\n' "$piece" "$word"
+  printf '%s\t2\t%s\tline\ta-b c\n' "$piece" "$root"
+}
+expect_eq "lineage WHERE key: both entities of a repeated key" \
+  "$(printf 'entity_id\tdepth\tancestor_id\tancestor_domain\tancestor_key\n'; chain 0; chain 1)" \
+  "$("$ORCH" sql "$N" "SELECT entity_id, depth, ancestor_id, ancestor_domain, ancestor_key
+                        FROM lineage WHERE key = 'a-b c/0/1' ORDER BY entity_id, depth")"
+p0=$(chain 0 | head -n1 | cut -f1)
+expect_eq "entity_key WHERE entity_id" "key	depth
+a-b c/0/1	2" "$("$ORCH" sql "$N" "SELECT key, depth FROM entity_key WHERE entity_id = $p0")"
+expect_eq "lineage WHERE entity_id" "a-b c/0/1 a-b c/0 a-b c" \
+  "$(q "$N" "SELECT group_concat(ancestor_key, ' ') FROM (SELECT ancestor_key FROM lineage
+             WHERE entity_id = $p0 ORDER BY depth)")"
+expect_eq "lineage WHERE key: a root key that is also a child's" "x y/1|0|x y/1
+x y/1|0|x y/1
+x y/1|1|x y" "$(q "$N" "SELECT key, depth, ancestor_key FROM lineage WHERE key = 'x y/1'
+                        ORDER BY depth, ancestor_key")"
 # rc_of CMD...: the exit status of CMD; its stderr is left in $T/err.
 rc_of() {
   local rc=0

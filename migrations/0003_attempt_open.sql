@@ -1,0 +1,13 @@
+-- 0003_attempt_open.sql — resume finds the attempts a stopped driver left open without
+-- reading the whole attempt history.
+--
+-- On every start, recovery ends the attempts still open (outcome NULL: the driver stopped
+-- while they ran) as interrupted, and reads the last batch id to number new batches after
+-- it. Schema 2 answered both by scanning every attempt row ever written: a resume of a
+-- job of millions of attempts read them all twice. The open attempts are the in-flight
+-- frontier, a few per worker, so a partial index holds only them: an attempt enters it
+-- when it begins and leaves it when it ends. The last batch id is read from the newest
+-- attempt (batch ids grow with attempt ids: a batch's attempts are inserted when it is
+-- reserved, batches in id order, and a resume numbers after the last), through the
+-- rowid, with no index.
+CREATE INDEX attempt_open ON attempt (id) WHERE outcome IS NULL;

@@ -1,0 +1,801 @@
+/* facts.c — the job's facts: entities, items, expansions, grains, attempts (orch_facts.h). */
+#include "orch_facts.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "orch_error.h"
+#include "store_int.h"
+#include "support.h"
+
+/* X(slot, sql): every statement of this file. State names are parameters, bound from the
+ * X-macro tables (orch_states.h). `phase = ?a OR phase = ?b` rather than IN (...): see the
+ * conventions at the top of migrations/0001_initial.sql. */
+#define FACT_STATEMENTS(X)                                                                     \
+    X(ENTITY_PUT, "INSERT INTO entity (domain_id, parent_id, ordinal, key) "                   \
+                  "VALUES (?1, ?2, ?3, coalesce(?4, "                                          \
+                  "(SELECT key FROM entity WHERE id = ?2) || '/' || ?3))")                     \
+    X(ENTITY_PARENT, "SELECT parent_id FROM entity WHERE id = ?")                              \
+    X(CHILDREN, "SELECT id FROM entity WHERE parent_id = ? AND domain_id = ? ORDER BY ordinal") \
+    X(CHILDREN_COUNT, "SELECT count(*) FROM entity WHERE parent_id = ? AND domain_id = ?")     \
+    X(ROOT_KEYS, "SELECT key FROM entity WHERE parent_id IS NULL AND domain_id = ? "           \
+                 "ORDER BY ordinal")                                                           \
+    X(ITEM_GET, "SELECT state, payload_id FROM item WHERE port_id = ? AND entity_id = ?")      \
+    X(ITEM_PUT, "INSERT INTO item (port_id, entity_id, state, payload_id) VALUES (?, ?, ?, ?)") \
+    X(ITEM_TAKE_BACK, "DELETE FROM item WHERE port_id = ?1 AND entity_id = ?2 "                \
+                      "AND (state = ?3 OR state = ?4)")                                        \
+    X(CHILD_ITEMS, "SELECT count(*), coalesce(sum(i.state = ?4 OR i.state = ?5), 0) "          \
+                   "FROM entity AS c JOIN item AS i ON i.entity_id = c.id AND i.port_id = ?1 " \
+                   "WHERE c.parent_id = ?2 AND c.domain_id = ?3")                              \
+    X(ITEM_COUNTS, "SELECT port_id, state, count(*) FROM item GROUP BY port_id, state")        \
+    X(EXPANSION_PUT, "INSERT INTO expansion (call_id, parent_id, state, nchildren) "           \
+                     "VALUES (?, ?, ?, ?)")                                                    \
+    X(EXPANSION_GET, "SELECT state FROM expansion WHERE call_id = ? AND parent_id = ?")        \
+    X(EXPANSION_TAKE_BACK, "DELETE FROM expansion WHERE call_id = ? AND parent_id = ? "        \
+                           "AND state = ?")                                                    \
+    X(GRAIN_CREATE, "INSERT INTO grain (call_id, entity_id, phase, generation, pending) "      \
+                    "VALUES (?, ?, ?, 0, ?)")                                                  \
+    X(GRAIN_GET_ROOT, "SELECT id, call_id, entity_id, 0, phase, outcome, pending, "            \
+                      "generation, coalesce(ready_seq, 0) FROM grain "                         \
+                      "WHERE call_id = ? AND entity_id = ?")                                   \
+    X(GRAIN_GET, "SELECT g.id, g.call_id, g.entity_id, coalesce(e.parent_id, 0), g.phase, "    \
+                 "g.outcome, g.pending, g.generation, coalesce(g.ready_seq, 0) "               \
+                 "FROM grain AS g JOIN entity AS e ON e.id = g.entity_id "                     \
+                 "WHERE g.call_id = ? AND g.entity_id = ?")                                    \
+    X(GRAIN_BY_ID, "SELECT g.id, g.call_id, g.entity_id, coalesce(e.parent_id, 0), g.phase, "  \
+                   "g.outcome, g.pending, g.generation, coalesce(g.ready_seq, 0) "             \
+                   "FROM grain AS g JOIN entity AS e ON e.id = g.entity_id WHERE g.id = ?")    \
+    X(GRAIN_SET_PENDING, "UPDATE grain SET pending = ? WHERE id = ?")                          \
+    X(GRAIN_READY, "UPDATE grain SET phase = ?3, ready_seq = ?2, pending = 0 WHERE id = ?1")   \
+    X(GRAIN_DISPATCH, "UPDATE grain SET phase = ?4 WHERE id = ?1 AND phase = ?3 "              \
+                      "AND generation = ?2")                                                   \
+    X(GRAIN_REQUEUE, "UPDATE grain SET phase = ?5, generation = generation + 1, "              \
+                     "ready_seq = ?3 WHERE id = ?1 AND phase = ?4 AND generation = ?2")        \
+    X(GRAIN_SEAL_IN_FLIGHT, "UPDATE grain SET phase = ?5, outcome = ?2, pending = 0 "          \
+                            "WHERE id = ?1 AND phase = ?4 AND generation = ?3")                \
+    X(GRAIN_SEAL_UNRUN, "UPDATE grain SET phase = ?5, outcome = ?2, pending = 0 "              \
+                        "WHERE id = ?1 AND (phase = ?3 OR phase = ?4)")                        \
+    X(GRAIN_REOPEN, "UPDATE grain SET phase = ?2, outcome = NULL, pending = 0, "               \
+                    "generation = generation + 1 WHERE id = ?1 AND phase = ?3")                \
+    X(GRAINS_FAILED, "SELECT g.id, g.call_id, g.entity_id, coalesce(e.parent_id, 0), "         \
+                     "g.generation FROM grain AS g JOIN entity AS e ON e.id = g.entity_id "    \
+                     "WHERE g.outcome = ?2 AND (?1 < 0 OR g.call_id = ?1) ORDER BY g.id")      \
+    X(GRAINS_UNRUN, "SELECT g.id, g.entity_id FROM grain AS g JOIN entity AS e "               \
+                    "ON e.id = g.entity_id WHERE e.parent_id = ?1 AND g.call_id = ?2 "         \
+                    "AND (g.phase = ?3 OR g.phase = ?4)")                                      \
+    X(GRAINS_BARRED, "SELECT g.id, g.call_id, g.entity_id, e.parent_id, g.generation "         \
+                     "FROM grain AS g JOIN entity AS e ON e.id = g.entity_id "                 \
+                     "JOIN suppression AS s ON s.call_id = g.call_id "                         \
+                     "AND s.parent_id = e.parent_id WHERE g.phase = ?1")                       \
+    X(GRAINS_INTERRUPT, "UPDATE grain SET phase = ?1, generation = generation + 1 "            \
+                        "WHERE phase = ?2")                                                    \
+    X(GRAINS_UNSEALED, "SELECT count(*) FROM grain WHERE phase <> ?1")                         \
+    X(GRAINS_SEALED_COUNTS, "SELECT call_id, outcome, count(*) FROM grain "                    \
+                            "WHERE phase = ?1 GROUP BY 1, 2")                                  \
+    X(GRAINS_READY, "SELECT g.id, g.entity_id, coalesce(e.parent_id, 0), g.generation, "       \
+                    "g.ready_seq, (SELECT count(*) FROM failure AS f WHERE f.grain_id = g.id " \
+                    "AND (f.kind = ?3 OR f.kind = ?4 OR f.kind = ?5) AND f.generation > "      \
+                    "coalesce((SELECT max(t.generation) FROM failure AS t "                    \
+                    "WHERE t.grain_id = g.id AND (t.kind = ?6 OR t.kind = ?7 OR t.kind = ?8)), " \
+                    "-1)) FROM grain AS g JOIN entity AS e ON e.id = g.entity_id "             \
+                    "WHERE g.call_id = ?1 AND g.phase = ?2 ORDER BY g.ready_seq")              \
+    X(NEXT_SEQ_GET, "SELECT next_ready_seq FROM job WHERE id = 1")                             \
+    X(NEXT_SEQ_SET, "UPDATE job SET next_ready_seq = ? WHERE id = 1")                          \
+    X(ATTEMPT_BEGIN, "INSERT INTO attempt (grain_id, generation, worker_pid, batch, "          \
+                     "started_at) VALUES (?, ?, ?, ?, ?)")                                     \
+    X(ATTEMPT_END, "UPDATE attempt SET ended_at = ?, outcome = ?, message = ? WHERE id = ?")   \
+    X(ATTEMPTS_INTERRUPT, "UPDATE attempt SET outcome = ?, ended_at = ? "                      \
+                          "WHERE outcome IS NULL")                                             \
+    X(ATTEMPT_LAST_BATCH, "SELECT batch FROM attempt ORDER BY id DESC LIMIT 1")                       \
+    X(FAILURE_PUT, "INSERT INTO failure (grain_id, kind, message, generation, at) "            \
+                   "VALUES (?, ?, ?, ?, ?)")                                                   \
+    X(BARRIER_PUT, "INSERT OR IGNORE INTO suppression (call_id, parent_id, grain_id, at) "     \
+                   "VALUES (?, ?, ?, ?)")                                                      \
+    X(BARRIER_COVERS, "SELECT 1 FROM suppression WHERE call_id = ? AND parent_id = ?")         \
+    X(BARRIER_TAKE_BACK, "DELETE FROM suppression WHERE grain_id = ?")                       \
+    X(PLAN_DOMAIN, "INSERT INTO domain (id, name, parent_id, depth) VALUES (?, ?, ?, ?)")      \
+    X(PLAN_CALL, "INSERT INTO call (id, name, op, function, domain_id, target_id) "            \
+                 "VALUES (?, ?, ?, ?, ?, ?)")                                                  \
+    X(PLAN_PORT, "INSERT INTO port (id, domain_id, name, qualified, producer_call_id, "        \
+                 "is_output) VALUES (?, ?, ?, ?, ?, ?)")                                       \
+    X(NAMED_PAYLOADS, "SELECT payload_id FROM item WHERE payload_id IS NOT NULL "              \
+                      "ORDER BY payload_id")
+
+#define FACT_ENUM(slot, sql) F_##slot,
+enum fact_slot { FACT_STATEMENTS(FACT_ENUM) F__COUNT };
+#undef FACT_ENUM
+#define FACT_SQL(slot, sql) sql,
+static const char *const fact_sql[] = {FACT_STATEMENTS(FACT_SQL)};
+#undef FACT_SQL
+
+_Static_assert(F__COUNT <= ORCH_STORE_FACT_SLOTS, "raise ORCH_STORE_FACT_SLOTS");
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The statement of `slot`, reset, its bindings cleared, then bound from `fmt`, one letter
+ * per parameter in order: i (int), I (int index, < 0 binds NULL), l (int64_t), L (int64_t id, 0 binds NULL), t (const char *, NULL binds NULL; copied),
+ * s (a static string, not copied). Every bind is checked. */
+static int stmt(orch_store *s, enum fact_slot slot, sqlite3_stmt **out, const char *fmt, ...)
+{
+    sqlite3_stmt *st = s->fact[slot];
+    int rc;
+    if (st) {
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+    } else {
+        if ((rc = orch_store_prepare(s, fact_sql[slot], &st)) < 0)
+            return rc;
+        s->fact[slot] = st;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    rc = SQLITE_OK;
+    for (int i = 0; fmt[i] && rc == SQLITE_OK; i++) {
+        switch (fmt[i]) {
+        case 'i':
+            rc = sqlite3_bind_int(st, i + 1, va_arg(ap, int));
+            break;
+        case 'l':
+            rc = sqlite3_bind_int64(st, i + 1, va_arg(ap, int64_t));
+            break;
+        case 'I': { /* an index where < 0 means none: NULL */
+            int v = va_arg(ap, int);
+            rc = v >= 0 ? sqlite3_bind_int(st, i + 1, v) : sqlite3_bind_null(st, i + 1);
+            break;
+        }
+        case 'L': { /* an id where 0 means none: NULL */
+            int64_t v = va_arg(ap, int64_t);
+            rc = v ? sqlite3_bind_int64(st, i + 1, v) : sqlite3_bind_null(st, i + 1);
+            break;
+        }
+        case 't': {
+            const char *v = va_arg(ap, const char *);
+            rc = v ? sqlite3_bind_text(st, i + 1, v, -1, SQLITE_TRANSIENT)
+                   : sqlite3_bind_null(st, i + 1);
+            break;
+        }
+        case 's':
+            rc = sqlite3_bind_text(st, i + 1, va_arg(ap, const char *), -1, SQLITE_STATIC);
+            break;
+        default:
+            assert(!"unknown bind letter");
+        }
+    }
+    va_end(ap);
+    if (rc != SQLITE_OK)
+        return orch_store_error(s, rc, "bind");
+    *out = st;
+    return 0;
+}
+
+/* Steps a statement that returns no row; *changed (may be NULL) = rows it changed. */
+static int run(orch_store *s, sqlite3_stmt *st, bool *changed)
+{
+    assert(orch_store_in_txn(s) && "facts are written inside a transaction");
+    int rc = orch_store_step(s, st);
+    sqlite3_reset(st);
+    if (rc < 0)
+        return rc;
+    assert(rc == 0);
+    if (changed)
+        *changed = sqlite3_changes(s->db) > 0;
+    return 0;
+}
+
+/* Steps a statement that returns at most one row: 1 (row ready: read it, then reset), 0
+ * (none; reset done), or an error. */
+static int one(orch_store *s, sqlite3_stmt *st)
+{
+    int rc = orch_store_step(s, st);
+    if (rc <= 0)
+        sqlite3_reset(st);
+    return rc;
+}
+
+static int corrupt_text(orch_store *s, const char *what)
+{
+    return orch_error_set(ORCH_ECORRUPT, "%s: unknown %s", s->path, what);
+}
+
+/* Appends v (`size` bytes) to the malloc'd array *arr of *n elements. */
+static int push(void *arr, size_t *n, size_t *cap, const void *v, size_t size)
+{
+    if (orch__grow_n(arr, cap, *n + 1, size) < 0)
+        return orch_error_set(-ENOMEM, "out of memory");
+    memcpy(*(char **)arr + *n * size, v, size);
+    (*n)++;
+    return 0;
+}
+
+/* ---- entities -------------------------------------------------------------------------- */
+
+int orch_store_entity_put(orch_store *s, int domain, int64_t parent, int64_t ordinal,
+                          const char *key, int64_t *id)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_ENTITY_PUT, &st, "iLlt", domain, parent, ordinal, key);
+    if (rc == 0 && (rc = run(s, st, NULL)) == 0)
+        *id = sqlite3_last_insert_rowid(s->db);
+    return rc;
+}
+
+int orch_store_entity_parent(orch_store *s, int64_t e, int64_t *parent)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_ENTITY_PARENT, &st, "l", e);
+    if (rc < 0 || (rc = one(s, st)) < 0)
+        return rc;
+    if (rc == 0)
+        return orch_error_set(ORCH_ECORRUPT, "%s: entity %lld does not exist", s->path,
+                              (long long)e);
+    *parent = sqlite3_column_int64(st, 0);
+    sqlite3_reset(st);
+    return 0;
+}
+
+int orch_store_children(orch_store *s, int64_t parent, int domain, int64_t **ids, size_t *n)
+{
+    *ids = NULL;
+    *n = 0;
+    size_t cap = 0;
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_CHILDREN, &st, "li", parent, domain);
+    while (rc == 0 && (rc = orch_store_step(s, st)) == 1) {
+        int64_t id = sqlite3_column_int64(st, 0);
+        rc = push(ids, n, &cap, &id, sizeof id);
+    }
+    if (rc >= 0)
+        sqlite3_reset(st);
+    if (rc < 0) {
+        free(*ids);
+        *ids = NULL;
+        *n = 0;
+        return rc;
+    }
+    return 0;
+}
+
+int orch_store_children_count(orch_store *s, int64_t parent, int domain, int64_t *n)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_CHILDREN_COUNT, &st, "li", parent, domain);
+    if (rc < 0 || (rc = one(s, st)) < 0)
+        return rc;
+    *n = rc == 1 ? sqlite3_column_int64(st, 0) : 0;
+    sqlite3_reset(st);
+    return 0;
+}
+
+int orch_store_root_keys(orch_store *s, int domain, int (*fn)(void *ctx, const char *key),
+                         void *ctx)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_ROOT_KEYS, &st, "i", domain);
+    while (rc == 0 && (rc = orch_store_step(s, st)) == 1)
+        rc = fn(ctx, (const char *)sqlite3_column_text(st, 0));
+    if (rc >= 0)
+        sqlite3_reset(st);
+    return rc;
+}
+
+/* ---- items ----------------------------------------------------------------------------- */
+
+int orch_store_item_get(orch_store *s, int port, int64_t e, enum orch_item_state *state,
+                        uint64_t *payload)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_ITEM_GET, &st, "il", port, e);
+    if (rc < 0 || (rc = one(s, st)) <= 0)
+        return rc;
+    int v = orch_item_state_parse((const char *)sqlite3_column_text(st, 0));
+    if (payload)
+        *payload = (uint64_t)sqlite3_column_int64(st, 1);
+    sqlite3_reset(st);
+    if (v < 0)
+        return corrupt_text(s, "item state");
+    *state = (enum orch_item_state)v;
+    return 1;
+}
+
+int orch_store_item_put(orch_store *s, int port, int64_t e, enum orch_item_state state,
+                        uint64_t payload)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_ITEM_PUT, &st, "ils", port, e, orch_item_state_name(state));
+    if (rc == 0 && state == ORCH_ITEM_PRESENT &&
+        (rc = sqlite3_bind_int64(st, 4, (int64_t)payload)) != SQLITE_OK)
+        rc = orch_store_error(s, rc, "bind");
+    return rc < 0 ? rc : run(s, st, NULL);
+}
+
+int orch_store_item_take_back(orch_store *s, int port, int64_t e, bool *taken)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_ITEM_TAKE_BACK, &st, "ilss", port, e,
+                  orch_item_state_name(ORCH_ITEM_FAILED),
+                  orch_item_state_name(ORCH_ITEM_SUPPRESSED));
+    return rc < 0 ? rc : run(s, st, taken);
+}
+
+int orch_store_child_items(orch_store *s, int port, int64_t parent, int child,
+                           int64_t *terminal, int64_t *bad)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_CHILD_ITEMS, &st, "iliss", port, parent,
+                  child, orch_item_state_name(ORCH_ITEM_FAILED),
+                  orch_item_state_name(ORCH_ITEM_SUPPRESSED));
+    if (rc < 0 || (rc = one(s, st)) < 0)
+        return rc;
+    *terminal = rc == 1 ? sqlite3_column_int64(st, 0) : 0;
+    *bad = rc == 1 ? sqlite3_column_int64(st, 1) : 0;
+    sqlite3_reset(st);
+    return 0;
+}
+
+int orch_store_item_counts(orch_store *s,
+                           void (*fn)(void *ctx, int port, enum orch_item_state st, int64_t n),
+                           void *ctx)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_ITEM_COUNTS, &st, "");
+    while (rc == 0 && (rc = orch_store_step(s, st)) == 1) {
+        int state = orch_item_state_parse((const char *)sqlite3_column_text(st, 1));
+        if (state < 0) {
+            sqlite3_reset(st);
+            return corrupt_text(s, "item state");
+        }
+        fn(ctx, sqlite3_column_int(st, 0), (enum orch_item_state)state,
+           sqlite3_column_int64(st, 2));
+        rc = 0;
+    }
+    if (rc >= 0)
+        sqlite3_reset(st);
+    return rc < 0 ? rc : 0;
+}
+
+/* ---- expansions ------------------------------------------------------------------------ */
+
+int orch_store_expansion_put(orch_store *s, int call, int64_t parent,
+                             enum orch_expansion_state state, int64_t nchildren)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_EXPANSION_PUT, &st, "ilsl", call, parent,
+                  orch_expansion_state_name(state), nchildren);
+    return rc < 0 ? rc : run(s, st, NULL);
+}
+
+int orch_store_expansion_get(orch_store *s, int call, int64_t parent,
+                             enum orch_expansion_state *state)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_EXPANSION_GET, &st, "il", call, parent);
+    if (rc < 0 || (rc = one(s, st)) <= 0)
+        return rc;
+    int v = orch_expansion_state_parse((const char *)sqlite3_column_text(st, 0));
+    sqlite3_reset(st);
+    if (v < 0)
+        return corrupt_text(s, "expansion state");
+    *state = (enum orch_expansion_state)v;
+    return 1;
+}
+
+int orch_store_expansion_take_back(orch_store *s, int call, int64_t parent)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_EXPANSION_TAKE_BACK, &st, "ils", call, parent,
+                  orch_expansion_state_name(ORCH_EXPANSION_FAILED));
+    return rc < 0 ? rc : run(s, st, NULL);
+}
+
+/* ---- grains ---------------------------------------------------------------------------- */
+
+int orch_store_grain_create(orch_store *s, int call, int64_t e, int64_t pending)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_GRAIN_CREATE, &st, "ilsl", call, e,
+                  orch_grain_phase_name(ORCH_PHASE_WAITING), pending);
+    return rc < 0 ? rc : run(s, st, NULL);
+}
+
+/* Reads the columns of GRAIN_GET / GRAIN_BY_ID into g. */
+static int grain_read(orch_store *s, sqlite3_stmt *st, struct orch_grain_row *g)
+{
+    g->id = sqlite3_column_int64(st, 0);
+    g->call = sqlite3_column_int(st, 1);
+    g->entity = sqlite3_column_int64(st, 2);
+    g->parent = sqlite3_column_int64(st, 3);
+    int phase = orch_grain_phase_parse((const char *)sqlite3_column_text(st, 4));
+    g->outcome = sqlite3_column_type(st, 5) == SQLITE_NULL
+                     ? -1
+                     : orch_grain_outcome_parse((const char *)sqlite3_column_text(st, 5));
+    g->pending = sqlite3_column_int64(st, 6);
+    g->generation = (uint32_t)sqlite3_column_int64(st, 7);
+    g->seq = sqlite3_column_int64(st, 8);
+    g->attempts = 0;
+    bool bad = phase < 0 || (sqlite3_column_type(st, 5) != SQLITE_NULL && g->outcome < 0);
+    sqlite3_reset(st);
+    if (bad)
+        return corrupt_text(s, "grain phase or outcome");
+    g->phase = (enum orch_grain_phase)phase;
+    return 0;
+}
+
+int orch_store_grain_get(orch_store *s, int call, int64_t e, bool root,
+                         struct orch_grain_row *g)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, root ? F_GRAIN_GET_ROOT : F_GRAIN_GET, &st, "il", call, e);
+    if (rc < 0 || (rc = one(s, st)) < 0)
+        return rc;
+    if (rc == 0)
+        return orch_error_set(ORCH_ECORRUPT, "%s: grain of call %d on entity %lld does not exist",
+                              s->path, call, (long long)e);
+    return grain_read(s, st, g);
+}
+
+int orch_store_grain_by_id(orch_store *s, int64_t id, struct orch_grain_row *g)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_GRAIN_BY_ID, &st, "l", id);
+    if (rc < 0 || (rc = one(s, st)) < 0)
+        return rc;
+    if (rc == 0)
+        return orch_error_set(ORCH_ECORRUPT, "%s: grain %lld does not exist", s->path,
+                              (long long)id);
+    return grain_read(s, st, g);
+}
+
+int orch_store_grain_set_pending(orch_store *s, int64_t grain, int64_t pending)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_GRAIN_SET_PENDING, &st, "ll", pending, grain);
+    return rc < 0 ? rc : run(s, st, NULL);
+}
+
+int orch_store_grain_ready(orch_store *s, int64_t grain, int64_t seq)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_GRAIN_READY, &st, "lls", grain, seq, orch_grain_phase_name(ORCH_PHASE_READY));
+    return rc < 0 ? rc : run(s, st, NULL);
+}
+
+int orch_store_grain_dispatch(orch_store *s, int64_t grain, uint32_t generation, bool *done)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_GRAIN_DISPATCH, &st, "llss", grain, (int64_t)generation,
+                  orch_grain_phase_name(ORCH_PHASE_READY),
+                  orch_grain_phase_name(ORCH_PHASE_IN_FLIGHT));
+    return rc < 0 ? rc : run(s, st, done);
+}
+
+int orch_store_grain_requeue(orch_store *s, int64_t grain, uint32_t generation, int64_t seq,
+                             bool *done)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_GRAIN_REQUEUE, &st, "lllss", grain, (int64_t)generation, seq,
+                  orch_grain_phase_name(ORCH_PHASE_IN_FLIGHT),
+                  orch_grain_phase_name(ORCH_PHASE_READY));
+    return rc < 0 ? rc : run(s, st, done);
+}
+
+int orch_store_grain_seal(orch_store *s, int64_t grain, enum orch_grain_outcome o,
+                          bool in_flight, uint32_t generation, bool *done)
+{
+    sqlite3_stmt *st;
+    const char *sealed = orch_grain_phase_name(ORCH_PHASE_SEALED);
+    int rc = in_flight ? stmt(s, F_GRAIN_SEAL_IN_FLIGHT, &st, "lslss", grain,
+                              orch_grain_outcome_name(o), (int64_t)generation,
+                              orch_grain_phase_name(ORCH_PHASE_IN_FLIGHT), sealed)
+                       : stmt(s, F_GRAIN_SEAL_UNRUN, &st, "lssss", grain,
+                              orch_grain_outcome_name(o),
+                              orch_grain_phase_name(ORCH_PHASE_WAITING),
+                              orch_grain_phase_name(ORCH_PHASE_READY), sealed);
+    return rc < 0 ? rc : run(s, st, done);
+}
+
+int orch_store_grain_reopen(orch_store *s, int64_t grain, bool *done)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_GRAIN_REOPEN, &st, "lss", grain, orch_grain_phase_name(ORCH_PHASE_WAITING),
+                  orch_grain_phase_name(ORCH_PHASE_SEALED));
+    return rc < 0 ? rc : run(s, st, done);
+}
+
+/* Collects the rows of a query into a malloc'd array: columns id, call, entity, parent,
+ * generation (ncol 5) or id, entity (ncol 2). */
+static int collect(orch_store *s, sqlite3_stmt *st, int ncol, struct orch_grain_row **rows,
+                   size_t *n)
+{
+    *rows = NULL;
+    *n = 0;
+    size_t cap = 0;
+    int rc;
+    while ((rc = orch_store_step(s, st)) == 1) {
+        struct orch_grain_row g = {.id = sqlite3_column_int64(st, 0), .outcome = -1};
+        if (ncol == 2) {
+            g.entity = sqlite3_column_int64(st, 1);
+        } else {
+            g.call = sqlite3_column_int(st, 1);
+            g.entity = sqlite3_column_int64(st, 2);
+            g.parent = sqlite3_column_int64(st, 3);
+            g.generation = (uint32_t)sqlite3_column_int64(st, 4);
+        }
+        if ((rc = push(rows, n, &cap, &g, sizeof g)) < 0)
+            break;
+    }
+    if (rc >= 0 || rc == -ENOMEM)
+        sqlite3_reset(st);
+    if (rc < 0) {
+        free(*rows);
+        *rows = NULL;
+        *n = 0;
+        return rc;
+    }
+    return 0;
+}
+
+int orch_store_grains_failed(orch_store *s, int call, struct orch_grain_row **rows, size_t *n)
+{
+    sqlite3_stmt *st;
+    *rows = NULL;
+    *n = 0;
+    int rc = stmt(s, F_GRAINS_FAILED, &st, "is", call,
+                  orch_grain_outcome_name(ORCH_OUTCOME_FAILED));
+    return rc < 0 ? rc : collect(s, st, 5, rows, n);
+}
+
+int orch_store_grains_unrun(orch_store *s, int call, int64_t parent,
+                            struct orch_grain_row **rows, size_t *n)
+{
+    sqlite3_stmt *st;
+    *rows = NULL;
+    *n = 0;
+    int rc = stmt(s, F_GRAINS_UNRUN, &st, "liss", parent, call,
+                  orch_grain_phase_name(ORCH_PHASE_WAITING),
+                  orch_grain_phase_name(ORCH_PHASE_READY));
+    return rc < 0 ? rc : collect(s, st, 2, rows, n);
+}
+
+/* ---- recovery -------------------------------------------------------------------------- */
+
+int orch_store_grains_barred_in_flight(orch_store *s, struct orch_grain_row **rows, size_t *n)
+{
+    sqlite3_stmt *st;
+    *rows = NULL;
+    *n = 0;
+    int rc = stmt(s, F_GRAINS_BARRED, &st, "s", orch_grain_phase_name(ORCH_PHASE_IN_FLIGHT));
+    return rc < 0 ? rc : collect(s, st, 5, rows, n);
+}
+
+int orch_store_grains_interrupt(orch_store *s)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_GRAINS_INTERRUPT, &st, "ss", orch_grain_phase_name(ORCH_PHASE_READY),
+                  orch_grain_phase_name(ORCH_PHASE_IN_FLIGHT));
+    return rc < 0 ? rc : run(s, st, NULL);
+}
+
+int orch_store_grains_unsealed(orch_store *s, int64_t *n)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_GRAINS_UNSEALED, &st, "s", orch_grain_phase_name(ORCH_PHASE_SEALED));
+    if (rc < 0 || (rc = one(s, st)) < 0)
+        return rc;
+    *n = rc == 1 ? sqlite3_column_int64(st, 0) : 0;
+    sqlite3_reset(st);
+    return 0;
+}
+
+int orch_store_grains_sealed_counts(orch_store *s,
+                                    void (*fn)(void *ctx, int call, enum orch_grain_outcome o,
+                                               int64_t n),
+                                    void *ctx)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_GRAINS_SEALED_COUNTS, &st, "s", orch_grain_phase_name(ORCH_PHASE_SEALED));
+    while (rc == 0 && (rc = orch_store_step(s, st)) == 1) {
+        int o = orch_grain_outcome_parse((const char *)sqlite3_column_text(st, 1));
+        if (o < 0) {
+            sqlite3_reset(st);
+            return corrupt_text(s, "grain outcome");
+        }
+        fn(ctx, sqlite3_column_int(st, 0), (enum orch_grain_outcome)o,
+           sqlite3_column_int64(st, 2));
+        rc = 0;
+    }
+    if (rc >= 0)
+        sqlite3_reset(st);
+    return rc < 0 ? rc : 0;
+}
+
+int orch_store_grains_ready(orch_store *s, int call,
+                            int (*fn)(void *ctx, const struct orch_grain_row *g), void *ctx)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_GRAINS_READY, &st, "isssssss", call,
+                  orch_grain_phase_name(ORCH_PHASE_READY),
+                  orch_failure_kind_name(ORCH_FAILURE_ERROR),
+                  orch_failure_kind_name(ORCH_FAILURE_CRASH),
+                  orch_failure_kind_name(ORCH_FAILURE_TIMEOUT),
+                  orch_failure_kind_name(ORCH_FAILURE_RECORD),
+                  orch_failure_kind_name(ORCH_FAILURE_GROUP),
+                  orch_failure_kind_name(ORCH_FAILURE_EXHAUSTED));
+    while (rc == 0 && (rc = orch_store_step(s, st)) == 1) {
+        struct orch_grain_row g = {.id = sqlite3_column_int64(st, 0),
+                                   .call = call,
+                                   .entity = sqlite3_column_int64(st, 1),
+                                   .parent = sqlite3_column_int64(st, 2),
+                                   .phase = ORCH_PHASE_READY,
+                                   .outcome = -1,
+                                   .generation = (uint32_t)sqlite3_column_int64(st, 3),
+                                   .seq = sqlite3_column_int64(st, 4),
+                                   .attempts = (uint32_t)sqlite3_column_int64(st, 5)};
+        rc = fn(ctx, &g);
+    }
+    if (rc >= 0)
+        sqlite3_reset(st);
+    return rc;
+}
+
+int orch_store_next_seq_get(orch_store *s, int64_t *seq)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_NEXT_SEQ_GET, &st, "");
+    if (rc < 0 || (rc = one(s, st)) < 0)
+        return rc;
+    if (rc == 0)
+        return orch_error_set(ORCH_ENOTFOUND, "%s: the job row is missing", s->path);
+    *seq = sqlite3_column_int64(st, 0);
+    sqlite3_reset(st);
+    return 0;
+}
+
+int orch_store_next_seq_set(orch_store *s, int64_t seq)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_NEXT_SEQ_SET, &st, "l", seq);
+    return rc < 0 ? rc : run(s, st, NULL);
+}
+
+/* ---- attempts, failures, barriers ------------------------------------------------------ */
+
+int orch_store_attempt_begin(orch_store *s, int64_t grain, uint32_t generation, int pid,
+                             uint64_t batch, int64_t *row)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_ATTEMPT_BEGIN, &st, "llill", grain, (int64_t)generation, pid,
+                  (int64_t)batch, now_ms());
+    if (rc == 0 && (rc = run(s, st, NULL)) == 0)
+        *row = sqlite3_last_insert_rowid(s->db);
+    return rc;
+}
+
+int orch_store_attempt_end(orch_store *s, int64_t row, enum orch_attempt_outcome o,
+                           const char *message)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_ATTEMPT_END, &st, "lstl", now_ms(), orch_attempt_outcome_name(o),
+                  message && *message ? message : NULL, row);
+    return rc < 0 ? rc : run(s, st, NULL);
+}
+
+int orch_store_attempts_interrupt(orch_store *s)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_ATTEMPTS_INTERRUPT, &st, "sl",
+                  orch_attempt_outcome_name(ORCH_ATTEMPT_INTERRUPTED), now_ms());
+    return rc < 0 ? rc : run(s, st, NULL);
+}
+
+int orch_store_attempt_last_batch(orch_store *s, uint64_t *batch)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_ATTEMPT_LAST_BATCH, &st, "");
+    if (rc < 0 || (rc = one(s, st)) < 0)
+        return rc;
+    *batch = rc == 1 ? (uint64_t)sqlite3_column_int64(st, 0) : 0;
+    sqlite3_reset(st);
+    return 0;
+}
+
+int orch_store_failure_put(orch_store *s, int64_t grain, uint32_t generation,
+                           enum orch_failure_kind kind, const char *message)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_FAILURE_PUT, &st, "lstll", grain, orch_failure_kind_name(kind),
+                  message ? message : "", (int64_t)generation, now_ms());
+    return rc < 0 ? rc : run(s, st, NULL);
+}
+
+int orch_store_barrier_put(orch_store *s, int call, int64_t parent, int64_t grain)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_BARRIER_PUT, &st, "illl", call, parent, grain, now_ms());
+    return rc < 0 ? rc : run(s, st, NULL);
+}
+
+int orch_store_barrier_covers(orch_store *s, int call, int64_t parent, bool *covered)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_BARRIER_COVERS, &st, "il", call, parent);
+    if (rc < 0 || (rc = one(s, st)) < 0)
+        return rc;
+    *covered = rc == 1;
+    sqlite3_reset(st);
+    return 0;
+}
+
+int orch_store_barrier_take_back(orch_store *s, int64_t grain, bool *taken)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_BARRIER_TAKE_BACK, &st, "l", grain);
+    return rc < 0 ? rc : run(s, st, taken);
+}
+
+/* ---- the plan's rows ------------------------------------------------------------------- */
+
+int orch_store_plan_domain_put(orch_store *s, int id, const char *name, int parent, int depth)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_PLAN_DOMAIN, &st, "itIi", id, name, parent, depth);
+    return rc < 0 ? rc : run(s, st, NULL);
+}
+
+int orch_store_plan_call_put(orch_store *s, int id, const char *name, const char *op,
+                             const char *function, int domain, int target)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_PLAN_CALL, &st, "itttII", id, name, op, function,
+                  op ? domain : -1, op ? target : -1);
+    return rc < 0 ? rc : run(s, st, NULL);
+}
+
+int orch_store_plan_port_put(orch_store *s, int id, int domain, const char *name,
+                             const char *qualified, int producer_call, bool output)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_PLAN_PORT, &st, "iittIi", id, domain, name, qualified, producer_call,
+                  output ? 1 : 0);
+    return rc < 0 ? rc : run(s, st, NULL);
+}
+
+/* ---- payload ids named by items -------------------------------------------------------- */
+
+int orch_store_named_payloads_open(orch_store *s, struct orch_store_cursor *c)
+{
+    c->s = s;
+    c->st = NULL;
+    return stmt(s, F_NAMED_PAYLOADS, &c->st, "");
+}
+
+int orch_store_cursor_next_id(struct orch_store_cursor *c, uint64_t *id)
+{
+    int rc = orch_store_step(c->s, c->st);
+    if (rc == 1)
+        *id = (uint64_t)sqlite3_column_int64(c->st, 0);
+    return rc;
+}
+
+void orch_store_cursor_close(struct orch_store_cursor *c)
+{
+    if (c->st)
+        sqlite3_reset(c->st);
+    c->st = NULL;
+}
+
+int orch_store_set_max_pages(orch_store *s, int64_t pages)
+{
+    char sql[64];
+    snprintf(sql, sizeof sql, "PRAGMA max_page_count = %lld", (long long)pages);
+    return orch_store_exec(s, sql);
+}

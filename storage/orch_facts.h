@@ -1,0 +1,241 @@
+/* orch_facts.h — the job's facts in the state store, named by the domain: entities,
+ * items, expansions, grains, attempts, failures and suppression barriers (DESIGN §1, §6).
+ *
+ * What it owns. Every read and write the scheduler makes of a job's runtime tables goes
+ * through these functions; the engine holds no SQL text of its own but the user's
+ * (`orch sql`) and the inspection commands'. Each function binds its values and checks
+ * every bind and step; state names are bound from the X-macro tables of orch_states.h,
+ * never written as literals, so the C enums and the stored text cannot drift.
+ *
+ * Rules the caller keeps (the store does not know the plan):
+ *   - Writes happen inside a transaction of orch_store_begin() (asserted).
+ *   - A terminal fact is published once: putting an item or an expansion that exists is
+ *     ORCH_ECONSTRAINT. Only `orch retry` takes facts back (the *_take_back functions).
+ *   - Guarded transitions say whether they happened (`*done`): a grain is dispatched,
+ *     requeued or sealed only from the phase (and generation) the caller names, so a
+ *     stale report or entry changes nothing. That guard is the acceptance rule of
+ *     DESIGN §4, applied in SQL.
+ *
+ * Statements. Each function keeps its prepared statement in a slot of the store (no
+ * look-up by text on the hot path); the store owns them and finalizes them on close.
+ *
+ * Errors: 0 (or 1 where a function says "found") on success, else a negative code
+ * translated once by the store (orch_store.h), with the detail recorded. Arrays handed
+ * out are malloc'd: the caller frees them, also when the function failed (then NULL).
+ */
+#ifndef ORCH_FACTS_H
+#define ORCH_FACTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "orch_states.h"
+#include "orch_store.h"
+
+/* ---- entities -------------------------------------------------------------------------- */
+
+/* Publishes an entity of domain `domain`: a root (parent 0, key its source value) or a
+ * child (parent != 0, key NULL: derived from the parent's key and the ordinal). *id
+ * receives its id. */
+int orch_store_entity_put(orch_store *s, int domain, int64_t parent, int64_t ordinal,
+                          const char *key, int64_t *id);
+
+/* *parent = the parent of entity e (0 for a root). ORCH_ECORRUPT if e does not exist. */
+int orch_store_entity_parent(orch_store *s, int64_t e, int64_t *parent);
+
+/* The children of `parent` in `domain`, in ordinal order: *ids (malloc'd, NULL when none)
+ * and *n. */
+int orch_store_children(orch_store *s, int64_t parent, int domain, int64_t **ids, size_t *n);
+
+/* How many children `parent` has in `domain`. */
+int orch_store_children_count(orch_store *s, int64_t parent, int domain, int64_t *n);
+
+/* Calls fn(ctx, key) for each root of `domain` in ordinal order, until fn returns
+ * non-zero (which is then returned). The key is valid during the call only. */
+int orch_store_root_keys(orch_store *s, int domain, int (*fn)(void *ctx, const char *key),
+                         void *ctx);
+
+/* ---- items ----------------------------------------------------------------------------- */
+
+/* Item (port, e): 1 with its state and payload (0 unless present; payload may be NULL),
+ * or 0 while it does not exist yet. */
+int orch_store_item_get(orch_store *s, int port, int64_t e, enum orch_item_state *state,
+                        uint64_t *payload);
+
+/* Publishes item (port, e) in `state`; payload is its LMDB id when present (ignored
+ * otherwise). */
+int orch_store_item_put(orch_store *s, int port, int64_t e, enum orch_item_state state,
+                        uint64_t payload);
+
+/* `orch retry`: deletes item (port, e) if it is Failed or Suppressed; *taken tells. */
+int orch_store_item_take_back(orch_store *s, int port, int64_t e, bool *taken);
+
+/* Over the children of `parent` in domain `child`: how many have item `port` (*terminal)
+ * and how many of those are Failed or Suppressed (*bad). */
+int orch_store_child_items(orch_store *s, int port, int64_t parent, int child,
+                           int64_t *terminal, int64_t *bad);
+
+/* Calls fn(ctx, port, state, count) for each (port, state) with items. */
+int orch_store_item_counts(orch_store *s,
+                           void (*fn)(void *ctx, int port, enum orch_item_state st, int64_t n),
+                           void *ctx);
+
+/* ---- expansions ------------------------------------------------------------------------ */
+
+int orch_store_expansion_put(orch_store *s, int call, int64_t parent,
+                             enum orch_expansion_state state, int64_t nchildren);
+
+/* 1 and *state when expansion (call, parent) exists, 0 when not yet. */
+int orch_store_expansion_get(orch_store *s, int call, int64_t parent,
+                             enum orch_expansion_state *state);
+
+/* `orch retry`: deletes expansion (call, parent) if it is Failed. */
+int orch_store_expansion_take_back(orch_store *s, int call, int64_t parent);
+
+/* ---- grains ---------------------------------------------------------------------------- */
+
+/* A grain row as the scheduler reads it. */
+struct orch_grain_row {
+    int64_t id;
+    int call;
+    int64_t entity;
+    int64_t parent; /* of its entity; 0 for a root */
+    enum orch_grain_phase phase;
+    int outcome; /* an orch_grain_outcome when sealed, else -1 */
+    int64_t pending;
+    uint32_t generation;
+    int64_t seq;       /* ready_seq; 0 if never READY */
+    uint32_t attempts; /* filled only by orch_store_grains_ready (see there) */
+};
+
+/* Creates the WAITING grain (call, e) with `pending` inputs not terminal. */
+int orch_store_grain_create(orch_store *s, int call, int64_t e, int64_t pending);
+
+/* Reads grain (call, e) (root: the entity has no parent, and the look-up skips the join).
+ * ORCH_ECORRUPT when it does not exist. */
+int orch_store_grain_get(orch_store *s, int call, int64_t e, bool root,
+                         struct orch_grain_row *g);
+
+/* Reads grain `id`. ORCH_ECORRUPT when it does not exist. */
+int orch_store_grain_by_id(orch_store *s, int64_t id, struct orch_grain_row *g);
+
+int orch_store_grain_set_pending(orch_store *s, int64_t grain, int64_t pending);
+
+/* WAITING (or re-opened) → READY with ready_seq `seq`. */
+int orch_store_grain_ready(orch_store *s, int64_t grain, int64_t seq);
+
+/* READY → IN_FLIGHT, if the grain is READY at `generation`; *done tells. */
+int orch_store_grain_dispatch(orch_store *s, int64_t grain, uint32_t generation, bool *done);
+
+/* IN_FLIGHT at `generation` → READY at generation+1 with ready_seq `seq`; *done tells. */
+int orch_store_grain_requeue(orch_store *s, int64_t grain, uint32_t generation, int64_t seq,
+                             bool *done);
+
+/* Seals grain with outcome o. in_flight: only if IN_FLIGHT at `generation` (a report);
+ * else only if WAITING or READY (sealed without running). *done tells. */
+int orch_store_grain_seal(orch_store *s, int64_t grain, enum orch_grain_outcome o,
+                          bool in_flight, uint32_t generation, bool *done);
+
+/* `orch retry`: SEALED → WAITING with generation+1 and no outcome; *done tells. */
+int orch_store_grain_reopen(orch_store *s, int64_t grain, bool *done);
+
+/* Grains sealed Failed (of `call`, or of every call when call < 0), by id: *rows
+ * (malloc'd) and *n; fields id, call, entity, parent, generation. */
+int orch_store_grains_failed(orch_store *s, int call, struct orch_grain_row **rows,
+                             size_t *n);
+
+/* Grains of `call` on the children of `parent` that have not run (WAITING or READY):
+ * *rows (malloc'd) and *n; fields id and entity. */
+int orch_store_grains_unrun(orch_store *s, int call, int64_t parent,
+                            struct orch_grain_row **rows, size_t *n);
+
+/* ---- recovery (resume) ----------------------------------------------------------------- */
+
+/* Grains IN_FLIGHT under a suppression barrier: *rows, *n (id, call, entity, parent,
+ * generation). */
+int orch_store_grains_barred_in_flight(orch_store *s, struct orch_grain_row **rows,
+                                       size_t *n);
+
+/* Every IN_FLIGHT grain back to READY with generation+1, keeping its ready_seq. */
+int orch_store_grains_interrupt(orch_store *s);
+
+/* *n = grains not sealed. */
+int orch_store_grains_unsealed(orch_store *s, int64_t *n);
+
+/* Calls fn(ctx, call, outcome, count) for each (call, outcome) of sealed grains. */
+int orch_store_grains_sealed_counts(orch_store *s,
+                                    void (*fn)(void *ctx, int call, enum orch_grain_outcome o,
+                                               int64_t n),
+                                    void *ctx);
+
+/* Calls fn(ctx, row) for each READY grain of `call` in ready_seq order, with `attempts` =
+ * the attempt failures charged against its retries (those since its last terminal
+ * failure: a grain re-opened by `orch retry` starts afresh). Stops at fn's non-zero. */
+int orch_store_grains_ready(orch_store *s, int call,
+                            int (*fn)(void *ctx, const struct orch_grain_row *g), void *ctx);
+
+/* job.next_ready_seq: read and write. */
+int orch_store_next_seq_get(orch_store *s, int64_t *seq);
+int orch_store_next_seq_set(orch_store *s, int64_t seq);
+
+/* ---- attempts, failures, barriers ------------------------------------------------------ */
+
+/* Begins an attempt of grain at generation by worker pid in batch: *row is its id. */
+int orch_store_attempt_begin(orch_store *s, int64_t grain, uint32_t generation, int pid,
+                             uint64_t batch, int64_t *row);
+
+/* Ends attempt `row` now with outcome o and message (NULL or "" for none). */
+int orch_store_attempt_end(orch_store *s, int64_t row, enum orch_attempt_outcome o,
+                           const char *message);
+
+/* Ends every attempt still open (the driver stopped while it ran) as interrupted. */
+int orch_store_attempts_interrupt(orch_store *s);
+
+/* *batch = the largest batch id of any attempt (0 for none): batch ids grow across runs. */
+int orch_store_attempt_last_batch(orch_store *s, uint64_t *batch);
+
+/* Records a failure of grain at generation. */
+int orch_store_failure_put(orch_store *s, int64_t grain, uint32_t generation,
+                           enum orch_failure_kind kind, const char *message);
+
+/* Raises the suppression barrier of a GroupFailure of `grain` on (call, parent); a
+ * barrier already there stays (the first GroupFailure names it). */
+int orch_store_barrier_put(orch_store *s, int call, int64_t parent, int64_t grain);
+
+/* Whether a barrier covers (call, parent). */
+int orch_store_barrier_covers(orch_store *s, int call, int64_t parent, bool *covered);
+
+/* `orch retry`: removes the barrier that `grain` raised, if any; *taken tells. */
+int orch_store_barrier_take_back(orch_store *s, int64_t grain, bool *taken);
+
+/* ---- the plan's rows, written once when the job is created ----------------------------- */
+
+/* The plan's own indexes are the ids (migrations/0001_initial.sql). parent < 0: a root
+ * domain. op NULL: a call no statement uses (domain and target are then ignored).
+ * producer_call < 0: a port made by a source or a broadcast. */
+int orch_store_plan_domain_put(orch_store *s, int id, const char *name, int parent, int depth);
+int orch_store_plan_call_put(orch_store *s, int id, const char *name, const char *op,
+                             const char *function, int domain, int target);
+int orch_store_plan_port_put(orch_store *s, int id, int domain, const char *name,
+                             const char *qualified, int producer_call, bool output);
+
+/* ---- payload ids named by items (reclaiming orphans) ------------------------------------ */
+
+/* A cursor over the payload ids that items name, ascending (SQLite sorts them, spilling to
+ * disk for a big job: memory stays bounded). Open it, call next until it returns 0, close
+ * it (also after an error). One cursor at a time per store. */
+struct orch_store_cursor {
+    orch_store *s;
+    sqlite3_stmt *st;
+};
+int orch_store_named_payloads_open(orch_store *s, struct orch_store_cursor *c);
+/* 1 and *id, 0 at the end, or an error. */
+int orch_store_cursor_next_id(struct orch_store_cursor *c, uint64_t *id);
+void orch_store_cursor_close(struct orch_store_cursor *c);
+
+/* For fault tests: caps state.db at `pages` pages (PRAGMA max_page_count), as a full disk
+ * would: writes past it fail with -ENOSPC. */
+int orch_store_set_max_pages(orch_store *s, int64_t pages);
+
+#endif

@@ -1,0 +1,299 @@
+/* test_facts.c — unit tests of the job's facts API (storage/orch_facts.h) on a real
+ * state.db: the guarded transitions of a grain (the acceptance rule of DESIGN §4 in
+ * SQL), facts published once, the take-backs of `orch retry`, attempts and recovery. */
+#define _GNU_SOURCE /* nftw, in testutil.h */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "orch_error.h"
+#include "orch_facts.h"
+#include "orch_store.h"
+#include "testutil.h"
+
+struct fx {
+    char dir[512];
+    orch_store *s;
+};
+
+static int setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    assert_int_equal(orch_test_mkdtemp(f->dir, sizeof f->dir, "facts"), 0);
+    char path[600];
+    snprintf(path, sizeof path, "%s/state.db", f->dir);
+    assert_int_equal(orch_store_open(path, ORCH_STORE_CREATE, &f->s), 0);
+    assert_int_equal(orch_store_job_init(f->s, "t", "plan", "hash", "t.orch"), 0);
+    /* pdf -> page; render expands pdf into page, ocr maps page.image to page.text */
+    assert_int_equal(
+        orch_store_exec(f->s,
+                        "INSERT INTO domain VALUES (0, 'pdf', NULL, 0), (1, 'page', 0, 1);"
+                        "INSERT INTO call VALUES (0, 'render', 'expand', 'r', 0, 1),"
+                        " (1, 'ocr', 'map', 'o', 1, 1);"
+                        "INSERT INTO port VALUES (0, 0, 'path', 'pdf.path', NULL, 0),"
+                        " (1, 1, 'image', 'page.image', 0, 0),"
+                        " (2, 1, 'text', 'page.text', 1, 1);"),
+        0);
+    assert_int_equal(orch_store_begin(f->s), 0);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fx *f = *state;
+    orch_store_close(f->s);
+    orch_test_rmtree(f->dir);
+    free(f);
+    return 0;
+}
+
+/* A root "a.pdf" with two pages, and the grains of render (on the root) and ocr (page 0). */
+static void hierarchy(orch_store *s, int64_t *root, int64_t kids[2])
+{
+    assert_int_equal(orch_store_entity_put(s, 0, 0, 0, "a.pdf", root), 0);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(orch_store_entity_put(s, 1, *root, i, NULL, &kids[i]), 0);
+}
+
+static void test_entities(void **state)
+{
+    struct fx *f = *state;
+    int64_t root, kids[2], parent = -1, n = -1;
+    hierarchy(f->s, &root, kids);
+    assert_int_equal(orch_store_entity_parent(f->s, kids[1], &parent), 0);
+    assert_int_equal(parent, root);
+    assert_int_equal(orch_store_entity_parent(f->s, root, &parent), 0);
+    assert_int_equal(parent, 0);
+    assert_int_equal(orch_store_entity_parent(f->s, 9999, &parent), ORCH_ECORRUPT);
+    int64_t *ids;
+    size_t nids;
+    assert_int_equal(orch_store_children(f->s, root, 1, &ids, &nids), 0);
+    assert_int_equal(nids, 2);
+    assert_int_equal(ids[0], kids[0]);
+    assert_int_equal(ids[1], kids[1]);
+    free(ids);
+    assert_int_equal(orch_store_children(f->s, kids[0], 1, &ids, &nids), 0);
+    assert_int_equal(nids, 0);
+    assert_null(ids);
+    assert_int_equal(orch_store_children_count(f->s, root, 1, &n), 0);
+    assert_int_equal(n, 2);
+}
+
+static void test_items_once(void **state)
+{
+    struct fx *f = *state;
+    int64_t root, kids[2];
+    hierarchy(f->s, &root, kids);
+    enum orch_item_state st;
+    uint64_t payload = 0;
+    assert_int_equal(orch_store_item_get(f->s, 1, kids[0], &st, &payload), 0);
+    assert_int_equal(orch_store_item_put(f->s, 1, kids[0], ORCH_ITEM_PRESENT, 42), 0);
+    assert_int_equal(orch_store_item_put(f->s, 1, kids[1], ORCH_ITEM_FAILED, 0), 0);
+    assert_int_equal(orch_store_item_get(f->s, 1, kids[0], &st, &payload), 1);
+    assert_int_equal(st, ORCH_ITEM_PRESENT);
+    assert_int_equal(payload, 42);
+    /* a terminal fact is published once */
+    assert_int_equal(orch_store_item_put(f->s, 1, kids[0], ORCH_ITEM_DROPPED, 0),
+                     ORCH_ECONSTRAINT);
+    int64_t terminal, bad;
+    assert_int_equal(orch_store_child_items(f->s, 1, root, 1, &terminal, &bad), 0);
+    assert_int_equal(terminal, 2);
+    assert_int_equal(bad, 1);
+    /* retry takes back Failed and Suppressed items only */
+    bool taken;
+    assert_int_equal(orch_store_item_take_back(f->s, 1, kids[0], &taken), 0);
+    assert_false(taken);
+    assert_int_equal(orch_store_item_take_back(f->s, 1, kids[1], &taken), 0);
+    assert_true(taken);
+    assert_int_equal(orch_store_item_get(f->s, 1, kids[1], &st, NULL), 0);
+}
+
+static void test_expansions(void **state)
+{
+    struct fx *f = *state;
+    int64_t root, kids[2];
+    hierarchy(f->s, &root, kids);
+    enum orch_expansion_state st;
+    assert_int_equal(orch_store_expansion_get(f->s, 0, root, &st), 0);
+    assert_int_equal(orch_store_expansion_put(f->s, 0, root, ORCH_EXPANSION_FAILED, 0), 0);
+    assert_int_equal(orch_store_expansion_get(f->s, 0, root, &st), 1);
+    assert_int_equal(st, ORCH_EXPANSION_FAILED);
+    assert_int_equal(orch_store_expansion_take_back(f->s, 0, root), 0);
+    assert_int_equal(orch_store_expansion_get(f->s, 0, root, &st), 0);
+    assert_int_equal(orch_store_expansion_put(f->s, 0, root, ORCH_EXPANSION_SUCCEEDED, 2), 0);
+    assert_int_equal(orch_store_expansion_take_back(f->s, 0, root), 0); /* not failed: stays */
+    assert_int_equal(orch_store_expansion_get(f->s, 0, root, &st), 1);
+    assert_int_equal(st, ORCH_EXPANSION_SUCCEEDED);
+}
+
+/* WAITING → READY → IN_FLIGHT → SEALED, each step guarded by phase and generation. */
+static void test_grain_transitions(void **state)
+{
+    struct fx *f = *state;
+    int64_t root, kids[2];
+    hierarchy(f->s, &root, kids);
+    assert_int_equal(orch_store_grain_create(f->s, 1, kids[0], 1), 0);
+    struct orch_grain_row g;
+    assert_int_equal(orch_store_grain_get(f->s, 1, kids[0], false, &g), 0);
+    assert_int_equal(g.phase, ORCH_PHASE_WAITING);
+    assert_int_equal(g.pending, 1);
+    assert_int_equal(g.parent, root);
+    assert_int_equal(g.outcome, -1);
+    assert_int_equal(orch_store_grain_get(f->s, 1, kids[1], false, &g), ORCH_ECORRUPT);
+    assert_int_equal(orch_store_grain_get(f->s, 1, kids[0], false, &g), 0);
+
+    bool done;
+    /* not READY yet: no dispatch */
+    assert_int_equal(orch_store_grain_dispatch(f->s, g.id, 0, &done), 0);
+    assert_false(done);
+    assert_int_equal(orch_store_grain_ready(f->s, g.id, 7), 0);
+    /* a wrong generation: no dispatch */
+    assert_int_equal(orch_store_grain_dispatch(f->s, g.id, 1, &done), 0);
+    assert_false(done);
+    assert_int_equal(orch_store_grain_dispatch(f->s, g.id, 0, &done), 0);
+    assert_true(done);
+    /* an attempt failure puts it back at generation 1 */
+    assert_int_equal(orch_store_grain_requeue(f->s, g.id, 0, 8, &done), 0);
+    assert_true(done);
+    assert_int_equal(orch_store_grain_requeue(f->s, g.id, 0, 9, &done), 0);
+    assert_false(done); /* no longer in flight */
+    assert_int_equal(orch_store_grain_by_id(f->s, g.id, &g), 0);
+    assert_int_equal(g.phase, ORCH_PHASE_READY);
+    assert_int_equal(g.generation, 1);
+    assert_int_equal(g.seq, 8);
+    assert_int_equal(orch_store_grain_dispatch(f->s, g.id, 1, &done), 0);
+    assert_true(done);
+    /* a stale report (generation 0) seals nothing; the current one seals */
+    assert_int_equal(orch_store_grain_seal(f->s, g.id, ORCH_OUTCOME_OK, true, 0, &done), 0);
+    assert_false(done);
+    assert_int_equal(orch_store_grain_seal(f->s, g.id, ORCH_OUTCOME_OK, true, 1, &done), 0);
+    assert_true(done);
+    assert_int_equal(orch_store_grain_seal(f->s, g.id, ORCH_OUTCOME_FAILED, true, 1, &done), 0);
+    assert_false(done); /* a sealed grain is never sealed again */
+    assert_int_equal(orch_store_grain_by_id(f->s, g.id, &g), 0);
+    assert_int_equal(g.phase, ORCH_PHASE_SEALED);
+    assert_int_equal(g.outcome, ORCH_OUTCOME_OK);
+    /* retry re-opens it at the next generation */
+    assert_int_equal(orch_store_grain_reopen(f->s, g.id, &done), 0);
+    assert_true(done);
+    assert_int_equal(orch_store_grain_by_id(f->s, g.id, &g), 0);
+    assert_int_equal(g.phase, ORCH_PHASE_WAITING);
+    assert_int_equal(g.generation, 2);
+    assert_int_equal(g.outcome, -1);
+    /* sealed without running: only from WAITING or READY */
+    assert_int_equal(orch_store_grain_seal(f->s, g.id, ORCH_OUTCOME_SUPPRESSED, false, 0, &done),
+                     0);
+    assert_true(done);
+}
+
+static int collect_ready(void *ctx, const struct orch_grain_row *g)
+{
+    struct orch_grain_row *out = ctx;
+    out[out[0].call++ + 1] = *g;
+    return 0;
+}
+
+/* What a resume reads: open attempts interrupted, in-flight grains back to READY at
+ * generation+1, queues in ready_seq order with the attempts charged since the last
+ * terminal failure. */
+static void test_recovery(void **state)
+{
+    struct fx *f = *state;
+    int64_t root, kids[2];
+    hierarchy(f->s, &root, kids);
+    struct orch_grain_row g[2];
+    bool done;
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(orch_store_grain_create(f->s, 1, kids[i], 1), 0);
+        assert_int_equal(orch_store_grain_get(f->s, 1, kids[i], false, &g[i]), 0);
+        assert_int_equal(orch_store_grain_ready(f->s, g[i].id, 20 - i), 0);
+        assert_int_equal(orch_store_grain_dispatch(f->s, g[i].id, 0, &done), 0);
+        assert_true(done);
+    }
+    int64_t a0, a1;
+    assert_int_equal(orch_store_attempt_begin(f->s, g[0].id, 0, 123, 5, &a0), 0);
+    assert_int_equal(orch_store_attempt_begin(f->s, g[1].id, 0, 124, 6, &a1), 0);
+    assert_int_equal(orch_store_attempt_end(f->s, a0, ORCH_ATTEMPT_CRASH, "boom"), 0);
+    assert_int_equal(orch_store_failure_put(f->s, g[0].id, 0, ORCH_FAILURE_CRASH, "boom"), 0);
+    uint64_t batch;
+    assert_int_equal(orch_store_attempt_last_batch(f->s, &batch), 0);
+    assert_int_equal(batch, 6);
+    assert_int_equal(orch_store_attempts_interrupt(f->s), 0);
+    assert_int_equal(orch_store_grains_interrupt(f->s), 0);
+    int64_t unsealed;
+    assert_int_equal(orch_store_grains_unsealed(f->s, &unsealed), 0);
+    assert_int_equal(unsealed, 2);
+    struct orch_grain_row out[3] = {{.call = 0}};
+    assert_int_equal(orch_store_grains_ready(f->s, 1, collect_ready, out), 0);
+    assert_int_equal(out[0].call, 2);
+    /* ready_seq order: grain 1 (seq 19) before grain 0 (seq 20) */
+    assert_int_equal(out[1].id, g[1].id);
+    assert_int_equal(out[2].id, g[0].id);
+    assert_int_equal(out[1].generation, 1);
+    assert_int_equal(out[1].attempts, 0);
+    assert_int_equal(out[2].attempts, 1); /* the crash is charged */
+    assert_int_equal(out[2].parent, root);
+}
+
+static void test_barriers(void **state)
+{
+    struct fx *f = *state;
+    int64_t root, kids[2];
+    hierarchy(f->s, &root, kids);
+    struct orch_grain_row g;
+    assert_int_equal(orch_store_grain_create(f->s, 1, kids[0], 1), 0);
+    assert_int_equal(orch_store_grain_create(f->s, 1, kids[1], 1), 0);
+    assert_int_equal(orch_store_grain_get(f->s, 1, kids[0], false, &g), 0);
+    bool covered, taken;
+    assert_int_equal(orch_store_barrier_covers(f->s, 1, root, &covered), 0);
+    assert_false(covered);
+    assert_int_equal(orch_store_barrier_put(f->s, 1, root, g.id), 0);
+    assert_int_equal(orch_store_barrier_put(f->s, 1, root, g.id + 1), 0); /* first one stays */
+    assert_int_equal(orch_store_barrier_covers(f->s, 1, root, &covered), 0);
+    assert_true(covered);
+    struct orch_grain_row *rows;
+    size_t n;
+    assert_int_equal(orch_store_grains_unrun(f->s, 1, root, &rows, &n), 0);
+    assert_int_equal(n, 2);
+    free(rows);
+    assert_int_equal(orch_store_barrier_take_back(f->s, g.id + 1, &taken), 0);
+    assert_false(taken);
+    assert_int_equal(orch_store_barrier_take_back(f->s, g.id, &taken), 0);
+    assert_true(taken);
+    assert_int_equal(orch_store_barrier_covers(f->s, 1, root, &covered), 0);
+    assert_false(covered);
+}
+
+static void test_next_seq(void **state)
+{
+    struct fx *f = *state;
+    int64_t seq = 0;
+    assert_int_equal(orch_store_next_seq_get(f->s, &seq), 0);
+    assert_int_equal(seq, 1);
+    assert_int_equal(orch_store_next_seq_set(f->s, 77), 0);
+    assert_int_equal(orch_store_next_seq_get(f->s, &seq), 0);
+    assert_int_equal(seq, 77);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_entities, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_items_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_expansions, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_grain_transitions, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_recovery, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_barriers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_next_seq, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
