@@ -246,18 +246,11 @@ int orch_cli_retry(int argc, char **argv)
         return ORCH_EXIT_FAIL;
     }
     /* Re-open in one transaction: either every fact of the retry is taken back, or none. */
-    sqlite3_stmt *q;
-    int64_t next_seq = 1, reopened = 0;
+    int64_t reopened = 0;
     orch_prop *prop = NULL;
     struct orch_prop_hooks hooks = {.ready = no_ready_hook};
-    if ((rc = orch_store_begin(job->store)) == 0 &&
-        (rc = orch_store_prepare(job->store, "SELECT next_ready_seq FROM job", &q)) == 0) {
-        if ((rc = orch_store_step(job->store, q)) == 1)
-            next_seq = sqlite3_column_int64(q, 0);
-        sqlite3_reset(q);
-    }
-    if (rc >= 0)
-        rc = orch_prop_new(job->plan, job->store, &hooks, next_seq, &prop);
+    if ((rc = orch_store_begin(job->store)) == 0)
+        rc = orch_prop_open(job->plan, job->store, &hooks, &prop);
     if (rc >= 0)
         rc = orch_prop_reopen_failed(prop, call, &reopened);
     if (rc >= 0)

@@ -20,6 +20,10 @@
  *
  * Memory: the queues hold the READY frontier, bounded by admission (max_unsealed); sealed
  * history lives only in the store.
+ *
+ * The loop's internals — a turn in detail, its invariants, who owns what, and the files
+ * that make it (loop.c, queue.c, dispatch.c, admit.c, recover.c, resources.c,
+ * progress.c) — are described in run_int.h.
  */
 #ifndef ORCH_DRIVER_H
 #define ORCH_DRIVER_H

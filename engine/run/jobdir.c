@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "orch_error.h"
+#include "orch_facts.h"
 #include "orch_lang.h"
 
 static char *path_join(const char *dir, const char *name)
@@ -69,60 +70,24 @@ static int lock_take(struct orch_job *job)
 /* Writes the plan's domains, calls and ports with the plan's indexes as ids. */
 static int write_plan_rows(orch_store *s, const orch_plan *p)
 {
-    sqlite3_stmt *st;
-    int rc;
-    for (int i = 0; i < orch_plan_ndomains(p); i++) {
+    int rc = 0;
+    for (int i = 0; i < orch_plan_ndomains(p) && rc == 0; i++) {
         const struct orch_domain *d = orch_plan_domain(p, i);
-        if ((rc = orch_store_prepare(s,
-                                     "INSERT INTO domain (id, name, parent_id, depth) "
-                                     "VALUES (?, ?, ?, ?)",
-                                     &st)) < 0)
-            return rc;
-        sqlite3_bind_int(st, 1, i);
-        sqlite3_bind_text(st, 2, d->name, -1, SQLITE_STATIC);
-        if (d->parent >= 0)
-            sqlite3_bind_int(st, 3, d->parent);
-        sqlite3_bind_int(st, 4, d->depth);
-        if ((rc = orch_store_step(s, st)) < 0)
-            return rc;
+        rc = orch_store_plan_domain_put(s, i, d->name, d->parent, d->depth);
     }
-    for (int i = 0; i < orch_plan_ncalls(p); i++) {
+    for (int i = 0; i < orch_plan_ncalls(p) && rc == 0; i++) {
         const struct orch_call *c = orch_plan_call(p, i);
-        if ((rc = orch_store_prepare(s,
-                                     "INSERT INTO call (id, name, op, function, domain_id, "
-                                     "target_id) VALUES (?, ?, ?, ?, ?, ?)",
-                                     &st)) < 0)
-            return rc;
-        sqlite3_bind_int(st, 1, i);
-        sqlite3_bind_text(st, 2, c->name, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 4, c->function, -1, SQLITE_STATIC);
-        if (c->stmt >= 0) {
-            const struct orch_stmt *m = orch_plan_stmt(p, c->stmt);
-            sqlite3_bind_text(st, 3, orch_op_name(m->op), -1, SQLITE_STATIC);
-            sqlite3_bind_int(st, 5, m->domain);
-            sqlite3_bind_int(st, 6, m->target);
-        }
-        if ((rc = orch_store_step(s, st)) < 0)
-            return rc;
+        const struct orch_stmt *m = c->stmt >= 0 ? orch_plan_stmt(p, c->stmt) : NULL;
+        rc = orch_store_plan_call_put(s, i, c->name, m ? orch_op_name(m->op) : NULL,
+                                      c->function, m ? m->domain : -1, m ? m->target : -1);
     }
-    for (int i = 0; i < orch_plan_nports(p); i++) {
+    for (int i = 0; i < orch_plan_nports(p) && rc == 0; i++) {
         const struct orch_port *pt = orch_plan_port(p, i);
-        if ((rc = orch_store_prepare(s,
-                                     "INSERT INTO port (id, domain_id, name, qualified, "
-                                     "producer_call_id, is_output) VALUES (?, ?, ?, ?, ?, ?)",
-                                     &st)) < 0)
-            return rc;
-        sqlite3_bind_int(st, 1, i);
-        sqlite3_bind_int(st, 2, pt->domain);
-        sqlite3_bind_text(st, 3, pt->name, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 4, pt->qualified, -1, SQLITE_STATIC);
-        if (pt->producer >= 0 && orch_plan_stmt(p, pt->producer)->call >= 0)
-            sqlite3_bind_int(st, 5, orch_plan_stmt(p, pt->producer)->call);
-        sqlite3_bind_int(st, 6, pt->output ? 1 : 0);
-        if ((rc = orch_store_step(s, st)) < 0)
-            return rc;
+        int producer = pt->producer >= 0 ? orch_plan_stmt(p, pt->producer)->call : -1;
+        rc = orch_store_plan_port_put(s, i, pt->domain, pt->name, pt->qualified, producer,
+                                      pt->output);
     }
-    return 0;
+    return rc;
 }
 
 static int write_source(const char *dest, const char *text, size_t len)
@@ -161,11 +126,7 @@ static void remove_tree(const char *dir)
 static int state_cap(orch_store *s)
 {
     const char *max = getenv("ORCH_STATE_MAX_PAGES");
-    if (!max || !*max)
-        return 0;
-    char sql[64];
-    snprintf(sql, sizeof sql, "PRAGMA max_page_count = %lld", strtoll(max, NULL, 10));
-    return orch_store_exec(s, sql);
+    return max && *max ? orch_store_set_max_pages(s, strtoll(max, NULL, 10)) : 0;
 }
 
 static int open_stores(struct orch_job *job, int store_flags)
@@ -363,33 +324,23 @@ int orch_job_reclaim(struct orch_job *job, size_t *deleted)
     if (deleted)
         *deleted = 0;
     uint64_t *page = malloc(PAGE * sizeof *page), *gone = malloc(PAGE * sizeof *gone);
-    sqlite3_stmt *st = NULL;
+    struct orch_store_cursor named_ids = {0};
     int rc = !page || !gone ? -ENOMEM : 0;
     if (rc == 0)
-        rc = orch_store_prepare(job->store,
-                                "SELECT payload_id FROM item "
-                                "WHERE payload_id IS NOT NULL ORDER BY payload_id",
-                                &st);
+        rc = orch_store_named_payloads_open(job->store, &named_ids);
     uint64_t start = 1, named = 0;
-    bool more_named = true;
-    if (rc == 0 && (rc = orch_store_step(job->store, st)) >= 0) {
-        more_named = rc == 1;
-        named = more_named ? (uint64_t)sqlite3_column_int64(st, 0) : 0;
-        rc = 0;
-    }
+    int more_named = 0; /* 1 while `named` holds the next named id */
+    if (rc == 0 && (more_named = orch_store_cursor_next_id(&named_ids, &named)) < 0)
+        rc = more_named;
     while (rc == 0) {
         size_t n, ngone = 0;
         if ((rc = orch_payload_ids(job->payloads, start, page, PAGE, &n)) < 0 || n == 0)
             break;
         for (size_t i = 0; i < n && rc == 0; i++) {
-            while (more_named && named < page[i]) {
-                if ((rc = orch_store_step(job->store, st)) < 0)
-                    break;
-                more_named = rc == 1;
-                named = more_named ? (uint64_t)sqlite3_column_int64(st, 0) : 0;
-                rc = 0;
-            }
-            if (rc == 0 && (!more_named || named != page[i]))
+            while (more_named == 1 && named < page[i])
+                if ((more_named = orch_store_cursor_next_id(&named_ids, &named)) < 0)
+                    rc = more_named;
+            if (rc == 0 && (more_named != 1 || named != page[i]))
                 gone[ngone++] = page[i];
         }
         size_t k = 0;
@@ -401,8 +352,7 @@ int orch_job_reclaim(struct orch_job *job, size_t *deleted)
             break;
         start = page[n - 1] + 1;
     }
-    if (st)
-        sqlite3_reset(st);
+    orch_store_cursor_close(&named_ids);
     free(page);
     free(gone);
     return rc < 0 ? rc : 0;

@@ -1,9 +1,10 @@
-/* propagate.h — the structural rules of DESIGN §3 and §4, applied to the state store.
+/* propagate.h — the structural rules of DESIGN §3 and §4, applied to the job's facts.
  *
  * Everything here runs inside the driver's open store transaction (asserted), so that one
  * accepted report and everything it implies — items, an expansion and its child entities,
  * their grains, broadcast items, grains that became READY or were sealed without running,
- * a suppression barrier — commit together or not at all.
+ * a suppression barrier — commit together or not at all. The facts themselves are read
+ * and written through storage/'s API (orch_facts.h); this module holds the rules.
  *
  * Model. A grain (call × entity) is created WAITING when its entity is published, with
  * `pending` = the number of its input facts that are not terminal yet:
@@ -17,16 +18,24 @@
  *
  * Each fact is published exactly once (an item or an expansion is a row inserted once), and
  * publishing it notifies its consumers at once, in the same call: so a grain counts every
- * input either at its creation or at the input's publication, never both. When an input
- * is Failed or Suppressed the grain is sealed Suppressed at once (rule 1); when pending
- * reaches 0, a Dropped required input seals it Dropped (rule 3), otherwise it becomes READY
- * (rule 4) and the driver is told through the `ready` hook. Sealing a grain without
- * running publishes its outputs in the same state, which notifies their consumers in turn;
- * the recursion follows the plan's DAG, so its depth is bounded by the plan's size.
+ * input either at its creation or at the input's publication, never both.
  *
- * Reports. orch_prop_accept() applies the acceptance rule of DESIGN §4 in SQL: the grain is
- * sealed only `WHERE phase = 'in_flight' AND generation = ?`, so a stale or duplicate
- * report changes nothing.
+ * One rule. What DESIGN §3 makes of a grain is decided by one function (fate_of in
+ * propagate.c) from what is known of its inputs — any Failed or Suppressed (rule 1), how
+ * many are not terminal (rule 2), any required one Dropped (rule 3), else READY (rule 4).
+ * What is known is either counted as facts arrive (the fast path: one fact at a time) or
+ * read back whole (after a multi-input grain's last fact, an expansion, `orch retry`).
+ * Sealing a grain without running publishes its outputs in the same state, which notifies
+ * their consumers in turn; the recursion follows the plan's DAG, so its depth is bounded
+ * by the plan's size.
+ *
+ * Reports. orch_prop_report() applies the acceptance rule of DESIGN §4 in SQL: the grain is
+ * sealed only while it is IN_FLIGHT at the report's generation, so a stale or duplicate
+ * report changes nothing. Its verdict comes back as a value.
+ *
+ * Files: propagate.c (publishing and the rules), report.c (reports, failures, barriers),
+ * reopen.c (`orch retry`), inputs.c (what a READY grain's worker is sent); their shared
+ * internals are in prop_int.h.
  */
 #ifndef ORCH_PROPAGATE_H
 #define ORCH_PROPAGATE_H
@@ -56,15 +65,15 @@ struct orch_grain_ref {
 
 struct orch_prop_hooks {
     void *ctx;
-    /* A grain became READY (fresh, generation 0, attempts 0). */
+    /* A grain became READY (fresh, or re-opened: attempts 0). */
     int (*ready)(void *ctx, const struct orch_grain_ref *g);
 };
 
 typedef struct orch_prop orch_prop;
 
-/* next_seq: the next ready_seq to hand out (job.next_ready_seq). */
-int orch_prop_new(const orch_plan *plan, orch_store *store, const struct orch_prop_hooks *hooks,
-                  int64_t next_seq, orch_prop **out);
+/* Reads the next ready_seq to hand out from the job (job.next_ready_seq). */
+int orch_prop_open(const orch_plan *plan, orch_store *store,
+                   const struct orch_prop_hooks *hooks, orch_prop **out);
 void orch_prop_free(orch_prop *p);
 
 /* Hands out the next ready_seq (for a grain the driver puts back into a queue). */
@@ -77,22 +86,33 @@ int orch_prop_flush(orch_prop *p);
 int orch_prop_admit_root(orch_prop *p, int domain, int64_t ordinal, const char *key,
                          uint64_t payload, int64_t *entity_out);
 
-/* Applies one record's answer of an in-flight grain. `first_input` is the payload of the
- * grain's first input (what a filter passes on). Sets *accepted to false, changing
- * nothing, when the report is stale (the grain is not IN_FLIGHT with this generation).
- * When a suppression barrier covers the grain's (call, parent), the answer is not
- * committed: the grain is sealed Suppressed instead (*suppressed = true). */
-int orch_prop_accept(orch_prop *p, const struct orch_grain_ref *g,
-                     const struct orch_wire_answer *a, uint64_t first_input, bool *accepted,
-                     bool *suppressed);
+/* What became of a report (or of a failure the driver reports for a grain). */
+enum orch_verdict_kind {
+    ORCH_VERDICT_STALE,      /* the grain is not IN_FLIGHT at that generation: nothing
+                                changed */
+    ORCH_VERDICT_SEALED,     /* accepted: the grain is sealed as the answer says */
+    ORCH_VERDICT_SUPPRESSED, /* accepted, but a suppression barrier covers the grain's
+                                (call, parent): sealed Suppressed, the answer discarded */
+    ORCH_VERDICT_REFUSED,    /* accepted, but the answer does not fit its statement (an
+                                aligned expand's count): sealed Failed as a RecordFailure,
+                                `why` says why */
+};
 
-/* Why the last orch_prop_accept() sealed an answer of values as a RecordFailure (it did
- * not fit its statement: an aligned expand's count, a map giving children, ...), or ""
- * when it did not. Valid until the next orch_prop_accept(). */
-const char *orch_prop_refusal(const orch_prop *p);
+struct orch_verdict {
+    enum orch_verdict_kind kind;
+    char why[256]; /* REFUSED: the reason; "" otherwise */
+};
 
-/* Seals an in-flight grain Failed with failure `kind` (exhausted, or a record failure made
- * by the driver) and message. Stale (not in flight with g->generation): *accepted = false. */
+/* Applies one record's answer for in-flight grain g. `first_input` is the payload of the
+ * grain's first input (what a filter passes on). The answer's shape (kind, outputs,
+ * children) was checked by the pool against the call (pool.h): a misshapen answer never
+ * reaches here. */
+int orch_prop_report(orch_prop *p, const struct orch_grain_ref *g,
+                     const struct orch_wire_answer *a, uint64_t first_input,
+                     struct orch_verdict *v);
+
+/* Seals in-flight grain g Failed with failure `kind` (exhausted, or a record failure made
+ * by the driver) and message. *accepted = false (nothing changed) when g is stale. */
 int orch_prop_fail(orch_prop *p, const struct orch_grain_ref *g, enum orch_failure_kind kind,
                    const char *message, bool *accepted);
 
@@ -101,7 +121,7 @@ int orch_prop_fail(orch_prop *p, const struct orch_grain_ref *g, enum orch_failu
  * instead of letting the driver retry or charge it; otherwise changes nothing. */
 int orch_prop_barred(orch_prop *p, const struct orch_grain_ref *g, bool *sealed);
 
-/* Records a failure row (any kind) for grain g. */
+/* Records a failure row (any kind) for grain g at its generation. */
 int orch_prop_failure_row(orch_prop *p, const struct orch_grain_ref *g,
                           enum orch_failure_kind kind, const char *message);
 
@@ -120,8 +140,8 @@ void orch_prop_inputs_free(struct orch_prop_inputs *in);
 
 /* `orch retry`: re-opens the Failed grains (of call `call`, or of every call when -1),
  * with everything sealed Suppressed because of them and the GroupFailure barriers they
- * installed; see the essay above orch_prop_reopen_failed in propagate.c. *reopened
- * receives how many grains were re-opened. Inside the caller's transaction. */
+ * installed; see the essay at the top of reopen.c. *reopened receives how many grains
+ * were re-opened. Inside the caller's transaction. */
 int orch_prop_reopen_failed(orch_prop *p, int call, int64_t *reopened);
 
 /* Counters kept while applying facts: grains created and sealed, by call. */
@@ -136,5 +156,13 @@ int64_t orch_prop_unsealed(const orch_prop *p);
 void orch_prop_set_unsealed(orch_prop *p, int64_t n);
 /* Counts n grains of call sealed with outcome o by an earlier run (for progress). */
 void orch_prop_add_sealed(orch_prop *p, int call, enum orch_grain_outcome o, int64_t n);
+
+/* Transitional (while the driver is being split): the former entry points. */
+int orch_prop_new(const orch_plan *plan, orch_store *store, const struct orch_prop_hooks *hooks,
+                  int64_t next_seq, orch_prop **out);
+int orch_prop_accept(orch_prop *p, const struct orch_grain_ref *g,
+                     const struct orch_wire_answer *a, uint64_t first_input, bool *accepted,
+                     bool *suppressed);
+const char *orch_prop_refusal(const orch_prop *p);
 
 #endif

@@ -10,7 +10,7 @@
 #   5. a UDF library that does not exist: run names it, exit 1; once the library is
 #      there, resume completes the job.
 # A fault that persists (the cap still set) fails the resume the same way, changing no
-# committed fact.
+# committed fact. A full payload store also leaves why in the attempts it stopped.
 source "$(dirname "$0")/lib.sh"
 
 # 12 files of 120 KB: read_file and upper make ~2.9 MB of payloads, the lines ~24000 more.
@@ -102,10 +102,23 @@ has "$T/err1" "could not store its outputs"
 has "$T/err1" "payload map is full"
 has "$T/err1" "continue with \`orch resume $J\`"
 stopped "$J"
+# kept_why JOB: the job says why it stopped, where a user looks later: the attempts of the
+# batch that could not store its outputs end as errors with the worker's message (the rest
+# then running end interrupted, with the stop's); none is left open for a resume to close
+# without a word.
+kept_why() {
+  expect_eq "$1: the failed batch's attempts say the map is full" 1 \
+    "$(q "$1" "SELECT count(*) > 0 FROM attempt WHERE outcome = 'error'
+               AND message LIKE '%payload map is full%'")"
+  expect_eq "$1: no attempt is left open" 0 \
+    "$(q "$1" "SELECT count(*) FROM attempt WHERE outcome IS NULL")"
+}
+kept_why "$J"
 before=$(facts "$J")
 ORCH_PAYLOAD_MAX_MAP=1500000 expect_cmd 1 "$T/err1b" "$ORCH" resume "$J" --progress none
 has "$T/err1b" "payload map is full"
 stopped "$J"
+kept_why "$J"
 comm -23 <(echo "$before") <(facts "$J") > "$T/lost"
 [ ! -s "$T/lost" ] || fail "a second full-map stop changed committed facts: $(head "$T/lost")"
 "$ORCH" resume "$J" --progress none 2> "$T/log1" ||

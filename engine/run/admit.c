@@ -1,0 +1,162 @@
+/* admit.c — the sources of root entities, admitted within the grain budget (run_int.h). */
+#include "run_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "orch_error.h"
+
+#define ADMIT_CHUNK 256 /* roots admitted per turn at most: keeps a turn short */
+
+/* The next value of source s: a pointer valid until the next call, or NULL at its end. */
+static const char *source_next(struct orch_sched_source *s, size_t *len)
+{
+    if (s->src->kind == ORCH_SOURCE_FILES) {
+        if (!s->globbed || (size_t)s->next >= s->g.gl_pathc)
+            return NULL;
+        const char *v = s->g.gl_pathv[s->next];
+        *len = strlen(v);
+        return v;
+    }
+    ssize_t n = getline(&s->line, &s->line_cap, s->lines);
+    if (n < 0)
+        return NULL;
+    if (n > 0 && s->line[n - 1] == '\n')
+        s->line[--n] = '\0';
+    *len = (size_t)n;
+    return s->line;
+}
+
+/* Opens source s and moves its cursor past the roots the job already has (a resumed job),
+ * checking on the way that the source still gives the same values in the same order:
+ * roots are numbered by position, so a source that changed under a job would silently
+ * give later roots the wrong ordinals. */
+static int source_open(struct orch_sched *d, struct orch_sched_source *s)
+{
+    const char *port = orch_plan_port(d->plan, s->src->port)->qualified;
+    if (s->src->kind == ORCH_SOURCE_FILES) {
+        int g = glob(s->src->arg, GLOB_ERR, NULL, &s->g);
+        s->globbed = g == 0;
+        if (g != 0 && g != GLOB_NOMATCH)
+            return orch_error_set(-EIO, "source %s: cannot list files(\"%s\")", port,
+                                  s->src->arg);
+    } else if (!(s->lines = fopen(s->src->arg, "r"))) {
+        return orch_error_set(-errno, "source %s: lines(\"%s\"): %s", port, s->src->arg,
+                              strerror(errno));
+    }
+    sqlite3_stmt *st;
+    int rc = orch_store_prepare(d->job->store,
+                                "SELECT key FROM entity WHERE parent_id IS NULL "
+                                "AND domain_id = ? ORDER BY ordinal",
+                                &st);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int(st, 1, s->domain);
+    s->next = 0;
+    while ((rc = orch_store_step(d->job->store, st)) == 1) {
+        const char *key = (const char *)sqlite3_column_text(st, 0);
+        size_t len;
+        const char *v = source_next(s, &len);
+        if (!v || strnlen(v, len) != strlen(key) || memcmp(v, key, strlen(key)) != 0) {
+            rc = orch_error_set(ORCH_EMISMATCH,
+                                "source %s changed since the job started: root %lld is \"%s\", "
+                                "the source now gives %s%.*s%s; restore the source, or start "
+                                "a new job",
+                                port, (long long)s->next, key, v ? "\"" : "",
+                                v ? (int)strnlen(v, len) : 7, v ? v : "nothing", v ? "\"" : "");
+            break;
+        }
+        s->next++;
+    }
+    sqlite3_reset(st);
+    return rc < 0 ? rc : 0;
+}
+
+int orch_sched_sources_open(struct orch_sched *d)
+{
+    for (int i = 0; i < d->nsources; i++) {
+        d->sources[i].src = orch_plan_source(d->plan, i);
+        d->sources[i].domain = d->sources[i].src->domain;
+        int rc = source_open(d, &d->sources[i]);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+void orch_sched_sources_free(struct orch_sched *d)
+{
+    for (int i = 0; d->sources && i < d->nsources; i++) {
+        if (d->sources[i].globbed)
+            globfree(&d->sources[i].g);
+        if (d->sources[i].lines)
+            fclose(d->sources[i].lines);
+        free(d->sources[i].line);
+    }
+    free(d->sources);
+    d->sources = NULL;
+    d->nsources = 0;
+}
+
+/* Admits up to ADMIT_CHUNK root entities of source s: their values are written to LMDB
+ * in one transaction, then published in the turn's store transaction. A failure leaves
+ * the source's cursor past values that were not committed: the run stops, and resume
+ * recomputes the cursor from the roots the store holds. */
+static int admit_chunk(struct orch_sched *d, struct orch_sched_source *s)
+{
+    char *vals[ADMIT_CHUNK];
+    struct orch_iov iov[ADMIT_CHUNK];
+    uint64_t ids[ADMIT_CHUNK];
+    int64_t first = s->next;
+    int n = 0, rc = 0;
+    while (n < ADMIT_CHUNK) {
+        size_t len;
+        const char *v = source_next(s, &len);
+        if (!v) {
+            s->exhausted = true;
+            break;
+        }
+        if (!(vals[n] = strndup(v, len))) {
+            rc = -ENOMEM;
+            break;
+        }
+        iov[n].data = vals[n];
+        iov[n].len = len;
+        n++;
+        s->next++;
+    }
+    if (rc == 0 && n > 0)
+        rc = orch_payload_put_many(d->job->payloads, iov, (size_t)n, ids);
+    if (rc == 0 && n > 0)
+        rc = orch_sched_txn(d);
+    for (int k = 0; k < n && rc == 0; k++)
+        rc = orch_prop_admit_root(d->prop, s->domain, first + k, vals[k], ids[k], NULL);
+    for (int k = 0; k < n; k++)
+        free(vals[k]);
+    return rc;
+}
+
+/* Admission (DESIGN §5): roots enter lazily, one chunk per source per turn (so that the
+ * turn commits and the workers get going), and only while the unsealed grains are under
+ * their budget. */
+int orch_sched_admit(struct orch_sched *d)
+{
+    for (int i = 0; i < d->nsources; i++) {
+        struct orch_sched_source *s = &d->sources[i];
+        if (s->exhausted || orch_prop_unsealed(d->prop) >= d->max_unsealed)
+            continue;
+        int rc = admit_chunk(d, s);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+bool orch_sched_sources_done(const struct orch_sched *d)
+{
+    for (int i = 0; i < d->nsources; i++)
+        if (!d->sources[i].exhausted)
+            return false;
+    return true;
+}

@@ -1,0 +1,418 @@
+/* dispatch.c — batches against the store: reserve, send, fail, retry (run_int.h). */
+#include "run_int.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support.h"
+
+/* ---- attempts and retries -------------------------------------------------------------- */
+
+int orch_sched_attempt_end(struct orch_sched *d, int64_t row, enum orch_attempt_outcome o,
+                           const char *message)
+{
+    sqlite3_stmt *st;
+    int rc = orch_store_prepare(d->job->store,
+                                "UPDATE attempt SET ended_at = ?, outcome = ?, "
+                                "message = ? WHERE id = ?",
+                                &st);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, orch_sched_now_ms());
+    sqlite3_bind_text(st, 2, orch_attempt_outcome_name(o), -1, SQLITE_STATIC);
+    if (message && *message)
+        sqlite3_bind_text(st, 3, message, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 4, row);
+    rc = orch_store_step(d->job->store, st);
+    sqlite3_reset(st);
+    return rc < 0 ? rc : 0;
+}
+
+/* Puts an in-flight grain back to READY with generation+1 at the tail of its queue. */
+static int requeue(struct orch_sched *d, struct orch_grain_ref g, bool solo)
+{
+    sqlite3_stmt *st;
+    int rc =
+        orch_store_prepare(d->job->store,
+                           "UPDATE grain SET phase = 'ready', generation = generation + 1, "
+                           "ready_seq = ? WHERE id = ? AND phase = 'in_flight' "
+                           "AND generation = ?",
+                           &st);
+    if (rc < 0)
+        return rc;
+    int64_t seq = orch_prop_next_seq(d->prop);
+    sqlite3_bind_int64(st, 1, seq);
+    sqlite3_bind_int64(st, 2, g.grain);
+    sqlite3_bind_int64(st, 3, g.generation);
+    rc = orch_store_step(d->job->store, st);
+    sqlite3_reset(st);
+    if (rc < 0)
+        return rc;
+    if (sqlite3_changes(orch_store_db(d->job->store)) != 1)
+        return 0; /* no longer in flight with that generation: nothing to retry */
+    return orch_sched_queue_requeue(&d->calls[g.call].q, &g, seq, solo);
+}
+
+struct orch_sched_batch *orch_sched_batch_take(struct orch_sched_call *cr, uint64_t id)
+{
+    for (struct orch_sched_batch **p = &cr->inflight; *p; p = &(*p)->next) {
+        if ((*p)->id == id) {
+            struct orch_sched_batch *b = *p;
+            *p = b->next;
+            b->next = NULL;
+            return b;
+        }
+    }
+    return NULL;
+}
+
+static void batch_free(struct orch_sched_batch *b)
+{
+    if (!b)
+        return;
+    free(b->slot);
+    free(b->rec);
+    free(b->nval);
+    free(b->vals);
+    free(b->end_why);
+    free(b);
+}
+
+void orch_sched_batches_free(struct orch_sched_batch *b)
+{
+    while (b) {
+        struct orch_sched_batch *next = b->next;
+        batch_free(b);
+        b = next;
+    }
+}
+
+static enum orch_attempt_outcome failure_attempt(enum orch_failure_kind kind)
+{
+    switch (kind) {
+    case ORCH_FAILURE_ERROR:
+        return ORCH_ATTEMPT_ERROR;
+    case ORCH_FAILURE_CRASH:
+        return ORCH_ATTEMPT_CRASH;
+    case ORCH_FAILURE_TIMEOUT:
+        return ORCH_ATTEMPT_TIMEOUT;
+    case ORCH_FAILURE_RECORD: /* typed failures come in answers, not as a batch's */
+    case ORCH_FAILURE_GROUP:
+    case ORCH_FAILURE_EXHAUSTED: /* made here, from an attempt failure */
+    case ORCH_FAILURE__COUNT:
+        break;
+    }
+    assert(!"not the failure of a whole batch");
+    return ORCH_ATTEMPT_ERROR;
+}
+
+/* A batch of several grains is split: each is retried alone, not counted. A grain that
+ * failed alone counts the attempt against `retries`, and is sealed Failed (exhausted)
+ * past it. */
+int orch_sched_batch_failed(struct orch_sched *d, struct orch_sched_call *cr,
+                            struct orch_sched_batch *b, enum orch_failure_kind kind,
+                            const char *message)
+{
+    enum orch_attempt_outcome ao = failure_attempt(kind);
+    int rc = orch_sched_txn(d);
+    d->stats->attempts_failed++;
+    for (int i = 0; i < b->n && rc == 0; i++) {
+        struct orch_sched_slot *s = &b->slot[i];
+        if ((rc = orch_sched_attempt_end(d, s->attempt_row, ao, message)) < 0)
+            break;
+        /* A sibling under a GroupFailure barrier is neither retried (it would be
+         * dispatched under the barrier) nor charged: it is sealed Suppressed. */
+        bool barred;
+        if ((rc = orch_prop_barred(d->prop, &s->g, &barred)) < 0 || barred)
+            continue;
+        if (b->n > 1) {
+            rc = requeue(d, s->g, true);
+            continue;
+        }
+        if ((rc = orch_prop_failure_row(d->prop, &s->g, kind, message)) < 0)
+            break;
+        s->g.attempts++;
+        if ((int)s->g.attempts > cr->c->opts.retries) {
+            char why[512];
+            snprintf(why, sizeof why, "gave up after %u attempts; last: %s", s->g.attempts,
+                     message);
+            bool accepted;
+            rc = orch_prop_fail(d->prop, &s->g, ORCH_FAILURE_EXHAUSTED, why, &accepted);
+        } else {
+            rc = requeue(d, s->g, true);
+        }
+    }
+    orch_sched_release(d, cr);
+    return rc;
+}
+
+/* ---- reservation ----------------------------------------------------------------------- */
+
+/* One reservation in progress: the store's side of queue.h's rule. */
+struct reserving {
+    struct orch_sched *d;
+    struct orch_sched_call *cr;
+    struct orch_sched_batch *b;
+};
+
+/* Loads the entry's inputs (kept in d->inputs for take) and, with batch_bytes, their size:
+ * read from LMDB without copying, in a read transaction that lives for one reservation. */
+static int look(void *ctx, const struct orch_sched_qent *e, uint64_t *bytes)
+{
+    struct reserving *r = ctx;
+    struct orch_sched *d = r->d;
+    int rc = orch_prop_inputs(d->prop, &e->g, &d->inputs);
+    if (rc < 0 || r->cr->c->opts.batch_bytes <= 0)
+        return rc;
+    for (size_t k = 0; k < d->inputs.nvals; k++) {
+        const void *data;
+        size_t len = 0;
+        if (!d->inputs.vals[k].present)
+            continue;
+        if (!r->b->rtxn && (rc = orch_payload_read_begin(d->job->payloads, &r->b->rtxn)) < 0)
+            return rc;
+        if ((rc = orch_payload_read(r->b->rtxn, d->inputs.vals[k].payload, &data, &len)) < 0)
+            return rc;
+        *bytes += len;
+    }
+    return 0;
+}
+
+/* The entry whose inputs look() loaded goes IN_FLIGHT with an attempt row, and into the
+ * batch; unless it left READY meanwhile (sealed by a barrier): stale, 0. */
+static int take(void *ctx, const struct orch_sched_qent *e)
+{
+    struct reserving *r = ctx;
+    struct orch_sched *d = r->d;
+    struct orch_sched_batch *b = r->b;
+    sqlite3_stmt *st;
+    int rc = orch_store_prepare(d->job->store,
+                                "UPDATE grain SET phase = 'in_flight' "
+                                "WHERE id = ? AND phase = 'ready' "
+                                "AND generation = ?",
+                                &st);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, e->g.grain);
+    sqlite3_bind_int64(st, 2, e->g.generation);
+    rc = orch_store_step(d->job->store, st);
+    sqlite3_reset(st);
+    if (rc < 0)
+        return rc;
+    if (sqlite3_changes(orch_store_db(d->job->store)) != 1)
+        return 0;
+    assert(b->n < b->cap);
+    struct orch_sched_slot *s = &b->slot[b->n];
+    s->g = e->g;
+    if ((rc = orch_store_prepare(d->job->store,
+                                 "INSERT INTO attempt (grain_id, generation, "
+                                 "worker_pid, batch, started_at) "
+                                 "VALUES (?, ?, ?, ?, ?)",
+                                 &st)) < 0)
+        return rc;
+    sqlite3_bind_int64(st, 1, e->g.grain);
+    sqlite3_bind_int64(st, 2, e->g.generation);
+    sqlite3_bind_int(st, 3, orch_worker_pid(b->worker));
+    sqlite3_bind_int64(st, 4, (int64_t)b->id);
+    sqlite3_bind_int64(st, 5, orch_sched_now_ms());
+    rc = orch_store_step(d->job->store, st);
+    sqlite3_reset(st);
+    if (rc < 0)
+        return rc;
+    s->attempt_row = sqlite3_last_insert_rowid(orch_store_db(d->job->store));
+    s->first_input = d->inputs.first_input;
+    /* Append the wire record; its pointers are fixed up when the batch is complete. The
+     * values are counted as they come (nvals), so that n adds cost O(n). The +1: a reduce
+     * over no surviving child has no values, and vals must still be an allocation. */
+    struct orch_wire_record *w = &b->rec[b->n];
+    w->grain = (uint64_t)e->g.grain;
+    w->generation = e->g.generation;
+    w->attempt = e->g.attempts + 1;
+    w->nin = (uint32_t)r->cr->s->nin;
+    if (orch__grow_n(&b->vals, &b->cap_vals, b->nvals + d->inputs.nvals + 1, sizeof *b->vals) <
+        0)
+        return -ENOMEM;
+    if (d->inputs.nvals) /* vals is NULL then */
+        memcpy(b->vals + b->nvals, d->inputs.vals, d->inputs.nvals * sizeof *b->vals);
+    b->nvals += d->inputs.nvals;
+    memcpy(b->nval + (size_t)b->n * ORCH_PLAN_MAX_INPUTS, d->inputs.nval,
+           sizeof d->inputs.nval);
+    b->n++;
+    return 1;
+}
+
+/* A batch for up to min(batch, queued) grains: a reservation never adds more than it
+ * consumes, so what is queued bounds it, whatever `batch` says (1,000,000 would otherwise
+ * allocate ~184 MB per reservation). */
+static struct orch_sched_batch *batch_new(struct orch_sched *d, struct orch_sched_call *cr,
+                                          orch_worker *w)
+{
+    size_t cap = cr->q.len < (size_t)cr->c->opts.batch ? cr->q.len : (size_t)cr->c->opts.batch;
+    assert(cap >= 1);
+    struct orch_sched_batch *b = calloc(1, sizeof *b);
+    if (!b)
+        return NULL;
+    b->cap = (int)cap;
+    b->slot = calloc(cap, sizeof *b->slot);
+    b->rec = calloc(cap, sizeof *b->rec);
+    b->nval = calloc(cap * ORCH_PLAN_MAX_INPUTS, sizeof *b->nval);
+    if (!b->slot || !b->rec || !b->nval) {
+        batch_free(b);
+        return NULL;
+    }
+    b->id = ++d->next_batch;
+    b->cr = cr;
+    b->worker = w;
+    b->end_as = ORCH_ATTEMPT_INTERRUPTED;
+    return b;
+}
+
+/* Takes a batch from cr's queue for worker w (queue.h's rule). *out is NULL when every
+ * entry consumed was stale. */
+static int reserve(struct orch_sched *d, struct orch_sched_call *cr, orch_worker *w,
+                   struct orch_sched_batch **out)
+{
+    *out = NULL;
+    struct orch_sched_batch *b = batch_new(d, cr, w);
+    if (!b)
+        return -ENOMEM;
+    struct reserving ctx = {.d = d, .cr = cr, .b = b};
+    struct orch_sched_reserve rule = {
+        .batch = cr->c->opts.batch,
+        .batch_bytes = cr->c->opts.batch_bytes,
+        .parent = cr->c->opts.reserve == ORCH_RESERVE_PARENT,
+        .ctx = &ctx,
+        .look = look,
+        .take = take,
+    };
+    int rc = orch_sched_queue_reserve(&cr->q, &rule);
+    orch_payload_read_end(b->rtxn);
+    b->rtxn = NULL;
+    if (rc <= 0) {
+        batch_free(b);
+        return rc;
+    }
+    assert(rc == b->n);
+    /* Fix up the record pointers now that the arrays no longer move. */
+    size_t off = 0;
+    for (int k = 0; k < b->n; k++) {
+        b->rec[k].nval = b->nval + (size_t)k * ORCH_PLAN_MAX_INPUTS;
+        b->rec[k].vals = b->vals + off;
+        for (uint32_t j = 0; j < b->rec[k].nin; j++)
+            off += b->rec[k].nval[j];
+    }
+    assert(off == b->nvals);
+    *out = b;
+    return 0;
+}
+
+/* ---- dispatch and sending -------------------------------------------------------------- */
+
+int orch_sched_dispatch(struct orch_sched *d)
+{
+    /* Downstream calls first: when the budget is tight, finishing what is in the
+     * pipeline drains it and frees room for admission (DESIGN §5). */
+    for (int k = 0; k < d->ncalls; k++) {
+        struct orch_sched_call *cr = &d->calls[d->order[k]];
+        while (cr->pool && cr->nidle > 0 && cr->q.len > 0 && orch_sched_fits(d, cr)) {
+            int rc = orch_sched_txn(d);
+            orch_worker *w = cr->idle[cr->nidle - 1];
+            struct orch_sched_batch *b;
+            if (rc == 0)
+                rc = reserve(d, cr, w, &b);
+            if (rc < 0)
+                return rc;
+            if (!b)
+                continue; /* every entry taken was stale */
+            cr->nidle--;
+            orch_sched_hold(d, cr);
+            b->next = d->to_send;
+            d->to_send = b;
+        }
+    }
+    return 0;
+}
+
+void orch_sched_send(struct orch_sched *d)
+{
+    struct orch_sched_batch *b = d->to_send;
+    d->to_send = NULL;
+    while (b) {
+        struct orch_sched_batch *next = b->next;
+        struct orch_sched_call *cr = b->cr;
+        b->next = cr->inflight;
+        cr->inflight = b;
+        struct orch_wire_batch wb = {.id = b->id, .nrec = (uint32_t)b->n, .rec = b->rec};
+        d->stats->batches++;
+        int rc = orch_pool_dispatch(cr->pool, b->worker, &wb);
+        if (rc < 0) {
+            /* The worker went away between reservation and sending: the batch never ran,
+             * so its grains go back to their queue without being charged an attempt. */
+            orch_sched_batch_take(cr, b->id);
+            rc = orch_sched_txn(d);
+            for (int i = 0; i < b->n && rc == 0; i++) {
+                rc = orch_sched_attempt_end(d, b->slot[i].attempt_row, ORCH_ATTEMPT_CRASH,
+                                            "the worker was lost before the batch reached it");
+                if (rc == 0)
+                    rc = requeue(d, b->slot[i].g, false);
+            }
+            orch_sched_release(d, cr);
+            if (rc < 0)
+                orch_sched_set_fatal(d, rc);
+            orch_sched_settle(d, b);
+        }
+        b = next;
+    }
+}
+
+/* ---- the order of the calls ------------------------------------------------------------ */
+
+/* Orders the calls by the depth of their statements in the plan's DAG (a statement is
+ * one deeper than the deepest producer of its inputs; sources are depth 0), deepest
+ * first, so that dispatch serves downstream queues first whatever the order in which
+ * the pipeline declared its calls. */
+int orch_sched_call_order(struct orch_sched *d)
+{
+    int ns = orch_plan_nstmts(d->plan);
+    int *depth = calloc((size_t)ns + 1, sizeof *depth);
+    d->order = calloc((size_t)d->ncalls + 1, sizeof *d->order);
+    if (!depth || !d->order) {
+        free(depth);
+        return -ENOMEM;
+    }
+    /* Relax ns times: the longest path in a DAG of ns statements has at most ns edges. */
+    for (int round = 0; round < ns; round++) {
+        bool changed = false;
+        for (int i = 0; i < ns; i++) {
+            const struct orch_stmt *st = orch_plan_stmt(d->plan, i);
+            for (int j = 0; j < st->nin; j++) {
+                int prod = orch_plan_port(d->plan, st->in[j].port)->producer;
+                if (prod >= 0 && depth[prod] + 1 > depth[i]) {
+                    depth[i] = depth[prod] + 1;
+                    changed = true;
+                }
+            }
+        }
+        if (!changed)
+            break;
+    }
+    for (int i = 0; i < d->ncalls; i++)
+        d->order[i] = i;
+    /* Insertion sort by depth, deepest first; ties keep declaration order. */
+    for (int i = 1; i < d->ncalls; i++) {
+        int c = d->order[i], dc = orch_plan_call(d->plan, c)->stmt;
+        int key = dc >= 0 ? depth[dc] : -1, k = i - 1;
+        while (k >= 0) {
+            int ok = orch_plan_call(d->plan, d->order[k])->stmt;
+            if ((ok >= 0 ? depth[ok] : -1) >= key)
+                break;
+            d->order[k + 1] = d->order[k];
+            k--;
+        }
+        d->order[k + 1] = c;
+    }
+    free(depth);
+    return 0;
+}

@@ -1,0 +1,124 @@
+/* inputs.c — what a READY grain's worker is sent: its input values, list by list. */
+#include "prop_int.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "orch_error.h"
+#include "support.h"
+
+static int push_val(struct orch_prop_inputs *in, uint64_t payload, bool present)
+{
+    if (orch__grow_n(&in->vals, &in->cap, in->nvals + 1, sizeof *in->vals) < 0)
+        return -ENOMEM;
+    in->vals[in->nvals].payload = present ? payload : 0;
+    in->vals[in->nvals].present = present;
+    in->nvals++;
+    return 0;
+}
+
+/* A map, filter or expand: one value per input, read from its items. */
+static int entity_inputs(orch_prop *p, const struct orch_grain_ref *g, const struct orch_stmt *s,
+                         struct orch_prop_inputs *in)
+{
+    for (int i = 0; i < s->nin; i++) {
+        enum orch_item_state state;
+        uint64_t payload = 0;
+        int rc = orch_store_item_get(p->store, s->in[i].port, g->entity, &state, &payload);
+        if (rc < 0)
+            return rc;
+        if (rc == 0)
+            return orch_error_set(ORCH_ECORRUPT,
+                                  "grain %lld is ready but its input %s is not terminal",
+                                  (long long)g->grain,
+                                  orch_plan_port(p->plan, s->in[i].port)->qualified);
+        in->nval[i] = 1;
+        if ((rc = push_val(in, payload, state == ORCH_ITEM_PRESENT)) < 0)
+            return rc;
+        if (i == 0)
+            in->first_input = payload;
+    }
+    return 0;
+}
+
+/* A reduce: the surviving children in ordinal order, every list the same children. A
+ * child survives when none of its required inputs is Dropped. */
+static int reduce_inputs(orch_prop *p, const struct orch_grain_ref *g, const struct orch_stmt *s,
+                         struct orch_prop_inputs *in)
+{
+    int64_t *kids;
+    size_t n;
+    int rc = orch_store_children(p->store, g->entity, prop__reduce_child(p->plan, s), &kids, &n);
+    if (rc < 0)
+        return rc;
+    for (int i = 0; i < s->nin; i++)
+        in->nval[i] = 0;
+    enum orch_item_state state[ORCH_PLAN_MAX_INPUTS];
+    uint64_t payload[ORCH_PLAN_MAX_INPUTS];
+    for (size_t k = 0; k < n && rc == 0; k++) {
+        bool keep = true;
+        for (int i = 0; i < s->nin && rc == 0; i++) {
+            payload[i] = 0;
+            rc = orch_store_item_get(p->store, s->in[i].port, kids[k], &state[i], &payload[i]);
+            if (rc == 0)
+                rc = orch_error_set(ORCH_ECORRUPT,
+                                    "reduce grain %lld is ready but a child input is not "
+                                    "terminal",
+                                    (long long)g->grain);
+            else if (rc == 1)
+                rc = 0;
+            if (rc == 0 && state[i] != ORCH_ITEM_PRESENT && !s->in[i].optional)
+                keep = false;
+        }
+        if (rc < 0 || !keep)
+            continue;
+        /* Appended child by child; regrouped list by list below. */
+        for (int i = 0; i < s->nin; i++)
+            in->nval[i]++;
+        for (int i = 0; i < s->nin && rc == 0; i++)
+            rc = push_val(in, payload[i], state[i] == ORCH_ITEM_PRESENT);
+    }
+    free(kids);
+    if (rc < 0)
+        return rc;
+    /* Regroup into list-major order (nothing to do for no surviving child: malloc(0) may
+     * return NULL). */
+    if (s->nin > 1 && in->nvals > 0) {
+        struct orch_wire_value *tmp = malloc(in->nvals * sizeof *tmp);
+        if (!tmp)
+            return -ENOMEM;
+        size_t nk = in->nvals / (size_t)s->nin;
+        for (size_t k = 0; k < nk; k++)
+            for (int i = 0; i < s->nin; i++)
+                tmp[(size_t)i * nk + k] = in->vals[k * (size_t)s->nin + (size_t)i];
+        memcpy(in->vals, tmp, in->nvals * sizeof *tmp);
+        free(tmp);
+    }
+    return 0;
+}
+
+int orch_prop_inputs(orch_prop *p, const struct orch_grain_ref *g, struct orch_prop_inputs *in)
+{
+    const struct orch_call *c = orch_plan_call(p->plan, g->call);
+    const struct orch_stmt *s = orch_plan_stmt(p->plan, c->stmt);
+    in->nvals = 0;
+    in->first_input = 0;
+    if (s->op == ORCH_OP_REDUCE)
+        return reduce_inputs(p, g, s, in);
+    if (g->in0_state >= 0) { /* known as it became READY: no look-up */
+        assert(s->nin == 1);
+        in->nval[0] = 1;
+        in->first_input = g->in0_state == ORCH_ITEM_PRESENT ? g->in0 : 0;
+        return push_val(in, g->in0, g->in0_state == ORCH_ITEM_PRESENT);
+    }
+    return entity_inputs(p, g, s, in);
+}
+
+void orch_prop_inputs_free(struct orch_prop_inputs *in)
+{
+    free(in->vals);
+    in->vals = NULL;
+    in->nvals = in->cap = 0;
+}

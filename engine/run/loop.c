@@ -1,0 +1,478 @@
+/* loop.c — the driver's event loop: turns, group commit, pool callbacks (run_int.h). */
+#include "run_int.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <malloc.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "orch_error.h"
+#include "support.h"
+
+#define DEFAULT_MAX_UNSEALED 20000
+
+void orch_sched_set_fatal(struct orch_sched *d, int rc)
+{
+    if (!d->fatal)
+        d->fatal = rc;
+}
+
+/* The turn's transaction is opened lazily by whatever needs to write first. */
+int orch_sched_txn(struct orch_sched *d)
+{
+    if (orch_store_in_txn(d->job->store))
+        return 0;
+    return orch_store_begin(d->job->store);
+}
+
+void orch_sched_settle(struct orch_sched *d, struct orch_sched_batch *b)
+{
+    b->next = d->settled;
+    d->settled = b;
+}
+
+/* propagate.h's hook: a grain became READY. */
+static int on_ready(void *ctx, const struct orch_grain_ref *g)
+{
+    struct orch_sched *d = ctx;
+    struct orch_sched_qent e = {.g = *g};
+    return orch_sched_queue_push(&d->calls[g->call].q, &e);
+}
+
+/* ---- pool callbacks -------------------------------------------------------------------- */
+
+static struct orch_sched_call *call_of(struct orch_sched *d, orch_pool *pool)
+{
+    for (int i = 0; i < d->ncalls; i++)
+        if (d->calls[i].pool == pool)
+            return &d->calls[i];
+    return NULL;
+}
+
+static void on_idle(void *ctx, orch_pool *pool, orch_worker *w)
+{
+    struct orch_sched *d = ctx;
+    struct orch_sched_call *cr = call_of(d, pool);
+    assert(cr);
+    if (orch__grow(&cr->idle, &cr->cidle, cr->nidle + 1, sizeof *cr->idle) < 0) {
+        orch_sched_set_fatal(d, -ENOMEM);
+        return;
+    }
+    cr->idle[cr->nidle++] = w;
+}
+
+/* The attempt outcome of an answer that was accepted as it came. */
+static enum orch_attempt_outcome answer_attempt(enum orch_wire_outcome o)
+{
+    switch (o) {
+    case ORCH_WIRE_OK:
+    case ORCH_WIRE_KEEP_TRUE:
+        return ORCH_ATTEMPT_OK;
+    case ORCH_WIRE_DROP:
+    case ORCH_WIRE_KEEP_FALSE:
+        return ORCH_ATTEMPT_DROPPED;
+    case ORCH_WIRE_RECORD_FAILURE:
+        return ORCH_ATTEMPT_RECORD;
+    case ORCH_WIRE_GROUP_FAILURE:
+        return ORCH_ATTEMPT_GROUP;
+    case ORCH_WIRE__COUNT:
+        break;
+    }
+    assert(!"an outcome the wire decoder refuses");
+    return ORCH_ATTEMPT_RECORD;
+}
+
+/* Applies the answers of batch b, record by record. */
+static int apply_answers(struct orch_sched *d, struct orch_sched_batch *b,
+                         const struct orch_wire_report *r)
+{
+    int rc = 0;
+    for (int i = 0; i < b->n && rc == 0; i++) {
+        struct orch_sched_slot *s = &b->slot[i];
+        const struct orch_wire_answer *a = &r->rec[i];
+        bool accepted, suppressed;
+        /* An answer of values that does not fit its statement (an aligned expand's
+         * count, a map giving children, ...) is sealed as a RecordFailure by
+         * orch_prop_accept; the attempt must say `record`, not `ok`. */
+        int64_t failed = orch_prop_counts(d->prop, s->g.call)->sealed[ORCH_OUTCOME_FAILED];
+        rc = orch_prop_accept(d->prop, &s->g, a, s->first_input, &accepted, &suppressed);
+        if (rc < 0)
+            break;
+        if (!accepted) {
+            d->stats->stale++;
+            continue;
+        }
+        d->stats->committed++;
+        if (suppressed)
+            d->stats->suppressed++;
+        enum orch_attempt_outcome ao = answer_attempt(a->outcome);
+        if (suppressed)
+            ao = ORCH_ATTEMPT_SUPPRESSED;
+        else if ((a->outcome == ORCH_WIRE_OK || a->outcome == ORCH_WIRE_KEEP_TRUE) &&
+                 orch_prop_counts(d->prop, s->g.call)->sealed[ORCH_OUTCOME_FAILED] > failed)
+            ao = ORCH_ATTEMPT_RECORD;
+        rc = orch_sched_attempt_end(d, s->attempt_row, ao,
+                                    *orch_prop_refusal(d->prop) ? orch_prop_refusal(d->prop)
+                                                                : a->message);
+    }
+    return rc;
+}
+
+/* The payload store is full or broken: no retry can help, and the job stops so that the
+ * user can make room and resume. The turn is rolled back (a fatal error), so nothing is
+ * written now: after the rollback the batch's attempts are ended as errors with the
+ * worker's message (keep_why), and its grains, still IN_FLIGHT in the store, go back to
+ * READY uncharged on resume (recover.c). */
+static int storage_full(struct orch_sched *d, struct orch_sched_call *cr,
+                        struct orch_sched_batch *b, const char *message)
+{
+    orch_sched_release(d, cr);
+    b->end_as = ORCH_ATTEMPT_ERROR;
+    b->end_why = strdup(message); /* NULL (no memory): the stop's message */
+    return orch_error_set(-ENOSPC, "call %s could not store its outputs: %s", cr->c->name,
+                          message);
+}
+
+/* A report of every record: each answer is applied, unless the count is wrong. */
+static int answered(struct orch_sched *d, struct orch_sched_call *cr,
+                    struct orch_sched_batch *b, orch_worker *w,
+                    const struct orch_wire_report *r)
+{
+    if (r->nrec != (uint32_t)b->n) {
+        char why[128];
+        snprintf(why, sizeof why, "worker %d answered %u records of a batch of %d",
+                 orch_worker_pid(w), r->nrec, b->n);
+        return orch_sched_batch_failed(d, cr, b, ORCH_FAILURE_ERROR, why);
+    }
+    int rc = orch_sched_txn(d);
+    orch_sched_release(d, cr);
+    return rc < 0 ? rc : apply_answers(d, b, r);
+}
+
+static void on_report(void *ctx, orch_pool *pool, orch_worker *w,
+                      const struct orch_wire_report *r)
+{
+    struct orch_sched *d = ctx;
+    struct orch_sched_call *cr = call_of(d, pool);
+    struct orch_sched_batch *b = orch_sched_batch_take(cr, r->batch);
+    on_idle(ctx, pool, w);
+    if (!b) { /* not a batch we sent: a duplicate or a stray report */
+        d->stats->stale++;
+        return;
+    }
+    orch_sched_settle(d, b);
+    int rc = 0;
+    switch (r->status) {
+    case ORCH_WIRE_STATUS_OK:
+        rc = answered(d, cr, b, w, r);
+        break;
+    case ORCH_WIRE_STATUS_FAILED: /* run() failed: an attempt failure of the whole batch */
+        rc = orch_sched_batch_failed(d, cr, b, ORCH_FAILURE_ERROR, r->message);
+        break;
+    case ORCH_WIRE_STATUS_STORAGE:
+        rc = storage_full(d, cr, b, r->message);
+        break;
+    case ORCH_WIRE_STATUS__COUNT: /* not a status: the wire decoder refuses it */
+        assert(!"a report status that wire.c refuses");
+        rc = orch_sched_batch_failed(d, cr, b, ORCH_FAILURE_ERROR, r->message);
+        break;
+    }
+    if (rc < 0)
+        orch_sched_set_fatal(d, rc);
+}
+
+static void on_lost(void *ctx, orch_pool *pool, orch_worker *w, uint64_t batch,
+                    enum orch_loss_kind kind, const char *message)
+{
+    struct orch_sched *d = ctx;
+    struct orch_sched_call *cr = call_of(d, pool);
+    /* A worker killed inside an LMDB read transaction leaves its reader slot taken;
+     * clear it now rather than at the next open (slots are few: 126 by default). */
+    (void)orch_payload_reader_check(d->job->payloads, NULL);
+    for (int i = 0; i < cr->nidle; i++) /* a dead worker is never idle */
+        if (cr->idle[i] == w)
+            cr->idle[i--] = cr->idle[--cr->nidle];
+    enum orch_failure_kind fk = ORCH_FAILURE_CRASH;
+    switch (kind) {
+    case ORCH_LOSS_CRASH:
+        fk = ORCH_FAILURE_CRASH;
+        break;
+    case ORCH_LOSS_TIMEOUT:
+        fk = ORCH_FAILURE_TIMEOUT;
+        break;
+    case ORCH_LOSS_INIT:
+        /* A worker that fails its init never held a batch (pool.c declares INIT only for
+         * a worker still starting). The pool replaces it, until the failure repeats:
+         * then the job stops; the attempts still running are ended after the turn's
+         * rollback with this message (keep_why). */
+        assert(batch == 0);
+        if (orch_pool_failed(pool))
+            orch_sched_set_fatal(d, orch_error_set(ORCH_EPLAN,
+                                                   "call %s cannot start its workers: %s",
+                                                   cr->c->name, message));
+        return;
+    case ORCH_LOSS__COUNT: /* not a kind: the pool never gives it */
+        assert(!"a loss kind that pool.h does not define");
+        break;
+    }
+    struct orch_sched_batch *b = batch ? orch_sched_batch_take(cr, batch) : NULL;
+    if (!b)
+        return;
+    orch_sched_settle(d, b);
+    int rc = orch_sched_batch_failed(d, cr, b, fk, message);
+    if (rc < 0)
+        orch_sched_set_fatal(d, rc);
+}
+
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+    orch_sched_progress(arg, false);
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    struct orch_sched *d = arg;
+    d->interrupted = true;
+    (void)event_base_loopbreak(d->base); /* fails only for a NULL base */
+}
+
+/* ---- the turn -------------------------------------------------------------------------- */
+
+static bool finished(const struct orch_sched *d)
+{
+    if (d->to_send || !orch_sched_sources_done(d) || orch_prop_unsealed(d->prop) > 0)
+        return false;
+    for (int i = 0; i < d->ncalls; i++)
+        if (d->calls[i].inflight)
+            return false;
+    return true;
+}
+
+/* Nothing runs, nothing is queued, nothing is left to admit, yet grains are unsealed:
+ * they wait on facts that will never come. A bug, reported rather than waited on. */
+static bool stuck(const struct orch_sched *d)
+{
+    if (d->to_send || !orch_sched_sources_done(d) || orch_prop_unsealed(d->prop) == 0)
+        return false;
+    for (int i = 0; i < d->ncalls; i++)
+        if (d->calls[i].inflight || d->calls[i].q.len)
+            return false;
+    return true;
+}
+
+/* Commits the turn. With machine durability the payloads that its facts name are made
+ * durable first, with one sync for the whole turn (group commit): a committed Present item
+ * never names a payload that a machine crash could lose (DESIGN §6, invariant 1). Then
+ * the batches settled in it are done with. */
+static int commit_turn(struct orch_sched *d)
+{
+    int rc = 0;
+    if (orch_store_in_txn(d->job->store)) {
+        rc = orch_prop_flush(d->prop);
+        if (rc == 0 && d->opts->durability == ORCH_DURABILITY_MACHINE)
+            rc = orch_payload_sync(d->job->payloads);
+        if (rc < 0) {
+            orch_store_rollback(d->job->store);
+            return rc;
+        }
+        if ((rc = orch_store_commit(d->job->store)) < 0)
+            return rc;
+    }
+    orch_sched_batches_free(d->settled);
+    d->settled = NULL;
+    return 0;
+}
+
+static int turn(struct orch_sched *d)
+{
+    /* A fatal error met while applying a report may have left the turn's transaction
+     * half done: it is rolled back (by the caller), never committed. What it held was in
+     * flight and runs again on resume. */
+    if (d->fatal)
+        return d->fatal;
+    int rc = orch_sched_admit(d);
+    if (rc == 0)
+        rc = orch_sched_dispatch(d);
+    if (rc == 0)
+        rc = commit_turn(d);
+    if (rc < 0) {
+        /* Nothing of this turn is committed; batches reserved in it must not run. */
+        orch_sched_batches_free(d->to_send);
+        d->to_send = NULL;
+        return rc;
+    }
+    orch_sched_send(d);
+    if (d->fatal)
+        return d->fatal;
+    /* orch_sched_send may have put back batches that never reached their workers. */
+    return commit_turn(d);
+}
+
+/* ---- after a stop ---------------------------------------------------------------------- */
+
+static void end_attempts(struct orch_sched *d, const struct orch_sched_batch *b,
+                         enum orch_attempt_outcome o, const char *why, int *rc)
+{
+    for (int i = 0; i < b->n && *rc == 0; i++)
+        *rc = orch_sched_attempt_end(d, b->slot[i].attempt_row, o, why);
+}
+
+/* The run stopped on error rc and the turn's transaction was rolled back: the attempts
+ * that were running end here, in a transaction of their own, saying why — the batch that
+ * caused the stop with its own message, every other with the stop's — rather than being
+ * found open and marked interrupted, without a word, by the next resume (recover.c).
+ * Best effort: the stop's error stands whatever happens here, its detail included. */
+static void keep_why(struct orch_sched *d, int rc)
+{
+    bool any = d->settled != NULL;
+    for (int i = 0; i < d->ncalls && !any; i++)
+        any = d->calls[i].inflight != NULL;
+    if (!any)
+        return;
+    char why[1024];
+    snprintf(why, sizeof why, "%s",
+             *orch_error_detail() ? orch_error_detail() : orch_strerror(rc));
+    int k = orch_store_begin(d->job->store);
+    for (const struct orch_sched_batch *b = d->settled; b; b = b->next)
+        end_attempts(d, b, b->end_as, b->end_why ? b->end_why : why, &k);
+    for (int i = 0; i < d->ncalls; i++)
+        for (const struct orch_sched_batch *b = d->calls[i].inflight; b; b = b->next)
+            end_attempts(d, b, ORCH_ATTEMPT_INTERRUPTED, why, &k);
+    if (k == 0)
+        k = orch_store_commit(d->job->store);
+    if (k < 0 && orch_store_in_txn(d->job->store))
+        orch_store_rollback(d->job->store);
+    orch_error_set(rc, "%s", why);
+}
+
+/* ---- set-up and the loop --------------------------------------------------------------- */
+
+/* The signal and progress events. */
+static int arm_events(struct orch_sched *d)
+{
+    static const struct timeval second = {1, 0};
+    d->sigint = evsignal_new(d->base, SIGINT, on_signal, d);
+    d->sigterm = evsignal_new(d->base, SIGTERM, on_signal, d);
+    d->tick = event_new(d->base, -1, EV_PERSIST, on_tick, d);
+    if (!d->sigint || !d->sigterm || !d->tick)
+        return orch_error_set(-ENOMEM, "cannot make the driver's events");
+    if (evsignal_add(d->sigint, NULL) < 0 || evsignal_add(d->sigterm, NULL) < 0)
+        return orch_error_set(-EIO, "cannot catch SIGINT and SIGTERM");
+    if (evtimer_add(d->tick, &second) < 0)
+        return orch_error_set(-EIO, "cannot start the progress timer");
+    return 0;
+}
+
+static int run_loop(struct orch_sched *d)
+{
+    int rc, stuck_turns = 0;
+    while ((rc = turn(d)) == 0 && !d->interrupted) {
+        if (finished(d))
+            break;
+        stuck_turns = stuck(d) ? stuck_turns + 1 : 0;
+        if (stuck_turns > 3)
+            return orch_error_set(ORCH_ECORRUPT,
+                                  "%lld grains wait on facts that will never "
+                                  "come (internal error); the job is kept",
+                                  (long long)orch_prop_unsealed(d->prop));
+        if (event_base_loop(d->base, EVLOOP_ONCE) < 0)
+            return orch_error_set(-EIO, "the driver's event loop failed");
+    }
+    if (rc == 0 && d->interrupted)
+        rc = orch_error_set(-EINTR,
+                            "interrupted; the job is kept: continue it with "
+                            "`orch resume %s`",
+                            d->job->dir);
+    return rc;
+}
+
+static int start(struct orch_sched *d)
+{
+    struct orch_prop_hooks hooks = {.ctx = d, .ready = on_ready};
+    struct orch_pool_callbacks cb = {.idle = on_idle, .report = on_report, .lost = on_lost};
+    d->ncalls = orch_plan_ncalls(d->plan);
+    d->nsources = orch_plan_nsources(d->plan);
+    d->calls = calloc((size_t)d->ncalls + 1, sizeof *d->calls);
+    d->sources = calloc((size_t)d->nsources + 1, sizeof *d->sources);
+    d->base = event_base_new();
+    if (!d->calls || !d->sources || !d->base)
+        return -ENOMEM;
+    int rc = orch_sched_call_order(d);
+    if (rc < 0)
+        return rc;
+    /* A report's pipe may close under us (a dying worker): never die of SIGPIPE. */
+    signal(SIGPIPE, SIG_IGN);
+    int64_t next_seq;
+    if ((rc = orch_sched_next_seq(d->job->store, &next_seq)) < 0 ||
+        (rc = orch_prop_new(d->plan, d->job->store, &hooks, next_seq, &d->prop)) < 0 ||
+        (rc = orch_sched_sources_open(d)) < 0)
+        return rc;
+    /* Before any worker writes: payloads left by a stopped driver's last turn. */
+    size_t reclaimed;
+    if ((rc = orch_job_reclaim(d->job, &reclaimed)) < 0)
+        return rc;
+    d->stats->reclaimed += (int64_t)reclaimed;
+    if ((rc = orch_sched_start_pools(d, &cb)) < 0 || (rc = orch_sched_recover(d)) < 0)
+        return rc;
+    return arm_events(d);
+}
+
+static void driver_free(struct orch_sched *d, bool clean)
+{
+    orch_sched_calls_free(d, clean);
+    orch_sched_batches_free(d->to_send);
+    orch_sched_batches_free(d->settled);
+    orch_sched_sources_free(d);
+    free(d->calls);
+    free(d->order);
+    orch_prop_inputs_free(&d->inputs);
+    orch_prop_free(d->prop);
+    if (d->tick)
+        event_free(d->tick);
+    if (d->sigint)
+        event_free(d->sigint);
+    if (d->sigterm)
+        event_free(d->sigterm);
+    if (d->base)
+        event_base_free(d->base);
+}
+
+int orch_driver_run(struct orch_job *job, const struct orch_run_opts *opts,
+                    struct orch_run_stats *stats)
+{
+    memset(stats, 0, sizeof *stats);
+    struct orch_sched d = {.job = job, .plan = job->plan, .opts = opts, .stats = stats};
+    orch_sched_progress_init(&d);
+    d.max_unsealed = opts->max_unsealed > 0 ? opts->max_unsealed : DEFAULT_MAX_UNSEALED;
+    orch_sched_budgets(&d);
+    /* Workers exec this very binary through /proc/self/exe, which names the running image
+     * even when its file was replaced or deleted since (a rebuild during a long job). */
+    snprintf(d.exe, sizeof d.exe, "/proc/self/exe");
+    /* Each turn allocates and frees much the same memory (SQLite's page cache, batches);
+     * without this, glibc returns the top of the heap to the kernel after every turn and
+     * faults it back in on the next: half of the driver's time, measured. */
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);
+    mallopt(M_TOP_PAD, 16 << 20);
+
+    int rc = start(&d);
+    if (rc == 0) {
+        rc = run_loop(&d);
+        if (rc == 0)
+            rc = orch_store_job_set_status(job->store, ORCH_JOB_FINISHED);
+        orch_sched_progress(&d, true);
+    }
+    if (orch_store_in_txn(job->store))
+        orch_store_rollback(job->store);
+    if (rc < 0 && rc != -EINTR)
+        keep_why(&d, rc);
+    stats->seconds = (double)(orch_sched_mono_ms() - d.started_ms) / 1000.0;
+    driver_free(&d, rc == 0);
+    if (rc == 0) { /* the pools are closed: reclaim what stale reports left */
+        size_t late;
+        if ((rc = orch_job_reclaim(job, &late)) == 0)
+            stats->reclaimed += (int64_t)late;
+    }
+    return rc;
+}

@@ -1,0 +1,102 @@
+/* progress.c — the progress display of a running job, and the end-of-run summary. */
+#include "run_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+void orch_sched_progress_init(struct orch_sched *d)
+{
+    const struct orch_run_opts *opts = d->opts;
+    d->started_ms = d->last_plain_ms = orch_sched_mono_ms();
+    d->live = opts->progress == ORCH_PROGRESS_LIVE ||
+              (opts->progress == ORCH_PROGRESS_AUTO &&
+               isatty(fileno(opts->out ? opts->out : stderr)));
+}
+
+static int64_t inflight_count(const struct orch_sched_call *cr)
+{
+    int64_t n = 0;
+    for (const struct orch_sched_batch *b = cr->inflight; b; b = b->next)
+        n += b->n;
+    return n;
+}
+
+void orch_sched_progress(struct orch_sched *d, bool final)
+{
+    FILE *out = d->opts->out ? d->opts->out : stderr;
+    if (d->opts->progress == ORCH_PROGRESS_NONE)
+        return;
+    int64_t now = orch_sched_mono_ms();
+    int interval = d->opts->progress_interval_ms > 0 ? d->opts->progress_interval_ms : 5000;
+    if (!d->live && !final && now - d->last_plain_ms < interval)
+        return;
+    d->last_plain_ms = now;
+    if (d->live && d->live_lines > 0)
+        fprintf(out, "\033[%dA", d->live_lines);
+    d->live_lines = 0;
+    double secs = (double)(now - d->started_ms) / 1000.0;
+    for (int i = 0; i < d->ncalls; i++) {
+        const struct orch_sched_call *cr = &d->calls[i];
+        if (!cr->pool)
+            continue;
+        const struct orch_prop_counts *k = orch_prop_counts(d->prop, i);
+        int64_t sealed = 0;
+        for (int o = 0; o < ORCH_OUTCOME__COUNT; o++)
+            sealed += k->sealed[o];
+        fprintf(out,
+                "%s[%6.1fs] %-12s ready %-7zu running %-5lld sealed %-8lld ok %-8lld "
+                "dropped %-6lld failed %-5lld suppressed %lld\n",
+                d->live ? "\033[2K" : "", secs, cr->c->name, cr->q.len,
+                (long long)inflight_count(cr), (long long)sealed,
+                (long long)k->sealed[ORCH_OUTCOME_OK],
+                (long long)k->sealed[ORCH_OUTCOME_DROPPED],
+                (long long)k->sealed[ORCH_OUTCOME_FAILED],
+                (long long)k->sealed[ORCH_OUTCOME_SUPPRESSED]);
+        d->live_lines++;
+    }
+    fflush(out);
+}
+
+int orch_driver_summary(struct orch_job *job, const struct orch_run_stats *stats, FILE *out)
+{
+    const orch_plan *p = job->plan;
+    int np = orch_plan_nports(p);
+    int64_t(*count)[ORCH_ITEM__COUNT] = calloc((size_t)np + 1, sizeof *count);
+    if (!count)
+        return -ENOMEM;
+    sqlite3_stmt *q;
+    int rc = orch_store_prepare(job->store,
+                                "SELECT port_id, state, count(*) FROM item "
+                                "GROUP BY port_id, state",
+                                &q);
+    while (rc == 0 && (rc = orch_store_step(job->store, q)) == 1) {
+        int port = sqlite3_column_int(q, 0);
+        int state = orch_item_state_parse((const char *)sqlite3_column_text(q, 1));
+        if (port >= 0 && port < np && state >= 0)
+            count[port][state] = sqlite3_column_int64(q, 2);
+        rc = 0;
+    }
+    if (rc == 0 || rc == 1)
+        sqlite3_reset(q);
+    if (rc < 0) {
+        free(count);
+        return rc;
+    }
+    fprintf(out, "%-24s %10s %10s %10s %10s\n", "port", "present", "dropped", "failed",
+            "suppressed");
+    for (int i = 0; i < np; i++)
+        fprintf(out, "%-24s %10lld %10lld %10lld %10lld\n", orch_plan_port(p, i)->qualified,
+                (long long)count[i][ORCH_ITEM_PRESENT], (long long)count[i][ORCH_ITEM_DROPPED],
+                (long long)count[i][ORCH_ITEM_FAILED],
+                (long long)count[i][ORCH_ITEM_SUPPRESSED]);
+    if (stats)
+        fprintf(out,
+                "%lld reports committed in %lld batches, %lld attempt failures, "
+                "%lld stale reports rejected, %lld orphaned payloads reclaimed, %.1fs\n",
+                (long long)stats->committed, (long long)stats->batches,
+                (long long)stats->attempts_failed, (long long)stats->stale,
+                (long long)stats->reclaimed, stats->seconds);
+    free(count);
+    return 0;
+}

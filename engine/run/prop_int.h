@@ -1,0 +1,89 @@
+/* prop_int.h — internals shared by the files of propagation (propagate.h): propagate.c,
+ * report.c, reopen.c, inputs.c. Not for the driver.
+ *
+ *   report.c ──accept──► seal ──► publish outputs ──► notify consumers ──► fate_of ──► READY
+ *      │                   (propagate.c)                 (propagate.c)        │     or sealed
+ *      └─ GroupFailure ──► barrier ──► seal siblings unrun ───────────────────┘     unrun
+ *   reopen.c: take facts back ──► re-open grains ──► examine + settle each again
+ *
+ * Who may touch what: `counts` and `unsealed` change only in propagate.c (count_created,
+ * count_sealed, and the re-opening of a grain through prop__reopened); the store is
+ * written only through orch_facts.h.
+ */
+#ifndef ORCH_PROP_INT_H
+#define ORCH_PROP_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "orch_facts.h"
+#include "propagate.h"
+
+/* Per domain: the statements whose grains live on its entities, and the broadcasts into
+ * it. Per domain C: the statements that wait on the plain expansion into C (reduces from
+ * C and aligned expands into C). Built once from the plan. */
+struct dom_topo {
+    int *grain_stmts, ngrain, cgrain;
+    int *bcast_stmts, nbcast, cbcast;
+    int *exp_deps, nexp, cexp;
+};
+
+struct orch_prop {
+    const orch_plan *plan;
+    orch_store *store;
+    struct orch_prop_hooks hooks;
+    int64_t next_seq;
+    int64_t unsealed;
+    struct dom_topo *dom;
+    struct orch_prop_counts *counts; /* per call */
+    struct orch_verdict last;        /* the transitional orch_prop_accept only */
+};
+
+/* The child domain a reduce reads from: the domain of its first input. */
+int prop__reduce_child(const orch_plan *plan, const struct orch_stmt *s);
+
+/* Whether grains of statement s live on root entities (their look-up skips a join). */
+bool prop__on_roots(const orch_prop *p, const struct orch_stmt *s);
+
+/* Seals grain `grain` of `stmt` on entity e with outcome o — in_flight: only while it is
+ * IN_FLIGHT at `generation` (a report); else only while WAITING or READY — and publishes
+ * its outputs in that state (but for OK, whose values the caller publishes). *sealed
+ * tells whether the guard held. */
+int prop__seal(orch_prop *p, int stmt, int64_t grain, int64_t e, enum orch_grain_outcome o,
+               bool in_flight, uint32_t generation, bool *sealed);
+
+/* Publishes item (port, e) in `state` and tells its consumers. */
+int prop__item_resolve(orch_prop *p, int port, int64_t e, enum orch_item_state state,
+                       uint64_t payload);
+
+/* Publishes the expansion of `stmt` on parent and tells the statements that wait on it. */
+int prop__expansion_resolve(orch_prop *p, int stmt, int64_t parent,
+                            enum orch_expansion_state state, int64_t nchildren);
+
+/* Publishes child entity `ordinal` of parent in domain d (its grains, broadcasts). */
+int prop__entity_publish(orch_prop *p, int d, int64_t parent, int64_t ordinal, const char *key,
+                         int64_t *out);
+
+/* Reads everything grain g of `stmt` depends on and settles its fate: sealed, READY, or
+ * WAITING with its pending count brought up to date. Only a WAITING grain changes. */
+int prop__reconsider(orch_prop *p, int stmt, const struct orch_grain_row *g);
+
+/* The item state that the outputs of a grain sealed with outcome o take. */
+enum orch_item_state prop__outcome_item_state(enum orch_grain_outcome o);
+
+/* What to do for each consumer of an item: for each grain that reads it, and for each
+ * broadcast copy of it in a descendant. Publishing (notify) and taking back (retry) walk
+ * the consumers alike. */
+struct prop_visit {
+    int (*grain)(orch_prop *p, int stmt, int64_t e, const struct prop_visit *v);
+    int (*copy)(orch_prop *p, int port, int64_t e, const struct prop_visit *v);
+    enum orch_item_state state; /* notify: the item's state and payload */
+    uint64_t payload;
+    void *ctx; /* retry: the grains to evaluate again */
+};
+int prop__for_each_consumer(orch_prop *p, int port, int64_t e, const struct prop_visit *v);
+
+/* A grain was re-opened by `orch retry`: it is unsealed again. */
+void prop__reopened(orch_prop *p);
+
+#endif

@@ -1,0 +1,89 @@
+/* queue.c — a call's ready queue and the reservation of a batch from it (queue.h). */
+#include "queue.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support.h"
+
+int orch_sched_queue_push(struct orch_sched_queue *q, const struct orch_sched_qent *e)
+{
+    if (q->head + q->len == q->cap) {
+        /* Reuse the consumed front when it is over half: O(len), once per cap/2 pushes. */
+        if (q->head > q->cap / 2) {
+            memmove(q->v, q->v + q->head, q->len * sizeof *q->v);
+            q->head = 0;
+        } else if (orch__grow_n(&q->v, &q->cap, q->cap + 1, sizeof *q->v) < 0) {
+            return -ENOMEM;
+        }
+    }
+    q->v[q->head + q->len++] = *e;
+    return 0;
+}
+
+int orch_sched_queue_requeue(struct orch_sched_queue *q, const struct orch_grain_ref *g,
+                             int64_t seq, bool solo)
+{
+    struct orch_sched_qent e = {.g = *g, .solo = solo};
+    e.g.seq = seq;
+    e.g.generation++;
+    return orch_sched_queue_push(q, &e);
+}
+
+void orch_sched_queue_free(struct orch_sched_queue *q)
+{
+    free(q->v);
+    *q = (struct orch_sched_queue){0};
+}
+
+int orch_sched_queue_reserve(struct orch_sched_queue *q, const struct orch_sched_reserve *r)
+{
+    assert(r->batch >= 1);
+    int n = 0, rc = 0;
+    uint64_t bytes = 0;
+    int64_t parent = q->len ? q->v[q->head].g.parent : 0;
+    size_t keep = q->head; /* parent mode: where the next passed-over entry goes */
+    size_t i = q->head, end = q->head + q->len;
+    while (i < end && n < r->batch) {
+        /* A copy: in parent mode, passed-over entries are written back at `keep` <= i. */
+        struct orch_sched_qent e = q->v[i];
+        bool fits = (!r->parent || e.g.parent == parent) && (n == 0 || !e.solo);
+        if (!fits) {
+            if (!r->parent)
+                break; /* elastic: a solo entry ends the batch */
+            q->v[keep++] = e;
+            i++;
+            continue;
+        }
+        uint64_t size = 0;
+        if ((rc = r->look(r->ctx, &e, &size)) < 0)
+            break;
+        /* batch_bytes: cut before the entry that would pass the limit, unless the batch is
+         * empty (a grain bigger than the limit still runs, alone). */
+        if (r->batch_bytes > 0 && n > 0 && bytes + size > (uint64_t)r->batch_bytes)
+            break;
+        if ((rc = r->take(r->ctx, &e)) < 0)
+            break;
+        if (rc == 1) { /* added; a stale entry (0) is consumed and weighs nothing */
+            n++;
+            bytes += size;
+        }
+        rc = 0;
+        i++;
+        /* The entry's own flag, not the head's: when the head was stale (consumed, not
+         * added), a solo entry right behind it must still end the batch. */
+        if (e.solo)
+            break;
+    }
+    if (r->parent) { /* close the gap left by the entries taken */
+        size_t tail = end - i;
+        memmove(q->v + keep, q->v + i, tail * sizeof *q->v);
+        q->len = keep + tail - q->head;
+    } else {
+        q->len -= i - q->head;
+        q->head = i;
+    }
+    return rc < 0 ? rc : n;
+}

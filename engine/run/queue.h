@@ -1,0 +1,89 @@
+/* queue.h — a call's ready queue, and the rule that reserves a batch from it (DESIGN §5).
+ *
+ * This is the part of scheduling that decides, with no store: which queued grains make
+ * the next batch of a worker. The driver (dispatch.c) supplies what only the store knows
+ * through two callbacks: the size of an entry's inputs, and whether the entry is still
+ * READY (taking it marks it IN_FLIGHT). tests/test_queue.c runs the rule on its own.
+ *
+ * Order. A queue is a FIFO in ready_seq order: grains are appended as they become READY,
+ * each with a larger ready_seq than every entry before it. A grain put back (its batch
+ * failed, or it never reached its worker) is appended at the tail with a new ready_seq,
+ * and its generation one higher (orch_sched_queue_requeue).
+ *
+ * Reservation (orch_sched_queue_reserve) takes up to `batch` grains for one worker:
+ *
+ *   elastic  from the head, in order, whatever their parents; it stops before a solo
+ *            entry when the batch already holds something;
+ *   parent   the siblings of the head's parent only (the head's parent even when the head
+ *            turns out stale); every other entry keeps its place and relative order, and
+ *            the gap left by the entries taken is closed;
+ *   solo     an entry retried after its batch of several failed (DESIGN §4) runs alone:
+ *            it is taken only into an empty batch, and ends it;
+ *   batch_bytes   when > 0, the batch is cut before the entry whose inputs would take the
+ *            batch's total past it; an entry bigger than the limit still runs, alone (it is
+ *            taken into an empty batch);
+ *   stale    an entry whose grain left READY since it was queued (sealed by a barrier,
+ *            or its generation moved on) is consumed: removed from the queue, not added,
+ *            weighing nothing. Stale entries do not count against `batch`, so a
+ *            reservation may consume more than `batch` entries, and may add none.
+ *
+ * Memory. A queue owns its array; entries are copied in. Consumed entries at the front are
+ * reused by a later push once they are more than half of the array, rather than growing
+ * it: the array is sized by the largest READY frontier, not by the job.
+ */
+#ifndef ORCH_QUEUE_H
+#define ORCH_QUEUE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "propagate.h"
+
+struct orch_sched_qent {
+    struct orch_grain_ref g;
+    bool solo; /* retried after its batch failed: runs alone */
+};
+
+/* Live entries are v[head .. head+len). Zero-initialise; free with orch_sched_queue_free. */
+struct orch_sched_queue {
+    struct orch_sched_qent *v;
+    size_t head, len, cap;
+};
+
+/* Appends a copy of e. Returns 0 or -ENOMEM (the queue is then as it was). */
+int orch_sched_queue_push(struct orch_sched_queue *q, const struct orch_sched_qent *e);
+
+/* Puts grain g back at the tail: generation + 1, ready_seq `seq` (a new one, larger than
+ * any queued), `solo` as given; attempts as g says. Returns 0 or -ENOMEM. */
+int orch_sched_queue_requeue(struct orch_sched_queue *q, const struct orch_grain_ref *g,
+                             int64_t seq, bool solo);
+
+/* Frees the array; the queue is empty and reusable afterwards. */
+void orch_sched_queue_free(struct orch_sched_queue *q);
+
+/* How one reservation is made, and the store's side of it. */
+struct orch_sched_reserve {
+    int batch;           /* most entries added (>= 1) */
+    int64_t batch_bytes; /* 0: no limit */
+    bool parent;         /* parent reservation, else elastic */
+    void *ctx;
+    /* Called once for each entry that the mode lets into the batch, before anything is
+     * decided about it: *bytes receives the size of its inputs when batch_bytes > 0 (it is
+     * 0 on entry and may be left so otherwise). The driver loads the entry's inputs here,
+     * for the take that may follow. Returns 0 or a negative error. */
+    int (*look)(void *ctx, const struct orch_sched_qent *e, uint64_t *bytes);
+    /* The entry goes into the batch: returns 1 when added (its grain was READY and is now
+     * IN_FLIGHT), 0 when it was stale, or a negative error. */
+    int (*take)(void *ctx, const struct orch_sched_qent *e);
+};
+
+/* Reserves one batch from q under r (the rules above), calling r->look and r->take for
+ * the entries concerned, in queue order. Consumed entries (added or stale) leave the queue;
+ * every other entry stays, in its order. Returns the number of entries added (0 when the
+ * queue was empty or every entry consumed was stale), or the first negative error of a
+ * callback: the entry it was called for then stays queued; the entries consumed before it
+ * are gone. */
+int orch_sched_queue_reserve(struct orch_sched_queue *q, const struct orch_sched_reserve *r);
+
+#endif

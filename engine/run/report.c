@@ -1,0 +1,278 @@
+/* report.c — reports and failures of in-flight grains: acceptance, verdicts, barriers. */
+#include "prop_int.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "orch_error.h"
+
+int orch_prop_failure_row(orch_prop *p, const struct orch_grain_ref *g,
+                          enum orch_failure_kind kind, const char *message)
+{
+    return orch_store_failure_put(p->store, g->grain, g->generation, kind, message);
+}
+
+static int stmt_of(const orch_prop *p, int call)
+{
+    return orch_plan_call(p->plan, call)->stmt;
+}
+
+int orch_prop_fail(orch_prop *p, const struct orch_grain_ref *g, enum orch_failure_kind kind,
+                   const char *message, bool *accepted)
+{
+    assert(orch_store_in_txn(p->store));
+    int rc = prop__seal(p, stmt_of(p, g->call), g->grain, g->entity, ORCH_OUTCOME_FAILED, true,
+                        g->generation, accepted);
+    if (rc == 0 && *accepted)
+        rc = orch_prop_failure_row(p, g, kind, message);
+    return rc;
+}
+
+/* Installs the barrier of a GroupFailure of grain g on (call, parent) and seals every
+ * sibling grain of the call that has not run: waiting and queued ones. Siblings in flight
+ * are sealed Suppressed when their reports arrive (orch_prop_report). */
+static int group_barrier(orch_prop *p, const struct orch_grain_ref *g)
+{
+    int rc = orch_store_barrier_put(p->store, g->call, g->parent, g->grain);
+    if (rc < 0)
+        return rc;
+    /* Collected first: sealing publishes items, which runs other statements. */
+    struct orch_grain_row *sib;
+    size_t n;
+    if ((rc = orch_store_grains_unrun(p->store, g->call, g->parent, &sib, &n)) < 0)
+        return rc;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        bool sealed;
+        rc = prop__seal(p, stmt_of(p, g->call), sib[i].id, sib[i].entity,
+                        ORCH_OUTCOME_SUPPRESSED, false, 0, &sealed);
+    }
+    free(sib);
+    return rc;
+}
+
+static int barrier_covers(orch_prop *p, const struct orch_grain_ref *g, bool *covered)
+{
+    *covered = false;
+    return g->parent ? orch_store_barrier_covers(p->store, g->call, g->parent, covered) : 0;
+}
+
+/* Why this exists: a sibling in flight when a GroupFailure barrier rose may not finish at
+ * all (its worker crashed, hung, or run() failed). Retrying it would dispatch it under the
+ * barrier, and charging it could seal it Failed (exhausted) where DESIGN §4 says a
+ * barred sibling ends Suppressed. So the driver asks here first. */
+int orch_prop_barred(orch_prop *p, const struct orch_grain_ref *g, bool *sealed)
+{
+    assert(orch_store_in_txn(p->store));
+    *sealed = false;
+    bool covered;
+    int rc = barrier_covers(p, g, &covered);
+    if (rc < 0 || !covered)
+        return rc;
+    return prop__seal(p, stmt_of(p, g->call), g->grain, g->entity, ORCH_OUTCOME_SUPPRESSED,
+                      true, g->generation, sealed);
+}
+
+/* The state that the outputs of aligned expand `stmt` on `parent` take on the children:
+ * -1 while its grain is unsealed (it runs once the plain expansion is terminal), else the
+ * item state of its outcome. */
+static int aligned_sealed_state(orch_prop *p, int stmt, int64_t parent, int *state)
+{
+    const struct orch_stmt *s = orch_plan_stmt(p->plan, stmt);
+    struct orch_grain_row g;
+    int rc = orch_store_grain_get(p->store, s->call, parent, prop__on_roots(p, s), &g);
+    if (rc < 0)
+        return rc;
+    *state = g.outcome < 0 ? -1 : (int)prop__outcome_item_state((enum orch_grain_outcome)g.outcome);
+    return 0;
+}
+
+/* An expand answered OK: publish its children, their items, then the expansion. */
+static int expand_ok(orch_prop *p, int stmt, int64_t parent, const struct orch_wire_answer *a)
+{
+    const struct orch_stmt *s = orch_plan_stmt(p->plan, stmt);
+    const struct dom_topo *t = &p->dom[s->target];
+    int rc = 0;
+    /* An aligned expand into the same domain may already be sealed without running (a
+     * Failed or Suppressed input, a barrier) before these children existed: its outputs
+     * on them take its state now, or their consumers would wait forever. */
+    int(*aligned)[2] = NULL; /* (statement, item state) */
+    int naligned = 0;
+    for (int i = 0; i < t->nexp && rc == 0; i++) {
+        int dep = t->exp_deps[i], st;
+        if (orch_plan_stmt(p->plan, dep)->op != ORCH_OP_EXPAND_ALIGNED ||
+            (rc = aligned_sealed_state(p, dep, parent, &st)) < 0 || st < 0)
+            continue;
+        if (!aligned && !(aligned = calloc((size_t)t->nexp, sizeof *aligned)))
+            return -ENOMEM;
+        aligned[naligned][0] = dep;
+        aligned[naligned++][1] = st;
+    }
+    for (uint32_t c = 0; c < a->nchild && rc == 0; c++) {
+        int64_t e;
+        if ((rc = prop__entity_publish(p, s->target, parent, c, NULL, &e)) < 0)
+            break;
+        for (int o = 0; o < s->nout && rc == 0; o++)
+            rc = prop__item_resolve(p, s->out[o], e, ORCH_ITEM_PRESENT,
+                                    a->payload[(size_t)c * a->nout + (size_t)o]);
+        for (int k = 0; k < naligned && rc == 0; k++) {
+            const struct orch_stmt *as = orch_plan_stmt(p->plan, aligned[k][0]);
+            for (int o = 0; o < as->nout && rc == 0; o++)
+                rc = prop__item_resolve(p, as->out[o], e, (enum orch_item_state)aligned[k][1],
+                                        0);
+        }
+    }
+    free(aligned);
+    if (rc == 0)
+        rc = prop__expansion_resolve(p, stmt, parent, ORCH_EXPANSION_SUCCEEDED,
+                                     (int64_t)a->nchild);
+    return rc;
+}
+
+/* An aligned expand answered OK with as many children as the plain expansion (checked
+ * before sealing): fill their items by ordinal. */
+static int aligned_ok(orch_prop *p, int stmt, int64_t parent, const struct orch_wire_answer *a)
+{
+    const struct orch_stmt *s = orch_plan_stmt(p->plan, stmt);
+    int64_t *kids;
+    size_t n;
+    int rc = orch_store_children(p->store, parent, s->target, &kids, &n);
+    if (rc < 0)
+        return rc;
+    assert(n == a->nchild);
+    for (size_t c = 0; c < n && rc == 0; c++)
+        for (int o = 0; o < s->nout && rc == 0; o++)
+            rc = prop__item_resolve(p, s->out[o], kids[c], ORCH_ITEM_PRESENT,
+                                    a->payload[c * a->nout + (size_t)o]);
+    free(kids);
+    return rc;
+}
+
+/* Publishes the values of an accepted OK answer. */
+static int publish_ok(orch_prop *p, const struct orch_grain_ref *g, const struct orch_stmt *s,
+                      int stmt, const struct orch_wire_answer *a, uint64_t first_input)
+{
+    int rc = 0;
+    switch (s->op) {
+    case ORCH_OP_FILTER:
+        return prop__item_resolve(p, s->out[0], g->entity, ORCH_ITEM_PRESENT, first_input);
+    case ORCH_OP_EXPAND:
+        return expand_ok(p, stmt, g->entity, a);
+    case ORCH_OP_EXPAND_ALIGNED:
+        return aligned_ok(p, stmt, g->entity, a);
+    case ORCH_OP_MAP:
+    case ORCH_OP_REDUCE:
+        for (int o = 0; o < s->nout && rc == 0; o++)
+            rc = prop__item_resolve(p, s->out[o], g->entity, ORCH_ITEM_PRESENT, a->payload[o]);
+        return rc;
+    case ORCH_OP_BROADCAST: /* computes nothing: no grain, no report */
+    case ORCH_OP__COUNT:
+        break;
+    }
+    assert(!"a report for a statement that has no grains");
+    return orch_error_set(ORCH_ECORRUPT, "a report for a broadcast");
+}
+
+/* Seals g from an in-flight report with outcome o, and says what became of it. */
+static int seal_report(orch_prop *p, const struct orch_grain_ref *g, enum orch_grain_outcome o,
+                       enum orch_verdict_kind kind, struct orch_verdict *v)
+{
+    bool sealed;
+    int rc = prop__seal(p, stmt_of(p, g->call), g->grain, g->entity, o, true, g->generation,
+                        &sealed);
+    v->kind = sealed ? kind : ORCH_VERDICT_STALE;
+    return rc;
+}
+
+static int fail_report(orch_prop *p, const struct orch_grain_ref *g, enum orch_failure_kind kind,
+                       const char *message, enum orch_verdict_kind vk, struct orch_verdict *v)
+{
+    bool accepted;
+    int rc = orch_prop_fail(p, g, kind, message, &accepted);
+    v->kind = accepted ? vk : ORCH_VERDICT_STALE;
+    return rc;
+}
+
+int orch_prop_report(orch_prop *p, const struct orch_grain_ref *g,
+                     const struct orch_wire_answer *a, uint64_t first_input,
+                     struct orch_verdict *v)
+{
+    assert(orch_store_in_txn(p->store));
+    /* The pool matched the answer to the batch's grain and generation (pool.h). */
+    assert(a->grain == (uint64_t)g->grain && a->generation == g->generation);
+    int stmt = stmt_of(p, g->call);
+    const struct orch_stmt *s = orch_plan_stmt(p->plan, stmt);
+    v->kind = ORCH_VERDICT_STALE;
+    v->why[0] = '\0';
+    bool covered;
+    int rc = barrier_covers(p, g, &covered);
+    if (rc < 0)
+        return rc;
+    if (covered)
+        return seal_report(p, g, ORCH_OUTCOME_SUPPRESSED, ORCH_VERDICT_SUPPRESSED, v);
+    switch (a->outcome) {
+    case ORCH_WIRE_DROP:
+    case ORCH_WIRE_KEEP_FALSE:
+        return seal_report(p, g, ORCH_OUTCOME_DROPPED, ORCH_VERDICT_SEALED, v);
+    case ORCH_WIRE_RECORD_FAILURE:
+        return fail_report(p, g, ORCH_FAILURE_RECORD, a->message, ORCH_VERDICT_SEALED, v);
+    case ORCH_WIRE_GROUP_FAILURE:
+        if ((rc = fail_report(p, g, ORCH_FAILURE_GROUP, a->message, ORCH_VERDICT_SEALED, v)) <
+                0 ||
+            v->kind == ORCH_VERDICT_STALE || !g->parent)
+            return rc; /* on a root entity, a GroupFailure is a RecordFailure */
+        return group_barrier(p, g);
+    case ORCH_WIRE_KEEP_TRUE:
+    case ORCH_WIRE_OK:
+        break;
+    case ORCH_WIRE__COUNT: /* the pool decodes known kinds only */
+        assert(!"not an answer kind");
+        return orch_error_set(-EPROTO, "unknown answer kind %d", (int)a->outcome);
+    }
+    if (s->op == ORCH_OP_EXPAND_ALIGNED) {
+        /* The count must match the plain expansion; checked before sealing, so that a
+         * mismatch becomes a RecordFailure (DESIGN §2). */
+        int64_t n;
+        if ((rc = orch_store_children_count(p->store, g->entity, s->target, &n)) < 0)
+            return rc;
+        if (n != (int64_t)a->nchild) {
+            char why[sizeof v->why];
+            snprintf(why, sizeof why,
+                     "expand aligned %s gave %u children; the expansion of this parent has %lld",
+                     orch_plan_call(p->plan, g->call)->name, a->nchild, (long long)n);
+            if ((rc = fail_report(p, g, ORCH_FAILURE_RECORD, why, ORCH_VERDICT_REFUSED, v)) ==
+                    0 &&
+                v->kind == ORCH_VERDICT_REFUSED)
+                memcpy(v->why, why, sizeof why);
+            return rc;
+        }
+    }
+    if ((rc = seal_report(p, g, ORCH_OUTCOME_OK, ORCH_VERDICT_SEALED, v)) < 0 ||
+        v->kind == ORCH_VERDICT_STALE)
+        return rc;
+    return publish_ok(p, g, s, stmt, a, first_input);
+}
+
+/* ---- transitional ---------------------------------------------------------------------- */
+
+int orch_prop_accept(orch_prop *p, const struct orch_grain_ref *g,
+                     const struct orch_wire_answer *a, uint64_t first_input, bool *accepted,
+                     bool *suppressed)
+{
+    *accepted = *suppressed = false;
+    p->last.kind = ORCH_VERDICT_STALE;
+    p->last.why[0] = '\0';
+    if (a->grain != (uint64_t)g->grain || a->generation != g->generation)
+        return 0;
+    int rc = orch_prop_report(p, g, a, first_input, &p->last);
+    *accepted = p->last.kind != ORCH_VERDICT_STALE;
+    *suppressed = p->last.kind == ORCH_VERDICT_SUPPRESSED;
+    return rc;
+}
+
+const char *orch_prop_refusal(const orch_prop *p)
+{
+    return p->last.why;
+}

@@ -1,0 +1,137 @@
+/* resources.c — CPU and GPU budgets, GPU devices, the calls' pools (run_int.h). */
+#include "run_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "orch_error.h"
+
+/* The GPUs of this machine: /dev/nvidia0, /dev/nvidia1, ... */
+static double detect_gpus(void)
+{
+    int n = 0;
+    char path[32];
+    for (;; n++) {
+        snprintf(path, sizeof path, "/dev/nvidia%d", n);
+        if (access(path, F_OK) != 0)
+            return n;
+    }
+}
+
+void orch_sched_budgets(struct orch_sched *d)
+{
+    const struct orch_run_opts *opts = d->opts;
+    d->cpu_total = opts->cpus > 0 ? opts->cpus : (double)sysconf(_SC_NPROCESSORS_ONLN);
+    if (d->cpu_total < 1)
+        d->cpu_total = 1;
+    d->gpu_total = opts->gpus > 0 ? opts->gpus : detect_gpus();
+}
+
+/* A call's worker holds the call's cpus and gpus from the engine's budgets while it runs
+ * a batch; a batch is reserved only when they fit. */
+bool orch_sched_fits(const struct orch_sched *d, const struct orch_sched_call *cr)
+{
+    return (cr->cpus <= 0 || d->cpu_busy + cr->cpus <= d->cpu_total + 1e-9) &&
+           (cr->gpus <= 0 || d->gpu_busy + cr->gpus <= d->gpu_total + 1e-9);
+}
+
+void orch_sched_hold(struct orch_sched *d, const struct orch_sched_call *cr)
+{
+    d->cpu_busy += cr->cpus;
+    d->gpu_busy += cr->gpus;
+}
+
+void orch_sched_release(struct orch_sched *d, const struct orch_sched_call *cr)
+{
+    d->cpu_busy -= cr->cpus;
+    d->gpu_busy -= cr->gpus;
+}
+
+/* Gives each worker of a GPU call its devices through CUDA_VISIBLE_DEVICES: a worker that
+ * holds g GPUs gets ceil(g) consecutive devices, workers packed in order, wrapping around
+ * the machine's devices (fractional calls share a device). */
+static int assign_devices(struct orch_sched *d, struct orch_sched_call *cr)
+{
+    int ndev = (int)d->gpu_total;
+    if (ndev < 1)
+        ndev = 1;
+    int per = (int)(cr->gpus + 0.999999);
+    if (per < 1)
+        per = 1;
+    cr->devices = calloc((size_t)cr->c->opts.workers + 1, sizeof *cr->devices);
+    if (!cr->devices)
+        return -ENOMEM;
+    for (int w = 0; w < cr->c->opts.workers; w++) {
+        char buf[256] = "";
+        size_t len = 0;
+        int first = (int)((double)w * cr->gpus) % ndev;
+        for (int k = 0; k < per && k < ndev && len < sizeof buf - 8; k++)
+            len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%d", k ? "," : "",
+                                    (first + k) % ndev);
+        if (!(cr->devices[w] = strdup(buf)))
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+int orch_sched_start_pools(struct orch_sched *d, const struct orch_pool_callbacks *cb)
+{
+    for (int i = 0; i < d->ncalls; i++) {
+        struct orch_sched_call *cr = &d->calls[i];
+        cr->call = i;
+        cr->c = orch_plan_call(d->plan, i);
+        if (cr->c->stmt < 0)
+            continue; /* unused call: no pool */
+        cr->s = orch_plan_stmt(d->plan, cr->c->stmt);
+        cr->cpus = cr->c->opts.cpus > d->cpu_total ? d->cpu_total : cr->c->opts.cpus;
+        cr->gpus = cr->c->opts.gpus;
+        if (cr->gpus > 0 && d->gpu_total <= 0)
+            return orch_error_set(ORCH_EPLAN,
+                                  "call %s needs gpus=%g but no GPU was found "
+                                  "(give the budget with --gpus N)",
+                                  cr->c->name, cr->gpus);
+        if (cr->gpus > d->gpu_total)
+            cr->gpus = d->gpu_total;
+        int rc;
+        if (cr->gpus > 0 && (rc = assign_devices(d, cr)) < 0)
+            return rc;
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s/payloads", d->job->dir);
+        struct orch_pool_config pc = {
+            .exe = d->exe,
+            .payload_dir = dir,
+            .plan = d->plan,
+            .call = i,
+            .nworkers = cr->c->opts.workers,
+            .timeout_ms = cr->c->opts.timeout_ms,
+            .max_init_failures = 3,
+            .cuda_visible_devices = (const char *const *)cr->devices,
+        };
+        rc = orch_pool_new(d->base, &pc, cb, d, &cr->pool);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+void orch_sched_calls_free(struct orch_sched *d, bool clean)
+{
+    for (int i = 0; d->calls && i < d->ncalls; i++) {
+        struct orch_sched_call *cr = &d->calls[i];
+        if (cr->pool) {
+            if (clean)
+                orch_pool_close(cr->pool);
+            else
+                orch_pool_kill(cr->pool);
+        }
+        orch_sched_batches_free(cr->inflight);
+        cr->inflight = NULL;
+        orch_sched_queue_free(&cr->q);
+        free(cr->idle);
+        for (int w = 0; cr->devices && w < cr->c->opts.workers; w++)
+            free(cr->devices[w]);
+        free(cr->devices);
+    }
+}

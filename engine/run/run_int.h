@@ -1,0 +1,255 @@
+/* run_int.h — the driver's internals, shared by the files that make its loop.
+ *
+ * driver.h is the interface; nothing outside engine/run/ includes this header.
+ *
+ * A turn. The driver is one thread running one libevent loop. Between two turns it waits
+ * for events; what arrives — a worker's report, a lost worker, an idle one — is applied at
+ * once, in the turn's store transaction, which the first write opens (orch_sched_txn).
+ * Then the turn admits roots, reserves batches, commits, and only then sends:
+ *
+ *     event_base_loop(ONCE)      on_report ──► propagate.h rules ──► ready queues
+ *     (loop.c)                   on_lost   ──► retry or give up     (on_ready, requeue)
+ *                                on_idle   ──► the call's idle workers
+ *        │     all inside the turn's transaction: facts, attempt ends, requeues
+ *        ▼
+ *     turn()  ├─ admit     admit.c     roots from the sources while max_unsealed allows
+ *     (loop.c)├─ dispatch  dispatch.c  per idle worker whose call fits the budgets
+ *             │                        (resources.c), deepest call first: reserve a
+ *             │                        batch (queue.c), its grains IN_FLIGHT, one attempt
+ *             │                        row each
+ *             ├─ commit    loop.c      next ready_seq, payload sync (machine durability),
+ *             │                        COMMIT: the group commit of the whole turn
+ *             └─ send      dispatch.c  each reserved batch to its worker
+ *
+ * The life of a batch:
+ *
+ *     reserved ──commit──► in flight ──report, loss──► settled ──commit──► freed
+ *     (to_send)     │      (call's inflight)            (settled)  │
+ *                   │ the turn fails                               │ the turn fails
+ *                   ▼                                              ▼
+ *     freed unsent: its rows are rolled back        its attempts are ended after the
+ *                                                   rollback, saying why (keep_why)
+ *
+ * Invariants.
+ *  1. A grain is never running without the store saying IN_FLIGHT: a batch's grains are
+ *     marked IN_FLIGHT, each with an open attempt row, in the turn's transaction, and the
+ *     batch is sent only after that transaction commits. A turn that fails sends nothing.
+ *  2. A report is never acknowledged before its facts commit: the worker's next batch is
+ *     sent, and the answered batch forgotten, only after the turn that applied the report
+ *     commits. A turn is committed whole or rolled back whole.
+ *  3. A fatal error (d->fatal, the first one wins) ends the loop at the next turn, whose
+ *     transaction is rolled back, never committed: a report may be half applied in it.
+ *     What the user must still learn from the rolled-back turn — why the attempts then
+ *     running ended — is written after the rollback, in a transaction of its own.
+ *  4. A queue holds READY grains in ready_seq order, each at most once per generation; an
+ *     entry whose grain left READY since (sealed by a barrier) is stale and is consumed
+ *     by the next reservation that meets it (queue.h). Queues hold the READY frontier,
+ *     bounded by admission; sealed history lives only in the store.
+ *  5. cpu_busy and gpu_busy are the sums of cpus and gpus of the calls' batches reserved
+ *     or running: a batch is reserved only when its call fits, and releases what it held
+ *     when it is settled (resources.c).
+ *
+ * Files, one concern each: loop.c (the loop, the turn, the group commit, the pool
+ * callbacks), queue.c (ready queues and the reservation rule, no store), dispatch.c
+ * (batches against the store: reservation, dispatch order, sending, failures and retries,
+ * attempt rows), admit.c (sources and admission), recover.c (what a stopped driver left),
+ * resources.c (CPU and GPU budgets, devices, pools), progress.c (the progress display
+ * and the summary). Cross-file names are orch_sched_*; everything else is static.
+ *
+ * The SQL statements that the scheduler still runs itself sit with the code that uses
+ * them; they are to move behind storage/'s API.
+ */
+#ifndef ORCH_RUN_INT_H
+#define ORCH_RUN_INT_H
+
+#include <glob.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+
+#include <event2/event.h>
+
+#include "driver.h"
+#include "pool.h"
+#include "propagate.h"
+#include "queue.h"
+
+/* One grain of a batch. */
+struct orch_sched_slot {
+    struct orch_grain_ref g;
+    int64_t attempt_row;  /* its open attempt */
+    uint64_t first_input; /* what a filter passes on */
+};
+
+/* A batch, from its reservation until it is settled and its turn committed (dispatch.c
+ * makes and sends it; loop.c settles and frees it). */
+struct orch_sched_batch {
+    uint64_t id;
+    struct orch_sched_call *cr;
+    orch_worker *worker;
+    int n, cap;                    /* slots used, and allocated: min(batch, queued) */
+    struct orch_sched_slot *slot;  /* [cap] */
+    struct orch_sched_batch *next; /* on d->to_send, on cr->inflight, or on d->settled */
+    /* What travels (wire records [cap], their value counts [cap * ORCH_PLAN_MAX_INPUTS],
+     * all their values [cap_vals]), kept until the batch is freed. */
+    struct orch_wire_record *rec;
+    uint32_t *nval;
+    struct orch_wire_value *vals;
+    size_t nvals, cap_vals;
+    orch_payload_rtxn *rtxn; /* input sizes (batch_bytes), only while reserving */
+    /* How its attempts end if the turn that settled it is rolled back (keep_why):
+     * INTERRUPTED with the stop's message unless the settling said otherwise. */
+    enum orch_attempt_outcome end_as;
+    char *end_why; /* malloc'd, or NULL: the stop's message */
+};
+
+/* A call at run time. Set up by resources.c; unused calls (no statement) have no pool. */
+struct orch_sched_call {
+    int call;
+    const struct orch_call *c;
+    const struct orch_stmt *s;
+    orch_pool *pool;
+    struct orch_sched_queue q; /* on_ready, requeue, recover push; dispatch pops */
+    orch_worker **idle;        /* loop.c (on_idle, on_lost); dispatch pops */
+    int nidle, cidle;
+    struct orch_sched_batch *inflight; /* sent: pushed by send, taken by report or loss */
+    double cpus, gpus;                 /* held from the budgets while a batch runs */
+    char **devices;                    /* per worker: its CUDA_VISIBLE_DEVICES, or NULL */
+};
+
+/* A source of root entities (admit.c only). */
+struct orch_sched_source {
+    int domain;
+    const struct orch_source *src;
+    int64_t next; /* the next ordinal to admit */
+    bool exhausted;
+    glob_t g; /* files(): the sorted paths */
+    bool globbed;
+    FILE *lines; /* lines(): the open file, positioned at line `next` */
+    char *line;
+    size_t line_cap;
+};
+
+/* The driver. Each group of fields says which file writes it; any file may read. */
+struct orch_sched {
+    /* loop.c, set once at start */
+    struct orch_job *job;
+    const orch_plan *plan;
+    const struct orch_run_opts *opts;
+    struct orch_run_stats *stats; /* each counter is counted where its event happens */
+    struct event_base *base;
+    orch_prop *prop;
+    char exe[4096];
+    struct event *sigint, *sigterm, *tick;
+    /* loop.c */
+    int fatal;                        /* the first fatal error; the loop stops */
+    bool interrupted;                 /* SIGINT or SIGTERM */
+    struct orch_sched_batch *settled; /* left flight this turn; freed once it commits */
+    /* resources.c: the calls (by plan call index) and their pools; the budgets */
+    struct orch_sched_call *calls;
+    int ncalls;
+    double cpu_total, cpu_busy;
+    double gpu_total, gpu_busy;
+    /* dispatch.c */
+    int *order;                       /* call indexes, the most downstream first */
+    struct orch_sched_batch *to_send; /* reserved this turn, sent after the commit */
+    uint64_t next_batch;              /* the last batch id given (recover.c sets it) */
+    struct orch_prop_inputs inputs;   /* the inputs of the entry being reserved */
+    /* admit.c */
+    struct orch_sched_source *sources;
+    int nsources;
+    int64_t max_unsealed;
+    /* progress.c */
+    int64_t started_ms, last_plain_ms;
+    bool live;
+    int live_lines;
+};
+
+static inline int64_t orch_sched_now_ms(void) /* wall clock, for the store's timestamps */
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static inline int64_t orch_sched_mono_ms(void) /* for durations */
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- loop.c ---------------------------------------------------------------------------- */
+
+/* Opens the turn's transaction unless it is open. 0 or a negative error. */
+int orch_sched_txn(struct orch_sched *d);
+/* Records rc as the fatal error unless one is recorded: the loop stops at the next turn. */
+void orch_sched_set_fatal(struct orch_sched *d, int rc);
+/* Batch b left flight (answered, failed, or never sent) and its outcome is written in the
+ * turn's transaction: it is freed when that commits (invariants 2 and 3). */
+void orch_sched_settle(struct orch_sched *d, struct orch_sched_batch *b);
+
+/* ---- dispatch.c ------------------------------------------------------------------------ */
+
+/* Fills d->order: calls by the depth of their statements in the plan, deepest first. */
+int orch_sched_call_order(struct orch_sched *d);
+/* Reserves a batch for every idle worker whose call has queued grains and fits the
+ * budgets, onto d->to_send. Inside the turn's transaction. */
+int orch_sched_dispatch(struct orch_sched *d);
+/* After the commit: sends every batch of d->to_send to its worker. A batch whose worker
+ * went away meanwhile is put back, uncharged, in a new transaction of the turn. */
+void orch_sched_send(struct orch_sched *d);
+/* Batch b of call cr failed whole (run failed, its worker died or hung): splits it or
+ * charges its grain (DESIGN §4), and releases what it held. Does not settle b. */
+int orch_sched_batch_failed(struct orch_sched *d, struct orch_sched_call *cr,
+                            struct orch_sched_batch *b, enum orch_failure_kind kind,
+                            const char *message);
+/* Ends attempt `row` with outcome o and message (NULL or "": none). */
+int orch_sched_attempt_end(struct orch_sched *d, int64_t row, enum orch_attempt_outcome o,
+                           const char *message);
+/* Takes batch `id` off cr's in-flight list; NULL when it is not there. */
+struct orch_sched_batch *orch_sched_batch_take(struct orch_sched_call *cr, uint64_t id);
+/* Frees a list of batches linked by next (NULL: nothing). */
+void orch_sched_batches_free(struct orch_sched_batch *b);
+
+/* ---- admit.c --------------------------------------------------------------------------- */
+
+/* Opens every source and moves its cursor past the roots the job already has, checking
+ * that the source still gives them (ORCH_EMISMATCH otherwise). */
+int orch_sched_sources_open(struct orch_sched *d);
+/* Admits a chunk of roots from each source while the unsealed grains allow. */
+int orch_sched_admit(struct orch_sched *d);
+bool orch_sched_sources_done(const struct orch_sched *d);
+void orch_sched_sources_free(struct orch_sched *d);
+
+/* ---- recover.c ------------------------------------------------------------------------- */
+
+/* The next ready_seq to hand out, as the job stored it. */
+int orch_sched_next_seq(orch_store *store, int64_t *out);
+/* Takes over what a stopped driver left, in one transaction: in-flight grains back to
+ * READY (or sealed Suppressed under a barrier), open attempts interrupted, the counts for
+ * progress, the queues rebuilt in ready_seq order; marks the job running. */
+int orch_sched_recover(struct orch_sched *d);
+
+/* ---- resources.c ----------------------------------------------------------------------- */
+
+/* Sets the CPU and GPU budgets: given in opts, else detected. */
+void orch_sched_budgets(struct orch_sched *d);
+/* Whether a batch of cr fits the free budgets now. */
+bool orch_sched_fits(const struct orch_sched *d, const struct orch_sched_call *cr);
+void orch_sched_hold(struct orch_sched *d, const struct orch_sched_call *cr);
+void orch_sched_release(struct orch_sched *d, const struct orch_sched_call *cr);
+/* Sets up d->calls and starts a pool for every call that a statement uses. */
+int orch_sched_start_pools(struct orch_sched *d, const struct orch_pool_callbacks *cb);
+/* Closes (clean) or kills the pools, and frees the calls' run time state. */
+void orch_sched_calls_free(struct orch_sched *d, bool clean);
+
+/* ---- progress.c ------------------------------------------------------------------------ */
+
+/* Decides between the live display and plain lines, and starts the clocks. */
+void orch_sched_progress_init(struct orch_sched *d);
+/* Writes the progress (plain lines: at most once per interval unless final). */
+void orch_sched_progress(struct orch_sched *d, bool final);
+
+#endif
