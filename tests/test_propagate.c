@@ -1,8 +1,8 @@
 /* test_propagate.c — unit tests of the propagation rules and the acceptance rule
  * (engine/run/propagate.h) on a real job (orch_job_create: SQLite and LMDB in a scratch
  * directory), with no driver and no worker: the test plays the driver, taking READY grains
- * from the ready hook, marking them IN_FLIGHT and handing orch_prop_accept the answers a
- * worker would send.
+ * from the ready hook, marking them IN_FLIGHT and handing propagation the answers a
+ * worker would send (orch_prop_report).
  *
  *   acceptance   a report with an old or a future generation, or for another grain, or a
  *                second report for a grain already sealed, is refused and changes nothing;
@@ -96,7 +96,7 @@ static int setup(void **state)
         return -1;
     }
     struct orch_prop_hooks hooks = {.ctx = f, .ready = on_ready};
-    if (orch_prop_new(f->job->plan, f->job->store, &hooks, 1, &f->prop) < 0)
+    if (orch_prop_open(f->job->plan, f->job->store, &hooks, &f->prop) < 0)
         return -1;
     if (orch_store_begin(f->job->store) < 0)
         return -1;
@@ -236,11 +236,11 @@ static int64_t admit(struct fx *f, int64_t ordinal, const char *value)
 static bool accept(struct fx *f, const struct orch_grain_ref *g,
                    const struct orch_wire_answer *a, bool *suppressed)
 {
-    bool accepted, sup;
-    assert_int_equal(orch_prop_accept(f->prop, g, a, 0, &accepted, &sup), 0);
+    struct orch_verdict v;
+    assert_int_equal(orch_prop_report(f->prop, g, a, 0, &v), 0);
     if (suppressed)
-        *suppressed = sup;
-    return accepted;
+        *suppressed = v.kind == ORCH_VERDICT_SUPPRESSED;
+    return v.kind != ORCH_VERDICT_STALE;
 }
 
 /* ---- acceptance ------------------------------------------------------------------------ */
@@ -273,13 +273,8 @@ static void test_stale_reports_change_nothing(void **state)
         a.generation = gens[i];
         assert_false(accept(f, &r, &a, NULL));
     }
-    /* the driver's view is right, the report carries an old generation */
-    a.generation = 2;
-    assert_false(accept(f, &g, &a, NULL));
-    /* a report for another grain */
-    a.generation = g.generation;
-    a.grain = (uint64_t)other.grain;
-    assert_false(accept(f, &g, &a, NULL));
+    /* (A report whose grain or generation differs from the batch's is refused by the
+     * pool before it reaches propagation: tests/test_pool.c.) */
     /* the right report sent for a grain that is READY, not IN_FLIGHT */
     struct orch_grain_ref o = other;
     a.grain = (uint64_t)o.grain;
@@ -421,9 +416,9 @@ static void test_expand_zero_dropped_and_ordered_reduce(void **state)
                                       .message = "",
                                       .outcome = order[k] == 1 ? ORCH_WIRE_KEEP_FALSE
                                                                : ORCH_WIRE_KEEP_TRUE};
-        bool accepted, sup;
-        assert_int_equal(orch_prop_accept(f->prop, g, &fa, kids[order[k]], &accepted, &sup), 0);
-        assert_true(accepted);
+        struct orch_verdict v;
+        assert_int_equal(orch_prop_report(f->prop, g, &fa, kids[order[k]], &v), 0);
+        assert_int_equal(v.kind, ORCH_VERDICT_SEALED);
         assert_int_equal(is_ready(f, "join", e1), k == 2);
     }
     rj = take(f, "join");

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "orch_error.h"
+#include "orch_facts.h"
 
 #define ADMIT_CHUNK 256 /* roots admitted per turn at most: keeps a turn short */
 
@@ -28,6 +29,29 @@ static const char *source_next(struct orch_sched_source *s, size_t *len)
     return s->line;
 }
 
+struct check_root {
+    struct orch_sched_source *s;
+    const char *port;
+};
+
+/* The job's next root is `key`: the source must give the same value next. */
+static int check_root(void *ctx, const char *key)
+{
+    struct check_root *c = ctx;
+    struct orch_sched_source *s = c->s;
+    size_t len;
+    const char *v = source_next(s, &len);
+    if (!v || strnlen(v, len) != strlen(key) || memcmp(v, key, strlen(key)) != 0)
+        return orch_error_set(ORCH_EMISMATCH,
+                              "source %s changed since the job started: root %lld is \"%s\", "
+                              "the source now gives %s%.*s%s; restore the source, or start "
+                              "a new job",
+                              c->port, (long long)s->next, key, v ? "\"" : "",
+                              v ? (int)strnlen(v, len) : 7, v ? v : "nothing", v ? "\"" : "");
+    s->next++;
+    return 0;
+}
+
 /* Opens source s and moves its cursor past the roots the job already has (a resumed job),
  * checking on the way that the source still gives the same values in the same order:
  * roots are numbered by position, so a source that changed under a job would silently
@@ -45,32 +69,9 @@ static int source_open(struct orch_sched *d, struct orch_sched_source *s)
         return orch_error_set(-errno, "source %s: lines(\"%s\"): %s", port, s->src->arg,
                               strerror(errno));
     }
-    sqlite3_stmt *st;
-    int rc = orch_store_prepare(d->job->store,
-                                "SELECT key FROM entity WHERE parent_id IS NULL "
-                                "AND domain_id = ? ORDER BY ordinal",
-                                &st);
-    if (rc < 0)
-        return rc;
-    sqlite3_bind_int(st, 1, s->domain);
     s->next = 0;
-    while ((rc = orch_store_step(d->job->store, st)) == 1) {
-        const char *key = (const char *)sqlite3_column_text(st, 0);
-        size_t len;
-        const char *v = source_next(s, &len);
-        if (!v || strnlen(v, len) != strlen(key) || memcmp(v, key, strlen(key)) != 0) {
-            rc = orch_error_set(ORCH_EMISMATCH,
-                                "source %s changed since the job started: root %lld is \"%s\", "
-                                "the source now gives %s%.*s%s; restore the source, or start "
-                                "a new job",
-                                port, (long long)s->next, key, v ? "\"" : "",
-                                v ? (int)strnlen(v, len) : 7, v ? v : "nothing", v ? "\"" : "");
-            break;
-        }
-        s->next++;
-    }
-    sqlite3_reset(st);
-    return rc < 0 ? rc : 0;
+    struct check_root ctx = {s, port};
+    return orch_store_root_keys(d->job->store, s->domain, check_root, &ctx);
 }
 
 int orch_sched_sources_open(struct orch_sched *d)

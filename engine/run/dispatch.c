@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "orch_facts.h"
 #include "support.h"
 
 /* ---- attempts and retries -------------------------------------------------------------- */
@@ -13,45 +14,17 @@
 int orch_sched_attempt_end(struct orch_sched *d, int64_t row, enum orch_attempt_outcome o,
                            const char *message)
 {
-    sqlite3_stmt *st;
-    int rc = orch_store_prepare(d->job->store,
-                                "UPDATE attempt SET ended_at = ?, outcome = ?, "
-                                "message = ? WHERE id = ?",
-                                &st);
-    if (rc < 0)
-        return rc;
-    sqlite3_bind_int64(st, 1, orch_sched_now_ms());
-    sqlite3_bind_text(st, 2, orch_attempt_outcome_name(o), -1, SQLITE_STATIC);
-    if (message && *message)
-        sqlite3_bind_text(st, 3, message, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(st, 4, row);
-    rc = orch_store_step(d->job->store, st);
-    sqlite3_reset(st);
-    return rc < 0 ? rc : 0;
+    return orch_store_attempt_end(d->job->store, row, o, message);
 }
 
 /* Puts an in-flight grain back to READY with generation+1 at the tail of its queue. */
 static int requeue(struct orch_sched *d, struct orch_grain_ref g, bool solo)
 {
-    sqlite3_stmt *st;
-    int rc =
-        orch_store_prepare(d->job->store,
-                           "UPDATE grain SET phase = 'ready', generation = generation + 1, "
-                           "ready_seq = ? WHERE id = ? AND phase = 'in_flight' "
-                           "AND generation = ?",
-                           &st);
-    if (rc < 0)
-        return rc;
     int64_t seq = orch_prop_next_seq(d->prop);
-    sqlite3_bind_int64(st, 1, seq);
-    sqlite3_bind_int64(st, 2, g.grain);
-    sqlite3_bind_int64(st, 3, g.generation);
-    rc = orch_store_step(d->job->store, st);
-    sqlite3_reset(st);
-    if (rc < 0)
-        return rc;
-    if (sqlite3_changes(orch_store_db(d->job->store)) != 1)
-        return 0; /* no longer in flight with that generation: nothing to retry */
+    bool done;
+    int rc = orch_store_grain_requeue(d->job->store, g.grain, g.generation, seq, &done);
+    if (rc < 0 || !done)
+        return rc; /* no longer in flight with that generation: nothing to retry */
     return orch_sched_queue_requeue(&d->calls[g.call].q, &g, seq, solo);
 }
 
@@ -187,41 +160,16 @@ static int take(void *ctx, const struct orch_sched_qent *e)
     struct reserving *r = ctx;
     struct orch_sched *d = r->d;
     struct orch_sched_batch *b = r->b;
-    sqlite3_stmt *st;
-    int rc = orch_store_prepare(d->job->store,
-                                "UPDATE grain SET phase = 'in_flight' "
-                                "WHERE id = ? AND phase = 'ready' "
-                                "AND generation = ?",
-                                &st);
-    if (rc < 0)
+    bool taken;
+    int rc = orch_store_grain_dispatch(d->job->store, e->g.grain, e->g.generation, &taken);
+    if (rc < 0 || !taken)
         return rc;
-    sqlite3_bind_int64(st, 1, e->g.grain);
-    sqlite3_bind_int64(st, 2, e->g.generation);
-    rc = orch_store_step(d->job->store, st);
-    sqlite3_reset(st);
-    if (rc < 0)
-        return rc;
-    if (sqlite3_changes(orch_store_db(d->job->store)) != 1)
-        return 0;
     assert(b->n < b->cap);
     struct orch_sched_slot *s = &b->slot[b->n];
     s->g = e->g;
-    if ((rc = orch_store_prepare(d->job->store,
-                                 "INSERT INTO attempt (grain_id, generation, "
-                                 "worker_pid, batch, started_at) "
-                                 "VALUES (?, ?, ?, ?, ?)",
-                                 &st)) < 0)
+    if ((rc = orch_store_attempt_begin(d->job->store, e->g.grain, e->g.generation,
+                                       orch_worker_pid(b->worker), b->id, &s->attempt_row)) < 0)
         return rc;
-    sqlite3_bind_int64(st, 1, e->g.grain);
-    sqlite3_bind_int64(st, 2, e->g.generation);
-    sqlite3_bind_int(st, 3, orch_worker_pid(b->worker));
-    sqlite3_bind_int64(st, 4, (int64_t)b->id);
-    sqlite3_bind_int64(st, 5, orch_sched_now_ms());
-    rc = orch_store_step(d->job->store, st);
-    sqlite3_reset(st);
-    if (rc < 0)
-        return rc;
-    s->attempt_row = sqlite3_last_insert_rowid(orch_store_db(d->job->store));
     s->first_input = d->inputs.first_input;
     /* Append the wire record; its pointers are fixed up when the batch is complete. The
      * values are counted as they come (nvals), so that n adds cost O(n). The +1: a reduce

@@ -92,30 +92,29 @@ static int apply_answers(struct orch_sched *d, struct orch_sched_batch *b,
     for (int i = 0; i < b->n && rc == 0; i++) {
         struct orch_sched_slot *s = &b->slot[i];
         const struct orch_wire_answer *a = &r->rec[i];
-        bool accepted, suppressed;
-        /* An answer of values that does not fit its statement (an aligned expand's
-         * count, a map giving children, ...) is sealed as a RecordFailure by
-         * orch_prop_accept; the attempt must say `record`, not `ok`. */
-        int64_t failed = orch_prop_counts(d->prop, s->g.call)->sealed[ORCH_OUTCOME_FAILED];
-        rc = orch_prop_accept(d->prop, &s->g, a, s->first_input, &accepted, &suppressed);
-        if (rc < 0)
+        struct orch_verdict v;
+        if ((rc = orch_prop_report(d->prop, &s->g, a, s->first_input, &v)) < 0)
             break;
-        if (!accepted) {
+        enum orch_attempt_outcome ao = ORCH_ATTEMPT_OK;
+        const char *why = a->message;
+        switch (v.kind) {
+        case ORCH_VERDICT_STALE:
             d->stats->stale++;
             continue;
+        case ORCH_VERDICT_SEALED:
+            ao = answer_attempt(a->outcome);
+            break;
+        case ORCH_VERDICT_SUPPRESSED:
+            d->stats->suppressed++;
+            ao = ORCH_ATTEMPT_SUPPRESSED;
+            break;
+        case ORCH_VERDICT_REFUSED: /* values that do not fit: sealed as a RecordFailure */
+            ao = ORCH_ATTEMPT_RECORD;
+            why = v.why;
+            break;
         }
         d->stats->committed++;
-        if (suppressed)
-            d->stats->suppressed++;
-        enum orch_attempt_outcome ao = answer_attempt(a->outcome);
-        if (suppressed)
-            ao = ORCH_ATTEMPT_SUPPRESSED;
-        else if ((a->outcome == ORCH_WIRE_OK || a->outcome == ORCH_WIRE_KEEP_TRUE) &&
-                 orch_prop_counts(d->prop, s->g.call)->sealed[ORCH_OUTCOME_FAILED] > failed)
-            ao = ORCH_ATTEMPT_RECORD;
-        rc = orch_sched_attempt_end(d, s->attempt_row, ao,
-                                    *orch_prop_refusal(d->prop) ? orch_prop_refusal(d->prop)
-                                                                : a->message);
+        rc = orch_sched_attempt_end(d, s->attempt_row, ao, why);
     }
     return rc;
 }
@@ -404,9 +403,7 @@ static int start(struct orch_sched *d)
         return rc;
     /* A report's pipe may close under us (a dying worker): never die of SIGPIPE. */
     signal(SIGPIPE, SIG_IGN);
-    int64_t next_seq;
-    if ((rc = orch_sched_next_seq(d->job->store, &next_seq)) < 0 ||
-        (rc = orch_prop_new(d->plan, d->job->store, &hooks, next_seq, &d->prop)) < 0 ||
+    if ((rc = orch_prop_open(d->plan, d->job->store, &hooks, &d->prop)) < 0 ||
         (rc = orch_sched_sources_open(d)) < 0)
         return rc;
     /* Before any worker writes: payloads left by a stopped driver's last turn. */

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "orch_facts.h"
+
 void orch_sched_progress_init(struct orch_sched *d)
 {
     const struct orch_run_opts *opts = d->opts;
@@ -58,6 +60,18 @@ void orch_sched_progress(struct orch_sched *d, bool final)
     fflush(out);
 }
 
+struct item_counts {
+    int64_t (*count)[ORCH_ITEM__COUNT];
+    int nports;
+};
+
+static void add_count(void *ctx, int port, enum orch_item_state st, int64_t n)
+{
+    struct item_counts *c = ctx;
+    if (port >= 0 && port < c->nports)
+        c->count[port][st] = n;
+}
+
 int orch_driver_summary(struct orch_job *job, const struct orch_run_stats *stats, FILE *out)
 {
     const orch_plan *p = job->plan;
@@ -65,20 +79,8 @@ int orch_driver_summary(struct orch_job *job, const struct orch_run_stats *stats
     int64_t(*count)[ORCH_ITEM__COUNT] = calloc((size_t)np + 1, sizeof *count);
     if (!count)
         return -ENOMEM;
-    sqlite3_stmt *q;
-    int rc = orch_store_prepare(job->store,
-                                "SELECT port_id, state, count(*) FROM item "
-                                "GROUP BY port_id, state",
-                                &q);
-    while (rc == 0 && (rc = orch_store_step(job->store, q)) == 1) {
-        int port = sqlite3_column_int(q, 0);
-        int state = orch_item_state_parse((const char *)sqlite3_column_text(q, 1));
-        if (port >= 0 && port < np && state >= 0)
-            count[port][state] = sqlite3_column_int64(q, 2);
-        rc = 0;
-    }
-    if (rc == 0 || rc == 1)
-        sqlite3_reset(q);
+    struct item_counts c = {count, np};
+    int rc = orch_store_item_counts(job->store, add_count, &c);
     if (rc < 0) {
         free(count);
         return rc;

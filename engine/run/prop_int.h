@@ -36,7 +36,6 @@ struct orch_prop {
     int64_t unsealed;
     struct dom_topo *dom;
     struct orch_prop_counts *counts; /* per call */
-    struct orch_verdict last;        /* the transitional orch_prop_accept only */
 };
 
 /* The child domain a reduce reads from: the domain of its first input. */

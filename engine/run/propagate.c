@@ -30,15 +30,11 @@ bool prop__on_roots(const orch_prop *p, const struct orch_stmt *s)
 int orch_prop_open(const orch_plan *plan, orch_store *store,
                    const struct orch_prop_hooks *hooks, orch_prop **out)
 {
+    *out = NULL;
     int64_t next_seq;
     int rc = orch_store_next_seq_get(store, &next_seq);
-    return rc < 0 ? rc : orch_prop_new(plan, store, hooks, next_seq, out);
-}
-
-int orch_prop_new(const orch_plan *plan, orch_store *store, const struct orch_prop_hooks *hooks,
-                  int64_t next_seq, orch_prop **out)
-{
-    *out = NULL;
+    if (rc < 0)
+        return rc;
     orch_prop *p = calloc(1, sizeof *p);
     if (!p)
         return -ENOMEM;
@@ -53,7 +49,6 @@ int orch_prop_new(const orch_plan *plan, orch_store *store, const struct orch_pr
         goto nomem;
     for (int i = 0; i < orch_plan_nstmts(plan); i++) {
         const struct orch_stmt *s = orch_plan_stmt(plan, i);
-        int rc = 0;
         if (s->op == ORCH_OP_BROADCAST)
             rc = push_int(&p->dom[s->target].bcast_stmts, &p->dom[s->target].nbcast,
                           &p->dom[s->target].cbcast, i);

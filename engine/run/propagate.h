@@ -157,12 +157,4 @@ void orch_prop_set_unsealed(orch_prop *p, int64_t n);
 /* Counts n grains of call sealed with outcome o by an earlier run (for progress). */
 void orch_prop_add_sealed(orch_prop *p, int call, enum orch_grain_outcome o, int64_t n);
 
-/* Transitional (while the driver is being split): the former entry points. */
-int orch_prop_new(const orch_plan *plan, orch_store *store, const struct orch_prop_hooks *hooks,
-                  int64_t next_seq, orch_prop **out);
-int orch_prop_accept(orch_prop *p, const struct orch_grain_ref *g,
-                     const struct orch_wire_answer *a, uint64_t first_input, bool *accepted,
-                     bool *suppressed);
-const char *orch_prop_refusal(const orch_prop *p);
-
 #endif

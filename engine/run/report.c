@@ -254,25 +254,3 @@ int orch_prop_report(orch_prop *p, const struct orch_grain_ref *g,
         return rc;
     return publish_ok(p, g, s, stmt, a, first_input);
 }
-
-/* ---- transitional ---------------------------------------------------------------------- */
-
-int orch_prop_accept(orch_prop *p, const struct orch_grain_ref *g,
-                     const struct orch_wire_answer *a, uint64_t first_input, bool *accepted,
-                     bool *suppressed)
-{
-    *accepted = *suppressed = false;
-    p->last.kind = ORCH_VERDICT_STALE;
-    p->last.why[0] = '\0';
-    if (a->grain != (uint64_t)g->grain || a->generation != g->generation)
-        return 0;
-    int rc = orch_prop_report(p, g, a, first_input, &p->last);
-    *accepted = p->last.kind != ORCH_VERDICT_STALE;
-    *suppressed = p->last.kind == ORCH_VERDICT_SUPPRESSED;
-    return rc;
-}
-
-const char *orch_prop_refusal(const orch_prop *p)
-{
-    return p->last.why;
-}

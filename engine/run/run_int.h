@@ -225,8 +225,6 @@ void orch_sched_sources_free(struct orch_sched *d);
 
 /* ---- recover.c ------------------------------------------------------------------------- */
 
-/* The next ready_seq to hand out, as the job stored it. */
-int orch_sched_next_seq(orch_store *store, int64_t *out);
 /* Takes over what a stopped driver left, in one transaction: in-flight grains back to
  * READY (or sealed Suppressed under a barrier), open attempts interrupted, the counts for
  * progress, the queues rebuilt in ready_seq order; marks the job running. */
