@@ -51,12 +51,19 @@ static int lineage_step(struct lineage *L, sqlite3_stmt *st)
     return orch_store_step(L->job->store, st);
 }
 
+/* rc of a sqlite3_bind_*: 0, or the store's translation of the error. */
+static int bound(struct lineage *L, int rc)
+{
+    return rc == SQLITE_OK ? 0 : orch_store_error(L->job->store, rc, "bind");
+}
+
 /* Reads entity id; 1 when found, 0 when there is none, or a negative code. */
 static int entity_get(struct lineage *L, int64_t id, struct entity_row *e)
 {
     sqlite3_reset(L->row);
-    sqlite3_bind_int64(L->row, 1, id);
-    int rc = lineage_step(L, L->row);
+    int rc = bound(L, sqlite3_bind_int64(L->row, 1, id));
+    if (rc == 0)
+        rc = lineage_step(L, L->row);
     if (rc == 1) {
         e->id = id;
         e->parent =
@@ -90,10 +97,13 @@ static int walk_down(struct lineage *L, int64_t id, int dom, const char *path)
     const struct orch_domain *d = orch_plan_domain(L->job->plan, dom);
     for (int i = 0; i < d->nchildren; i++) {
         sqlite3_reset(L->child);
-        sqlite3_bind_int64(L->child, 1, id);
-        sqlite3_bind_int(L->child, 2, d->children[i]);
-        sqlite3_bind_int64(L->child, 3, ord);
-        int rc = lineage_step(L, L->child);
+        int rc = bound(L, sqlite3_bind_int64(L->child, 1, id));
+        if (rc == 0)
+            rc = bound(L, sqlite3_bind_int(L->child, 2, d->children[i]));
+        if (rc == 0)
+            rc = bound(L, sqlite3_bind_int64(L->child, 3, ord));
+        if (rc == 0)
+            rc = lineage_step(L, L->child);
         int64_t kid = rc == 1 ? sqlite3_column_int64(L->child, 0) : 0;
         sqlite3_reset(L->child);
         if (rc < 0)
@@ -140,7 +150,7 @@ static int find_key(struct lineage *L, const char *key)
             memcpy(prefix, key, k);
             prefix[k] = '\0';
             sqlite3_reset(L->root);
-            sqlite3_bind_text(L->root, 1, prefix, -1, SQLITE_STATIC);
+            rc = bound(L, sqlite3_bind_text(L->root, 1, prefix, -1, SQLITE_STATIC));
             while (rc == 0 && (rc = lineage_step(L, L->root)) == 1) {
                 int64_t id = sqlite3_column_int64(L->root, 0);
                 int dom = sqlite3_column_int(L->root, 1);
@@ -168,9 +178,11 @@ static int print_items(struct lineage *L, FILE *out, const struct entity_row *e)
         if (pt->domain != e->domain)
             continue;
         sqlite3_reset(L->item);
-        sqlite3_bind_int(L->item, 1, i);
-        sqlite3_bind_int64(L->item, 2, e->id);
-        int rc = lineage_step(L, L->item);
+        int rc = bound(L, sqlite3_bind_int(L->item, 1, i));
+        if (rc == 0)
+            rc = bound(L, sqlite3_bind_int64(L->item, 2, e->id));
+        if (rc == 0)
+            rc = lineage_step(L, L->item);
         if (rc < 0)
             return rc;
         fprintf(out, " %s=%s", pt->name,
@@ -210,10 +222,9 @@ static int print_tree(struct lineage *L, FILE *out, const struct entity_row *e,
     }
     sqlite3_stmt *st = L->kids[level];
     sqlite3_reset(st);
-    sqlite3_bind_int64(st, 1, e->id);
     size_t keylen = key->len;
-    int rc;
-    while ((rc = lineage_step(L, st)) == 1) {
+    int rc = bound(L, sqlite3_bind_int64(st, 1, e->id));
+    while (rc == 0 && (rc = lineage_step(L, st)) == 1) {
         struct entity_row c = {
             .id = sqlite3_column_int64(st, 0),
             .parent = e->id,
@@ -271,8 +282,8 @@ static int lineage_print(struct lineage *L, FILE *out, int64_t id, int maxdepth)
         static const char root_key[] = "SELECT key FROM entity WHERE id = ?";
         sqlite3_stmt *st;
         if ((rc = prepare(L->job, root_key, &st, "lineage")) == 0) {
-            sqlite3_bind_int64(st, 1, chain[n - 1].id);
-            if ((rc = lineage_step(L, st)) == 1) {
+            if ((rc = bound(L, sqlite3_bind_int64(st, 1, chain[n - 1].id))) == 0 &&
+                (rc = lineage_step(L, st)) == 1) {
                 const char *k = (const char *)sqlite3_column_text(st, 0);
                 orch__buf_puts(&key, k ? k : "");
                 rc = 0;

@@ -441,12 +441,19 @@ int orch_driver_run(struct orch_job *job, const struct orch_run_opts *opts,
 {
     memset(stats, 0, sizeof *stats);
     struct orch_sched d = {.job = job, .plan = job->plan, .opts = opts, .stats = stats};
+    /* Workers exec this very binary through /proc/self/exe, which names the running image
+     * even when its file was replaced or deleted since (a rebuild during a long job).
+     * ORCH_WORKER_EXE names an orch binary to exec instead, for a driver that runs inside
+     * another program: under valgrind, /proc/self/exe is valgrind (BENCHMARKS.md). */
+    const char *exe = getenv("ORCH_WORKER_EXE");
+    if (!exe || !*exe)
+        exe = "/proc/self/exe";
+    if ((size_t)snprintf(d.exe, sizeof d.exe, "%s", exe) >= sizeof d.exe)
+        return orch_error_set(-ENAMETOOLONG, "ORCH_WORKER_EXE is longer than %zu bytes",
+                              sizeof d.exe - 1);
     orch_sched_progress_init(&d);
     d.max_unsealed = opts->max_unsealed > 0 ? opts->max_unsealed : DEFAULT_MAX_UNSEALED;
     orch_sched_budgets(&d);
-    /* Workers exec this very binary through /proc/self/exe, which names the running image
-     * even when its file was replaced or deleted since (a rebuild during a long job). */
-    snprintf(d.exe, sizeof d.exe, "/proc/self/exe");
     /* Each turn allocates and frees much the same memory (SQLite's page cache, batches);
      * without this, glibc returns the top of the heap to the kernel after every turn and
      * faults it back in on the next: half of the driver's time, measured. */
