@@ -56,8 +56,8 @@
  * resources.c (CPU and GPU budgets, devices, pools), progress.c (the progress display
  * and the summary). Cross-file names are orch_sched_*; everything else is static.
  *
- * The SQL statements that the scheduler still runs itself sit with the code that uses
- * them; they are to move behind storage/'s API.
+ * The store is read and written only through storage/'s API (orch_facts.h): the loop
+ * holds no SQL text.
  */
 #ifndef ORCH_RUN_INT_H
 #define ORCH_RUN_INT_H
