@@ -6,11 +6,29 @@
  * per batch, and end-of-file on the program's stdin to say goodbye.
  *
  * Invariants of a state:
- *   - `to` (the program's stdin, non-blocking on our side) and `from` (its stdout) are open
- *     and `pid` is a live or unreaped child, unless `broken`;
- *   - once `broken`, the program has been killed and reaped, both pipes are closed, and
- *     every run fails at once with `why` (the worker must be replaced);
+ *   - `to` (the program's stdin, non-blocking on our side) and `from` (its stdout) are open,
+ *     `pid` is a live or unreaped child, and so is `keeper`, whose pipe `guard` is open,
+ *     unless `broken`;
+ *   - once `broken`, the program's group has been killed, the program and the keeper are
+ *     reaped, every descriptor is closed, and every run fails at once with `why` (the
+ *     worker must be replaced);
  *   - `r` holds bytes read from the program and not yet consumed, from `rpos`.
+ *
+ * The keeper: no program outlives its worker. `/bin/sh -c` forks the command rather than
+ * exec it (dash does, for `python3 x.py`), and the program may start processes of its own;
+ * PR_SET_PDEATHSIG reaches only the direct child (sh), and nothing the worker does can
+ * help once it is SIGKILLed (a batch timeout, a hung init, its driver killed with -9, a
+ * crash). So each program runs in a process group that is not its own but a keeper's: a
+ * second child of the worker, forked without exec, that blocks every signal and waits on a
+ * pipe whose one write end (`guard`) only the worker holds. When the worker ends, however
+ * it ends, the kernel closes `guard`; the keeper reads end-of-file and SIGKILLs its whole
+ * group (the program, what the program started, itself). While the worker lives it kills
+ * the group itself (a broken program, fini) with kill(-keeper): the keeper is alive or an
+ * unreaped zombie until then, so the group's id cannot have been reused. Before this, each
+ * hung init of tests/e2e/init_hang.sh left `python3 hang_udf.py` (and what it started)
+ * running under init for good; now no process of the group is alive 15 ms after a SIGKILL
+ * of its worker or of the driver (measured by polling ps). A process that leaves the group
+ * (setsid, setpgid) leaves this guarantee too.
  *
  * Deadlock. While it writes a batch the host also reads whatever the program writes, so
  * neither side can block on a full pipe whatever the program does.
@@ -55,7 +73,9 @@ struct buf {
 
 struct exec_state {
     char *cmd;
-    pid_t pid;    /* > 0 until reaped; also the process group */
+    pid_t pid;    /* the program (sh): > 0 until reaped */
+    pid_t keeper; /* > 0 until reaped; also the program's process group */
+    int guard;    /* the keeper waits for end-of-file on this pipe; -1 once closed */
     int to, from; /* -1 once closed */
     bool broken;
     enum orch_udf_op op;
@@ -203,8 +223,17 @@ static void describe_status(int status, char *out, size_t n)
         snprintf(out, n, "stopped (wait status %d)", status);
 }
 
+static pid_t reap(pid_t pid, int *status)
+{
+    pid_t r;
+    while ((r = waitpid(pid, status, 0)) < 0 && errno == EINTR)
+        ;
+    return r;
+}
+
 /* Closes the pipes, waits up to grace_ms for the program to exit, then kills its process
- * group, and reaps it. Writes how it ended into how (when not NULL). */
+ * group (whatever the program left running in it, and the keeper), and reaps the program
+ * and the keeper. Writes how the program ended into how (when not NULL). */
 static void close_and_reap(struct exec_state *st, long grace_ms, char *how, size_t n)
 {
     if (st->to >= 0)
@@ -214,25 +243,30 @@ static void close_and_reap(struct exec_state *st, long grace_ms, char *how, size
     st->to = st->from = -1;
     if (how != NULL && n > 0)
         how[0] = '\0';
-    if (st->pid <= 0)
-        return;
     int status = 0;
     pid_t r = 0;
-    for (long waited = 0; waited <= grace_ms; waited += 5) {
+    for (long waited = 0; st->pid > 0 && waited <= grace_ms; waited += 5) {
         r = waitpid(st->pid, &status, WNOHANG);
         if (r != 0 || grace_ms == 0)
             break;
         sleep_ms(5);
     }
-    if (r == 0) {
-        kill(-st->pid, SIGKILL);
-        kill(st->pid, SIGKILL);
-        while ((r = waitpid(st->pid, &status, 0)) < 0 && errno == EINTR)
-            ;
-    } else {
-        kill(-st->pid, SIGKILL); /* whatever the program left running in its group */
+    /* The keeper is not reaped yet, so its group's id is still its own. */
+    if (st->keeper > 0)
+        kill(-st->keeper, SIGKILL);
+    if (st->pid > 0 && r == 0) {
+        kill(st->pid, SIGKILL); /* also if it left the group */
+        r = reap(st->pid, &status);
     }
-    if (how != NULL && r == st->pid)
+    if (st->guard >= 0)
+        close(st->guard);
+    st->guard = -1;
+    if (st->keeper > 0) {
+        int kst;
+        reap(st->keeper, &kst);
+    }
+    st->keeper = 0;
+    if (how != NULL && st->pid > 0 && r == st->pid)
         describe_status(status, how, n);
     st->pid = 0;
 }
@@ -284,18 +318,46 @@ static int make_pipe(int fds[2])
     return 0;
 }
 
+/* Closes descriptors lo..hi (async-signal-safe). */
+static void close_fds(unsigned lo, unsigned hi)
+{
+    if (lo > hi || close_range(lo, hi, 0) == 0)
+        return;
+    for (unsigned fd = lo; fd <= hi && fd < 4096; fd++)
+        close((int)fd);
+}
+
+/* The keeper (see the top of this file), after fork: only async-signal-safe calls. It
+ * holds no descriptor but `watch`: the worker's socket above all, whose end-of-file tells
+ * the driver that the worker died, and the program's pipes. */
+__attribute__((noreturn)) static void keeper_main(int watch)
+{
+    sigset_t all;
+    sigfillset(&all);
+    sigprocmask(SIG_SETMASK, &all, NULL); /* a signal to the group must not end it first */
+    setpgid(0, 0);
+    prctl(PR_SET_NAME, "orch keeper"); /* for ps -o comm: its arguments are the worker's */
+    if (watch > 0)
+        close_fds(0, (unsigned)watch - 1);
+    close_fds((unsigned)watch + 1, ~0U);
+    char c;
+    while (read(watch, &c, 1) < 0 && errno == EINTR)
+        ;
+    kill(0, SIGKILL); /* the group: the program, whatever it started, and this process */
+    _exit(0);
+}
+
 /* In the child, after fork: only async-signal-safe calls. */
-static void child_exec(const char *cmd, int in_fd, int out_fd, pid_t parent)
+static void child_exec(const char *cmd, int in_fd, int out_fd, pid_t parent, pid_t group)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent)
         _exit(127); /* the worker died before prctl */
-    setpgid(0, 0);
+    if (setpgid(0, group) < 0)
+        _exit(127); /* outside the keeper's group nothing would end it with the worker */
     if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0)
         _exit(127);
-    if (close_range(3, ~0U, 0) < 0)
-        for (int fd = 3; fd < 4096; fd++)
-            close(fd);
+    close_fds(3, ~0U);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
@@ -304,33 +366,73 @@ static void child_exec(const char *cmd, int in_fd, int out_fd, pid_t parent)
     _exit(127);
 }
 
+/* fork() with every signal blocked across it, so that no handler of the host runs in the
+ * child before it sets its own mask; the child's mask stays full. */
+static pid_t fork_blocked(void)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pid_t pid = fork();
+    int e = errno;
+    if (pid != 0)
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    errno = e;
+    return pid;
+}
+
+/* Starts the keeper, then the program in the keeper's group. Returns 0 or -errno, with
+ * nothing left running. */
 static int spawn(struct exec_state *st)
 {
-    int in[2], out[2];
+    int in[2], out[2], watch[2];
     int rc = make_pipe(in);
     if (rc < 0)
         return rc;
     rc = make_pipe(out);
     if (rc < 0)
         goto fail_out;
+    rc = make_pipe(watch);
+    if (rc < 0)
+        goto fail_watch;
+    pid_t keeper = fork_blocked();
+    if (keeper < 0) {
+        rc = -errno;
+        close(watch[0]);
+        close(watch[1]);
+        goto fail_watch;
+    }
+    if (keeper == 0)
+        keeper_main(watch[0]);
+    close(watch[0]);
+    st->keeper = keeper;
+    st->guard = watch[1];
+    /* Also done by the keeper: whichever runs first makes the group before the program
+     * joins it. It cannot fail for a child that has not exec'd. */
+    if (setpgid(keeper, keeper) < 0) {
+        rc = -errno;
+        goto fail_proc;
+    }
     pid_t parent = getpid();
-    pid_t pid = fork();
+    pid_t pid = fork_blocked();
     if (pid < 0) {
         rc = -errno;
-        goto fail_fork;
+        goto fail_proc;
     }
     if (pid == 0)
-        child_exec(st->cmd, in[0], out[1], parent);
-    setpgid(pid, pid); /* also done by the child: whichever runs first */
+        child_exec(st->cmd, in[0], out[1], parent, keeper);
+    st->pid = pid;
+    setpgid(pid, keeper); /* also done by the child: whichever runs first */
     close(in[0]);
     close(out[1]);
-    st->pid = pid;
     st->to = in[1];
     st->from = out[0];
     fcntl(st->to, F_SETFL, fcntl(st->to, F_GETFL) | O_NONBLOCK);
     return 0;
 
-fail_fork:
+fail_proc:
+    close_and_reap(st, 0, NULL, 0); /* kills and reaps the keeper, closes the guard */
+fail_watch:
     close(out[0]);
     close(out[1]);
 fail_out:
@@ -560,7 +662,7 @@ static int exec_init(const struct orch_udf_config *cfg, void **state)
         free(st);
         return orch_udf_config_error(cfg, -ENOMEM, "exec: out of memory");
     }
-    st->to = st->from = -1;
+    st->to = st->from = st->guard = -1;
     st->op = cfg->op;
     st->nin = cfg->nin;
     st->nout = cfg->nout;

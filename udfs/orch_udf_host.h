@@ -81,8 +81,11 @@ void orch_udf_unload_library(void *handle);
  * A program that exits, is killed, or writes anything but the protocol in the middle of a
  * batch makes run return -EPIPE or -EPROTO with a message in batch->error; the program is
  * then killed and reaped, and every later run of that state fails at once: the worker
- * should be replaced (fini, then a new worker). The program is sent SIGKILL if the thread
- * that ran init dies (PR_SET_PDEATHSIG), so a crashed worker leaves no orphan.
+ * should be replaced (fini, then a new worker). The program runs in the process group of a
+ * keeper, a second child of the process, that SIGKILLs the whole group when the process
+ * ends in any way (SIGKILL included): neither the program nor anything it started in its
+ * group outlives the worker (udfs/exec.c has the why). fini and a broken state kill the
+ * group too, and reap both children: nothing of a state is left after fini.
  *
  * The adapter blocks SIGPIPE only around its own writes; it changes no signal disposition
  * of the process. */

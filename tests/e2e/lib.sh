@@ -81,6 +81,36 @@ wait_until() {
   done
 }
 
+# alive PGREP-ARGS...: prints the pids that `pgrep PGREP-ARGS...` finds, less zombies (dead
+# processes that their new parent, often init, has not reaped yet); status 1 when none.
+alive() {
+  local pids
+  pids=$(pgrep -d, "$@") || return 1
+  pids=$(ps -o pid=,stat= -p "$pids" 2> /dev/null | awk '$2 !~ /^Z/ { print $1 }') || true
+  [ -n "$pids" ] && echo $pids
+}
+
+# none_left SECONDS PGREP-ARGS...: no process that `pgrep PGREP-ARGS...` finds is alive
+# within SECONDS, polled: `none_left 5 -f "$T/x_udf\.py"` (command lines that hold a regular
+# expression: name something unique to $T), `none_left 5 -g PGID` (a process group). For
+# the exec() programs of a run that is over: no process may outlive its run. On failure
+# the survivors are listed, then killed by pid, so that a failed test leaves nothing behind.
+none_left() {
+  local limit=$1 left
+  shift
+  local deadline=$((SECONDS + limit))
+  while left=$(alive "$@"); do
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      local listing
+      listing=$(ps -o pid,ppid,pgid,stat,etimes,args -p "$(echo $left | tr ' ' ,)" || true)
+      kill -9 $left 2> /dev/null || true
+      fail "processes outlived their run by ${limit}s (pgrep $*; now killed):
+$listing"
+    fi
+    sleep 0.02
+  done
+}
+
 # job_done JOB: the job ran to its end: finished, every grain sealed, every attempt closed.
 job_done() {
   expect_eq "$1: job finished" finished "$(q "$1" "SELECT status FROM job")"
