@@ -4,10 +4,15 @@
 -- On every start, recovery ends the attempts still open (outcome NULL: the driver stopped
 -- while they ran) as interrupted, and reads the last batch id to number new batches after
 -- it. Schema 2 answered both by scanning every attempt row ever written: a resume of a
--- job of millions of attempts read them all twice. The open attempts are the in-flight
--- frontier, a few per worker, so a partial index holds only them: an attempt enters it
--- when it begins and leaves it when it ends. The last batch id is read from the newest
--- attempt (batch ids grow with attempt ids: a batch's attempts are inserted when it is
--- reserved, batches in id order, and a resume numbers after the last), through the
--- rowid, with no index.
-CREATE INDEX attempt_open ON attempt (id) WHERE outcome IS NULL;
+-- job of millions of attempts read them all twice.
+--
+-- job.attempt_floor: every attempt whose id is below it is closed. The driver raises it
+-- with each commit to the oldest attempt then open (or past the newest), so recovery reads
+-- only the attempts from the floor up — the frontier at the last commit and those begun
+-- after — through the rowid. A partial index of the open attempts would answer the same,
+-- but each attempt would enter and leave it: two more B-tree writes per grain, 4.5% of
+-- the driver's instructions (measured: BENCHMARKS.md), against one write of the job row
+-- per loop turn. The last batch id is read from the newest attempt (batch ids grow with
+-- attempt ids: a batch's attempts are inserted when it is reserved, batches in id order,
+-- and a resume numbers after the last), through the rowid.
+ALTER TABLE job ADD COLUMN attempt_floor INTEGER NOT NULL DEFAULT 0;

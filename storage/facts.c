@@ -90,7 +90,9 @@
                      "started_at) VALUES (?, ?, ?, ?, ?)")                                     \
     X(ATTEMPT_END, "UPDATE attempt SET ended_at = ?, outcome = ?, message = ? WHERE id = ?")   \
     X(ATTEMPTS_INTERRUPT, "UPDATE attempt SET outcome = ?, ended_at = ? "                      \
-                          "WHERE outcome IS NULL")                                             \
+                          "WHERE id >= (SELECT attempt_floor FROM job WHERE id = 1) "          \
+                          "AND outcome IS NULL")                                               \
+    X(ATTEMPT_FLOOR_SET, "UPDATE job SET attempt_floor = ? WHERE id = 1")                      \
     X(ATTEMPT_LAST_BATCH, "SELECT batch FROM attempt ORDER BY id DESC LIMIT 1")                       \
     X(FAILURE_PUT, "INSERT INTO failure (grain_id, kind, message, generation, at) "            \
                    "VALUES (?, ?, ?, ?, ?)")                                                   \
@@ -798,4 +800,11 @@ int orch_store_set_max_pages(orch_store *s, int64_t pages)
     char sql[64];
     snprintf(sql, sizeof sql, "PRAGMA max_page_count = %lld", (long long)pages);
     return orch_store_exec(s, sql);
+}
+
+int orch_store_attempt_floor_set(orch_store *s, int64_t floor)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_ATTEMPT_FLOOR_SET, &st, "l", floor);
+    return rc < 0 ? rc : run(s, st, NULL);
 }

@@ -189,8 +189,14 @@ int orch_store_attempt_begin(orch_store *s, int64_t grain, uint32_t generation, 
 int orch_store_attempt_end(orch_store *s, int64_t row, enum orch_attempt_outcome o,
                            const char *message);
 
-/* Ends every attempt still open (the driver stopped while it ran) as interrupted. */
+/* Ends every attempt still open (the driver stopped while it ran) as interrupted. Reads
+ * only the attempts from the job's attempt floor up (see below). */
 int orch_store_attempts_interrupt(orch_store *s);
+
+/* Raises job.attempt_floor: the caller promises that every attempt whose id is below
+ * `floor` is closed. The driver writes it with each commit (the oldest attempt open, or
+ * past the newest), so that recovery never reads the attempt history. */
+int orch_store_attempt_floor_set(orch_store *s, int64_t floor);
 
 /* *batch = the largest batch id of any attempt (0 for none): batch ids grow across runs. */
 int orch_store_attempt_last_batch(orch_store *s, uint64_t *batch);

@@ -195,6 +195,20 @@ static void test_grain_transitions(void **state)
     assert_true(done);
 }
 
+/* The outcome of attempt `row`, as stored ("" for NULL). */
+static const char *outcome_of(orch_store *s, int64_t row)
+{
+    static char buf[32];
+    sqlite3_stmt *st;
+    assert_int_equal(orch_store_prepare(s, "SELECT coalesce(outcome, '') FROM attempt "
+                                           "WHERE id = ?", &st), 0);
+    assert_int_equal(sqlite3_bind_int64(st, 1, row), SQLITE_OK);
+    assert_int_equal(orch_store_step(s, st), 1);
+    snprintf(buf, sizeof buf, "%s", (const char *)sqlite3_column_text(st, 0));
+    sqlite3_reset(st);
+    return buf;
+}
+
 static int collect_ready(void *ctx, const struct orch_grain_row *g)
 {
     struct orch_grain_row *out = ctx;
@@ -227,8 +241,12 @@ static void test_recovery(void **state)
     uint64_t batch;
     assert_int_equal(orch_store_attempt_last_batch(f->s, &batch), 0);
     assert_int_equal(batch, 6);
+    /* the floor: recovery reads only attempts from it up (a0 is closed, a1 open) */
+    assert_int_equal(orch_store_attempt_floor_set(f->s, a1), 0);
     assert_int_equal(orch_store_attempts_interrupt(f->s), 0);
     assert_int_equal(orch_store_grains_interrupt(f->s), 0);
+    assert_string_equal(outcome_of(f->s, a0), "crash");
+    assert_string_equal(outcome_of(f->s, a1), "interrupted");
     int64_t unsealed;
     assert_int_equal(orch_store_grains_unsealed(f->s, &unsealed), 0);
     assert_int_equal(unsealed, 2);

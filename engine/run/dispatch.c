@@ -170,6 +170,7 @@ static int take(void *ctx, const struct orch_sched_qent *e)
     if ((rc = orch_store_attempt_begin(d->job->store, e->g.grain, e->g.generation,
                                        orch_worker_pid(b->worker), b->id, &s->attempt_row)) < 0)
         return rc;
+    d->attempt_last = s->attempt_row;
     s->first_input = d->inputs.first_input;
     /* Append the wire record; its pointers are fixed up when the batch is complete. The
      * values are counted as they come (nvals), so that n adds cost O(n). The +1: a reduce

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "orch_error.h"
+#include "orch_facts.h"
 #include "support.h"
 
 #define DEFAULT_MAX_UNSEALED 20000
@@ -98,8 +99,11 @@ static int apply_answers(struct orch_sched *d, struct orch_sched_batch *b,
         enum orch_attempt_outcome ao = ORCH_ATTEMPT_OK;
         const char *why = a->message;
         switch (v.kind) {
-        case ORCH_VERDICT_STALE:
+        case ORCH_VERDICT_STALE: /* nothing changed; the attempt still ends */
             d->stats->stale++;
+            rc = orch_sched_attempt_end(d, s->attempt_row, ORCH_ATTEMPT_INTERRUPTED,
+                                        "report not accepted: the grain was no longer in "
+                                        "flight at this generation");
             continue;
         case ORCH_VERDICT_SEALED:
             ao = answer_attempt(a->outcome);
@@ -265,11 +269,32 @@ static bool stuck(const struct orch_sched *d)
  * durable first, with one sync for the whole turn (group commit): a committed Present item
  * never names a payload that a machine crash could lose (DESIGN §6, invariant 1). Then
  * the batches settled in it are done with. */
+/* The oldest attempt row still open: the first of the batches reserved or in flight (a
+ * batch's rows are consecutive; reserved batches are newer than those in flight), or
+ * past the newest row when none is open. */
+static int64_t attempt_floor(const struct orch_sched *d)
+{
+    int64_t floor = d->attempt_last + 1;
+    for (int c = 0; c < d->ncalls; c++)
+        for (const struct orch_sched_batch *b = d->calls[c].inflight; b; b = b->next)
+            if (b->n > 0 && b->slot[0].attempt_row < floor)
+                floor = b->slot[0].attempt_row;
+    for (const struct orch_sched_batch *b = d->to_send; b; b = b->next)
+        if (b->n > 0 && b->slot[0].attempt_row < floor)
+            floor = b->slot[0].attempt_row;
+    return floor;
+}
+
 static int commit_turn(struct orch_sched *d)
 {
     int rc = 0;
     if (orch_store_in_txn(d->job->store)) {
-        rc = orch_prop_flush(d->prop);
+        int64_t floor = attempt_floor(d);
+        if (floor > d->attempt_floor &&
+            (rc = orch_store_attempt_floor_set(d->job->store, floor)) == 0)
+            d->attempt_floor = floor;
+        if (rc == 0)
+            rc = orch_prop_flush(d->prop);
         if (rc == 0 && d->opts->durability == ORCH_DURABILITY_MACHINE)
             rc = orch_payload_sync(d->job->payloads);
         if (rc < 0) {

@@ -155,6 +155,8 @@ struct orch_sched {
     int *order;                       /* call indexes, the most downstream first */
     struct orch_sched_batch *to_send; /* reserved this turn, sent after the commit */
     uint64_t next_batch;              /* the last batch id given (recover.c sets it) */
+    int64_t attempt_last;             /* the newest attempt row begun by this driver */
+    int64_t attempt_floor;            /* job.attempt_floor as last written (loop.c) */
     struct orch_prop_inputs inputs;   /* the inputs of the entry being reserved */
     /* admit.c */
     struct orch_sched_source *sources;
