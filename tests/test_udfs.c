@@ -258,7 +258,9 @@ static void test_registry(void **state)
     (void)state;
     static const char *const names[] = {"read_file", "split",    "split_lines", "upper",
                                         "identity",  "nonempty", "concat",      "count",
-                                        "sleep",     "fail_if",  "flaky"};
+                                        "sleep",     "fail_if",  "flaky",
+                                        "tesseract_ocr", "pdf_render", "pdf_text",
+                                        "page_stats"};
     size_t n = sizeof names / sizeof names[0];
     assert_int_equal(orch_udf_builtin_count(), n);
     for (size_t i = 0; i < n; i++) {
@@ -271,7 +273,6 @@ static void test_registry(void **state)
         assert_non_null(u->fini);
         assert_ptr_equal(orch_udf_builtin_at(i), u);
     }
-    assert_null(orch_udf_builtin("pdf_render"));
     assert_null(orch_udf_builtin("nope"));
     assert_null(orch_udf_builtin(NULL));
     assert_null(orch_udf_builtin_at(n));
@@ -358,7 +359,7 @@ static void test_signatures(void **state)
             snprintf(num[a], sizeof num[a], "%lld", (long long)arg->min);
             vals[a] = arg->type == ORCH_BUILTIN_ARG_CHOICE ? arg->choices[0]
                       : arg->type == ORCH_BUILTIN_ARG_INT  ? (arg->def ? arg->def : num[a])
-                                                           : ",";
+                                                           : (arg->def ? arg->def : ",");
         }
         for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
             if (!(sig->ops & ops[k].bit))

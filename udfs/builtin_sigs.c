@@ -26,11 +26,28 @@ static const struct orch_builtin_arg flaky_args[] = {
      .max = 1000000,
      .def = "1"},
 };
+static const char *const pdf_formats[] = {"png", "gray", NULL};
 static const struct orch_builtin_arg pdf_render_args[] = {
     {.key = "dpi", .type = ORCH_BUILTIN_ARG_INT, .min = 1, .max = 1200, .def = "150"},
+    {.key = "format", .type = ORCH_BUILTIN_ARG_CHOICE, .choices = pdf_formats, .def = "png"},
+    {.key = "max_pixels",
+     .type = ORCH_BUILTIN_ARG_INT,
+     .min = 1,
+     .max = 1000000000,
+     .def = "50000000"},
 };
 static const struct orch_builtin_arg ocr_args[] = {
-    {.key = "lang", .type = ORCH_BUILTIN_ARG_STRING, .def = "eng"},
+    {.key = "lang", .type = ORCH_BUILTIN_ARG_STRING, .min = 1, .def = "eng"},
+    {.key = "psm", .type = ORCH_BUILTIN_ARG_INT, .min = 0, .max = 13, .def = "3"},
+};
+static const struct orch_builtin_arg page_stats_args[] = { /* udfs/builtins_gpu.c */
+    {.key = "threshold", .type = ORCH_BUILTIN_ARG_INT, .min = 0, .max = 256, .def = "128"},
+    {.key = "bins", .type = ORCH_BUILTIN_ARG_INT, .min = 1, .max = 256, .def = "16"},
+    {.key = "max_pixels",
+     .type = ORCH_BUILTIN_ARG_INT,
+     .min = 1,
+     .max = 2147483647,
+     .def = "50000000"},
 };
 
 #define SIG(n, o, lo, hi, a, s)                                                                \
@@ -63,7 +80,10 @@ static const struct orch_builtin_sig table[] = {
         "an attempt failure on the first fail_attempts attempts, then the input"),
     SIG("pdf_render", ORCH_BUILTIN_EXPAND, 1, 1, pdf_render_args,
         "a PDF in, one rendered page image per child"),
+    SIG0("pdf_text", ORCH_BUILTIN_EXPAND, 1, 1, "a PDF in, one page's own text per child"),
     SIG("tesseract_ocr", ORCH_BUILTIN_MAP, 1, 1, ocr_args, "an image in, its text out"),
+    SIG("page_stats", ORCH_BUILTIN_MAP, 1, 1, page_stats_args,
+        "a page image in, its statistics (JSON) out"),
 };
 
 const struct orch_builtin_sig *orch_builtin_sig_find(const char *name)

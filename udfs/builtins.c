@@ -35,6 +35,18 @@
  *   flaky        any                 fail_attempts      run returns -EAGAIN when any record
  *                                    (default 1)        has attempt <= fail_attempts; else
  *                                                       passes every record.
+ *   pdf_render   expand, aligned     dpi (150),         one child per page of a PDF (bytes
+ *                                    format (png|gray), when the subject starts with "%PDF-",
+ *                                    max_pixels         else a path), in page order: an
+ *                                    (50000000)         8-bit grayscale PNG, or a binary
+ *                                                       PGM with format=gray. MuPDF.
+ *   pdf_text     expand, aligned     -                  one child per page: its own text
+ *                                                       layer, UTF-8. Both: bad PDF,
+ *                                                       encrypted, damaged, page too large:
+ *                                                       RecordFailure with MuPDF's message
+ *                                                       (builtins_pdf.c has the rules).
+ *   page_stats   map                 threshold, bins,   a page image's statistics as JSON,
+ *                                    max_pixels         on a GPU or the CPU (builtins_gpu.c).
  *
  * Without a subject (an optional input that was Dropped), every built-in drops the record,
  * except nonempty (keep false), concat and count (which read all values of the list).
@@ -49,6 +61,9 @@ static const struct orch_udf *const builtins[] = {
     &orch_udf__read_file, &orch_udf__split,    &orch_udf__split_lines, &orch_udf__upper,
     &orch_udf__identity,  &orch_udf__nonempty, &orch_udf__concat,      &orch_udf__count,
     &orch_udf__sleep,     &orch_udf__fail_if,  &orch_udf__flaky,
+    &orch_udf__tesseract_ocr,
+    &orch_udf__pdf_render, &orch_udf__pdf_text,
+    &orch_udf__page_stats,
 };
 
 #define NBUILTINS (sizeof builtins / sizeof builtins[0])

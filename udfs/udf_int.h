@@ -86,5 +86,9 @@ extern const struct orch_udf orch_udf__count;
 extern const struct orch_udf orch_udf__sleep;
 extern const struct orch_udf orch_udf__fail_if;
 extern const struct orch_udf orch_udf__flaky;
+extern const struct orch_udf orch_udf__tesseract_ocr; /* builtins_ocr.c */
+extern const struct orch_udf orch_udf__pdf_render; /* builtins_pdf.c */
+extern const struct orch_udf orch_udf__pdf_text;
+extern const struct orch_udf orch_udf__page_stats; /* builtins_gpu.c */
 
 #endif

@@ -76,8 +76,49 @@ static int assign_devices(struct orch_sched *d, struct orch_sched_call *cr)
     return 0;
 }
 
+/* A call that needs more GPUs than the job has is refused (DESIGN §5): its workers could
+ * never hold their share, and shrinking the request would silently give a worker fewer
+ * devices than it was written for. CPUs are different: a call's cpus are clamped to the
+ * budget, since a worker runs on fewer cores, only slower. Checked for every call before
+ * any pool starts, so that a refused job has started no worker. */
+static int check_gpus(const struct orch_sched *d, const struct orch_call *c)
+{
+    double g = c->opts.gpus;
+    if (g <= 0 || g <= d->gpu_total + 1e-9)
+        return 0;
+    if (d->gpu_total <= 0)
+        return orch_error_set(ORCH_EPLAN,
+                              "call %s needs gpus=%g but no GPU was found "
+                              "(give the budget with --gpus N)",
+                              c->name, g);
+    return orch_error_set(ORCH_EPLAN,
+                          "call %s needs gpus=%g but the job has only %g GPU%s "
+                          "(found, or given with --gpus N)",
+                          c->name, g, d->gpu_total, d->gpu_total == 1 ? "" : "s");
+}
+
+/* A call without gpus is given CUDA_VISIBLE_DEVICES="" (no device), so that a worker that
+ * holds no GPU cannot use one it inherited from the environment orch was started in:
+ * otherwise the budget would not bound what runs on the GPUs. */
+static int hide_devices(struct orch_sched_call *cr)
+{
+    cr->devices = calloc((size_t)cr->c->opts.workers + 1, sizeof *cr->devices);
+    if (!cr->devices)
+        return -ENOMEM;
+    for (int w = 0; w < cr->c->opts.workers; w++)
+        if (!(cr->devices[w] = strdup("")))
+            return -ENOMEM;
+    return 0;
+}
+
 int orch_sched_start_pools(struct orch_sched *d, const struct orch_pool_callbacks *cb)
 {
+    for (int i = 0; i < d->ncalls; i++) {
+        const struct orch_call *c = orch_plan_call(d->plan, i);
+        int rc;
+        if (c->stmt >= 0 && (rc = check_gpus(d, c)) < 0)
+            return rc;
+    }
     for (int i = 0; i < d->ncalls; i++) {
         struct orch_sched_call *cr = &d->calls[i];
         cr->call = i;
@@ -87,15 +128,8 @@ int orch_sched_start_pools(struct orch_sched *d, const struct orch_pool_callback
         cr->s = orch_plan_stmt(d->plan, cr->c->stmt);
         cr->cpus = cr->c->opts.cpus > d->cpu_total ? d->cpu_total : cr->c->opts.cpus;
         cr->gpus = cr->c->opts.gpus;
-        if (cr->gpus > 0 && d->gpu_total <= 0)
-            return orch_error_set(ORCH_EPLAN,
-                                  "call %s needs gpus=%g but no GPU was found "
-                                  "(give the budget with --gpus N)",
-                                  cr->c->name, cr->gpus);
-        if (cr->gpus > d->gpu_total)
-            cr->gpus = d->gpu_total;
-        int rc;
-        if (cr->gpus > 0 && (rc = assign_devices(d, cr)) < 0)
+        int rc = cr->gpus > 0 ? assign_devices(d, cr) : hide_devices(cr);
+        if (rc < 0)
             return rc;
         char dir[4096];
         snprintf(dir, sizeof dir, "%s/payloads", d->job->dir);

@@ -4,8 +4,9 @@
 # a worker that holds G GPUs gets ceil(G) consecutive devices, workers packed in order
 # (worker w starts at device floor(w * G)), wrapping around the budget's devices, so that
 # fractional calls share a device. Checked here worker by worker, with --gpus on a machine
-# that may have none. A call that needs GPUs where there are none is refused with a clear
-# message. Also an exec() UDF in Python, end to end.
+# that may have none. A call without gpus sees no device. A call that needs GPUs where there
+# are none, or more than the budget, is refused at start with a clear message. Also an
+# exec() UDF in Python, end to end.
 source "$(dirname "$0")/lib.sh"
 
 # At init each worker process writes SEEN/WORKER.PID holding its CUDA_VISIBLE_DEVICES; each
@@ -99,4 +100,35 @@ if ! ls /dev/nvidia0 >/dev/null 2>&1; then
   fi
   grep -q "needs gpus=0.5 but no GPU was found" "$T/err" || fail "message: $(cat "$T/err")"
 fi
+# A call without gpus is given no device, even when orch itself was started with some: a
+# worker that holds no GPU from the budget must not use one.
+pipeline nogpu 2 0
+CUDA_VISIBLE_DEVICES=0,1 check_devices nogpu 2 "0= 1="
+
+# More GPUs than the job has: refused at start with a message, exit 1, before any worker
+# of any call has started (the other call here would fit) and before any attempt.
+cat > "$T/over.orch" <<PIPE
+pipeline over
+domain r
+source r.v = lines("in.txt")
+call fits = exec("python3 $T/env_udf.py")(seen="$T/seen-over") with gpus=1, cpus=0
+call dev = exec("python3 $T/env_udf.py")(seen="$T/seen-over") with workers=2, gpus=2.5, cpus=0
+r.fits = fits(r.v)
+r.dev = dev(r.v)
+PIPE
+mkdir -p "$T/seen-over"
+for budget in 2 1.5; do
+  if "$ORCH" run "$T/over.orch" --job "$T/job-over-$budget" --gpus "$budget" --progress none \
+       2> "$T/err"; then
+    fail "a call asking for gpus=2.5 ran with --gpus $budget"
+  else
+    expect_eq "exit status of a call asking for too many GPUs" 1 "$?"
+  fi
+  grep -q "call dev needs gpus=2.5 but the job has only $budget GPUs" "$T/err" ||
+    fail "message: $(cat "$T/err")"
+  expect_eq "no worker started" "" "$(ls "$T/seen-over")"
+  if [ -e "$T/job-over-$budget/state.db" ]; then
+    expect_eq "no attempt" 0 "$(q "$T/job-over-$budget" "SELECT count(*) FROM attempt")"
+  fi
+done
 echo "gpus: ok"

@@ -1,0 +1,598 @@
+/* test_pdf.c — the MuPDF built-ins pdf_render and pdf_text through the real ABI and the real
+ * answer collector, on PDFs made here from known text (pdf_fixture.h): page counts and
+ * order, the text layer exactly, images decoded back (by MuPDF) to the size the dpi gives,
+ * PNG and PGM pixel for pixel the same, and every kind of bad input a RecordFailure with
+ * its message: not a PDF, truncated at every byte, encrypted, a page past max_pixels, a
+ * vanished file, a value that is neither bytes nor a path; an encrypted PDF that opens
+ * without a password is read. */
+#define _GNU_SOURCE /* nftw, in testutil.h */
+#include "orch_udf_host.h"
+#include "pdf_fixture.h"
+#include "testutil.h"
+
+#include <mupdf/fitz.h>
+
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+/* ---- the test's PDFs ----------------------------------------------------------------- */
+
+static const char *const page1[] = {"Alpha bravo charlie", "delta echo"};
+static const char *const page2[] = {"Foxtrot golf"};
+static const char *const page3[] = {"Hotel india juliet"};
+static const struct orch_test_pdf_page good_pages[] = {
+    {612, 792, page1, 2},
+    {612, 792, page2, 1},
+    {300, 400, page3, 1},
+};
+/* MuPDF's plain text of each page: every line ends with \n, every block with one more. */
+static const char *const good_text[] = {
+    "Alpha bravo charlie\ndelta echo\n\n",
+    "Foxtrot golf\n\n",
+    "Hotel india juliet\n\n",
+};
+
+struct pdf {
+    char *data;
+    size_t len;
+};
+
+static struct pdf make_pdf(const struct orch_test_pdf_page *pages, size_t n)
+{
+    struct pdf p;
+    assert_int_equal(orch_test_pdf_make(pages, n, &p.data, &p.len), 0);
+    return p;
+}
+
+/* ---- a harness: one built-in, one collector, a batch of one-value records ------------ */
+
+#define MAXREC 8
+
+struct h {
+    const struct orch_udf *udf;
+    void *state;
+    bool inited;
+    char err[1024];
+    struct orch_udf_answers ans;
+    bool ans_inited;
+    struct orch_udf_record rec[MAXREC];
+    struct orch_udf_input in[MAXREC];
+    struct orch_udf_value val[MAXREC];
+    char dir[512];
+};
+
+static int setup(void **state)
+{
+    struct h *h = calloc(1, sizeof *h);
+    if (h == NULL || orch_test_mkdtemp(h->dir, sizeof h->dir, "pdf") != 0)
+        return -1;
+    *state = h;
+    return 0;
+}
+
+static void h_close(struct h *h)
+{
+    if (h->inited)
+        h->udf->fini(h->state);
+    h->inited = false;
+    if (h->ans_inited)
+        orch_udf_answers_free(&h->ans);
+    h->ans_inited = false;
+}
+
+static int teardown(void **state)
+{
+    struct h *h = *state;
+    h_close(h);
+    int rc = orch_test_rmtree(h->dir);
+    free(h);
+    return rc;
+}
+
+/* Starts built-in `name` as `op` with the arguments given as key, value, ..., NULL.
+ * Returns init's result; on failure the message is in h->err. */
+static int h_start(struct h *h, const char *name, enum orch_udf_op op, ...)
+{
+    h_close(h);
+    const char *keys[8], *vals[8];
+    size_t n = 0;
+    va_list ap;
+    va_start(ap, op);
+    for (const char *k; (k = va_arg(ap, const char *)) != NULL; n++) {
+        assert_true(n < 8);
+        keys[n] = k;
+        vals[n] = va_arg(ap, const char *);
+    }
+    va_end(ap);
+    h->udf = orch_udf_builtin(name);
+    assert_non_null(h->udf);
+    h->err[0] = '\0';
+    struct orch_udf_config cfg = {.call = name,
+                                  .function = name,
+                                  .op = op,
+                                  .nin = 1,
+                                  .nout = 1,
+                                  .nargs = n,
+                                  .arg_keys = keys,
+                                  .arg_values = vals,
+                                  .error = h->err,
+                                  .error_size = sizeof h->err};
+    int rc = h->udf->init(&cfg, &h->state);
+    if (rc != 0)
+        return rc;
+    h->inited = true;
+    assert_int_equal(orch_udf_answers_init(&h->ans, name, op, 1), 0);
+    h->ans_inited = true;
+    return 0;
+}
+
+/* Runs one batch of n records, record i's value being vals[i] (len < 0: absent) and
+ * expects run to return 0; the answers are in h->ans. */
+static void h_run(struct h *h, size_t n, const void *const *data, const ptrdiff_t *len)
+{
+    assert_true(n <= MAXREC);
+    for (size_t i = 0; i < n; i++) {
+        h->val[i] = (struct orch_udf_value){.data = len[i] < 0 ? NULL : data[i],
+                                            .len = len[i] < 0 ? 0 : (size_t)len[i],
+                                            .present = len[i] >= 0};
+        h->in[i] = (struct orch_udf_input){.n = 1, .v = &h->val[i]};
+        h->rec[i] = (struct orch_udf_record){.grain_id = i + 1, .attempt = 1, .in = &h->in[i]};
+    }
+    struct orch_udf_batch b = {.n = n, .rec = h->rec};
+    assert_int_equal(orch_udf_answers_reset(&h->ans, &b), 0);
+    int rc = h->udf->run(h->state, &b);
+    if (rc != 0)
+        fail_msg("run returned %d: %s", rc, orch_udf_answers_error(&h->ans));
+    assert_int_equal(orch_udf_answers_finish(&h->ans), 0);
+}
+
+/* One record of `len` bytes at data; returns its answer. */
+static const struct orch_udf_answer *h_one(struct h *h, const void *data, size_t len)
+{
+    const void *d[1] = {data};
+    ptrdiff_t l[1] = {(ptrdiff_t)len};
+    h_run(h, 1, d, l);
+    return &h->ans.rec[0];
+}
+
+static const struct orch_udf_answer *h_path(struct h *h, const char *path)
+{
+    return h_one(h, path, strlen(path));
+}
+
+/* Writes data to DIR/name and puts the path into path[4096]. */
+static void h_file(struct h *h, const char *name, const void *data, size_t len, char *path)
+{
+    assert_int_equal(orch_test_path(path, 4096, h->dir, name), 0);
+    assert_int_equal(orch_test_write_file(path, data, len), 0);
+}
+
+static void expect_failure(const struct orch_udf_answer *a, const char *msg)
+{
+    if (a->outcome != ORCH_UDF_RECORD_FAILURE)
+        fail_msg("expected a RecordFailure \"%s\", got %s", msg,
+                 orch_udf_outcome_name(a->outcome));
+    assert_string_equal(a->msg, msg);
+}
+
+static void expect_text(const struct orch_udf_answer *a, const char *const *pages, size_t n)
+{
+    if (a->outcome != ORCH_UDF_OK)
+        fail_msg("expected %zu pages, got %s: %s", n, orch_udf_outcome_name(a->outcome),
+                 a->msg ? a->msg : "");
+    assert_int_equal(a->nchildren, n);
+    for (size_t c = 0; c < n; c++) {
+        assert_int_equal(a->children[c].len, strlen(pages[c]));
+        assert_memory_equal(a->children[c].data, pages[c], strlen(pages[c]));
+    }
+}
+
+/* ---- decoding the images back, with MuPDF -------------------------------------------- */
+
+struct image {
+    int w, h, xres, yres;
+    unsigned char *px; /* w*h gray bytes, malloc'd */
+};
+
+/* Decodes a PNG or PGM payload; fails the test when MuPDF cannot, or when it is not one
+ * 8-bit gray component without alpha. */
+static struct image decode(const struct orch_udf_out *o)
+{
+    struct image im = {0};
+    fz_context *ctx = fz_new_context(NULL, NULL, FZ_STORE_DEFAULT);
+    assert_non_null(ctx);
+    fz_buffer *buf = NULL;
+    fz_image *img = NULL;
+    fz_pixmap *pix = NULL;
+    int ok = 0;
+    fz_var(buf);
+    fz_var(img);
+    fz_var(pix);
+    fz_try(ctx)
+    {
+        buf = fz_new_buffer_from_copied_data(ctx, o->data, o->len);
+        img = fz_new_image_from_buffer(ctx, buf);
+        pix = fz_get_pixmap_from_image(ctx, img, NULL, NULL, NULL, NULL);
+        if (pix->n == 1 && pix->alpha == 0 && img->bpc == 8) {
+            im.w = pix->w;
+            im.h = pix->h;
+            fz_image_resolution(img, &im.xres, &im.yres);
+            im.px = malloc((size_t)im.w * (size_t)im.h);
+            for (int y = 0; im.px != NULL && y < im.h; y++)
+                memcpy(im.px + (size_t)y * (size_t)im.w, pix->samples + y * pix->stride,
+                       (size_t)im.w);
+            ok = im.px != NULL;
+        }
+    }
+    fz_always(ctx)
+    {
+        fz_drop_pixmap(ctx, pix);
+        fz_drop_image(ctx, img);
+        fz_drop_buffer(ctx, buf);
+    }
+    fz_catch(ctx)
+    {
+        fprintf(stderr, "decode: %s\n", fz_caught_message(ctx));
+    }
+    fz_drop_context(ctx);
+    if (!ok)
+        fail_msg("the payload (%zu bytes) is not an 8-bit gray image", o->len);
+    return im;
+}
+
+/* How many pixels are darker than mid-gray: text was drawn. */
+static size_t dark(const struct image *im)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < (size_t)im->w * (size_t)im->h; i++)
+        n += im->px[i] < 128;
+    return n;
+}
+
+/* ---- tests --------------------------------------------------------------------------- */
+
+/* The text layer, exactly, in page order: from bytes, from a path, and aligned. */
+static void test_text_layer(void **state)
+{
+    struct h *h = *state;
+    struct pdf p = make_pdf(good_pages, 3);
+    char path[4096];
+    h_file(h, "good.pdf", p.data, p.len, path);
+    assert_int_equal(h_start(h, "pdf_text", ORCH_UDF_OP_EXPAND, NULL), 0);
+    expect_text(h_one(h, p.data, p.len), good_text, 3);
+    expect_text(h_path(h, path), good_text, 3);
+    assert_int_equal(h_start(h, "pdf_text", ORCH_UDF_OP_EXPAND_ALIGNED, NULL), 0);
+    expect_text(h_path(h, path), good_text, 3);
+    free(p.data);
+}
+
+/* Each page an 8-bit gray PNG of ceil(points * dpi / 72) pixels a side, with the dpi in
+ * it, text drawn dark on white; the PGM of format=gray has the same pixels. */
+static void test_render_sizes_and_formats(void **state)
+{
+    struct h *h = *state;
+    struct pdf p = make_pdf(good_pages, 3);
+    static const struct {
+        int dpi;
+        int wh[3][2];
+    } cases[] = {
+        {150, {{1275, 1650}, {1275, 1650}, {625, 834}}},
+        {72, {{612, 792}, {612, 792}, {300, 400}}},
+        {100, {{850, 1100}, {850, 1100}, {417, 556}}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char dpi[16];
+        snprintf(dpi, sizeof dpi, "%d", cases[c].dpi);
+        struct image png[3], pgm[3];
+        for (int f = 0; f < 2; f++) {
+            assert_int_equal(h_start(h, "pdf_render", ORCH_UDF_OP_EXPAND, "dpi", dpi, "format",
+                                     f == 0 ? "png" : "gray", NULL),
+                             0);
+            const struct orch_udf_answer *a = h_one(h, p.data, p.len);
+            assert_int_equal(a->outcome, ORCH_UDF_OK);
+            assert_int_equal(a->nchildren, 3);
+            for (int k = 0; k < 3; k++) {
+                const struct orch_udf_out *o = &a->children[k];
+                if (f == 0)
+                    assert_memory_equal(o->data, "\x89PNG\r\n\x1a\n", 8);
+                else
+                    assert_memory_equal(o->data, "P5\n", 3);
+                struct image im = decode(o);
+                assert_int_equal(im.w, cases[c].wh[k][0]);
+                assert_int_equal(im.h, cases[c].wh[k][1]);
+                if (f == 0) { /* the PNG's pHYs; a PGM has no resolution */
+                    assert_int_equal(im.xres, cases[c].dpi);
+                    assert_int_equal(im.yres, cases[c].dpi);
+                }
+                assert_int_equal(im.px[0], 255); /* a white corner */
+                assert_true(dark(&im) > 100);
+                (f == 0 ? png : pgm)[k] = im;
+            }
+        }
+        for (int k = 0; k < 3; k++) {
+            assert_memory_equal(png[k].px, pgm[k].px, (size_t)png[k].w * (size_t)png[k].h);
+            free(png[k].px);
+            free(pgm[k].px);
+        }
+    }
+    free(p.data);
+}
+
+/* Pages render in order: page k's ink lies where its lines are, and more lines, more ink
+ * (page 1 has two lines, page 2 one line of fewer letters). */
+static void test_render_order(void **state)
+{
+    struct h *h = *state;
+    struct pdf p = make_pdf(good_pages, 3);
+    assert_int_equal(h_start(h, "pdf_render", ORCH_UDF_OP_EXPAND, "dpi", "72", NULL), 0);
+    const struct orch_udf_answer *a = h_one(h, p.data, p.len);
+    assert_int_equal(a->nchildren, 3);
+    struct image im[3];
+    for (int k = 0; k < 3; k++)
+        im[k] = decode(&a->children[k]);
+    assert_true(dark(&im[0]) > dark(&im[1]));
+    assert_int_equal(im[2].w, 300); /* the small page last */
+    for (int k = 0; k < 3; k++)
+        free(im[k].px);
+    free(p.data);
+}
+
+static void test_not_a_pdf(void **state)
+{
+    struct h *h = *state;
+    char path[4096], msg[8192];
+    static const char text[] = "this is a line of text, not a PDF\n";
+    h_file(h, "notpdf.pdf", text, strlen(text), path);
+    for (int t = 0; t < 2; t++) {
+        const char *name = t == 0 ? "pdf_render" : "pdf_text";
+        assert_int_equal(h_start(h, name, ORCH_UDF_OP_EXPAND, NULL), 0);
+        snprintf(msg, sizeof msg, "%s: %s: no objects found", name, path);
+        expect_failure(h_path(h, path), msg);
+        /* A value that is neither PDF bytes nor a path. */
+        snprintf(msg, sizeof msg,
+                 "%s: the value is neither a PDF (it does not start with \"%%PDF-\") nor a "
+                 "path (it is empty)",
+                 name);
+        expect_failure(h_one(h, "", 0), msg);
+        snprintf(msg, sizeof msg,
+                 "%s: the value is neither a PDF (it does not start with \"%%PDF-\") nor a "
+                 "path (it is not text: it holds a NUL byte)",
+                 name);
+        expect_failure(h_one(h, "a\0b", 3), msg);
+        /* PDF bytes that are only the magic. */
+        snprintf(msg, sizeof msg, "%s: PDF bytes: no objects found", name);
+        expect_failure(h_one(h, "%PDF-", 5), msg);
+    }
+}
+
+static void test_vanished(void **state)
+{
+    struct h *h = *state;
+    struct pdf p = make_pdf(good_pages, 3);
+    char path[4096], msg[8192];
+    h_file(h, "gone.pdf", p.data, p.len, path);
+    assert_int_equal(h_start(h, "pdf_render", ORCH_UDF_OP_EXPAND, NULL), 0);
+    assert_int_equal(h_path(h, path)->nchildren, 3);
+    assert_int_equal(remove(path), 0);
+    snprintf(msg, sizeof msg, "pdf_render: %s: cannot open %s: No such file or directory", path,
+             path);
+    expect_failure(h_path(h, path), msg);
+    free(p.data);
+}
+
+/* Cut at every byte, a PDF is a RecordFailure or, when the cut spared every object
+ * (only the xref or trailer is lost, which MuPDF rebuilds), the whole document: never a
+ * document with pages silently blank or missing. */
+static void test_truncated_everywhere(void **state)
+{
+    struct h *h = *state;
+    struct pdf p = make_pdf(good_pages, 3);
+    assert_int_equal(h_start(h, "pdf_text", ORCH_UDF_OP_EXPAND, NULL), 0);
+    size_t failed = 0, whole = 0, damaged = 0;
+    for (size_t cut = 0; cut < p.len; cut++) {
+        const struct orch_udf_answer *a = h_one(h, p.data, cut);
+        if (a->outcome == ORCH_UDF_RECORD_FAILURE) {
+            assert_true(strncmp(a->msg, "pdf_text: ", 10) == 0);
+            failed++;
+            damaged += strstr(a->msg, "damaged PDF: MuPDF repaired it, then ") != NULL;
+            continue;
+        }
+        expect_text(a, good_text, 3);
+        whole++;
+    }
+    /* The objects end where the xref begins: every cut before the last object's data
+     * failed. */
+    const char *xref = strstr(p.data, "\nxref\n");
+    assert_non_null(xref);
+    assert_true(whole < p.len - (size_t)(xref - p.data) + 100);
+    assert_true(whole > 0); /* a lost xref alone is repaired, not refused */
+    assert_true(failed > p.len * 3 / 4);
+    assert_true(damaged > 0);
+    /* Half a file, as a path: the same rule. */
+    char path[4096];
+    h_file(h, "half.pdf", p.data, p.len / 2, path);
+    assert_int_equal(h_start(h, "pdf_render", ORCH_UDF_OP_EXPAND, NULL), 0);
+    const struct orch_udf_answer *a = h_path(h, path);
+    assert_int_equal(a->outcome, ORCH_UDF_RECORD_FAILURE);
+    char prefix[4200];
+    snprintf(prefix, sizeof prefix, "pdf_render: %s: ", path);
+    assert_true(strncmp(a->msg, prefix, strlen(prefix)) == 0);
+    free(p.data);
+}
+
+static void test_encrypted(void **state)
+{
+    struct h *h = *state;
+    struct pdf p = make_pdf(good_pages, 3);
+    char *enc;
+    size_t enc_len;
+    assert_int_equal(orch_test_pdf_encrypt(p.data, p.len, "secret", "owner", &enc, &enc_len),
+                     0);
+    for (int t = 0; t < 2; t++) {
+        const char *name = t == 0 ? "pdf_render" : "pdf_text";
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s: PDF bytes: the PDF is encrypted: it needs a password",
+                 name);
+        assert_int_equal(h_start(h, name, ORCH_UDF_OP_EXPAND, NULL), 0);
+        expect_failure(h_one(h, enc, enc_len), msg);
+    }
+    free(enc);
+    /* Encrypted with an empty user password (an owner password restricting what a reader
+     * may do): it opens, and is read. */
+    assert_int_equal(orch_test_pdf_encrypt(p.data, p.len, "", "owner", &enc, &enc_len), 0);
+    assert_non_null(memmem(enc, enc_len, "/Encrypt", 8));
+    assert_int_equal(h_start(h, "pdf_text", ORCH_UDF_OP_EXPAND, NULL), 0);
+    expect_text(h_one(h, enc, enc_len), good_text, 3);
+    assert_int_equal(h_start(h, "pdf_render", ORCH_UDF_OP_EXPAND, "dpi", "72", NULL), 0);
+    assert_int_equal(h_one(h, enc, enc_len)->nchildren, 3);
+    free(enc);
+    free(p.data);
+}
+
+/* A page past max_pixels fails its PDF, naming the page, before anything is rendered;
+ * the limit is on the pixels at the dpi asked for. */
+static void test_max_pixels(void **state)
+{
+    struct h *h = *state;
+    static const char *const small[] = {"Small page"};
+    static const char *const big[] = {"Big page"};
+    static const struct orch_test_pdf_page pages[] = {
+        {612, 792, small, 1},
+        {14400, 14400, big, 1},
+    };
+    struct pdf p = make_pdf(pages, 2);
+    assert_int_equal(h_start(h, "pdf_render", ORCH_UDF_OP_EXPAND, NULL), 0);
+    expect_failure(h_one(h, p.data, p.len),
+                   "pdf_render: PDF bytes: page 2 of 2: the page is 30000x30000 pixels at "
+                   "150 dpi, more than max_pixels=50000000");
+    /* At 10 dpi it is 2000x2000 = 4e6 pixels: rendered. */
+    assert_int_equal(h_start(h, "pdf_render", ORCH_UDF_OP_EXPAND, "dpi", "10", NULL), 0);
+    const struct orch_udf_answer *a = h_one(h, p.data, p.len);
+    assert_int_equal(a->nchildren, 2);
+    struct image im = decode(&a->children[1]);
+    assert_int_equal(im.w, 2000);
+    free(im.px);
+    /* The limit is inclusive: 612x792 = 484704 pixels at 72 dpi. */
+    struct pdf g = make_pdf(good_pages, 3);
+    assert_int_equal(
+        h_start(h, "pdf_render", ORCH_UDF_OP_EXPAND, "dpi", "72", "max_pixels", "484704", NULL),
+        0);
+    assert_int_equal(h_one(h, g.data, g.len)->nchildren, 3);
+    assert_int_equal(
+        h_start(h, "pdf_render", ORCH_UDF_OP_EXPAND, "dpi", "72", "max_pixels", "484703", NULL),
+        0);
+    expect_failure(h_one(h, g.data, g.len),
+                   "pdf_render: PDF bytes: page 1 of 3: the page is 612x792 pixels at 72 dpi, "
+                   "more than max_pixels=484703");
+    /* pdf_text draws nothing: no limit. */
+    assert_int_equal(h_start(h, "pdf_text", ORCH_UDF_OP_EXPAND, NULL), 0);
+    static const char *const texts[] = {"Small page\n\n", "Big page\n\n"};
+    expect_text(h_one(h, p.data, p.len), texts, 2);
+    free(g.data);
+    free(p.data);
+}
+
+/* Records of one batch are independent: a bad PDF between two good ones; an absent value
+ * (an optional input that was Dropped) drops its record; a PDF of no pages is a success
+ * with no children. */
+static void test_batch(void **state)
+{
+    struct h *h = *state;
+    struct pdf p = make_pdf(good_pages, 3);
+    struct pdf none = make_pdf(NULL, 0);
+    assert_int_equal(h_start(h, "pdf_text", ORCH_UDF_OP_EXPAND, NULL), 0);
+    const void *d[5] = {p.data, "%PDF-junk", p.data, NULL, none.data};
+    ptrdiff_t l[5] = {(ptrdiff_t)p.len, 9, (ptrdiff_t)p.len, -1, (ptrdiff_t)none.len};
+    h_run(h, 5, d, l);
+    expect_text(&h->ans.rec[0], good_text, 3);
+    assert_int_equal(h->ans.rec[1].outcome, ORCH_UDF_RECORD_FAILURE);
+    expect_text(&h->ans.rec[2], good_text, 3);
+    assert_int_equal(h->ans.rec[3].outcome, ORCH_UDF_DROP);
+    assert_int_equal(h->ans.rec[4].outcome, ORCH_UDF_OK);
+    assert_int_equal(h->ans.rec[4].nchildren, 0);
+    free(none.data);
+    free(p.data);
+}
+
+/* Many documents, good and damaged, through one worker's state: the context is reused
+ * and every answer stays right. Under ASan, a leak of any of them fails the test. */
+static void test_many_documents(void **state)
+{
+    struct h *h = *state;
+    struct pdf p = make_pdf(good_pages, 3);
+    assert_int_equal(h_start(h, "pdf_render", ORCH_UDF_OP_EXPAND, "dpi", "36", NULL), 0);
+    for (int k = 0; k < 40; k++)
+        assert_int_equal(h_one(h, p.data, k % 4 == 3 ? p.len / 2 : p.len)->outcome,
+                         k % 4 == 3 ? ORCH_UDF_RECORD_FAILURE : ORCH_UDF_OK);
+    free(p.data);
+}
+
+/* MuPDF's heap is capped (ORCH_PDF_HEAP_MAX stands for the real cap, 912 MiB by default):
+ * an allocation past it is MuPDF's own exception, a RecordFailure, and the same state
+ * goes on with the next record. */
+static void test_heap_cap(void **state)
+{
+    struct h *h = *state;
+    struct pdf p = make_pdf(good_pages, 3);
+    assert_int_equal(setenv("ORCH_PDF_HEAP_MAX", "2000000", 1), 0);
+    /* PGM: the pixmap and its copy, nothing else of a page's size. */
+    int rc = h_start(h, "pdf_render", ORCH_UDF_OP_EXPAND, "format", "gray", NULL);
+    unsetenv("ORCH_PDF_HEAP_MAX");
+    assert_int_equal(rc, 0);
+    /* A letter page at 150 dpi is a 2,103,750-byte pixmap. */
+    expect_failure(h_one(h, p.data, p.len),
+                   "pdf_render: PDF bytes: page 1 of 3: malloc of 2103750 bytes failed");
+    /* The small page alone fits: a PDF of it renders on the same state. */
+    struct pdf small = make_pdf(&good_pages[2], 1);
+    const struct orch_udf_answer *a = h_one(h, small.data, small.len);
+    if (a->outcome != ORCH_UDF_OK)
+        fail_msg("%s", a->msg);
+    assert_int_equal(a->nchildren, 1);
+    free(small.data);
+    free(p.data);
+}
+
+static void test_init_checks(void **state)
+{
+    struct h *h = *state;
+    assert_int_equal(h_start(h, "pdf_render", ORCH_UDF_OP_MAP, NULL), -EINVAL);
+    assert_string_equal(h->err, "pdf_render cannot be used as map");
+    assert_int_equal(h_start(h, "pdf_text", ORCH_UDF_OP_FILTER, NULL), -EINVAL);
+    assert_string_equal(h->err, "pdf_text cannot be used as filter");
+    assert_int_equal(h_start(h, "pdf_render", ORCH_UDF_OP_EXPAND, "format", "jpeg", NULL),
+                     -EINVAL);
+    assert_string_equal(h->err, "pdf_render: format must be png or gray, not 'jpeg'");
+    assert_int_equal(h_start(h, "pdf_render", ORCH_UDF_OP_EXPAND, "dpi", "0", NULL), -EINVAL);
+    assert_string_equal(h->err, "pdf_render: dpi must be in 1..1200 and max_pixels in "
+                                "1..1000000000");
+    assert_int_equal(h_start(h, "pdf_render", ORCH_UDF_OP_EXPAND, "dpi", "x", NULL), -EINVAL);
+    assert_int_equal(h_start(h, "pdf_text", ORCH_UDF_OP_EXPAND, "dpi", "72", NULL), -EINVAL);
+    assert_string_equal(h->err, "pdf_text has no argument 'dpi'");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_text_layer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_render_sizes_and_formats, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_render_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_not_a_pdf, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_vanished, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_truncated_everywhere, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_encrypted, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_max_pixels, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_many_documents, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_heap_cap, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_init_checks, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
