@@ -260,7 +260,7 @@ static void test_registry(void **state)
                                         "identity",  "nonempty", "concat",      "count",
                                         "sleep",     "fail_if",  "flaky",
                                         "tesseract_ocr", "pdf_render", "pdf_text",
-                                        "page_stats"};
+                                        "page_stats", "blank", "first"};
     size_t n = sizeof names / sizeof names[0];
     assert_int_equal(orch_udf_builtin_count(), n);
     for (size_t i = 0; i < n; i++) {

@@ -19,6 +19,10 @@
  *   upper        map                 -                  ASCII upper case of the subject.
  *   identity     any                 -                  passes the subject.
  *   nonempty     filter              -                  keep iff the subject is non-empty.
+ *   blank        filter (1-2 inputs) -                  keep iff the LAST input is absent or
+ *                                                      only white space.
+ *   first        map (1-16 inputs)   -                  the first input that is present;
+ *                                                      Dropped when none is.
  *   concat       reduce              sep (default "")   the first list's values joined.
  *   count        reduce              -                  number of values of the first
  *                                                       list, decimal text ("0" for none).
@@ -63,7 +67,7 @@ static const struct orch_udf *const builtins[] = {
     &orch_udf__sleep,     &orch_udf__fail_if,  &orch_udf__flaky,
     &orch_udf__tesseract_ocr,
     &orch_udf__pdf_render, &orch_udf__pdf_text,
-    &orch_udf__page_stats,
+    &orch_udf__page_stats, &orch_udf__blank, &orch_udf__first,
 };
 
 #define NBUILTINS (sizeof builtins / sizeof builtins[0])

@@ -90,5 +90,7 @@ extern const struct orch_udf orch_udf__tesseract_ocr; /* builtins_ocr.c */
 extern const struct orch_udf orch_udf__pdf_render; /* builtins_pdf.c */
 extern const struct orch_udf orch_udf__pdf_text;
 extern const struct orch_udf orch_udf__page_stats; /* builtins_gpu.c */
+extern const struct orch_udf orch_udf__blank;      /* builtins_pick.c */
+extern const struct orch_udf orch_udf__first;      /* builtins_pick.c */
 
 #endif
