@@ -129,6 +129,17 @@ static int reopen_barrier(orch_prop *p, const struct orch_grain_row *f, struct r
     return rc;
 }
 
+/* qsort order: by the ready_seq a grain had (0: never READY, last), then by id. */
+static int by_first_ready(const void *a, const void *b)
+{
+    const struct orch_grain_row *x = a, *y = b;
+    uint64_t sx = x->seq > 0 ? (uint64_t)x->seq : UINT64_MAX;
+    uint64_t sy = y->seq > 0 ? (uint64_t)y->seq : UINT64_MAX;
+    if (sx != sy)
+        return sx < sy ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
 int orch_prop_reopen_failed(orch_prop *p, int call, int64_t *reopened)
 {
     assert(orch_store_in_txn(p->store));
@@ -144,13 +155,26 @@ int orch_prop_reopen_failed(orch_prop *p, int call, int64_t *reopened)
             rc = reopen_grain(p, orch_plan_call(p->plan, failed[i].call)->stmt, failed[i].id,
                               failed[i].entity, &L);
     }
+    /* Evaluated again in the order they first became READY (never READY: last, by id),
+     * not in the order they were taken back: a GroupFailure's siblings are taken back
+     * before the failed grain, and made READY first they would run before it fails
+     * again, and come out Present where the run sealed them Suppressed. */
+    struct orch_grain_row *rows = NULL;
+    if (rc == 0 && L.n > 0 && !(rows = calloc(L.n, sizeof *rows)))
+        rc = -ENOMEM;
+    for (size_t i = 0; i < L.n && rc == 0; i++)
+        rc = orch_store_grain_by_id(p->store, L.grain[i], &rows[i]);
+    if (rc == 0 && L.n > 1)
+        qsort(rows, L.n, sizeof *rows, by_first_ready);
     for (size_t i = 0; i < L.n && rc == 0; i++) {
+        /* Read again: evaluating one grain may have settled another of the list. */
         struct orch_grain_row g;
-        if ((rc = orch_store_grain_by_id(p->store, L.grain[i], &g)) == 0)
+        if ((rc = orch_store_grain_by_id(p->store, rows[i].id, &g)) == 0)
             rc = prop__reconsider(p, orch_plan_call(p->plan, g.call)->stmt, &g);
     }
     if (rc == 0)
         *reopened = (int64_t)L.n;
+    free(rows);
     free(L.grain);
     free(failed);
     return rc;

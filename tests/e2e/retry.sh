@@ -134,4 +134,26 @@ rm "$FLAG_FILE"
   { cat "$T/eretry.log" >&2; fail "retry of the empty reduce"; }
 expect_eq "empty reduce after retry" '{"key": "", "state": "present", "value": "0"}' \
   "$("$ORCH" export "$T/ejob" row.n)"
+
+# A retry with nothing fixed gives what the run gave: a GroupFailure's siblings that were
+# queued behind it were sealed Suppressed; re-opened, they must not be queued ahead of the
+# failed grain (and so run, and come out Present, before it fails again).
+printf '%s\n' "a bad c d" > "$T/o.txt"
+cat > "$T/o.orch" <<'PIPE'
+pipeline o
+domain row
+domain w in row
+source row.v = lines("o.txt")
+call cut = split(sep=" ")
+call chk = fail_if(contains="bad", kind=group) with workers=1, batch=1
+w.raw = expand cut(row.v)
+w.ok  = chk(w.raw)
+PIPE
+run_job "$T/o.orch" "$T/ojob"
+states "$T/ojob" w.ok > "$T/o.run"
+"$ORCH" retry "$T/ojob" --progress none 2> "$T/oretry.log" ||
+  { cat "$T/oretry.log" >&2; fail "retry of the group failure"; }
+states "$T/ojob" w.ok > "$T/o.retry"
+expect_eq "group failure: a retry with nothing fixed gives the run's result" \
+  "$(cat "$T/o.run")" "$(cat "$T/o.retry")"
 echo "retry: ok"
