@@ -319,7 +319,11 @@ size_t orch__utf8_len(const unsigned char *s, size_t n)
     return len;
 }
 
-/* A JSON string; bytes that are not valid UTF-8 become U+FFFD. */
+/* A JSON string; each byte that is not part of valid UTF-8 becomes the lone surrogate
+ * U+DC00 + byte (PEP 383's "surrogateescape"): two different byte strings never give the
+ * same JSON text, and the bytes can be recovered (Python: s.encode("utf-8",
+ * "surrogateescape")). U+FFFD lost them: two file names that differed only in such bytes
+ * exported the same key. */
 void orch__json_string(FILE *out, const void *data, size_t n)
 {
     const unsigned char *s = data;
@@ -329,7 +333,7 @@ void orch__json_string(FILE *out, const void *data, size_t n)
         if (c >= 0x80) {
             size_t k = orch__utf8_len(s + i, n - i);
             if (k == 0) {
-                fputs("\\ufffd", out);
+                fprintf(out, "\\udc%02x", c);
                 i++;
             } else {
                 fwrite(s + i, 1, k, out);

@@ -112,8 +112,10 @@ bool orch__is_name(const char *s);
  * when the bytes there are not valid UTF-8 (overlong forms and surrogates included). */
 size_t orch__utf8_len(const unsigned char *s, size_t n);
 
-/* Writes bytes as a JSON string, quoted and escaped; bytes that are not valid UTF-8
- * become U+FFFD (callers that must keep them encode the value otherwise, as base64). */
+/* Writes bytes as a JSON string, quoted and escaped; each byte that is not part of valid
+ * UTF-8 becomes the lone surrogate \udcXX (U+DC00 + the byte: PEP 383's
+ * "surrogateescape"), so distinct bytes give distinct text and can be recovered. Values
+ * that are not UTF-8 are better exported as base64 (export's value_b64). */
 void orch__json_string(FILE *out, const void *data, size_t n);
 
 #endif

@@ -38,4 +38,21 @@ expect_eq "job finished" finished "$(q "$T/job" "SELECT status FROM job")"
 # A second run into the same directory is refused and points to resume.
 if "$ORCH" run "$T/text_lines.orch" --job "$T/job" 2> "$T/err"; then fail "second run accepted"; fi
 grep -q "orch resume" "$T/err" || fail "no hint to resume: $(cat "$T/err")"
+# File names that are not UTF-8 keep distinct keys in export: each stray byte is written
+# as \udcXX (surrogateescape), never as U+FFFD, which made a\xff and a\xfe one key.
+mkdir "$T/raw"
+touch "$T/raw/$(printf 'a\xff.txt')" "$T/raw/$(printf 'a\xfe.txt')"
+cat > "$T/raw/u.orch" <<'PIPE'
+pipeline u
+domain f
+source f.path = files("*.txt")
+call up = identity()
+f.p = up(f.path)
+PIPE
+run_job "$T/raw/u.orch" "$T/raw/job"
+"$ORCH" export "$T/raw/job" f.p > "$T/raw/out"
+expect_eq "non-UTF-8 keys, recovered" "$T/raw/a\xfe.txt $T/raw/a\xff.txt" "$(python3 -c '
+import json, sys
+keys = [json.loads(l)["key"].encode("utf-8", "surrogateescape") for l in open(sys.argv[1])]
+print(" ".join(repr(k)[2:-1] for k in keys))' "$T/raw/out")"
 echo "run_text: ok"
