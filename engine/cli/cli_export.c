@@ -116,20 +116,24 @@ static int export_port(struct orch_job *job, int port, bool all, FILE *out)
     int err = orch_payload_read_begin(job->payloads, &r);
     while (err == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
         const char *state = (const char *)sqlite3_column_text(st, 1);
-        fputs("{\"key\": ", out);
         const unsigned char *key = sqlite3_column_text(st, 0);
+        bool present = orch_item_state_parse(state) == ORCH_ITEM_PRESENT;
+        const void *data = NULL;
+        size_t len = 0;
+        /* The payload is read before anything of the line is written: an unreadable one
+         * stops the export after the last whole line, never in the middle of one. */
+        if (present &&
+            (err = orch_payload_read(r, (uint64_t)sqlite3_column_int64(st, 2), &data, &len)) <
+                0) {
+            err = orch_error_set(err, "payload %lld of %s is unreadable: %s",
+                                 (long long)sqlite3_column_int64(st, 2), key,
+                                 orch_error_detail());
+            break;
+        }
+        fputs("{\"key\": ", out);
         orch__json_string(out, key, (size_t)sqlite3_column_bytes(st, 0));
         fprintf(out, ", \"state\": \"%s\"", state);
-        if (orch_item_state_parse(state) == ORCH_ITEM_PRESENT) {
-            const void *data;
-            size_t len;
-            err = orch_payload_read(r, (uint64_t)sqlite3_column_int64(st, 2), &data, &len);
-            if (err < 0) {
-                err = orch_error_set(err, "payload %lld of %s is unreadable: %s",
-                                     (long long)sqlite3_column_int64(st, 2), key,
-                                     orch_error_detail());
-                break;
-            }
+        if (present) {
             if (valid_utf8(data, len)) {
                 fputs(", \"value\": ", out);
                 orch__json_string(out, data, len);

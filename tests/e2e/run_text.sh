@@ -55,4 +55,19 @@ expect_eq "non-UTF-8 keys, recovered" "$T/raw/a\xfe.txt $T/raw/a\xff.txt" "$(pyt
 import json, sys
 keys = [json.loads(l)["key"].encode("utf-8", "surrogateescape") for l in open(sys.argv[1])]
 print(" ".join(repr(k)[2:-1] for k in keys))' "$T/raw/out")"
+# An unreadable payload stops export after the last whole line, never inside one.
+cp -r "$T/job" "$T/cut"
+sqlite3 "$T/cut/state.db" "UPDATE item SET payload_id = 999999999 WHERE port_id =
+  (SELECT id FROM port WHERE qualified = 'doc.loud') AND entity_id =
+  (SELECT max(entity_id) FROM item WHERE port_id = (SELECT id FROM port
+   WHERE qualified = 'doc.loud') AND state = 'present')"
+if "$ORCH" export "$T/cut" doc.loud > "$T/cut.out" 2> "$T/cut.err"; then
+  fail "export of an unreadable payload exited 0"
+fi
+grep -q "unreadable" "$T/cut.err" || fail "export: no message: $(cat "$T/cut.err")"
+python3 -c '
+import json, sys
+data = open(sys.argv[1]).read()
+assert data == "" or data.endswith("\n"), "a partial line: %r" % data[-40:]
+for l in data.splitlines(): json.loads(l)' "$T/cut.out" || fail "export printed a partial line"
 echo "run_text: ok"
