@@ -132,7 +132,7 @@ static int describe_damage(orch_store *s, int rc)
         close(fd);
     if (n != (ssize_t)sizeof h || memcmp(h, "SQLite format 3", 16) != 0)
         return orch_error_set(ORCH_ECORRUPT,
-                              "%s: not a job database (%lld bytes, no SQLite header)", s->path,
+                              "%s: not an orch job (%lld bytes, no SQLite header)", s->path,
                               (long long)size);
 
     /* Page size: 2 bytes at 16, where 1 means 65536. Page count: 4 bytes at 28, trusted

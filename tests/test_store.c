@@ -232,9 +232,9 @@ static void test_garbage_file(void **state)
     assert_int_equal(orch_store_open(f->db, 0, &s), ORCH_ECORRUPT);
     assert_null(s);
     assert_detail_has(f->db);
-    assert_detail_has("not a job database");
+    assert_detail_has("not an orch job (");
     assert_int_equal(orch_store_open(f->db, ORCH_STORE_READONLY, &s), ORCH_ECORRUPT);
-    assert_detail_has("not a job database");
+    assert_detail_has("not an orch job (");
     /* A file that is not ours is left as it was. */
     struct stat st;
     assert_int_equal(stat(f->db, &st), 0);
@@ -265,7 +265,7 @@ static void test_truncated_file(void **state)
     /* Cut inside the header. */
     assert_int_equal(truncate(f->db, 60), 0);
     assert_int_equal(orch_store_open(f->db, 0, &s), ORCH_ECORRUPT);
-    assert_detail_has("not a job database");
+    assert_detail_has("not an orch job (");
 }
 
 static void test_not_an_orch_job(void **state)

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,6 +121,7 @@ struct split_state {
     struct orch_udf__base base;
     char *sep;
     size_t seplen;
+    bool crlf; /* split_lines: a \r just before a separator belongs to the line end */
 };
 
 static int split_setup(const struct orch_udf_config *cfg, const char *name,
@@ -154,7 +156,10 @@ static int split_init(const struct orch_udf_config *cfg, void **state)
 
 static int split_lines_init(const struct orch_udf_config *cfg, void **state)
 {
-    return split_setup(cfg, "split_lines", no_args, "\n", state);
+    int rc = split_setup(cfg, "split_lines", no_args, "\n", state);
+    if (rc == 0)
+        ((struct split_state *)*state)->crlf = true;
+    return rc;
 }
 
 static void split_fini(void *state)
@@ -176,6 +181,10 @@ static int split_one(struct split_state *st, struct orch_udf_batch *batch, size_
     while (p < end) {
         const char *q = memmem(p, (size_t)(end - p), st->sep, st->seplen);
         size_t piece = q != NULL ? (size_t)(q - p) : (size_t)(end - p);
+        /* CRLF text gives the same lines as LF text, as lines() does; a \r not followed
+         * by \n (the last line's, or one inside a line) stays in the line. */
+        if (st->crlf && q != NULL && piece > 0 && p[piece - 1] == '\r')
+            piece--;
         int rc = orch_udf_child(batch, i);
         if (rc == 0)
             rc = orch_udf__emit_all(&st->base, batch, i, p, piece);
@@ -311,6 +320,7 @@ struct concat_state {
     struct orch_udf__base base;
     char *sep;
     size_t seplen;
+    bool crlf; /* split_lines: a \r just before a separator belongs to the line end */
 };
 
 static int concat_init(const struct orch_udf_config *cfg, void **state)

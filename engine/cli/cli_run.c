@@ -152,6 +152,8 @@ int orch_cli_run(int argc, char **argv)
         return orch_cli_usage_error("run: give one pipeline file");
     if (!dir)
         return orch_cli_usage_error("run: --job DIR is required (a new directory for the job)");
+    if (!dir[0])
+        return orch_cli_usage_error("run: --job needs the name of a new directory (it is empty)");
     struct orch_job *job;
     orch_error_clear();
     int rc = orch_job_create(dir, pos[0], stderr, &job);

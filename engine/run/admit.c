@@ -10,6 +10,33 @@
 
 #define ADMIT_CHUNK 256 /* roots admitted per turn at most: keeps a turn short */
 
+/* The key of a root whose value is v (len bytes): the value itself, except that keys are
+ * text (NUL-terminated in state.db and in messages) while a lines() value may hold NUL
+ * bytes, so each NUL byte shows as the two characters `\0` in the key. The value keeps
+ * its bytes exactly. The mapping is not one-to-one (a line holding a backslash and a 0
+ * gets the same key); keys are not unique anyway (README, entity_key). Returns a string
+ * to free, or NULL when out of memory. */
+static char *root_key(const char *v, size_t len)
+{
+    size_t nuls = 0;
+    for (size_t i = 0; i < len; i++)
+        nuls += v[i] == '\0';
+    char *key = malloc(len + nuls + 1);
+    if (!key)
+        return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (v[i] == '\0') {
+            key[o++] = '\\';
+            key[o++] = '0';
+        } else {
+            key[o++] = v[i];
+        }
+    }
+    key[o] = '\0';
+    return key;
+}
+
 /* The next value of source s: a pointer valid until the next call, or NULL at its end. */
 static const char *source_next(struct orch_sched_source *s, size_t *len)
 {
@@ -23,8 +50,13 @@ static const char *source_next(struct orch_sched_source *s, size_t *len)
     ssize_t n = getline(&s->line, &s->line_cap, s->lines);
     if (n < 0)
         return NULL;
-    if (n > 0 && s->line[n - 1] == '\n')
+    /* A line ends at \n or \r\n (a file written on Windows gives the same values); a lone
+     * \r elsewhere is part of the line. The value may hold NUL bytes: len is its length. */
+    if (n > 0 && s->line[n - 1] == '\n') {
         s->line[--n] = '\0';
+        if (n > 0 && s->line[n - 1] == '\r')
+            s->line[--n] = '\0';
+    }
     *len = (size_t)n;
     return s->line;
 }
@@ -41,15 +73,21 @@ static int check_root(void *ctx, const char *key)
     struct orch_sched_source *s = c->s;
     size_t len;
     const char *v = source_next(s, &len);
-    if (!v || strnlen(v, len) != strlen(key) || memcmp(v, key, strlen(key)) != 0)
-        return orch_error_set(ORCH_EMISMATCH,
-                              "source %s changed since the job started: root %lld is \"%s\", "
-                              "the source now gives %s%.*s%s; restore the source, or start "
-                              "a new job",
-                              c->port, (long long)s->next, key, v ? "\"" : "",
-                              v ? (int)strnlen(v, len) : 7, v ? v : "nothing", v ? "\"" : "");
-    s->next++;
-    return 0;
+    char *now = NULL;
+    if (v && !(now = root_key(v, len)))
+        return orch_error_set(-ENOMEM, "source %s: out of memory", c->port);
+    int rc = 0;
+    if (!now || strcmp(now, key) != 0)
+        rc = orch_error_set(ORCH_EMISMATCH,
+                            "source %s changed since the job started: root %lld is \"%s\", "
+                            "the source now gives %s%s%s; restore the source, or start a "
+                            "new job",
+                            c->port, (long long)s->next, key, now ? "\"" : "",
+                            now ? now : "nothing", now ? "\"" : "");
+    free(now);
+    if (rc == 0)
+        s->next++;
+    return rc;
 }
 
 /* Opens source s and moves its cursor past the roots the job already has (a resumed job),
@@ -106,7 +144,7 @@ void orch_sched_sources_free(struct orch_sched *d)
  * recomputes the cursor from the roots the store holds. */
 static int admit_chunk(struct orch_sched *d, struct orch_sched_source *s)
 {
-    char *vals[ADMIT_CHUNK];
+    char *vals[ADMIT_CHUNK], *keys[ADMIT_CHUNK];
     struct orch_iov iov[ADMIT_CHUNK];
     uint64_t ids[ADMIT_CHUNK];
     int64_t first = s->next;
@@ -118,10 +156,16 @@ static int admit_chunk(struct orch_sched *d, struct orch_sched_source *s)
             s->exhausted = true;
             break;
         }
-        if (!(vals[n] = strndup(v, len))) {
+        /* The value's bytes as they are: a line may hold NUL bytes, so no string copy. */
+        vals[n] = malloc(len + 1);
+        keys[n] = vals[n] ? root_key(v, len) : NULL;
+        if (!keys[n]) {
+            free(vals[n]);
             rc = -ENOMEM;
             break;
         }
+        memcpy(vals[n], v, len);
+        vals[n][len] = '\0';
         iov[n].data = vals[n];
         iov[n].len = len;
         n++;
@@ -132,9 +176,11 @@ static int admit_chunk(struct orch_sched *d, struct orch_sched_source *s)
     if (rc == 0 && n > 0)
         rc = orch_sched_txn(d);
     for (int k = 0; k < n && rc == 0; k++)
-        rc = orch_prop_admit_root(d->prop, s->domain, first + k, vals[k], ids[k], NULL);
-    for (int k = 0; k < n; k++)
+        rc = orch_prop_admit_root(d->prop, s->domain, first + k, keys[k], ids[k], NULL);
+    for (int k = 0; k < n; k++) {
         free(vals[k]);
+        free(keys[k]);
+    }
     return rc;
 }
 

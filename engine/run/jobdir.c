@@ -173,6 +173,69 @@ static int exists_error(const char *dir)
                           dir, dir);
 }
 
+/* Whether dir holds a state.db: what tells an orch job directory from any other. */
+static bool has_state_db(const char *dir)
+{
+    char *db = path_join(dir, "state.db");
+    struct stat st;
+    bool yes = db && stat(db, &st) == 0;
+    free(db);
+    return yes;
+}
+
+/* Refuses a --job DIR that cannot become a new job, each case with its own message that
+ * says what to do; 0 when dir may be created (it does not exist, its parent does). A path
+ * that is not a job is worded as everywhere else (orch_job_open, storage/store.c):
+ * "PATH: not an orch job (WHY)". */
+static int create_target_check(const char *dir)
+{
+    if (dir[0] == '\0')
+        return orch_error_set(-EINVAL, "the job directory is an empty path; give the name of "
+                                       "a new directory, e.g. --job my-job");
+    const char *slash = strrchr(dir, '/');
+    const char *base = slash ? slash + 1 : dir;
+    if (strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
+        return orch_error_set(-EEXIST,
+                              "%s is an existing directory, not a new one: a job is created "
+                              "in a new directory; give its name, e.g. --job %s/my-job",
+                              dir, dir);
+    struct stat st;
+    if (lstat(dir, &st) == 0) {
+        if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+            return orch_error_set(-EEXIST,
+                                  "%s is a file, not a directory: a job is created in a new "
+                                  "directory; choose another name",
+                                  dir);
+        if (!has_state_db(dir))
+            return orch_error_set(-EEXIST,
+                                  "%s already exists and is not an orch job (no state.db "
+                                  "in it); a new job needs a new directory: choose another "
+                                  "name",
+                                  dir);
+        return exists_error(dir);
+    }
+    if (!slash || slash == dir)
+        return 0; /* the parent is the current directory or / */
+    char *parent = strndup(dir, (size_t)(slash - dir));
+    if (!parent)
+        return -ENOMEM;
+    int rc = 0;
+    if (stat(parent, &st) != 0)
+        rc = errno == ENOENT ? orch_error_set(-ENOENT,
+                                              "%s: cannot create the job: its parent "
+                                              "directory %s does not exist; create it first "
+                                              "(mkdir -p %s) or choose another place",
+                                              dir, parent, parent)
+                             : orch_error_set(-errno, "%s: cannot create the job: %s: %s",
+                                              dir, parent, strerror(errno));
+    else if (!S_ISDIR(st.st_mode))
+        rc = orch_error_set(-ENOTDIR,
+                            "%s: cannot create the job: %s is a file, not a directory", dir,
+                            parent);
+    free(parent);
+    return rc;
+}
+
 /* ".NAME.creating.PID" beside dir: where a job is built before it is renamed into place. */
 static char *staging_path(const char *dir)
 {
@@ -200,11 +263,22 @@ int orch_job_create(const char *dir, const char *pipeline, FILE *diag, struct or
     int rc = orch_lang_compile_path(pipeline, diag, &plan, &text, &len);
     if (rc < 0)
         return rc;
-    struct stat st;
-    if (lstat(dir, &st) == 0) {
+    /* `--job out/` names the directory out: trailing slashes would put the staging
+     * directory inside the job's own (not yet existing) directory. */
+    char *name = strdup(dir);
+    if (!name) {
         orch_plan_free(plan);
         free(text);
-        return exists_error(dir);
+        return -ENOMEM;
+    }
+    for (size_t n = strlen(name); n > 1 && name[n - 1] == '/'; n--)
+        name[n - 1] = '\0';
+    dir = name;
+    if ((rc = create_target_check(dir)) < 0) {
+        orch_plan_free(plan);
+        free(text);
+        free(name);
+        return rc;
     }
     char *stage = staging_path(dir);
     struct orch_job *job = calloc(1, sizeof *job);
@@ -257,11 +331,13 @@ int orch_job_create(const char *dir, const char *pipeline, FILE *diag, struct or
     free(text);
     free(src);
     free(stage);
+    free(name);
     *out = job;
     return 0;
 fail:
     free(text);
     free(src);
+    free(name);
     orch_plan_free(plan);
     orch_job_close(job);
     if (staged)
@@ -274,10 +350,22 @@ int orch_job_open(const char *dir, int flags, struct orch_job **out)
 {
     *out = NULL;
     struct stat st;
+    if (dir[0] == '\0')
+        return orch_error_set(-EINVAL, "the job directory is an empty path; give the job's "
+                                       "directory");
     if (stat(dir, &st) != 0)
-        return orch_error_set(-errno, "%s: %s", dir, strerror(errno));
+        return errno == ENOENT
+                   ? orch_error_set(-ENOENT, "%s: not an orch job (it does not exist)", dir)
+                   : orch_error_set(-errno, "%s: %s", dir, strerror(errno));
     if (!S_ISDIR(st.st_mode))
-        return orch_error_set(-ENOTDIR, "%s: not a job directory", dir);
+        return orch_error_set(-ENOTDIR, "%s: not an orch job (a file, not a directory)", dir);
+    /* Checked before the lock is taken: the lock file would be left in a directory that
+     * is not a job. */
+    if (!has_state_db(dir))
+        return orch_error_set(ORCH_ENOTFOUND,
+                              "%s: not an orch job (no state.db in it; `orch run PIPELINE "
+                              "--job DIR` makes a job)",
+                              dir);
     struct orch_job *job = calloc(1, sizeof *job);
     if (!job || !(job->dir = strdup(dir))) {
         free(job);

@@ -165,7 +165,7 @@ truncate -s $(($(stat -c %s "$J/state.db") / 2)) "$J/state.db"
 refused "$J" "$J/state.db: database file is truncated" unchanged
 J=$(damaged header)
 printf 'NOT SQLITE, NOT ORCH' | dd of="$J/state.db" conv=notrunc status=none
-refused "$J" "$J/state.db: not a job database" unchanged
+refused "$J" "$J/state.db: not an orch job (" unchanged
 J=$(damaged foreign)
 rm "$J/state.db"*
 sqlite3 "$J/state.db" "CREATE TABLE t (x); INSERT INTO t VALUES (1)"

@@ -259,7 +259,7 @@ done
 # unreadable CMD...: CMD, run on a job directory that does not exist, exits 1 and says why.
 unreadable() {
   expect_eq "unknown job exits 1: orch $1" 1 "$(rc_of "$ORCH" "$@")"
-  grep -q "^orch: $T/nope: No such file or directory" "$T/err" || fail "orch $1: $(cat "$T/err")"
+  grep -qF "orch: $T/nope: not an orch job (it does not exist)" "$T/err" || fail "orch $1: $(cat "$T/err")"
 }
 unreadable status "$T/nope"
 unreadable failures "$T/nope"

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The --job DIR of `orch run`, and the DIR of the commands that open a job: a trailing
+# slash is the same directory; an empty path, a missing parent, `.`, a plain file and an
+# existing directory that is not a job each get their own message (exit 1, or 2 for the
+# empty path), and nothing is left behind. A path that is not a job is worded one way:
+# "PATH: not an orch job (WHY)".
+source "$(dirname "$0")/lib.sh"
+
+printf 'alpha\nbeta\n' > "$T/in.txt"
+cat > "$T/p.orch" <<'PIPE'
+pipeline p
+domain r
+source r.v = lines("in.txt")
+call up = upper()
+r.u = up(r.v)
+output r.u
+PIPE
+
+# expect_refused RC MESSAGE CMD...: CMD exits RC and its stderr holds MESSAGE.
+expect_refused() {
+  local want=$1 msg=$2 st=0
+  shift 2
+  "$@" > /dev/null 2> "$T/err" || st=$?
+  expect_eq "exit status of: $*" "$want" "$st"
+  grep -qF -- "$msg" "$T/err" || fail "$*: the message does not say '$msg': $(cat "$T/err")"
+}
+
+# A trailing slash: the job is DIR itself, and no staging directory is left anywhere.
+cd "$T"
+"$ORCH" run p.orch --job "out/" --progress none 2> "$T/err" || fail "run --job out/: $(cat "$T/err")"
+[ -f "$T/out/state.db" ] || fail "run --job out/ made no job in out"
+expect_eq "no staging directory left" "" "$(find "$T" -name '*.creating.*')"
+expect_eq "resume out/" 0 "$("$ORCH" resume "out/" --progress none 2> /dev/null; echo $?)"
+expect_eq "the job's values" "ALPHA BETA" "$("$ORCH" export "out/" r.u | python3 -c '
+import json, sys
+print(" ".join(json.loads(l)["value"] for l in sys.stdin))')"
+expect_refused 1 "out already exists; to continue that job, run \`orch resume out\`" \
+  "$ORCH" run p.orch --job "out//" --progress none
+
+touch "$T/plain"
+mkdir "$T/notjob"
+echo keep > "$T/notjob/mine.txt"
+before=$(ls -A "$T")
+
+# run: each wrong --job its own message.
+expect_refused 2 "run: --job needs the name of a new directory (it is empty)" \
+  "$ORCH" run p.orch --job "" --progress none
+expect_refused 1 "nope/sub: cannot create the job: its parent directory nope does not exist; create it first (mkdir -p nope)" \
+  "$ORCH" run p.orch --job nope/sub --progress none
+expect_refused 1 ". is an existing directory, not a new one: a job is created in a new directory; give its name, e.g. --job ./my-job" \
+  "$ORCH" run p.orch --job . --progress none
+expect_refused 1 "plain is a file, not a directory: a job is created in a new directory; choose another name" \
+  "$ORCH" run p.orch --job plain --progress none
+expect_refused 1 "plain/sub: cannot create the job: plain is a file, not a directory" \
+  "$ORCH" run p.orch --job plain/sub --progress none
+expect_refused 1 "notjob already exists and is not an orch job (no state.db in it); a new job needs a new directory" \
+  "$ORCH" run p.orch --job notjob/ --progress none
+
+# resume, status, export: the same wording for whatever is not a job.
+for cmd in resume status export; do
+  args=()
+  [ "$cmd" = export ] && args=(r.u)
+  expect_refused 1 "the job directory is an empty path" "$ORCH" "$cmd" "" "${args[@]}"
+  expect_refused 1 "nope: not an orch job (it does not exist)" "$ORCH" "$cmd" nope "${args[@]}"
+  expect_refused 1 "plain: not an orch job (a file, not a directory)" "$ORCH" "$cmd" plain "${args[@]}"
+  expect_refused 1 "notjob: not an orch job (no state.db in it" "$ORCH" "$cmd" notjob "${args[@]}"
+  expect_refused 1 ".: not an orch job (no state.db in it" "$ORCH" "$cmd" . "${args[@]}"
+done
+
+# Nothing was created or changed by the refusals (no lock file in a directory that is
+# not a job, no staging directory, no job).
+expect_eq "the directory after the refusals" "$before" "$(ls -A "$T")"
+expect_eq "notjob untouched" "mine.txt" "$(ls -A "$T/notjob")"
+[ ! -s "$T/plain" ] || fail "plain was written"
+echo "job_dir: ok"
