@@ -3,7 +3,9 @@
 #define _GNU_SOURCE
 #include "orch_job.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -249,6 +251,56 @@ static char *staging_path(const char *dir)
     return p;
 }
 
+/* Whether a staging directory was left by a creation that died: the creating process
+ * holds the flock of STAGE/lock until it renames the directory, and the kernel drops it
+ * when that process dies, however it dies. A stage without a lock file died before it
+ * took the lock: its name's pid must be gone. */
+static bool stage_abandoned(const char *stage, const char *pid_text)
+{
+    char *lock = path_join(stage, "lock");
+    if (!lock)
+        return false;
+    int fd = open(lock, O_RDONLY | O_CLOEXEC);
+    free(lock);
+    if (fd < 0) {
+        char *end;
+        long pid = strtol(pid_text, &end, 10);
+        return errno == ENOENT && *end == '\0' && pid > 0 && kill((pid_t)pid, 0) != 0 &&
+               errno == ESRCH;
+    }
+    bool dead = flock(fd, LOCK_EX | LOCK_NB) == 0;
+    close(fd);
+    return dead;
+}
+
+/* Removes the ".NAME.creating.PID" directories beside dir that earlier creations of the
+ * same job left when they were killed (issue 10): they are invisible, and nothing else
+ * would ever remove them. Only what a creation makes is removed (remove_tree): a stage
+ * that holds anything else stays. A stage of a creation still running is left alone. */
+static void clean_abandoned_stages(const char *dir)
+{
+    const char *slash = strrchr(dir, '/');
+    const char *base = slash ? slash + 1 : dir;
+    char *parent = slash ? strndup(dir, slash == dir ? 1 : (size_t)(slash - dir)) : strdup(".");
+    size_t plen = strlen(base) + 16;
+    char *prefix = malloc(plen);
+    DIR *d = parent ? opendir(parent) : NULL;
+    if (prefix)
+        snprintf(prefix, plen, ".%s.creating.", base);
+    for (struct dirent *e; d && prefix && (e = readdir(d));) {
+        if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
+            continue;
+        char *stage = path_join(parent, e->d_name);
+        if (stage && stage_abandoned(stage, e->d_name + strlen(prefix)))
+            remove_tree(stage);
+        free(stage);
+    }
+    if (d)
+        closedir(d);
+    free(prefix);
+    free(parent);
+}
+
 /* The job is built in a staging directory beside `dir` and renamed to `dir` only once its
  * first transaction (the job row and the plan) is committed: a crash at any moment of the
  * creation leaves either no job or a whole one, never a directory that neither `run` nor
@@ -280,6 +332,7 @@ int orch_job_create(const char *dir, const char *pipeline, FILE *diag, struct or
         free(name);
         return rc;
     }
+    clean_abandoned_stages(dir);
     char *stage = staging_path(dir);
     struct orch_job *job = calloc(1, sizeof *job);
     char *src = stage ? path_join(stage, "pipeline.orch") : NULL;

@@ -72,4 +72,31 @@ done
 expect_eq "the directory after the refusals" "$before" "$(ls -A "$T")"
 expect_eq "notjob untouched" "mine.txt" "$(ls -A "$T/notjob")"
 [ ! -s "$T/plain" ] || fail "plain was written"
+# A creation killed before its rename leaves .NAME.creating.PID beside the job: the next
+# creation of that job removes it; the stage of a creation still running (its lock held,
+# here by this shell) stays.
+printf 'a\n' > "$T/in.txt"
+cat > "$T/p.orch" <<'PIPE'
+pipeline p
+domain d
+source d.v = lines("in.txt")
+call u = upper()
+d.u = u(d.v)
+PIPE
+mkdir "$T/.stale.creating.999999" "$T/.stale.creating.1" "$T/.stale.creating.999998" \
+  "$T/.stale.creating.$$"
+: > "$T/.stale.creating.999999/lock"
+echo junk > "$T/.stale.creating.999999/state.db"
+: > "$T/.stale.creating.1/lock"
+exec {held}> "$T/.stale.creating.1/lock"
+flock -n "$held" || fail "could not hold the test's lock"
+"$ORCH" run "$T/p.orch" --job "$T/stale" --progress none 2> "$T/err" ||
+  fail "run beside stale stages: $(cat "$T/err")"
+[ ! -e "$T/.stale.creating.999999" ] || fail "an abandoned stage was left"
+[ -d "$T/.stale.creating.1" ] || fail "the stage of a live creation was removed"
+# No lock file (killed before it took the lock): removed when its pid is gone, kept
+# while it lives (this shell's pid).
+[ -e /proc/999998 ] || [ ! -e "$T/.stale.creating.999998" ] || fail "a lockless dead stage was left"
+[ -d "$T/.stale.creating.$$" ] || fail "the lockless stage of a live pid was removed"
+exec {held}>&-
 echo "job_dir: ok"
