@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "orch_error.h"
@@ -26,6 +27,35 @@ static char *path_join(const char *dir, const char *name)
     if (p)
         snprintf(p, n, "%s/%s", dir, name);
     return p;
+}
+
+/* The pid of the process that holds the flock of the open lock file fd: the pid the
+ * holder wrote into it, or — when it has not written it yet (a lock race lost to a
+ * driver that just took the lock) — the holder the kernel lists in /proc/locks for
+ * this file (FLOCK lines name the process that took the lock). 0 when neither says. */
+static long lock_holder(int fd)
+{
+    char buf[32] = "";
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    buf[n > 0 ? n : 0] = '\0';
+    long pid = strtol(buf, NULL, 10);
+    struct stat st;
+    FILE *locks;
+    if (pid > 0 || fstat(fd, &st) != 0 || !(locks = fopen("/proc/locks", "re")))
+        return pid > 0 ? pid : 0;
+    char line[256], kind[16], dev[64];
+    long holder;
+    unsigned long long ino;
+    unsigned maj, mnr;
+    while (pid == 0 && fgets(line, sizeof line, locks)) {
+        /* "1: FLOCK  ADVISORY  WRITE 4242 fe:00:10961005 0 EOF" */
+        if (sscanf(line, "%*d: %15s %*s %*s %ld %63s", kind, &holder, dev) == 3 &&
+            strcmp(kind, "FLOCK") == 0 && sscanf(dev, "%x:%x:%llu", &maj, &mnr, &ino) == 3 &&
+            maj == major(st.st_dev) && mnr == minor(st.st_dev) && ino == st.st_ino)
+            pid = holder;
+    }
+    fclose(locks);
+    return pid;
 }
 
 /* Takes the driver lock: an flock on JOB/lock, which the kernel releases when the holder
@@ -45,15 +75,13 @@ static int lock_take(struct orch_job *job)
     }
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         int err = errno;
-        char buf[32] = "";
-        ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
-        buf[n > 0 ? n : 0] = '\0';
+        long holder = err == EWOULDBLOCK ? lock_holder(fd) : 0;
         close(fd);
         int rc;
         if (err == EWOULDBLOCK)
             rc = orch_error_set(ORCH_ELOCKED,
                                 "%s: job is being run by another orch process (pid %ld)",
-                                job->dir, strtol(buf, NULL, 10));
+                                job->dir, holder);
         else
             rc = orch_error_set(-err, "%s: %s", path, strerror(err));
         free(path);
@@ -158,14 +186,12 @@ static int exists_error(const char *dir)
     int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
     free(path);
     if (fd >= 0 && flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
-        char buf[32] = "";
-        ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
-        buf[n > 0 ? n : 0] = '\0';
+        long holder = lock_holder(fd);
         close(fd);
         return orch_error_set(-EEXIST,
                               "%s already exists: a job being run by another orch process "
                               "(pid %ld); to start a new job, choose a new directory",
-                              dir, strtol(buf, NULL, 10));
+                              dir, holder);
     }
     if (fd >= 0)
         close(fd);

@@ -99,4 +99,19 @@ flock -n "$held" || fail "could not hold the test's lock"
 [ -e /proc/999998 ] || [ ! -e "$T/.stale.creating.999998" ] || fail "a lockless dead stage was left"
 [ -d "$T/.stale.creating.$$" ] || fail "the lockless stage of a live pid was removed"
 exec {held}>&-
+# A driver that lost a lock race names the winner's pid even before the winner wrote it
+# into the lock file: a process holds the lock of an empty lock file (as a driver does
+# for an instant after taking it), and resume names that process.
+coproc HOLD { python3 -c '
+import fcntl, os, sys
+f = open(sys.argv[1], "w")            # truncated: no pid in it
+fcntl.flock(f, fcntl.LOCK_EX)
+print(os.getpid(), flush=True)
+sys.stdin.read()' "$T/stale/lock"; }
+read -r holder <&"${HOLD[0]}"
+if "$ORCH" resume "$T/stale" 2> "$T/err"; then fail "resume of a locked job ran"; fi
+grep -q "another orch process (pid $holder)" "$T/err" ||
+  fail "the lock's holder is not named (pid $holder): $(cat "$T/err")"
+exec {HOLD[1]}>&-
+wait "$HOLD_PID"
 echo "job_dir: ok"
