@@ -327,6 +327,44 @@ static void clean_abandoned_stages(const char *dir)
     free(parent);
 }
 
+/* Checks, before a job directory exists, that its sources can be read: the directory
+ * of a files() glob (the part before the first wildcard) exists, and a lines() file can
+ * be opened. A typo then gets its message without leaving a job that tells the user to
+ * `orch resume` it. A glob that matches nothing in an existing directory is a source of
+ * zero roots, not an error. */
+static int sources_check(const orch_plan *plan)
+{
+    for (int i = 0; i < orch_plan_nsources(plan); i++) {
+        const struct orch_source *src = orch_plan_source(plan, i);
+        const char *port = orch_plan_port(plan, src->port)->qualified;
+        if (src->kind == ORCH_SOURCE_LINES) {
+            int fd = open(src->arg, O_RDONLY | O_CLOEXEC);
+            if (fd < 0)
+                return orch_error_set(-errno, "source %s: lines(\"%s\"): %s", port, src->arg,
+                                      strerror(errno));
+            close(fd);
+            continue;
+        }
+        size_t wild = strcspn(src->arg, "*?[");
+        char *dir = strndup(src->arg, wild);
+        if (!dir)
+            return -ENOMEM;
+        char *slash = strrchr(dir, '/');
+        if (slash)
+            slash[slash == dir ? 1 : 0] = '\0';
+        struct stat st;
+        int rc = 0;
+        if (slash && (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)))
+            rc = orch_error_set(-ENOENT,
+                                "source %s: files(\"%s\"): the directory %s does not exist",
+                                port, src->arg, dir);
+        free(dir);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
 /* The job is built in a staging directory beside `dir` and renamed to `dir` only once its
  * first transaction (the job row and the plan) is committed: a crash at any moment of the
  * creation leaves either no job or a whole one, never a directory that neither `run` nor
@@ -352,7 +390,7 @@ int orch_job_create(const char *dir, const char *pipeline, FILE *diag, struct or
     for (size_t n = strlen(name); n > 1 && name[n - 1] == '/'; n--)
         name[n - 1] = '\0';
     dir = name;
-    if ((rc = create_target_check(dir)) < 0) {
+    if ((rc = create_target_check(dir)) < 0 || (rc = sources_check(plan)) < 0) {
         orch_plan_free(plan);
         free(text);
         free(name);

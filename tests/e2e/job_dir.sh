@@ -114,4 +114,25 @@ grep -q "another orch process (pid $holder)" "$T/err" ||
   fail "the lock's holder is not named (pid $holder): $(cat "$T/err")"
 exec {HOLD[1]}>&-
 wait "$HOLD_PID"
+# Sources are checked before the job exists: a files() glob whose directory does not
+# exist, or a lines() file that cannot be opened, is refused with its own message and
+# leaves no job behind (that would tell the user to resume it).
+cat > "$T/nodir.orch" <<'PIPE'
+pipeline nodir
+domain d
+source d.v = files("nodir/*.pdf")
+call u = identity()
+d.u = u(d.v)
+PIPE
+sed 's|files("nodir/\*.pdf")|lines("nofile.txt")|' "$T/nodir.orch" > "$T/nofile.orch"
+for p in nodir nofile; do
+  if "$ORCH" run "$T/$p.orch" --job "$T/$p-job" --progress none 2> "$T/$p.err"; then
+    fail "$p: the run was accepted"
+  fi
+  [ ! -e "$T/$p-job" ] || fail "$p: a job was left"
+done
+grep -q 'files(".*nodir/\*\.pdf"): the directory .*/nodir does not exist' "$T/nodir.err" ||
+  fail "nodir: $(cat "$T/nodir.err")"
+grep -q 'lines(".*nofile.txt"): No such file or directory' "$T/nofile.err" ||
+  fail "nofile: $(cat "$T/nofile.err")"
 echo "job_dir: ok"
