@@ -150,6 +150,7 @@ static int grow_map(orch_payload *p, size_t need)
 
 static int begin_read(orch_payload *p, MDB_txn **txn)
 {
+    bool checked = false;
     for (;;) {
         int rc = mdb_txn_begin(p->env, NULL, MDB_RDONLY, txn);
         if (rc == MDB_MAP_RESIZED) {
@@ -157,7 +158,44 @@ static int begin_read(orch_payload *p, MDB_txn **txn)
                 return rc;
             continue;
         }
+        /* The table is full: slots of processes killed inside a read may be what fills
+         * it (nobody cleared them yet); free those and try once more. */
+        int dead = 0;
+        if (rc == MDB_READERS_FULL && !checked && mdb_reader_check(p->env, &dead) == 0 &&
+            dead > 0) {
+            checked = true;
+            continue;
+        }
+        if (rc == MDB_READERS_FULL) {
+            unsigned max = 0;
+            mdb_env_get_maxreaders(p->env, &max);
+            return orch_error_set(-EUSERS,
+                                  "%s: begin a read transaction: all %u reader slots are "
+                                  "taken (%s)",
+                                  p->dir, max, mdb_strerror(rc));
+        }
         return rc == 0 ? 0 : lmdb_error(p, rc, "begin a read transaction");
+    }
+}
+
+/* A snapshot for a short read that copies out what it reads (get, ids, stat): a read
+ * transaction, or, when every reader slot is taken, a write transaction that is aborted
+ * after the read: it needs no slot, and only waits for a writer of another process, whose
+ * transactions are short. So only zero-copy readers (orch_payload_read_begin) ever fail
+ * for want of a slot. End it with mdb_txn_abort(). */
+static int begin_snapshot(orch_payload *p, MDB_txn **txn)
+{
+    int rc = begin_read(p, txn);
+    if (rc != -EUSERS)
+        return rc;
+    for (;;) {
+        int wrc = mdb_txn_begin(p->env, NULL, 0, txn);
+        if (wrc == MDB_MAP_RESIZED) {
+            if ((wrc = adopt_map(p)) < 0)
+                return wrc;
+            continue;
+        }
+        return wrc == 0 ? 0 : rc; /* e.g. a read-only environment: the slot is what failed */
     }
 }
 
@@ -226,11 +264,15 @@ static int create_dbis(orch_payload *p, MDB_txn *txn, void *ctx)
 }
 
 /* Opens the two databases. A read transaction suffices when they exist, and does not wait
- * for a writer; the first open of a new environment creates them under the write lock. */
+ * for a writer; the first open of a new environment creates them under the write lock,
+ * and so does an open that finds every reader slot taken (a write needs no slot), so that
+ * a full reader table never keeps a process from opening the store. */
 static int open_dbis(orch_payload *p)
 {
     MDB_txn *txn;
     int rc = begin_read(p, &txn);
+    if (rc == -EUSERS)
+        return run_write(p, create_dbis, NULL, 0, "open the payload databases");
     if (rc < 0)
         return rc;
     rc = mdb_dbi_open(txn, "data", MDB_INTEGERKEY, &p->data);
@@ -489,7 +531,7 @@ int orch_payload_get(orch_payload *p, uint64_t id, void **data, size_t *len)
     assert_owner(p);
     MDB_txn *txn;
     MDB_val v;
-    int rc = begin_read(p, &txn);
+    int rc = begin_snapshot(p, &txn);
     if (rc < 0)
         return rc;
     if ((rc = read_in(p, txn, id, &v)) == 0) {
@@ -553,7 +595,7 @@ int orch_payload_stat(orch_payload *p, struct orch_payload_stat *st)
     MDB_txn *txn;
     MDB_stat ms;
     MDB_envinfo info;
-    int rc = begin_read(p, &txn);
+    int rc = begin_snapshot(p, &txn);
     if (rc < 0)
         return rc;
     memset(st, 0, sizeof *st);
@@ -579,7 +621,7 @@ int orch_payload_ids(orch_payload *p, uint64_t start, uint64_t *ids, size_t max,
     *n_out = 0;
     MDB_txn *txn;
     MDB_cursor *cur;
-    int rc = begin_read(p, &txn);
+    int rc = begin_snapshot(p, &txn);
     if (rc < 0)
         return rc;
     rc = mdb_cursor_open(txn, p->data, &cur);
@@ -608,5 +650,11 @@ void orch_payload_job_opts(struct orch_payload_opts *o)
         o->max_map_size = (size_t)strtoull(max, NULL, 10);
         if (o->max_map_size && o->max_map_size < ORCH_PAYLOAD_DEFAULT_MAP_SIZE)
             o->map_size = o->max_map_size;
+    }
+    /* Out of range or not a number: the default (0). */
+    const char *readers = getenv("ORCH_PAYLOAD_MAX_READERS");
+    if (readers && *readers) {
+        unsigned long long n = strtoull(readers, NULL, 10);
+        o->max_readers = n <= ORCH_PAYLOAD_DEFAULT_MAX_READERS ? (unsigned)n : 0;
     }
 }

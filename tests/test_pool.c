@@ -151,6 +151,20 @@ static void assert_payload(struct fx *f, uint64_t id, const char *want)
     orch_payload_close(p);
 }
 
+/* assert_payload through a handle this process already holds (one handle per process). */
+static void assert_payload_in(orch_payload *p, uint64_t id, const char *want)
+{
+    void *data;
+    size_t len;
+    int rc = orch_payload_get(p, id, &data, &len);
+    if (rc != 0)
+        fail_msg("payload %" PRIu64 ": %s", id, orch_error_detail());
+    if (len != strlen(want) || memcmp(data, want, len) != 0)
+        fail_msg("payload %" PRIu64 " is \"%.*s\", not \"%s\"", id, (int)len, (char *)data,
+                 want);
+    free(data);
+}
+
 /* ---- batches --------------------------------------------------------------------------- */
 
 /* A batch with room for its records and values. */
@@ -736,6 +750,61 @@ static void test_attempt_failures(void **state)
     run_close(&r);
 }
 
+/* Every LMDB reader slot taken (a table of one slot, held here): the worker still opens
+ * the store, and a batch whose inputs it cannot read is reported as the store's failure
+ * (STORAGE: the driver stops and the records run again on resume), never as an attempt
+ * failure that retries would turn into Failed records. Once the slot is free, a batch
+ * runs. */
+static void test_readers_full(void **state)
+{
+    struct fx *f = *state;
+    const char *in[] = {"ab", "cd"};
+    uint64_t ids[2];
+    put_strings(f, in, 2, ids);
+    /* LMDB sizes the reader table at an open that finds no other process on the store,
+     * and never shrinks it: remove the lock file (nobody has the store open), so that
+     * this open makes a table of one slot. */
+    char lock[700];
+    snprintf(lock, sizeof lock, "%s/lock.mdb", f->payloads);
+    assert_int_equal(unlink(lock), 0);
+    orch_payload *p;
+    struct orch_payload_opts o = {.max_readers = 1};
+    assert_int_equal(orch_payload_open(f->payloads, &o, &p), 0);
+    orch_payload_rtxn *held, *second = NULL;
+    assert_int_equal(orch_payload_read_begin(p, &held), 0);
+    assert_int_equal(orch_payload_read_begin(p, &second), -EUSERS);
+    assert_null(second);
+    assert_has(orch_error_detail(), "all 1 reader slots are taken");
+
+    struct tb work[2];
+    tb_map(&work[0], 1, 1, ids, 2);
+    tb_map(&work[1], 2, 1, ids, 2);
+    struct run r;
+    run_init(&r, f);
+    add_lane(&r, "up", 1, 0, 1, &work[0], 1, NULL, NULL);
+    r.done = all_reported;
+    run_loop(&r);
+    assert_int_equal(r.nlost, 0); /* it opened the store without a slot: no init failure */
+    const struct rep_ev *e = report_of(&r, 1);
+    assert_int_equal(e->status, ORCH_WIRE_STATUS_STORAGE);
+    assert_int_equal(e->nrec, 0);
+    assert_has(e->msg, "cannot read the inputs of batch 1");
+    assert_has(e->msg, "reader slots are taken");
+
+    /* The slot is free again: a new worker (the table is still one slot) runs a batch. */
+    orch_payload_read_end(held);
+    add_lane(&r, "up", 1, 0, 1, &work[1], 1, NULL, NULL);
+    run_loop(&r);
+    assert_int_equal(r.nlost, 0);
+    e = report_of(&r, 2);
+    assert_int_equal(e->status, ORCH_WIRE_STATUS_OK);
+    assert_int_equal(e->nrec, 2);
+    assert_payload_in(p, e->a[0].ids[0], "AB");
+    assert_payload_in(p, e->a[1].ids[0], "CD");
+    run_close(&r);
+    orch_payload_close(p);
+}
+
 static void test_record_group_failures(void **state)
 {
     struct fx *f = *state;
@@ -1261,6 +1330,7 @@ int main(int argc, char **argv)
         T(test_external_kill),
         T(test_attempt_failures),
         T(test_record_group_failures),
+        T(test_readers_full),
         T(test_init_failures),
         T(test_close_runs_fini),
         T(test_kill_busy_workers),

@@ -123,19 +123,20 @@ static int apply_answers(struct orch_sched *d, struct orch_sched_batch *b,
     return rc;
 }
 
-/* The payload store is full or broken: no retry can help, and the job stops so that the
- * user can make room and resume. The turn is rolled back (a fatal error), so nothing is
- * written now: after the rollback the batch's attempts are ended as errors with the
- * worker's message (keep_why), and its grains, still IN_FLIGHT in the store, go back to
- * READY uncharged on resume (recover.c). */
+/* The payload store could not take the batch's outputs (full or broken) or give its
+ * inputs (every reader slot taken, or broken): not the records' fault, and no retry can
+ * help, so the job stops so that the user can make room and resume. The turn is rolled
+ * back (a fatal error), so nothing is written now: after the rollback the batch's
+ * attempts are ended as errors with the worker's message (keep_why), and its grains,
+ * still IN_FLIGHT in the store, go back to READY uncharged on resume (recover.c). */
 static int storage_full(struct orch_sched *d, struct orch_sched_call *cr,
                         struct orch_sched_batch *b, const char *message)
 {
     orch_sched_release(d, cr);
     b->end_as = ORCH_ATTEMPT_ERROR;
     b->end_why = strdup(message); /* NULL (no memory): the stop's message */
-    return orch_error_set(-ENOSPC, "call %s could not store its outputs: %s", cr->c->name,
-                          message);
+    return orch_error_set(-ENOSPC, "call %s could not use the payload store: %s",
+                          cr->c->name, message);
 }
 
 /* A report of every record: each answer is applied, unless the count is wrong. */
@@ -192,7 +193,7 @@ static void on_lost(void *ctx, orch_pool *pool, orch_worker *w, uint64_t batch,
     struct orch_sched *d = ctx;
     struct orch_sched_call *cr = call_of(d, pool);
     /* A worker killed inside an LMDB read transaction leaves its reader slot taken;
-     * clear it now rather than at the next open (slots are few: 126 by default). */
+     * clear it now rather than when a begin finds the table full. */
     (void)orch_payload_reader_check(d->job->payloads, NULL);
     for (int i = 0; i < cr->nidle; i++) /* a dead worker is never idle */
         if (cr->idle[i] == w)

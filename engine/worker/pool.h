@@ -126,8 +126,10 @@ struct orch_wire_answer {
 enum orch_wire_status {
     ORCH_WIRE_STATUS_OK = 0,      /* every record answered (rec[0..nrec-1], in batch order) */
     ORCH_WIRE_STATUS_FAILED = 1,  /* run() failed: an attempt failure of the whole batch */
-    ORCH_WIRE_STATUS_STORAGE = 2, /* the outputs could not be stored (payload store full or
-                                   * broken): not the batch's fault, the job must stop */
+    ORCH_WIRE_STATUS_STORAGE = 2, /* the payload store failed the batch: its outputs could
+                                   * not be stored (full or broken) or its inputs not read
+                                   * (no reader slot, or broken): not the batch's fault, the
+                                   * job must stop */
     ORCH_WIRE_STATUS__COUNT
 };
 

@@ -293,9 +293,11 @@ static void batch_mem_free(struct batch_mem *m)
 }
 
 /* Builds the UDF's records in m, their values pointing into r (zero-copy). Returns 0, or
- * -1 with the reason in msg. */
+ * -1 with the reason in msg, and rep->status set to STORAGE when the store failed us (not
+ * the batch's fault). */
 static int build_records(struct worker *w, const struct orch_wire_batch *b,
-                         orch_payload_rtxn *r, struct batch_mem *m, char *msg, size_t msgsz)
+                         orch_payload_rtxn *r, struct batch_mem *m,
+                         struct orch_wire_report *rep, char *msg, size_t msgsz)
 {
     uint32_t nin = w->cfg.nin;
     size_t total = 0;
@@ -349,6 +351,7 @@ static int build_records(struct worker *w, const struct orch_wire_batch *b,
                 if (rc < 0) {
                     snprintf(msg, msgsz, "reading payload %" PRIu64 ": %s", wv->payload,
                              orch_error_detail());
+                    rep->status = ORCH_WIRE_STATUS_STORAGE;
                     return -1;
                 }
                 *v = (struct orch_udf_value){data, len, 1};
@@ -425,10 +428,14 @@ static int run_batch(struct worker *w, const struct orch_wire_batch *b)
     orch_payload_rtxn *r = NULL;
     int rc = orch_payload_read_begin(w->store, &r);
     if (rc < 0) {
-        snprintf(msg, sizeof msg, "cannot read the payload store: %s", orch_error_detail());
+        /* No reader slot (-EUSERS), or a broken store: a limit or fault of ours, never a
+         * failure of the user's records; the driver stops and the batch runs on resume. */
+        snprintf(msg, sizeof msg, "cannot read the inputs of batch %" PRIu64 ": %s", b->id,
+                 orch_error_detail());
+        rep.status = ORCH_WIRE_STATUS_STORAGE;
         goto report;
     }
-    if (build_records(w, b, r, &m, msg, sizeof msg) < 0)
+    if (build_records(w, b, r, &m, &rep, msg, sizeof msg) < 0)
         goto report;
     struct orch_udf_batch ub = {.n = b->nrec, .rec = m.recs};
     rc = orch_udf_answers_reset(&w->ans, &ub);

@@ -98,7 +98,7 @@ finished_like_clean() {
 J=$T/payload-full
 ORCH_PAYLOAD_MAX_MAP=1500000 expect_cmd 1 "$T/err1" "$ORCH" run "$T/big.orch" --job "$J" \
   --progress none
-has "$T/err1" "could not store its outputs"
+has "$T/err1" "could not use the payload store: storing"
 has "$T/err1" "payload map is full"
 has "$T/err1" "continue with \`orch resume $J\`"
 stopped "$J"
