@@ -125,3 +125,47 @@ int orch_store_job_set_status(orch_store *s, enum orch_job_status status)
         return orch_error_set(ORCH_ENOTFOUND, "%s: no job row", s->path);
     return 0;
 }
+
+int orch_store_job_payload_identity(orch_store *s, char *buf, size_t cap)
+{
+    assert(cap > 0);
+    buf[0] = '\0';
+    sqlite3_stmt *st;
+    int rc = orch_store_prepare(s, "SELECT payload_identity FROM job WHERE id = 1", &st);
+    if (rc < 0)
+        return rc;
+    rc = orch_store_step(s, st);
+    if (rc <= 0) {
+        sqlite3_reset(st);
+        return rc < 0 ? rc : orch_error_set(ORCH_ENOTFOUND, "%s: no job row", s->path);
+    }
+    const char *id = (const char *)sqlite3_column_text(st, 0);
+    size_t n = (size_t)sqlite3_column_bytes(st, 0);
+    if (id != NULL && n >= cap)
+        rc = orch_error_set(ORCH_ECORRUPT, "%s: job.payload_identity is too long", s->path);
+    else if (id != NULL) {
+        memcpy(buf, id, n);
+        buf[n] = '\0';
+        rc = 0;
+    } else
+        rc = 0;
+    sqlite3_reset(st);
+    return rc;
+}
+
+int orch_store_job_set_payload_identity(orch_store *s, const char *id)
+{
+    sqlite3_stmt *st;
+    int rc = orch_store_prepare(s, "UPDATE job SET payload_identity = ? WHERE id = 1", &st);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    rc = orch_store_step(s, st);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st); /* the bound string is the caller's */
+    if (rc < 0)
+        return rc;
+    if (sqlite3_changes(s->db) == 0)
+        return orch_error_set(ORCH_ENOTFOUND, "%s: no job row", s->path);
+    return 0;
+}

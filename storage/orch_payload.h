@@ -9,7 +9,10 @@
  * databases:
  *   "data"  key: the id, a native-endian uint64 (MDB_INTEGERKEY); value: the bytes.
  *   "meta"  "next_id" -> uint64, the id the next put hands out (ids start at 1; 0 is never
- *           an id); "bytes" -> uint64, the total length of all stored payloads.
+ *           an id); "bytes" -> uint64, the total length of all stored payloads;
+ *           "identity" -> text, the identity of the job the store belongs to (absent in a
+ *           store no job has claimed yet). Meta keys are names, never ids: they live in
+ *           their own database and cannot collide with a payload.
  *
  * Invariants.
  *   - Ids are unique and never reused, across every process sharing the environment and
@@ -67,6 +70,10 @@ struct orch_payload_opts {
                              when no other process has the environment open: it then grows
                              to this size, never shrinks; a process that opens it while
                              others have it adopts their size, whatever it asks for. */
+    bool no_create;       /* true: open an existing store only. A missing directory or
+                             data file is -ENOENT, and nothing is created (every open of an
+                             existing job: a lost payloads/ must not come back empty, and a
+                             read-only command never makes one). */
 };
 
 /* A handle on the environment.
@@ -92,8 +99,8 @@ struct orch_iov {
     size_t len;
 };
 
-/* Opens (creating if needed) the environment in directory dir. The directory itself is
- * created if missing (its parent must exist). Clears the reader slots of dead processes
+/* Opens (creating if needed, unless opts->no_create) the environment in directory dir. The
+ * directory itself is created if missing (its parent must exist). Clears the reader slots of dead processes
  * (mdb_reader_check). Needs no reader slot: with every slot taken, it still opens (its
  * reads will then fail with -EUSERS until slots are free). opts may be NULL.
  * Returns 0 and sets *out, or -errno (-ENOENT: the parent of dir is missing), -EINVAL
@@ -173,6 +180,22 @@ struct orch_payload_stat {
 
 /* Fills *st from one consistent snapshot. Returns 0 or a translated error. */
 int orch_payload_stat(orch_payload *p, struct orch_payload_stat *st);
+
+/* The identity binding the store to its job (DESIGN §6: state.db holds the same one; the
+ * job checks the two at every open, so that a lost, replaced or restored store is refused
+ * instead of read as the job's). At most ORCH_PAYLOAD_IDENTITY_MAX - 1 bytes of text. */
+#define ORCH_PAYLOAD_IDENTITY_MAX 65
+
+/* Copies the store's identity into buf[0..ORCH_PAYLOAD_IDENTITY_MAX-1], NUL-terminated.
+ * Returns 0, ORCH_ENOTFOUND (the store has none), ORCH_ECORRUPT (a stored identity that is
+ * not short text), or a translated error. */
+int orch_payload_identity_get(orch_payload *p, char buf[ORCH_PAYLOAD_IDENTITY_MAX]);
+
+/* Gives the store its identity, once: in one write transaction, it stores id when the
+ * store has none, and does nothing when it already has this one. Returns 0, -EEXIST (the
+ * store has another identity: nothing written), -EINVAL (id empty or too long), or an
+ * error as for put_many. */
+int orch_payload_identity_set(orch_payload *p, const char *id);
 
 /* The options every process of a job opens its payload store with: no sync per commit
  * (the driver syncs once per turn: group commit), the default reader table, and, for fault

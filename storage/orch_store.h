@@ -192,4 +192,14 @@ int orch_store_job_get(orch_store *s, struct orch_job_info **out);
  * error. */
 int orch_store_job_set_status(orch_store *s, enum orch_job_status status);
 
+/* The identity of the job's payload store (job.payload_identity; orch_payload.h). Copies it
+ * into buf[0..cap-1], NUL-terminated, or sets buf to "" when the job has none (a job made
+ * before schema 4, not yet opened read-write). Returns 0, ORCH_ENOTFOUND (no job row),
+ * ORCH_ECORRUPT (an identity of cap bytes or more), or a translated error. */
+int orch_store_job_payload_identity(orch_store *s, char *buf, size_t cap);
+
+/* Records the identity of the job's payload store. Returns 0, ORCH_ENOTFOUND (no job row),
+ * or a translated error. */
+int orch_store_job_set_payload_identity(orch_store *s, const char *id);
+
 #endif

@@ -41,6 +41,7 @@ struct orch_payload_rtxn {
 
 static const char META_NEXT_ID[] = "next_id";
 static const char META_BYTES[] = "bytes";
+static const char META_IDENTITY[] = "identity";
 
 static void assert_owner(const orch_payload *p)
 {
@@ -351,7 +352,20 @@ int orch_payload_open(const char *dir, const struct orch_payload_opts *opts, orc
     p->max_map_size = o.max_map_size;
 
     int rc;
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+    if (o.no_create) {
+        /* An existing store only: its data file must be there (LMDB would create it). */
+        char path[PATH_MAX];
+        struct stat fst;
+        snprintf(path, sizeof path, "%s/data.mdb", dir);
+        if (stat(path, &fst) != 0) {
+            rc = errno == ENOENT
+                     ? orch_error_set(-ENOENT, "%s: no payload store here (%s)", dir,
+                                      access(dir, F_OK) == 0 ? "no data.mdb"
+                                                             : "the directory does not exist")
+                     : orch_error_set(-errno, "%s: %s", path, strerror(errno));
+            goto fail_free;
+        }
+    } else if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
         rc = orch_error_set(-errno, "%s: cannot create directory: %s", dir, strerror(errno));
         goto fail_free;
     }
@@ -639,6 +653,66 @@ int orch_payload_ids(orch_payload *p, uint64_t start, uint64_t *ids, size_t max,
     }
     mdb_txn_abort(txn);
     return rc != 0 ? lmdb_error(p, rc, "list ids") : 0;
+}
+
+int orch_payload_identity_get(orch_payload *p, char buf[ORCH_PAYLOAD_IDENTITY_MAX])
+{
+    assert_owner(p);
+    buf[0] = '\0';
+    MDB_txn *txn;
+    int rc = begin_snapshot(p, &txn);
+    if (rc < 0)
+        return rc;
+    MDB_val k = {strlen(META_IDENTITY), (void *)META_IDENTITY}, v;
+    int mrc = mdb_get(txn, p->meta, &k, &v);
+    if (mrc == 0 && (v.mv_size == 0 || v.mv_size >= ORCH_PAYLOAD_IDENTITY_MAX ||
+                     memchr(v.mv_data, '\0', v.mv_size) != NULL))
+        rc = orch_error_set(ORCH_ECORRUPT, "%s: the store's identity is not valid text",
+                            p->dir);
+    else if (mrc == 0) {
+        memcpy(buf, v.mv_data, v.mv_size);
+        buf[v.mv_size] = '\0';
+    } else if (mrc == MDB_NOTFOUND)
+        rc = orch_error_set(ORCH_ENOTFOUND, "%s: the store has no identity", p->dir);
+    else
+        rc = lmdb_error(p, mrc, "read the identity");
+    mdb_txn_abort(txn);
+    return rc;
+}
+
+struct identity_ctx {
+    const char *id;
+    bool other; /* the store already has another identity */
+};
+
+static int identity_put(orch_payload *p, MDB_txn *txn, void *ctx)
+{
+    struct identity_ctx *c = ctx;
+    size_t n = strlen(c->id);
+    MDB_val k = {strlen(META_IDENTITY), (void *)META_IDENTITY}, v;
+    int rc = mdb_get(txn, p->meta, &k, &v);
+    if (rc == 0) {
+        c->other = v.mv_size != n || memcmp(v.mv_data, c->id, n) != 0;
+        return 0;
+    }
+    if (rc != MDB_NOTFOUND)
+        return rc;
+    v = (MDB_val){n, (void *)c->id};
+    return mdb_put(txn, p->meta, &k, &v, 0);
+}
+
+int orch_payload_identity_set(orch_payload *p, const char *id)
+{
+    assert_owner(p);
+    size_t n = strlen(id);
+    if (n == 0 || n >= ORCH_PAYLOAD_IDENTITY_MAX)
+        return orch_error_set(-EINVAL, "%s: an identity is 1 to %d bytes", p->dir,
+                              ORCH_PAYLOAD_IDENTITY_MAX - 1);
+    struct identity_ctx c = {id, false};
+    int rc = run_write(p, identity_put, &c, 64 * 1024, "set the identity");
+    if (rc == 0 && c.other)
+        rc = orch_error_set(-EEXIST, "%s: the store already has another identity", p->dir);
+    return rc;
 }
 
 void orch_payload_job_opts(struct orch_payload_opts *o)

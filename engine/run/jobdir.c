@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -159,7 +160,11 @@ static int state_cap(orch_store *s)
     return max && *max ? orch_store_set_max_pages(s, strtoll(max, NULL, 10)) : 0;
 }
 
-static int open_stores(struct orch_job *job, int store_flags)
+/* Opens state.db and the payload store. create: a new job (payloads/ is made); otherwise
+ * the store must exist: every job gets payloads/ when it is created, so a missing one is
+ * a lost store, refused here rather than silently made empty (and a read-only command
+ * never creates it). */
+static int open_stores(struct orch_job *job, int store_flags, bool create)
 {
     char *db = path_join(job->dir, "state.db");
     char *pl = path_join(job->dir, "payloads");
@@ -167,15 +172,73 @@ static int open_stores(struct orch_job *job, int store_flags)
     if (db && pl) {
         struct orch_payload_opts popts;
         orch_payload_job_opts(&popts);
+        popts.no_create = !create;
         rc = orch_store_open(db, store_flags, &job->store);
         if (rc == 0 && !(store_flags & ORCH_STORE_READONLY))
             rc = state_cap(job->store);
         if (rc == 0)
             rc = orch_payload_open(pl, &popts, &job->payloads);
+        if (rc == -ENOENT && !create)
+            rc = orch_error_set(ORCH_EMISMATCH,
+                                "%s: the job's payload store is missing (%s): the bytes of "
+                                "its items are lost; restore this job's payloads/ or run the "
+                                "pipeline again as a new job",
+                                pl, orch_error_detail());
     }
     free(db);
     free(pl);
     return rc;
+}
+
+/* 16 random bytes as 32 hex digits: the identity shared by a new job and its store. */
+static int new_identity(char out[ORCH_PAYLOAD_IDENTITY_MAX])
+{
+    unsigned char b[16];
+    ssize_t n = getrandom(b, sizeof b, 0);
+    if (n != (ssize_t)sizeof b)
+        return orch_error_set(n < 0 ? -errno : -EIO, "cannot draw a job identity: %s",
+                              n < 0 ? strerror(errno) : "short read");
+    for (size_t i = 0; i < sizeof b; i++)
+        snprintf(out + 2 * i, 3, "%02x", b[i]);
+    return 0;
+}
+
+/* Checks that the payload store is the job's: state.db and the store hold the same
+ * identity (migrations/0004_payload_identity.sql). Item rows name payloads by ids that
+ * only the store's own counter gives meaning to: another store (a lost one made anew, one
+ * copied from another job, an older copy of this one) would be read as this job's bytes.
+ * Nothing is written on a refusal. A job made before schema 4 has no identity yet: a
+ * read-write open adopts the store it finds (the store first, synced, then state.db, so a
+ * crash in between leaves a store whose identity the next open adopts); a read-only open
+ * has nothing to check it against. */
+static int payloads_bind(struct orch_job *job, bool ro)
+{
+    char want[ORCH_PAYLOAD_IDENTITY_MAX], have[ORCH_PAYLOAD_IDENTITY_MAX];
+    int rc = orch_store_job_payload_identity(job->store, want, sizeof want);
+    if (rc < 0)
+        return rc;
+    rc = orch_payload_identity_get(job->payloads, have);
+    if (rc == ORCH_ENOTFOUND)
+        have[0] = '\0';
+    else if (rc < 0)
+        return rc;
+    if (want[0] != '\0' && strcmp(want, have) == 0)
+        return 0;
+    if (want[0] != '\0')
+        return orch_error_set(ORCH_EMISMATCH,
+                              "%s/payloads: this payload store is not the job's (identity "
+                              "%s, the job expects %s): was payloads/ replaced or restored "
+                              "from another copy? Restore this job's own payloads/ or run "
+                              "the pipeline again as a new job",
+                              job->dir, have[0] ? have : "none", want);
+    if (ro)
+        return 0;
+    if (have[0] == '\0' &&
+        ((rc = new_identity(have)) < 0 ||
+         (rc = orch_payload_identity_set(job->payloads, have)) < 0 ||
+         (rc = orch_payload_sync(job->payloads)) < 0))
+        return rc;
+    return orch_store_job_set_payload_identity(job->store, have);
 }
 
 /* The message for a job directory that exists: it names the live driver when there is
@@ -413,14 +476,19 @@ int orch_job_create(const char *dir, const char *pipeline, FILE *diag, struct or
         goto fail;
     }
     staged = true;
+    char identity[ORCH_PAYLOAD_IDENTITY_MAX];
     if ((rc = lock_take(job)) < 0 || (rc = write_source(src, text, len)) < 0 ||
-        (rc = open_stores(job, ORCH_STORE_CREATE)) < 0)
+        (rc = open_stores(job, ORCH_STORE_CREATE, true)) < 0 ||
+        (rc = new_identity(identity)) < 0 ||
+        (rc = orch_payload_identity_set(job->payloads, identity)) < 0 ||
+        (rc = orch_payload_sync(job->payloads)) < 0)
         goto fail;
     if ((rc = orch_store_begin(job->store)) < 0)
         goto fail;
     if ((rc = orch_store_job_init(job->store, orch_plan_name(job->plan),
                                   orch_plan_canonical(job->plan), orch_plan_hash(job->plan),
                                   pipeline)) < 0 ||
+        (rc = orch_store_job_set_payload_identity(job->store, identity)) < 0 ||
         (rc = write_plan_rows(job->store, job->plan)) < 0) {
         orch_store_rollback(job->store);
         goto fail;
@@ -443,7 +511,8 @@ int orch_job_create(const char *dir, const char *pipeline, FILE *diag, struct or
         rc = -ENOMEM;
         goto fail;
     }
-    if ((rc = open_stores(job, 0)) < 0 || (rc = orch_store_job_get(job->store, &job->info)) < 0)
+    if ((rc = open_stores(job, 0, false)) < 0 || (rc = payloads_bind(job, false)) < 0 ||
+        (rc = orch_store_job_get(job->store, &job->info)) < 0)
         goto fail;
     free(text);
     free(src);
@@ -493,7 +562,8 @@ int orch_job_open(const char *dir, int flags, struct orch_job **out)
     bool ro = flags & ORCH_JOB_READONLY;
     if (!ro && (rc = lock_take(job)) < 0)
         goto fail;
-    if ((rc = open_stores(job, ro ? ORCH_STORE_READONLY : 0)) < 0)
+    if ((rc = open_stores(job, ro ? ORCH_STORE_READONLY : 0, false)) < 0 ||
+        (rc = payloads_bind(job, ro)) < 0)
         goto fail;
     if ((rc = orch_store_job_get(job->store, &job->info)) < 0)
         goto fail;

@@ -32,7 +32,8 @@ struct orch_job {
 /* Creates the job directory `dir` (which must not exist: -EEXIST, with a message that
  * points to `orch resume`) from the pipeline file at `pipeline`: compiles it (diagnostics
  * to diag; ORCH_ESYNTAX on errors), writes pipeline.orch, state.db with the plan rows, and
- * the payload store, and takes the driver lock. On failure nothing of `dir` is left
+ * the payload store, both holding a new random identity that binds them, and takes the
+ * driver lock. On failure nothing of `dir` is left
  * behind. On success *out is the open job (free with orch_job_close). */
 int orch_job_create(const char *dir, const char *pipeline, FILE *diag, struct orch_job **out);
 
@@ -42,8 +43,11 @@ enum orch_job_open_flags {
 
 /* Opens an existing job: the state store (read-only or read-write), the plan rebuilt from
  * the stored canonical text and checked against the stored hash (ORCH_EMISMATCH), and the
- * payload store. A read-write open takes the driver lock (ORCH_ELOCKED with the live
- * driver's pid in the detail). */
+ * payload store, which must exist (it is never created here) and be the job's: its
+ * identity must equal the one state.db holds; a missing, replaced or restored-from-another-
+ * job payloads/ is ORCH_EMISMATCH, and nothing is written. A job made before schema 4 has
+ * no identity: a read-write open adopts the store it finds. A read-write open takes the
+ * driver lock (ORCH_ELOCKED with the live driver's pid in the detail). */
 int orch_job_open(const char *dir, int flags, struct orch_job **out);
 
 /* Reclaims payloads that no committed item names: outputs of reports that were rejected

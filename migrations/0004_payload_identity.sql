@@ -1,0 +1,13 @@
+-- 0004_payload_identity.sql — binds the payload store (JOB/payloads/, LMDB) to its job.
+--
+-- The payload ids the item rows name are handed out by a counter inside LMDB: a store that
+-- was lost (an empty one made in its place), replaced by another job's or restored from an
+-- older copy names other bytes with the same ids, and a job that read it would export them
+-- as its own. So a job and its store share an identity: 32 random hex digits, drawn when
+-- the job is created, kept here and in the store's "meta" database ("identity"). Every
+-- open of the job compares the two and refuses a store that is not the job's.
+--
+-- job.payload_identity: NULL for a job created before this migration (its store has no
+-- identity either): the first read-write open then adopts the store it finds, giving it
+-- an identity and recording it here (there is nothing older to check it against).
+ALTER TABLE job ADD COLUMN payload_identity TEXT;
