@@ -94,8 +94,8 @@
                           "AND outcome IS NULL")                                               \
     X(ATTEMPT_FLOOR_SET, "UPDATE job SET attempt_floor = ? WHERE id = 1")                      \
     X(ATTEMPT_LAST_BATCH, "SELECT batch FROM attempt ORDER BY id DESC LIMIT 1")                       \
-    X(FAILURE_PUT, "INSERT INTO failure (grain_id, kind, message, generation, at) "            \
-                   "VALUES (?, ?, ?, ?, ?)")                                                   \
+    X(FAILURE_PUT, "INSERT INTO failure (grain_id, kind, message, generation, at, entity_id) " \
+                   "VALUES (?, ?, ?, ?, ?, ?)")                                                \
     X(BARRIER_PUT, "INSERT OR IGNORE INTO suppression (call_id, parent_id, grain_id, at) "     \
                    "VALUES (?, ?, ?, ?)")                                                      \
     X(BARRIER_COVERS, "SELECT 1 FROM suppression WHERE call_id = ? AND parent_id = ?")         \
@@ -711,11 +711,11 @@ int orch_store_attempt_last_batch(orch_store *s, uint64_t *batch)
 }
 
 int orch_store_failure_put(orch_store *s, int64_t grain, uint32_t generation,
-                           enum orch_failure_kind kind, const char *message)
+                           enum orch_failure_kind kind, const char *message, int64_t child)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_FAILURE_PUT, &st, "lstll", grain, orch_failure_kind_name(kind),
-                  message ? message : "", (int64_t)generation, now_ms());
+    int rc = stmt(s, F_FAILURE_PUT, &st, "lstllL", grain, orch_failure_kind_name(kind),
+                  message ? message : "", (int64_t)generation, now_ms(), child);
     return rc < 0 ? rc : run(s, st, NULL);
 }
 

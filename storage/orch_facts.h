@@ -201,9 +201,10 @@ int orch_store_attempt_floor_set(orch_store *s, int64_t floor);
 /* *batch = the largest batch id of any attempt (0 for none): batch ids grow across runs. */
 int orch_store_attempt_last_batch(orch_store *s, uint64_t *batch);
 
-/* Records a failure of grain at generation. */
+/* Records a failure of grain at generation: of the grain's own entity when child is 0,
+ * else of that child of its expansion (a failed child, orch_udf_fail_child). */
 int orch_store_failure_put(orch_store *s, int64_t grain, uint32_t generation,
-                           enum orch_failure_kind kind, const char *message);
+                           enum orch_failure_kind kind, const char *message, int64_t child);
 
 /* Raises the suppression barrier of a GroupFailure of `grain` on (call, parent); a
  * barrier already there stays (the first GroupFailure names it). */

@@ -237,7 +237,7 @@ static void test_recovery(void **state)
     assert_int_equal(orch_store_attempt_begin(f->s, g[0].id, 0, 123, 5, &a0), 0);
     assert_int_equal(orch_store_attempt_begin(f->s, g[1].id, 0, 124, 6, &a1), 0);
     assert_int_equal(orch_store_attempt_end(f->s, a0, ORCH_ATTEMPT_CRASH, "boom"), 0);
-    assert_int_equal(orch_store_failure_put(f->s, g[0].id, 0, ORCH_FAILURE_CRASH, "boom"), 0);
+    assert_int_equal(orch_store_failure_put(f->s, g[0].id, 0, ORCH_FAILURE_CRASH, "boom", 0), 0);
     uint64_t batch;
     assert_int_equal(orch_store_attempt_last_batch(f->s, &batch), 0);
     assert_int_equal(batch, 6);

@@ -930,6 +930,65 @@ static void test_library(void **state)
     orch_udf_unload_library(NULL);
 }
 
+/* fail_child: a failed child takes its place in order, holds no values, refuses emits;
+ * the next child() starts after it; a record failure still replaces everything. */
+static void test_collector_fail_child(void **state)
+{
+    struct h *h = *state;
+    struct orch_udf_answers *a = &h->ans;
+    struct orch_udf_batch *b = &h->batch;
+    assert_int_equal(orch_udf_answers_init(a, "pages", ORCH_UDF_OP_EXPAND, 2), 0);
+    h->ans_inited = true;
+    for (int k = 0; k < 4; k++)
+        h_map(h, "in");
+    assert_int_equal(orch_udf_answers_reset(a, b), 0);
+    /* 0: ok, failed, ok, failed (the last one first: no values needed after it) */
+    assert_int_equal(orch_udf_child(b, 0), 0);
+    assert_int_equal(orch_udf_emit_str(b, 0, 0, "a"), 0);
+    assert_int_equal(orch_udf_emit_str(b, 0, 1, "A"), 0);
+    assert_int_equal(orch_udf_fail_child(b, 0, "page 2 is broken"), 0);
+    assert_int_equal(orch_udf_emit_str(b, 0, 0, "x"), -EINVAL);
+    assert_int_equal(orch_udf_child(b, 0), 0);
+    assert_int_equal(orch_udf_emit_str(b, 0, 0, "c"), 0);
+    assert_int_equal(orch_udf_emit_str(b, 0, 1, "C"), 0);
+    assert_int_equal(orch_udf_fail_child(b, 0, NULL), 0);
+    /* 1: only failed children; 2: a failure after a failed child replaces it all */
+    assert_int_equal(orch_udf_fail_child(b, 1, "only"), 0);
+    assert_int_equal(orch_udf_fail_child(b, 2, "first"), 0);
+    assert_int_equal(orch_udf_fail_record(b, 2, "the whole PDF"), 0);
+    assert_int_equal(orch_udf_fail_child(b, 2, "late"), -EINVAL);
+    /* 3: zero children closes the record: no failed child after it */
+    assert_int_equal(orch_udf_no_children(b, 3), 0);
+    assert_int_equal(orch_udf_fail_child(b, 3, "x"), -EINVAL);
+    assert_int_equal(orch_udf_answers_finish(a), 0);
+
+    check_outcome(h, 0, ORCH_UDF_OK);
+    const struct orch_udf_answer *r = &a->rec[0];
+    assert_int_equal(r->nchildren, 4);
+    assert_non_null(r->child_msg);
+    assert_null(r->child_msg[0]);
+    assert_string_equal(r->child_msg[1], "page 2 is broken");
+    assert_null(r->child_msg[2]);
+    assert_string_equal(r->child_msg[3], "");
+    check_out(&r->children[0 * 2 + 1], "A", 1);
+    assert_false(r->children[1 * 2 + 0].set);
+    check_out(&r->children[2 * 2 + 1], "C", 1);
+    check_outcome(h, 1, ORCH_UDF_OK);
+    assert_int_equal(a->rec[1].nchildren, 1);
+    assert_string_equal(a->rec[1].child_msg[0], "only");
+    check_outcome(h, 2, ORCH_UDF_RECORD_FAILURE);
+    check_msg(h, 2, "the whole PDF");
+    assert_int_equal(a->rec[2].nchildren, 0);
+    check_outcome(h, 3, ORCH_UDF_OK);
+    assert_int_equal(a->rec[3].nchildren, 0);
+
+    /* not an expand: refused */
+    orch_udf_answers_free(a);
+    assert_int_equal(orch_udf_answers_init(a, "m", ORCH_UDF_OP_MAP, 1), 0);
+    assert_int_equal(orch_udf_answers_reset(a, b), 0);
+    assert_int_equal(orch_udf_fail_child(b, 0, "x"), -EINVAL);
+}
+
 static void test_library_errors(void **state)
 {
     struct h *h = *state;
@@ -946,6 +1005,14 @@ static void test_library_errors(void **state)
         -ENOEXEC);
     check_contains(orch_error_detail(), "ABI version 99");
     assert_null(u);
+    assert_int_equal(orch_udf_load_library(ORCH_UDF_SAMPLE_PATH, "orch_udf_sample_v0", &u, &dl),
+                     -ENOEXEC);
+    check_contains(orch_error_detail(), "ABI version 0");
+    /* an older version than the host's is accepted: the ops only grew at the end */
+    assert_int_equal(orch_udf_load_library(ORCH_UDF_SAMPLE_PATH, "orch_udf_sample_v1", &u, &dl),
+                     0);
+    assert_int_equal(u->abi_version, 1);
+    orch_udf_unload_library(dl);
 
     assert_int_equal(
         orch_udf_load_library(ORCH_UDF_SAMPLE_PATH, "orch_udf_sample_norun", &u, &dl),
@@ -1034,7 +1101,9 @@ static const char py_classes[] =
     "            elif v == b'drop':\n"
     "                out.append(orch_udf.Drop)\n"
     "            else:\n"
-    "                out.append([(p, p.upper()) for p in v.split(self.sep)] if v else [])\n"
+    "                out.append([orch_udf.RecordFailure('bad piece ' + p.decode())\n"
+    "                            if p.startswith(b'bad') else (p, p.upper())\n"
+    "                            for p in v.split(self.sep)] if v else [])\n"
     "        return out\n"
     "class Join:\n"
     "    def __init__(self, args):\n"
@@ -1085,6 +1154,22 @@ static void test_exec_python_ops(void **state)
     check_outcome(h, wrong, ORCH_UDF_RECORD_FAILURE);
     check_msg(h, wrong, "list of children");
     check_outcome(h, drop, ORCH_UDF_DROP);
+    h_close(h);
+    h_clear(h);
+
+    /* a child that failed: the 'E' answer, its siblings kept in order */
+    assert_int_equal(h_open(h, &orch_udf_exec, cmd, ORCH_UDF_OP_EXPAND, 1, 2, "sep", "|", NULL),
+                     0);
+    size_t mixed = h_map(h, "x|bad1|y|bad2");
+    assert_int_equal(h_run(h), 0);
+    check_outcome(h, mixed, ORCH_UDF_OK);
+    const struct orch_udf_answer *m = &h->ans.rec[mixed];
+    assert_int_equal(m->nchildren, 4);
+    assert_non_null(m->child_msg);
+    assert_null(m->child_msg[0]);
+    assert_string_equal(m->child_msg[1], "bad piece bad1");
+    check_out(&m->children[2 * 2 + 1], "Y", 1);
+    assert_string_equal(m->child_msg[3], "bad piece bad2");
     h_close(h);
     h_clear(h);
 
@@ -1318,6 +1403,7 @@ int main(void)
         T(test_read_file),
         T(test_collector_map),
         T(test_collector_expand),
+        T(test_collector_fail_child),
         T(test_collector_filter),
         T(test_library),
         T(test_library_errors),

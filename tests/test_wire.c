@@ -57,7 +57,8 @@ static const struct orch_wire_record sample_records[] = {
 static const struct orch_wire_batch sample_batch = {.id = 42, .nrec = 2, .rec = sample_records};
 
 static const uint64_t ids_map[] = {100};
-static const uint64_t ids_expand[] = {201, 202, 203, 204, 205, 206};
+static const uint64_t ids_expand[] = {201, 202, 0, 0, 205, 206};
+static const struct orch_wire_failed_child failed_expand[] = {{1, "page 2 of 3: too large"}};
 static const struct orch_wire_answer sample_answers[] = {
     {.grain = 1,
      .generation = 1,
@@ -72,7 +73,9 @@ static const struct orch_wire_answer sample_answers[] = {
      .message = "",
      .nchild = 3,
      .nout = 2,
-     .payload = ids_expand},
+     .payload = ids_expand,
+     .nfailed = 1,
+     .failed = failed_expand},
     {.grain = 3,
      .generation = 1,
      .outcome = ORCH_WIRE_OK,
@@ -161,7 +164,65 @@ static void check_report(const struct orch_wire_report *r)
         assert_int_equal(x->nout, y->nout);
         for (uint32_t k = 0; k < x->nchild * x->nout; k++)
             assert_true(x->payload[k] == y->payload[k]);
+        assert_int_equal(x->nfailed, y->nfailed);
+        for (uint32_t k = 0; k < x->nfailed; k++) {
+            assert_int_equal(x->failed[k].child, y->failed[k].child);
+            assert_string_equal(x->failed[k].message, y->failed[k].message);
+        }
     }
+}
+
+/* Encodes a report of one expand answer with the given ids and failed children, and
+ * decodes it: returns what the decoder says. */
+static int failed_children_decode(const uint64_t *ids, uint32_t nchild,
+                                  const struct orch_wire_failed_child *fc, uint32_t nfailed)
+{
+    struct orch_wire_answer a = {.grain = 1,
+                                 .generation = 1,
+                                 .outcome = ORCH_WIRE_OK,
+                                 .message = "",
+                                 .nchild = nchild,
+                                 .nout = 1,
+                                 .payload = ids,
+                                 .nfailed = nfailed,
+                                 .failed = fc};
+    struct orch_wire_report r = {.batch = 1, .nrec = 1, .rec = &a, .message = ""};
+    struct orch_wire_buf b = {0};
+    assert_int_equal(orch_wire_put_report(&b, &r), 0);
+    struct orch_wire_frame f;
+    assert_int_equal(orch_wire_next(b.data, b.len, &f), 1);
+    struct orch__arena ar = {0};
+    struct orch_wire_report out;
+    int rc = orch_wire_get_report(&f, &ar, &out);
+    orch__arena_free(&ar);
+    orch_wire_buf_free(&b);
+    return rc;
+}
+
+/* Failed children: ids are 0 exactly on them, and they come in order, inside nchild. */
+static void test_failed_children(void **state)
+{
+    (void)state;
+    const uint64_t ok_ids[] = {5, 0, 7, 0};
+    const struct orch_wire_failed_child two[] = {{1, "a"}, {3, "b"}};
+    assert_int_equal(failed_children_decode(ok_ids, 4, two, 2), 0);
+    /* a failed child with an id; a zero id on a child that did not fail */
+    const uint64_t with_id[] = {5, 6, 7, 0};
+    assert_int_equal(failed_children_decode(with_id, 4, two, 2), -EPROTO);
+    assert_non_null(strstr(orch_error_detail(), "failed child carries a payload id"));
+    assert_int_equal(failed_children_decode(ok_ids, 4, two, 1), -EPROTO);
+    assert_non_null(strstr(orch_error_detail(), "payload id 0"));
+    /* out of order, repeated, past nchild, more than nchild */
+    const struct orch_wire_failed_child back[] = {{3, "b"}, {1, "a"}};
+    assert_int_equal(failed_children_decode(ok_ids, 4, back, 2), -EPROTO);
+    const struct orch_wire_failed_child same[] = {{1, "a"}, {1, "b"}};
+    assert_int_equal(failed_children_decode(ok_ids, 4, same, 2), -EPROTO);
+    const uint64_t one[] = {0};
+    const struct orch_wire_failed_child past[] = {{1, "a"}};
+    assert_int_equal(failed_children_decode(one, 1, past, 1), -EPROTO);
+    const struct orch_wire_failed_child first[] = {{0, "a"}, {1, "b"}};
+    assert_int_equal(failed_children_decode(one, 1, first, 2), -EPROTO);
+    assert_non_null(strstr(orch_error_detail(), "more failed children than children"));
 }
 
 static void test_roundtrip(void **state)
@@ -478,7 +539,11 @@ static void test_semantic_refusals(void **state)
                      0,
                      0,
                      0,
-                     0}; /* nchild, nout */
+                     0, /* nchild, nout */
+                     0,
+                     0,
+                     0,
+                     0}; /* nfailed */
     assert_int_equal(decode_raw(ORCH_WIRE_REPORT, ans, sizeof ans), -EPROTO);
     assert_non_null(strstr(orch_error_detail(), "outcome"));
     ans[29] = ORCH_WIRE_DROP;
@@ -494,7 +559,7 @@ static void test_semantic_refusals(void **state)
     assert_int_equal(decode_raw(ORCH_WIRE_INITFAIL, nul, sizeof nul), -EPROTO);
     assert_non_null(strstr(orch_error_detail(), "NUL"));
     /* HELLO of another version. */
-    uint8_t hello[] = {2, 0, 0, 0, 1, 0, 0, 0};
+    uint8_t hello[] = {0xee, 0, 0, 0, 1, 0, 0, 0};
     assert_int_equal(decode_raw(ORCH_WIRE_HELLO, hello, sizeof hello), -EPROTO);
     assert_non_null(strstr(orch_error_detail(), "version"));
     /* A string length that runs past the body. */
@@ -613,6 +678,7 @@ int main(void)
         cmocka_unit_test(test_truncated_and_padded),
         cmocka_unit_test(test_bad_headers),
         cmocka_unit_test(test_semantic_refusals),
+        cmocka_unit_test(test_failed_children),
         cmocka_unit_test(test_encode_refusals),
         cmocka_unit_test(test_fuzz),
     };

@@ -80,6 +80,24 @@ ORCH_UDF_EXPORT const struct orch_udf orch_udf_sample_future = {
     .fini = sample_fini,
 };
 
+/* Built for version 1 of the ABI, before fail_child: still accepted (it uses only ops that
+ * version 1 had). Version 0 never existed: refused. */
+ORCH_UDF_EXPORT const struct orch_udf orch_udf_sample_v1 = {
+    .abi_version = 1,
+    .name = "sample_v1",
+    .init = sample_init,
+    .run = sample_run,
+    .fini = sample_fini,
+};
+
+ORCH_UDF_EXPORT const struct orch_udf orch_udf_sample_v0 = {
+    .abi_version = 0,
+    .name = "sample_v0",
+    .init = sample_init,
+    .run = sample_run,
+    .fini = sample_fini,
+};
+
 ORCH_UDF_EXPORT const struct orch_udf orch_udf_sample_norun = {
     .abi_version = ORCH_UDF_ABI_VERSION,
     .name = "sample_norun",

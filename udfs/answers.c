@@ -4,7 +4,7 @@
  * ABI ("Records and answers") and either changes exactly one record's answer or returns
  * -EINVAL / -ENOMEM and changes nothing. Per record, the answer moves through:
  *
- *     NONE --emit/child/no_children--> OK --(more emits, children)--> OK
+ *     NONE --emit/child/fail_child/no_children--> OK --(emits, children)--> OK
  *     NONE --keep--> KEEP_TRUE | KEEP_FALSE        NONE --drop--> DROP
  *     any but a failure --fail_record/fail_group--> RECORD_FAILURE | GROUP_FAILURE
  *
@@ -75,6 +75,10 @@ static void answer_clear(struct orch_udf_answer *r, size_t nout)
     if (r->children != NULL)
         out_clear(r->children, r->nchildren * nout);
     free(r->children);
+    if (r->child_msg != NULL)
+        for (size_t c = 0; c < r->nchildren; c++)
+            free(r->child_msg[c]);
+    free(r->child_msg);
     free(r->msg);
     memset(r, 0, sizeof *r);
 }
@@ -113,6 +117,8 @@ static int host_emit(void *host, size_t i, size_t port, const void *data, size_t
     if (is_expand(a->op)) {
         if (r->outcome != ORCH_UDF_OK || r->nchildren == 0)
             return -EINVAL; /* no child started, or closed by no_children */
+        if (r->child_msg != NULL && r->child_msg[r->nchildren - 1] != NULL)
+            return -EINVAL; /* the current child failed: it has no values */
         return out_set(&r->children[(r->nchildren - 1) * a->nout + port], data, len);
     }
     if (r->outcome == ORCH_UDF_NONE) {
@@ -134,9 +140,10 @@ static int host_emit(void *host, size_t i, size_t port, const void *data, size_t
     return out_set(&r->values[port], data, len);
 }
 
-static int host_child(void *host, size_t i)
+/* Appends a child to record i: failed with a copy of msg when failed, else empty (the
+ * emits that follow fill it). */
+static int add_child(struct orch_udf_answers *a, size_t i, bool failed, const char *msg)
 {
-    struct orch_udf_answers *a = host;
     struct orch_udf_answer *r = answer_at(a, i);
     if (r == NULL || !is_expand(a->op))
         return -EINVAL;
@@ -147,10 +154,33 @@ static int host_child(void *host, size_t i)
         orch__grow_n(&r->children, &r->cap_children, r->nchildren + 1,
                      a->nout * sizeof *r->children) < 0)
         return -ENOMEM;
+    char *copy = NULL;
+    if (failed || r->child_msg != NULL) {
+        /* child_msg exists from the first failed child on, covering every child. */
+        size_t had = r->child_msg != NULL ? r->cap_msg : 0;
+        if (orch__grow_n(&r->child_msg, &r->cap_msg, r->nchildren + 1, sizeof *r->child_msg) <
+            0)
+            return -ENOMEM;
+        if (had == 0)
+            memset(r->child_msg, 0, r->cap_msg * sizeof *r->child_msg);
+        if (failed && (copy = strdup(msg != NULL ? msg : "")) == NULL)
+            return -ENOMEM;
+        r->child_msg[r->nchildren] = copy;
+    }
     memset(&r->children[r->nchildren * a->nout], 0, a->nout * sizeof *r->children);
     r->nchildren++;
     r->outcome = ORCH_UDF_OK;
     return 0;
+}
+
+static int host_child(void *host, size_t i)
+{
+    return add_child(host, i, false, NULL);
+}
+
+static int host_fail_child(void *host, size_t i, const char *msg)
+{
+    return add_child(host, i, true, msg);
 }
 
 static int host_no_children(void *host, size_t i)
@@ -217,6 +247,7 @@ static const struct orch_udf_host_ops collector_ops = {
     .drop = host_drop,
     .fail_record = host_fail_record,
     .fail_group = host_fail_group,
+    .fail_child = host_fail_child,
 };
 
 int orch_udf_answers_init(struct orch_udf_answers *a, const char *udf, enum orch_udf_op op,
@@ -296,6 +327,8 @@ static int finish_one(struct orch_udf_answers *a, struct orch_udf_answer *r)
         return 0;
     }
     for (size_t c = 0; c < r->nchildren; c++) {
+        if (r->child_msg != NULL && r->child_msg[c] != NULL)
+            continue; /* failed: no values, by design */
         size_t p = first_unset(&r->children[c * a->nout], a->nout);
         if (p < a->nout)
             return host_failure(a, r,

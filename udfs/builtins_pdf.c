@@ -17,13 +17,16 @@
  *          Afterwards the document is dropped and MuPDF's store emptied: a worker's memory
  *          does not grow with the documents it has seen.
  *
- * Failures. Every MuPDF exception (fz_try/fz_catch) becomes a RecordFailure of the record
- * that carries fz_caught_message(), prefixed with the built-in's name, the path (or "PDF
- * bytes") and, for an error inside a page, "page K of N" (1-based). Besides MuPDF's own:
+ * Failures. A MuPDF exception (fz_try/fz_catch) while one page is loaded or made fails that
+ * page alone: it is a failed child (orch_udf_fail_child) whose message is
+ * fz_caught_message() prefixed with the built-in's name, the path (or "PDF bytes") and
+ * "page K of N" (1-based); its siblings are made as usual. Any other exception (the file,
+ * the document, its page count, a damaged PDF) is a RecordFailure of the whole record with
+ * the same prefix, less the page. Besides MuPDF's own:
  *   - encrypted: a PDF that needs a password (pdf_needs_password: the empty user password
  *     does not open it) fails at once; one that opens with the empty password is read.
  *   - too large: a page whose pixmap would be more than max_pixels pixels at the dpi
- *     fails before anything is allocated for it.
+ *     fails (alone) before anything is allocated for it.
  *   - damaged ("Damage"): MuPDF repairs a PDF whose cross-reference table is missing or
  *     broken by scanning the file for objects, as every viewer does. A truncated file
  *     repairs "successfully" into fewer objects: pages go blank or missing without an
@@ -34,17 +37,15 @@
  *     "cannot load object (8 0 R) into cache"). The warnings before the scan are about the
  *     broken xref that the repair is for. A PDF that needed no repair is read as MuPDF
  *     reads it, warnings and all. tests/test_pdf.c cuts a PDF at every byte: each cut is
- *     a failure or, when every object survived, the whole document.
- * The expand is per PDF: the ABI (orch_udf.h) has no way to fail one child of an expand,
- * so a page that fails fails its whole PDF, naming the page. Pages already emitted for
- * that record are discarded with it (a failure replaces every earlier answer).
+ *     a failure or, when every object survived, the whole document. Pages already
+ *     emitted for such a record are discarded (a failure replaces every earlier answer).
  *
  * Memory. MuPDF allocates through alloc_cb below, which refuses to let the bytes live in
  * the context go past a cap: 512 MiB, plus 8 bytes per pixel of max_pixels for
  * pdf_render (the page pixmap, its PNG, and the page-sized group pixmaps that
  * transparency needs). MuPDF then empties its store and retries, and past that throws
- * its "malloc of N bytes failed", which fails the record like any other exception, and
- * the next record starts afresh. A worker is bounded whatever the PDF says about itself;
+ * its "malloc of N bytes failed", which fails the page (or the record, outside a page) like
+ * any other exception, and the next page starts afresh. A worker is bounded whatever the PDF says about itself;
  * a hang in MuPDF (a pathological content stream) is the call's `timeout` option's to
  * end. The environment variable ORCH_PDF_HEAP_MAX=BYTES replaces the cap, for tests.
  */
@@ -356,18 +357,25 @@ static fz_buffer *text_page(struct pdf_state *st, fz_page *page)
     return buf;
 }
 
-/* Loads page k, makes its payload with fn and emits it as record i's next child. Returns
- * the host's answer (0 or -ENOMEM); throws MuPDF's exceptions. */
-static int emit_page(struct pdf_state *st, fz_document *doc, int k, page_fn *fn,
-                     struct orch_udf_batch *batch, size_t i)
+/* Loads page k of npages, makes its payload with fn and emits it as record i's next child.
+ * A page that MuPDF cannot load or draw (past max_pixels, out of the heap cap, a broken
+ * content stream) is a failed child with MuPDF's message: its siblings go on (`src` names
+ * the PDF in that message). Returns the host's answer (0 or -ENOMEM); never throws. */
+static int emit_page(struct pdf_state *st, fz_document *doc, int k, int npages, page_fn *fn,
+                     const char *src, struct orch_udf_batch *batch, size_t i)
 {
     fz_context *ctx = st->ctx;
-    fz_page *page = fz_load_page(ctx, doc, k);
+    fz_page *page = NULL;
     fz_buffer *buf = NULL;
     int rc = 0;
+    bool failed = false;
+    fz_var(page);
     fz_var(buf);
+    fz_var(rc);
+    fz_var(failed);
     fz_try(ctx)
     {
+        page = fz_load_page(ctx, doc, k);
         buf = fn(st, page);
         unsigned char *data;
         size_t len = fz_buffer_storage(ctx, buf, &data);
@@ -382,8 +390,12 @@ static int emit_page(struct pdf_state *st, fz_document *doc, int k, page_fn *fn,
     }
     fz_catch(ctx)
     {
-        fz_rethrow(ctx);
+        snprintf(st->msg, sizeof st->msg, "%s: %s: page %d of %d: %s", st->base.name, src,
+                 k + 1, npages, fz_caught_message(ctx));
+        failed = true;
     }
+    if (failed)
+        rc = orch_udf_fail_child(batch, i, st->msg);
     return rc;
 }
 
@@ -425,11 +437,10 @@ static int walk_pdf(struct pdf_state *st, const struct pdf_source *src, page_fn 
     fz_context *ctx = st->ctx;
     fz_stream *stm = NULL;
     pdf_document *doc = NULL;
-    int npages = 0, k = -1, rc = 0;
+    int npages = 0, rc = 0;
     fz_var(stm);
     fz_var(doc);
     fz_var(npages);
-    fz_var(k);
     fz_var(rc);
     warnings_reset(st);
     fz_try(ctx)
@@ -440,9 +451,9 @@ static int walk_pdf(struct pdf_state *st, const struct pdf_source *src, page_fn 
         if (pdf_needs_password(ctx, doc))
             fz_throw(ctx, FZ_ERROR_GENERIC, "the PDF is encrypted: it needs a password");
         npages = pdf_count_pages(ctx, doc);
-        for (k = 0; k < npages && rc == 0; k++)
-            rc = emit_page(st, &doc->super, k, fn, batch, i);
-        k = -1;
+        for (int k = 0; k < npages && rc == 0; k++)
+            rc = emit_page(st, &doc->super, k, npages, fn,
+                           src->path != NULL ? src->path : "PDF bytes", batch, i);
         fz_flush_warnings(ctx);
         if (rc == 0 && pdf_was_repaired(ctx, doc) && (st->nwarn > 0 || npages == 0))
             fz_throw(ctx, FZ_ERROR_GENERIC, "damaged PDF: MuPDF repaired it, then %s%s",
@@ -456,11 +467,8 @@ static int walk_pdf(struct pdf_state *st, const struct pdf_source *src, page_fn 
     }
     fz_catch(ctx)
     {
-        char where[64] = "";
-        if (k >= 0)
-            snprintf(where, sizeof where, "page %d of %d: ", k + 1, npages);
-        snprintf(st->msg, sizeof st->msg, "%s: %s: %s%s", st->base.name,
-                 src->path != NULL ? src->path : "PDF bytes", where, fz_caught_message(ctx));
+        snprintf(st->msg, sizeof st->msg, "%s: %s: %s", st->base.name,
+                 src->path != NULL ? src->path : "PDF bytes", fz_caught_message(ctx));
         rc = 1;
     }
     fz_empty_store(ctx); /* nothing of this document is of use to the next one */

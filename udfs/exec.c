@@ -739,8 +739,9 @@ static int take_values(struct exec_state *st, struct orch_udf_batch *batch, size
     return 0;
 }
 
-/* Decodes one answer and gives it to the host. Returns 0, -ENOMEM, or -EPROTO with *kind
- * set to the offending kind byte (a short body shows in c->bad). */
+/* Decodes one answer and gives it to the host. Returns 0, -ENOMEM, or -EPROTO (-EBADMSG:
+ * a child of an 'E' answer) with *kind set to the offending kind (child tag) byte. A short
+ * body shows in c->bad. */
 static int take_answer(struct exec_state *st, struct orch_udf_batch *batch, size_t i,
                        struct cur *c, uint8_t *kind)
 {
@@ -760,6 +761,36 @@ static int take_answer(struct exec_state *st, struct orch_udf_batch *batch, size
                 return r;
             fit = fit ? fit : r;
             rc = take_values(st, batch, i, c, &fit);
+        }
+        if (rc == 0 && n == 0 && !c->bad)
+            fit = orch_udf_no_children(batch, i);
+        break;
+    }
+    case 'E': { /* children, each made ('v' + values) or failed ('f' + message) */
+        uint32_t n = get_u32(c);
+        for (uint32_t k = 0; k < n && rc == 0 && !c->bad; k++) {
+            uint8_t tag = get_u8(c);
+            int r = 0;
+            if (c->bad)
+                break;
+            if (tag == 'v') {
+                r = fit == 0 ? orch_udf_child(batch, i) : 0;
+                if (r == -ENOMEM)
+                    return r;
+                fit = fit ? fit : r;
+                rc = take_values(st, batch, i, c, &fit);
+            } else if (tag == 'f') {
+                msg = get_str(c, &nomem);
+                if (msg != NULL && fit == 0)
+                    fit = orch_udf_fail_child(batch, i, msg);
+                free(msg);
+                msg = NULL;
+                if (nomem)
+                    return -ENOMEM;
+            } else {
+                *kind = tag;
+                return -EBADMSG;
+            }
         }
         if (rc == 0 && n == 0 && !c->bad)
             fit = orch_udf_no_children(batch, i);
@@ -815,6 +846,10 @@ static int take_answers(struct exec_state *st, struct orch_udf_batch *batch, str
             breakf(st, 0, "protocol error: unknown answer kind 0x%02x for record %zu", kind, i);
             return rc;
         }
+        if (rc == -EBADMSG) {
+            breakf(st, 0, "protocol error: unknown child tag 0x%02x in record %zu", kind, i);
+            return -EPROTO;
+        }
     }
     if (c->bad || c->p != c->end) {
         breakf(st, 0, "protocol error: the ANSW frame is %s",
@@ -822,6 +857,29 @@ static int take_answers(struct exec_state *st, struct orch_udf_batch *batch, str
         return -EPROTO;
     }
     return 0;
+}
+
+/* Reads the program's reply to the batch just sent (ANSW or BERR) and gives its answers to
+ * batch. Returns what run returns. */
+static int take_reply(struct exec_state *st, struct orch_udf_batch *batch)
+{
+    const char *tag;
+    struct cur c;
+    int rc = read_frame(st, "ANSW", "BERR", "in the middle of a batch", &tag, &c);
+    if (rc < 0)
+        return orch_udf_batch_error(batch, rc, "%s", st->why);
+    if (strcmp(tag, "BERR") == 0) {
+        bool nomem = false;
+        char *msg = get_str(&c, &nomem);
+        rc = orch_udf_batch_error(batch, nomem ? -ENOMEM : -EIO, "exec '%s': %s", st->cmd,
+                                  msg != NULL ? msg : "the batch failed");
+        free(msg);
+        return rc;
+    }
+    rc = take_answers(st, batch, &c);
+    if (rc == -EPROTO)
+        return orch_udf_batch_error(batch, rc, "%s", st->why);
+    return rc;
 }
 
 static int exec_run(void *state, struct orch_udf_batch *batch)
@@ -840,22 +898,26 @@ static int exec_run(void *state, struct orch_udf_batch *batch)
         return orch_udf_batch_error(batch, rc, "%s", st->why);
     }
     /* On -EPIPE the program is gone or going: reading tells how. */
-    const char *tag;
-    struct cur c;
-    rc = read_frame(st, "ANSW", "BERR", "in the middle of a batch", &tag, &c);
-    if (rc < 0)
-        return orch_udf_batch_error(batch, rc, "%s", st->why);
-    if (strcmp(tag, "BERR") == 0) {
-        bool nomem = false;
-        char *msg = get_str(&c, &nomem);
-        rc = orch_udf_batch_error(batch, nomem ? -ENOMEM : -EIO, "exec '%s': %s", st->cmd,
-                                  msg != NULL ? msg : "the batch failed");
-        free(msg);
-        return rc;
-    }
-    rc = take_answers(st, batch, &c);
-    if (rc == -EPROTO)
-        return orch_udf_batch_error(batch, rc, "%s", st->why);
+    return take_reply(st, batch);
+}
+
+/* udf_int.h. A state with no program: no descriptors and no process (pid and keeper 0, so
+ * that breakf() kills and reaps nothing), whose whole output is already read (eof). */
+int orch_udf__exec_take_reply(enum orch_udf_op op, size_t nout, const void *data, size_t len,
+                              struct orch_udf_batch *batch)
+{
+    char cmd[] = "decode";
+    struct exec_state st = {
+        .cmd = cmd, .guard = -1, .to = -1, .from = -1, .op = op, .nout = nout, .eof = true};
+    /* A copy of exactly len bytes, so that a sanitizer sees any read past them. */
+    st.r.p = malloc(len > 0 ? len : 1);
+    if (st.r.p == NULL)
+        return orch_udf_batch_error(batch, -ENOMEM, "exec: out of memory");
+    if (len > 0)
+        memcpy(st.r.p, data, len);
+    st.r.len = st.r.cap = len;
+    int rc = take_reply(&st, batch);
+    free(st.r.p);
     return rc;
 }
 

@@ -32,13 +32,14 @@ int orch_udf_load_library(const char *path, const char *symbol, const struct orc
         dlclose(dl);
         return orch_error_set(ORCH_ENOTFOUND, "library %s has no symbol '%s'", path, symbol);
     }
-    if (udf->abi_version != ORCH_UDF_ABI_VERSION) {
+    if (udf->abi_version < ORCH_UDF_ABI_OLDEST || udf->abi_version > ORCH_UDF_ABI_VERSION) {
         unsigned v = udf->abi_version;
         dlclose(dl);
         return orch_error_set(-ENOEXEC,
                               "library %s: '%s' was built for UDF ABI version %u, but this "
-                              "orch speaks version %d (rebuild it against this orch_udf.h)",
-                              path, symbol, v, ORCH_UDF_ABI_VERSION);
+                              "orch speaks versions %d to %d (rebuild it against this "
+                              "orch_udf.h)",
+                              path, symbol, v, ORCH_UDF_ABI_OLDEST, ORCH_UDF_ABI_VERSION);
     }
     if (udf->run == NULL) {
         dlclose(dl);

@@ -52,6 +52,12 @@
  *                    orch_udf_emit() per output port (they fill that child). Zero children
  *                    is said with orch_udf_no_children(batch, i) — it is a success with an
  *                    empty list, not the same thing as a drop.
+ *                    A child that exists but cannot be made (page 7 of 12 will not render)
+ *                    is said with orch_udf_fail_child(batch, i, msg) in its place: the
+ *                    expansion still succeeds with all its children, in order, and only
+ *                    that child's outputs are Failed (a RecordFailure of that child, with
+ *                    msg, in `failures` under the child's key); its siblings go on. The
+ *                    next orch_udf_child() starts the child after it. (ABI version 2.)
  *   filter           orch_udf_keep(batch, i, true | false). False makes the filtered port
  *                    Dropped for that entity.
  *   any op           orch_udf_drop(batch, i): nothing to produce; the outputs are Dropped
@@ -64,7 +70,8 @@
  * replaces it, so a UDF that finds a problem half-way need not undo anything. Anything
  * else that does not fit the rules (an index past the batch, a port past nout, a second
  * value for the same port, an emit before the first child of an expand, an answer of the
- * wrong kind for the op, a second keep or drop, any answer after a failure) returns
+ * wrong kind for the op, a second keep or drop, an emit into a failed child, any answer
+ * after a failure of the record) returns
  * -EINVAL and changes nothing. A record left without an answer, or with an output
  * port left without a value, becomes a RecordFailure made by the host ("udf ocr gave no
  * value for output 2 of 2"). These functions return 0, -EINVAL as said, or -ENOMEM;
@@ -111,9 +118,14 @@
 extern "C" {
 #endif
 
-/* The version of this ABI. Bumped on any incompatible change to the structs below; a host
- * refuses a UDF whose abi_version is not its own. */
-#define ORCH_UDF_ABI_VERSION 1
+/* The version of this ABI. A host accepts a UDF built for its own version or an older one
+ * down to ORCH_UDF_ABI_OLDEST (each version only appends to struct orch_udf_host_ops, so an
+ * older UDF finds every op it knows where it expects it), and refuses a newer one: it may
+ * call ops this host does not have.
+ *   1  the first version.
+ *   2  adds fail_child (orch_udf_fail_child): one failed child of an expansion. */
+#define ORCH_UDF_ABI_VERSION 2
+#define ORCH_UDF_ABI_OLDEST 1
 
 /* Marks a UDF symbol for export from a shared object built with -fvisibility=hidden. */
 #if defined(__GNUC__) || defined(__clang__)
@@ -198,6 +210,7 @@ struct orch_udf_host_ops {
     int (*drop)(void *host, size_t i);
     int (*fail_record)(void *host, size_t i, const char *msg);
     int (*fail_group)(void *host, size_t i, const char *msg);
+    int (*fail_child)(void *host, size_t i, const char *msg); /* since version 2 */
 };
 
 struct orch_udf_batch {
@@ -246,6 +259,13 @@ static inline int orch_udf_child(struct orch_udf_batch *b, size_t i)
 static inline int orch_udf_no_children(struct orch_udf_batch *b, size_t i)
 {
     return b->ops->no_children(b->host, i);
+}
+
+/* expand: record i's next child exists but failed (msg copied; NULL means no message): its
+ * outputs are Failed, its siblings are unaffected. */
+static inline int orch_udf_fail_child(struct orch_udf_batch *b, size_t i, const char *msg)
+{
+    return b->ops->fail_child(b->host, i, msg);
 }
 
 /* filter: record i's predicate is `keep`. */

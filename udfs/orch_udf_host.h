@@ -62,7 +62,8 @@ const struct orch_udf *orch_udf_builtin_at(size_t i);
  * Returns 0, or (with *out and *handle left NULL, nothing left open, and the detail set):
  *   ORCH_ENOTFOUND  the object cannot be opened (missing file, unresolved symbols: the
  *                   detail carries dlerror()'s text) or it has no such symbol;
- *   -ENOEXEC        the symbol's abi_version is not ORCH_UDF_ABI_VERSION, or it has no run;
+ *   -ENOEXEC        the symbol's abi_version is not in ORCH_UDF_ABI_OLDEST ..
+ *                   ORCH_UDF_ABI_VERSION, or it has no run;
  *   -EINVAL         path or symbol is NULL or empty. */
 int orch_udf_load_library(const char *path, const char *symbol, const struct orch_udf **out,
                           void **handle);
@@ -126,8 +127,14 @@ struct orch_udf_answer {
     struct orch_udf_out *values;   /* OK of map/reduce: nout values, by port; else NULL */
     size_t nchildren;              /* OK of expand: the children, in order */
     struct orch_udf_out *children; /* nchildren * nout values: child c, port p is
-                                      children[c * nout + p]; NULL when nchildren == 0 */
+                                      children[c * nout + p]; NULL when nchildren == 0.
+                                      A failed child's values are all unset. */
+    char **child_msg;              /* OK of expand: NULL when no child failed, else
+                                      nchildren entries: the message of failed child c
+                                      (never NULL for one: "" when none was given), NULL
+                                      for a child that succeeded */
     size_t cap_children;           /* private: allocated children */
+    size_t cap_msg;                /* private: allocated child_msg */
     bool closed;                   /* private: no_children() was given */
 };
 

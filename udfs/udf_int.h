@@ -74,6 +74,18 @@ int orch_udf__emit_all(const struct orch_udf__base *b, struct orch_udf_batch *ba
 int orch_udf__pass(const struct orch_udf__base *b, struct orch_udf_batch *batch, size_t i,
                    const struct orch_udf__subject *s);
 
+/* exec()'s decoding of a program's reply to one batch, without a program (for
+ * tests/fuzz/fuzz_exec.c): the len bytes at data are taken as all that the program wrote
+ * after a BTCH of batch->n records (its output then ends), for a call of op `op` with
+ * `nout` outputs, and decoded by the very code that exec's run uses once the batch is
+ * sent: one ANSW frame, whose answers go to batch (bound to a collector), or one BERR.
+ * Bytes after that frame are ignored (run would keep them for the next batch). Returns
+ * what run returns: 0, or a negative error with a message in batch->error: -EPIPE (the
+ * output ends before a whole frame), -EPROTO (anything but the protocol), -EIO (BERR),
+ * -ENOMEM. */
+int orch_udf__exec_take_reply(enum orch_udf_op op, size_t nout, const void *data, size_t len,
+                              struct orch_udf_batch *batch);
+
 /* The built-ins, each defined in one of builtins_*.c. */
 extern const struct orch_udf orch_udf__read_file;
 extern const struct orch_udf orch_udf__split;

@@ -67,10 +67,13 @@ static int export_port(struct orch_job *job, int port, bool all, FILE *out)
         root = x;
     }
     /* The failure of the grain that produced the item: on the entity itself, or on its
-     * parent for the outputs of an aligned expand. */
+     * parent for the outputs of an aligned expand; for an expand's outputs, first a
+     * failure about this very child (a failed child: failure.entity_id). */
     int producer_call = pt->producer >= 0 ? orch_plan_stmt(p, pt->producer)->call : -1;
-    bool on_parent =
-        pt->producer >= 0 && orch_plan_stmt(p, pt->producer)->op == ORCH_OP_EXPAND_ALIGNED;
+    enum orch_op producer_op = pt->producer >= 0 ? orch_plan_stmt(p, pt->producer)->op
+                                                 : ORCH_OP_BROADCAST;
+    bool on_parent = producer_op == ORCH_OP_EXPAND_ALIGNED;
+    bool children = producer_op == ORCH_OP_EXPAND || producer_op == ORCH_OP_EXPAND_ALIGNED;
     struct orch__buf sql = {0};
     orch__buf_printf(
         &sql,
@@ -81,14 +84,18 @@ static int export_port(struct orch_job *job, int port, bool all, FILE *out)
         " SELECT e.id, e.parent_id, e.domain_id, e.key,"
         "  t.path || '.' || printf('%%012d', e.ordinal)"
         "  FROM t JOIN entity AS e ON e.parent_id = t.id WHERE e.domain_id IN (%s))"
-        " SELECT t.key, i.state, i.payload_id,"
+        " SELECT t.key, i.state, i.payload_id, coalesce(%s"
         "  (SELECT f.message FROM grain AS g JOIN failure AS f ON f.grain_id = g.id"
-        "   WHERE g.call_id = %d AND g.entity_id = %s"
-        "   AND (f.kind = ?1 OR f.kind = ?2 OR f.kind = ?3) ORDER BY f.id DESC LIMIT 1)"
+        "   WHERE g.call_id = %d AND g.entity_id = %s AND f.entity_id IS NULL"
+        "   AND (f.kind = ?1 OR f.kind = ?2 OR f.kind = ?3) ORDER BY f.id DESC LIMIT 1))"
         " FROM t JOIN item AS i ON i.entity_id = t.id AND i.port_id = %d"
         " WHERE t.domain_id = %d %s ORDER BY t.path",
-        root, chain.p ? chain.p : "", producer_call, on_parent ? "t.parent_id" : "t.id", port,
-        pt->domain, all ? "" : "AND i.state = ?4");
+        root, chain.p ? chain.p : "",
+        !children ? "NULL,"
+                  : "(SELECT f.message FROM failure AS f JOIN grain AS g ON g.id = f.grain_id"
+                    "   WHERE f.entity_id = t.id AND g.call_id = ?5 ORDER BY f.id DESC LIMIT 1),",
+        producer_call, on_parent ? "t.parent_id" : "t.id", port, pt->domain,
+        all ? "" : "AND i.state = ?4");
     orch__buf_free(&chain);
     if (sql.oom)
         return -ENOMEM;
@@ -108,6 +115,8 @@ static int export_port(struct orch_job *job, int port, bool all, FILE *out)
     if (rc == SQLITE_OK && !all)
         rc = sqlite3_bind_text(st, 4, orch_item_state_name(ORCH_ITEM_PRESENT), -1,
                                SQLITE_STATIC);
+    if (rc == SQLITE_OK && children)
+        rc = sqlite3_bind_int(st, 5, producer_call);
     if (rc != SQLITE_OK) {
         sqlite3_finalize(st);
         return orch_store_error(job->store, rc, "export");

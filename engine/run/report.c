@@ -12,7 +12,7 @@
 int orch_prop_failure_row(orch_prop *p, const struct orch_grain_ref *g,
                           enum orch_failure_kind kind, const char *message)
 {
-    return orch_store_failure_put(p->store, g->grain, g->generation, kind, message);
+    return orch_store_failure_put(p->store, g->grain, g->generation, kind, message, 0);
 }
 
 static int stmt_of(const orch_prop *p, int call)
@@ -89,9 +89,33 @@ static int aligned_sealed_state(orch_prop *p, int stmt, int64_t parent, int *sta
     return 0;
 }
 
-/* An expand answered OK: publish its children, their items, then the expansion. */
-static int expand_ok(orch_prop *p, int stmt, int64_t parent, const struct orch_wire_answer *a)
+/* Resolves the items of s's outputs on child e, ordinal c, of answer a: Present with
+ * their payloads, or Failed with a failure row about the child when a names c among its
+ * failed children (*k: the next of them to meet; they come in increasing order). */
+static int child_items(orch_prop *p, const struct orch_grain_ref *g, const struct orch_stmt *s,
+                       const struct orch_wire_answer *a, uint32_t c, int64_t e, uint32_t *k)
 {
+    int rc = 0;
+    if (*k < a->nfailed && a->failed[*k].child == c) {
+        for (int o = 0; o < s->nout && rc == 0; o++)
+            rc = prop__item_resolve(p, s->out[o], e, ORCH_ITEM_FAILED, 0);
+        if (rc == 0)
+            rc = orch_store_failure_put(p->store, g->grain, g->generation, ORCH_FAILURE_RECORD,
+                                        a->failed[*k].message, e);
+        ++*k;
+        return rc;
+    }
+    for (int o = 0; o < s->nout && rc == 0; o++)
+        rc = prop__item_resolve(p, s->out[o], e, ORCH_ITEM_PRESENT,
+                                a->payload[(size_t)c * a->nout + (size_t)o]);
+    return rc;
+}
+
+/* An expand answered OK: publish its children, their items, then the expansion. */
+static int expand_ok(orch_prop *p, const struct orch_grain_ref *g, int stmt,
+                     const struct orch_wire_answer *a)
+{
+    int64_t parent = g->entity;
     const struct orch_stmt *s = orch_plan_stmt(p->plan, stmt);
     const struct dom_topo *t = &p->dom[s->target];
     int rc = 0;
@@ -110,13 +134,12 @@ static int expand_ok(orch_prop *p, int stmt, int64_t parent, const struct orch_w
         aligned[naligned][0] = dep;
         aligned[naligned++][1] = st;
     }
+    uint32_t failed = 0;
     for (uint32_t c = 0; c < a->nchild && rc == 0; c++) {
         int64_t e;
         if ((rc = prop__entity_publish(p, s->target, parent, c, NULL, &e)) < 0)
             break;
-        for (int o = 0; o < s->nout && rc == 0; o++)
-            rc = prop__item_resolve(p, s->out[o], e, ORCH_ITEM_PRESENT,
-                                    a->payload[(size_t)c * a->nout + (size_t)o]);
+        rc = child_items(p, g, s, a, c, e, &failed);
         for (int k = 0; k < naligned && rc == 0; k++) {
             const struct orch_stmt *as = orch_plan_stmt(p->plan, aligned[k][0]);
             for (int o = 0; o < as->nout && rc == 0; o++)
@@ -133,19 +156,19 @@ static int expand_ok(orch_prop *p, int stmt, int64_t parent, const struct orch_w
 
 /* An aligned expand answered OK with as many children as the plain expansion (checked
  * before sealing): fill their items by ordinal. */
-static int aligned_ok(orch_prop *p, int stmt, int64_t parent, const struct orch_wire_answer *a)
+static int aligned_ok(orch_prop *p, const struct orch_grain_ref *g, int stmt,
+                      const struct orch_wire_answer *a)
 {
     const struct orch_stmt *s = orch_plan_stmt(p->plan, stmt);
     int64_t *kids;
     size_t n;
-    int rc = orch_store_children(p->store, parent, s->target, &kids, &n);
+    int rc = orch_store_children(p->store, g->entity, s->target, &kids, &n);
     if (rc < 0)
         return rc;
     assert(n == a->nchild);
+    uint32_t failed = 0;
     for (size_t c = 0; c < n && rc == 0; c++)
-        for (int o = 0; o < s->nout && rc == 0; o++)
-            rc = prop__item_resolve(p, s->out[o], kids[c], ORCH_ITEM_PRESENT,
-                                    a->payload[c * a->nout + (size_t)o]);
+        rc = child_items(p, g, s, a, (uint32_t)c, kids[c], &failed);
     free(kids);
     return rc;
 }
@@ -159,9 +182,9 @@ static int publish_ok(orch_prop *p, const struct orch_grain_ref *g, const struct
     case ORCH_OP_FILTER:
         return prop__item_resolve(p, s->out[0], g->entity, ORCH_ITEM_PRESENT, first_input);
     case ORCH_OP_EXPAND:
-        return expand_ok(p, stmt, g->entity, a);
+        return expand_ok(p, g, stmt, a);
     case ORCH_OP_EXPAND_ALIGNED:
-        return aligned_ok(p, stmt, g->entity, a);
+        return aligned_ok(p, g, stmt, a);
     case ORCH_OP_MAP:
     case ORCH_OP_REDUCE:
         for (int o = 0; o < s->nout && rc == 0; o++)

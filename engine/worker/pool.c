@@ -541,6 +541,8 @@ static int check_report(orch_worker *w, const struct orch_wire_report *r)
             bad = "has the wrong number of outputs";
         else if (a->outcome == ORCH_WIRE_OK && !expand && a->nchild != 1)
             bad = "has children, but the call is not an expand";
+        else if (a->nfailed > 0 && !expand)
+            bad = "has failed children, but the call is not an expand";
         if (bad) {
             protocol_error(w, "answer %" PRIu32 " of batch %" PRIu64 " (grain %" PRIu64 ") %s",
                            i, r->batch, a->grain, bad);

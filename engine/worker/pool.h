@@ -107,10 +107,18 @@ enum orch_wire_outcome { ORCH_WIRE_OUTCOMES(ORCH_WIRE_ENUM) ORCH_WIRE__COUNT };
 #undef ORCH_WIRE_ENUM
 const char *orch_wire_outcome_name(enum orch_wire_outcome o);
 
+/* A child of an expansion that exists but failed (orch_udf_fail_child): its outputs are
+ * Failed with `message`. */
+struct orch_wire_failed_child {
+    uint32_t child;      /* ordinal, < nchild */
+    const char *message; /* NUL-terminated; "" when none */
+};
+
 /* The answer for one record. For ORCH_WIRE_OK: map and reduce have nchild = 1 and nout
  * payload ids; expand and expand aligned have nchild children, each with nout ids, child
- * by child (payload[c * nout + p]); nchild may be 0. Filters answer KEEP_TRUE/KEEP_FALSE
- * with no ids. Failures carry a message. */
+ * by child (payload[c * nout + p]); nchild may be 0. The ids of a failed child (listed in
+ * `failed`, by increasing ordinal) are 0; every other id is not. Filters answer
+ * KEEP_TRUE/KEEP_FALSE with no ids. Failures carry a message. */
 struct orch_wire_answer {
     uint64_t grain;
     uint32_t generation;
@@ -119,6 +127,8 @@ struct orch_wire_answer {
     uint32_t nchild;
     uint32_t nout;
     const uint64_t *payload; /* nchild * nout ids (or nout for map/reduce) */
+    uint32_t nfailed;        /* failed children (expand only); 0 otherwise */
+    const struct orch_wire_failed_child *failed;
 };
 
 /* How a batch ended, as a whole: the status of its report. The values are those of the

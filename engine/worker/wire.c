@@ -227,6 +227,15 @@ int orch_wire_put_report(struct orch_wire_buf *b, const struct orch_wire_report 
         }
         for (uint64_t k = 0; k < nid && e.rc == 0; k++)
             enc_u64(&e, a->payload[k]);
+        enc_u32(&e, a->nfailed);
+        if (a->nfailed > 0 && a->failed == NULL) {
+            e.rc = -EINVAL;
+            break;
+        }
+        for (uint32_t k = 0; k < a->nfailed && e.rc == 0; k++) {
+            enc_u32(&e, a->failed[k].child);
+            enc_str(&e, a->failed[k].message ? a->failed[k].message : "");
+        }
     }
     return enc_end(&e);
 }
@@ -438,7 +447,7 @@ int orch_wire_get_initfail(const struct orch_wire_frame *f, struct orch__arena *
 /* Smallest encodings, for dec_fits: a record with no inputs, a value, an answer. */
 #define WIRE_RECORD_MIN 20u
 #define WIRE_VALUE_SIZE 9u
-#define WIRE_ANSWER_MIN 25u
+#define WIRE_ANSWER_MIN 29u
 
 static void get_record(struct dec *d, struct orch__arena *a, struct orch_wire_record *r)
 {
@@ -507,12 +516,32 @@ static void get_answer(struct dec *d, struct orch__arena *a, struct orch_wire_an
     if (!dec_fits(d, n, 8, "nchild * nout"))
         return;
     uint64_t *ids = dec_alloc(d, a, sizeof(uint64_t) * (size_t)n);
-    for (uint64_t k = 0; k < n && d->rc == 0; k++) {
+    for (uint64_t k = 0; k < n && d->rc == 0; k++)
         ids[k] = dec_u64(d, "payload");
-        if (d->rc == 0 && ids[k] == 0)
-            dec_fail(d, "payload id 0");
-    }
     r->payload = ids;
+    r->nfailed = dec_u32(d, "nfailed");
+    if (d->rc == 0 && r->nfailed > r->nchild)
+        dec_fail(d, "more failed children than children");
+    if (!dec_fits(d, r->nfailed, 8, "nfailed"))
+        return;
+    struct orch_wire_failed_child *fc = dec_alloc(d, a, sizeof *fc * r->nfailed);
+    for (uint32_t k = 0; k < r->nfailed && d->rc == 0; k++) {
+        fc[k].child = dec_u32(d, "failed child");
+        fc[k].message = dec_str(d, a, "failed child message");
+        if (d->rc == 0 &&
+            (fc[k].child >= r->nchild || (k > 0 && fc[k].child <= fc[k - 1].child)))
+            dec_fail(d, "failed children out of order or past nchild");
+    }
+    r->failed = fc;
+    /* Ids are 0 exactly on the failed children. Not a loop over nchild when nout is 0:
+     * there are no ids then, and nothing bounds nchild (fuzz_wire found 2^32 turns). */
+    for (uint32_t c = 0, k = 0; r->nout > 0 && c < r->nchild && d->rc == 0; c++) {
+        bool failed = k < r->nfailed && fc[k].child == c;
+        k += failed;
+        for (uint32_t p = 0; p < r->nout && d->rc == 0; p++)
+            if ((ids[(uint64_t)c * r->nout + p] == 0) != failed)
+                dec_fail(d, failed ? "a failed child carries a payload id" : "payload id 0");
+    }
 }
 
 int orch_wire_get_report(const struct orch_wire_frame *f, struct orch__arena *a,

@@ -25,10 +25,12 @@
  *   REPORT   ← u64 batch | u8 status | str message | u32 nrec | nrec × answer
  *              answer := u64 grain | u32 generation | u8 outcome | str message
  *                        | u32 nchild | u32 nout | nchild*nout × u64 payload
+ *                        | u32 nfailed | nfailed × (u32 child | str message)
  *              (status 1: run() failed, an attempt failure of the batch; status 2: the
  *              outputs could not be stored (payload store full or broken), not the
  *              batch's fault: the driver stops the job; for both, nrec == 0; an answer
- *              other than OK has nchild == nout == 0)
+ *              other than OK has nchild == nout == nfailed == 0; failed children come in
+ *              increasing order, each < nchild, their payload ids are 0 and no other is)
  *
  * Decoding is strict: a wrong type, a body shorter or longer than its fields say, a count
  * that cannot fit in the bytes left, an enum out of range, a NUL inside a string, an id 0
@@ -52,7 +54,7 @@
 #include "pool.h"
 #include "support.h"
 
-#define ORCH_WIRE_VERSION 1
+#define ORCH_WIRE_VERSION 2 /* 2: failed children in answers */
 #define ORCH_WIRE_HEADER 5u                    /* u32 length + u8 type */
 #define ORCH_WIRE_MAX_BODY ((size_t)256 << 20) /* 256 MiB */
 

@@ -280,6 +280,7 @@ struct batch_mem {
     struct orch_iov *iov;
     uint64_t *ids;
     struct orch_wire_answer *answers;
+    struct orch_wire_failed_child *failed;
 };
 
 static void batch_mem_free(struct batch_mem *m)
@@ -290,6 +291,7 @@ static void batch_mem_free(struct batch_mem *m)
     free(m->iov);
     free(m->ids);
     free(m->answers);
+    free(m->failed);
 }
 
 /* Builds the UDF's records in m, their values pointing into r (zero-copy). Returns 0, or
@@ -367,29 +369,35 @@ static int store_outputs(struct worker *w, const struct orch_wire_batch *b, stru
                          struct orch_wire_report *rep, char *msg, size_t msgsz)
 {
     const struct orch_udf_answers *ans = &w->ans;
-    size_t total = 0;
+    size_t total = 0, nfailed = 0;
     for (uint32_t i = 0; i < b->nrec; i++) {
         const struct orch_udf_out *vals;
         size_t n;
         answer_values(w, &ans->rec[i], &vals, &n);
         total += n;
+        for (size_t c = 0; ans->rec[i].child_msg && c < ans->rec[i].nchildren; c++)
+            nfailed += ans->rec[i].child_msg[c] != NULL;
     }
     m->iov = calloc(total + 1, sizeof *m->iov);
     m->ids = calloc(total + 1, sizeof *m->ids);
     m->answers = calloc(b->nrec ? b->nrec : 1, sizeof *m->answers);
-    if (!m->iov || !m->ids || !m->answers) {
+    m->failed = calloc(nfailed + 1, sizeof *m->failed);
+    if (!m->iov || !m->ids || !m->answers || !m->failed) {
         snprintf(msg, msgsz, "out of memory for the outputs of batch %" PRIu64, b->id);
         return -1;
     }
+    /* Only set values are stored: a failed child's are not (answers.c leaves them unset). */
     size_t k = 0;
     for (uint32_t i = 0; i < b->nrec; i++) {
         const struct orch_udf_out *vals;
         size_t n;
         answer_values(w, &ans->rec[i], &vals, &n);
         for (size_t j = 0; j < n; j++)
-            m->iov[k++] = (struct orch_iov){vals[j].data, vals[j].len};
+            if (vals[j].set)
+                m->iov[k++] = (struct orch_iov){vals[j].data, vals[j].len};
     }
-    int rc = orch_payload_put_many(w->store, m->iov, total, m->ids);
+    size_t nset = k;
+    int rc = orch_payload_put_many(w->store, m->iov, nset, m->ids);
     if (rc < 0) {
         snprintf(msg, msgsz, "storing %zu outputs: %s", total,
                  *orch_error_detail() ? orch_error_detail() : orch_strerror(rc));
@@ -397,7 +405,20 @@ static int store_outputs(struct worker *w, const struct orch_wire_batch *b, stru
         rep->status = ORCH_WIRE_STATUS_STORAGE;
         return -1;
     }
+    /* Spread the nset ids over all total slots, 0 where a value was not set; from the
+     * end, so that in place no id is overwritten before it moves (its slot >= its index). */
+    {
+        size_t j = nset, t = total;
+        for (uint32_t i = b->nrec; i-- > 0;) {
+            const struct orch_udf_out *vals;
+            size_t n;
+            answer_values(w, &ans->rec[i], &vals, &n);
+            for (size_t v = n; v-- > 0;)
+                m->ids[--t] = vals[v].set ? m->ids[--j] : 0;
+        }
+    }
     k = 0;
+    size_t f = 0;
     for (uint32_t i = 0; i < b->nrec; i++) {
         const struct orch_udf_answer *a = &ans->rec[i];
         struct orch_wire_answer *o = &m->answers[i];
@@ -410,6 +431,12 @@ static int store_outputs(struct worker *w, const struct orch_wire_batch *b, stru
             o->nchild = is_expand(w->cfg.op) ? (uint32_t)a->nchildren : 1;
             o->payload = m->ids + k;
             k += (size_t)o->nchild * o->nout;
+            o->failed = m->failed + f;
+            for (size_t c = 0; a->child_msg && c < a->nchildren; c++)
+                if (a->child_msg[c] != NULL)
+                    m->failed[f++] = (struct orch_wire_failed_child){(uint32_t)c,
+                                                                      a->child_msg[c]};
+            o->nfailed = (uint32_t)(m->failed + f - o->failed);
         }
     }
     rep->nrec = b->nrec;

@@ -5,10 +5,12 @@
 #              gives (1275x1650, 1275x1650, 625x834 at 150 dpi), with a pHYs of 150 dpi;
 #              format=gray gives PGMs (612x792 ... at 72 dpi); pdf_text, aligned, gives each
 #              page's text layer exactly, pages in order; the same from PDF bytes.
-#   bad        not a PDF, truncated, encrypted, a page past max_pixels, a file that
-#              vanished: each a RecordFailure of the PDF in the job's `failures` view with
-#              its message, its pages never made, downstream sealed; the good PDF beside
-#              them is untouched.
+#   bad        not a PDF, truncated, encrypted, a file that vanished: each a RecordFailure
+#              of the PDF in the job's `failures` view with its message, its pages never
+#              made, downstream sealed; the good PDF beside them is untouched.
+#   one page   a page past max_pixels fails alone: a failure row under the page's own
+#              key, its item Failed with the message in export, its sibling rendered, the
+#              text layer of both pages made, the PDF's page count Suppressed.
 source "$(dirname "$0")/lib.sh"
 
 MKPDF=${1:?usage: pdf.sh MKPDF}
@@ -46,7 +48,7 @@ expect_eq "good: page keys in order" "$P/good.pdf/0
 $P/good.pdf/1
 $P/good.pdf/2" "$("$ORCH" export "$J" page.image | python3 -c '
 import json, sys
-for l in sys.stdin: print(json.loads(l)["key"])')"
+for l in sys.stdin: print(json.loads(l)["key"])' | grep /good.pdf/)"
 
 # images KIND PORT: "KEY WxH" per page, after checking that each value is a well-formed
 # 8-bit grayscale PNG (IHDR, IDAT inflating to h rows of 1+w bytes, 150 dpi pHYs) or PGM.
@@ -78,10 +80,12 @@ for l in sys.stdin:
 }
 expect_eq "good: PNG pages at 150 dpi" "good.pdf/0 1275x1650
 good.pdf/1 1275x1650
-good.pdf/2 625x834" "$(images png page.image)"
+good.pdf/2 625x834
+huge.pdf/0 1275x1650" "$(images png page.image)"
 expect_eq "good: PGM pages at 72 dpi" "good.pdf/0 612x792
 good.pdf/1 612x792
-good.pdf/2 300x400" "$(images gray page.gray)"
+good.pdf/2 300x400
+huge.pdf/0 612x792" "$(images gray page.gray)"
 
 # The text layer of good.pdf, exactly: MuPDF ends each line with \n and each block with
 # one more.
@@ -106,8 +110,6 @@ msg() {
 expect_eq "not a PDF" "record: pdf_render: $P/notpdf.pdf: no objects found" "$(msg render notpdf.pdf)"
 expect_eq "encrypted" "record: pdf_render: $P/encrypted.pdf: the PDF is encrypted: it needs a password" \
   "$(msg render encrypted.pdf)"
-expect_eq "page too large" "record: pdf_render: $P/huge.pdf: page 2 of 2: the page is 30000x30000 pixels at 150 dpi, more than max_pixels=50000000" \
-  "$(msg render huge.pdf)"
 m=$(msg render vanished.pdf)
 expect_eq "vanished" "record: pdf_render: $P/vanished.pdf: cannot open $P/vanished.pdf: No such file or directory" "$m"
 m=$(msg render truncated.pdf)
@@ -115,7 +117,7 @@ case $m in
   "record: pdf_render: $P/truncated.pdf: damaged PDF: MuPDF repaired it, then warned: "?*) ;;
   *) fail "truncated: $m" ;;
 esac
-for f in notpdf truncated encrypted huge vanished; do
+for f in notpdf truncated encrypted vanished; do
   expect_eq "$f: no page made" "" "$(q "$J" "SELECT key FROM entity_key WHERE key LIKE '$P/$f.pdf/%'")"
   expect_eq "$f: one failure row" 1 "$(q "$J" "SELECT count(*) FROM failures WHERE key = '$P/$f.pdf'")"
   expect_eq "$f: the page count is suppressed" "$P/$f.pdf|suppressed|" \
@@ -125,6 +127,35 @@ for l in sys.stdin:
     o = json.loads(l)
     if o["key"] == sys.argv[1]: print("%s|%s|%s" % (o["key"], o["state"], o.get("value", "")))' "$P/$f.pdf")"
 done
+
+# ---- one page too large: it fails alone --------------------------------------------------
+big="the page is 30000x30000 pixels at 150 dpi, more than max_pixels=50000000"
+expect_eq "huge: the big page fails alone, under its own key" \
+  "render|$P/huge.pdf/1|record|pdf_render: $P/huge.pdf: page 2 of 2: $big
+gray|$P/huge.pdf/1|record|pdf_render: $P/huge.pdf: page 2 of 2: the page is 14400x14400 pixels at 72 dpi, more than max_pixels=50000000" \
+  "$(q "$J" "SELECT call, key, kind, message FROM failures WHERE key LIKE '$P/huge.pdf%' ORDER BY call DESC")"
+# port KEY: "state|error" of every port's item on page KEY, from export --all.
+page_states() {
+  for port in page.image page.gray page.text; do
+    "$ORCH" export "$J" $port --all | python3 -c '
+import json, sys
+for l in sys.stdin:
+    o = json.loads(l)
+    if o["key"] == sys.argv[1]: print(sys.argv[2], o["state"], o.get("error", ""), sep="|")' "$1" $port
+  done
+}
+expect_eq "huge: page 1 made by all three" "page.image|present|
+page.gray|present|
+page.text|present|" "$(page_states "$P/huge.pdf/0")"
+expect_eq "huge: page 2 failed where it was drawn, its text made" "page.image|failed|pdf_render: $P/huge.pdf: page 2 of 2: $big
+page.gray|failed|pdf_render: $P/huge.pdf: page 2 of 2: the page is 14400x14400 pixels at 72 dpi, more than max_pixels=50000000
+page.text|present|" "$(page_states "$P/huge.pdf/1")"
+expect_eq "huge: the expansion succeeded; no failure of the PDF itself" "succeeded|2|0" \
+  "$(q "$J" "SELECT x.state, x.nchildren, (SELECT count(*) FROM failures WHERE key = '$P/huge.pdf')
+             FROM expansion AS x JOIN entity_key AS k ON k.entity_id = x.parent_id
+             WHERE k.key = '$P/huge.pdf' AND x.call_id = (SELECT id FROM call WHERE name = 'render')")"
+expect_eq "huge: the page count is suppressed (a page failed)" "$P/huge.pdf|suppressed|" \
+  "$(states "$J" pdf.pages | grep huge.pdf)"
 
 # ---- pdf_text alone, from paths and from bytes -------------------------------------------
 cat > "$T/text.orch" <<'EOF'

@@ -38,7 +38,9 @@ op                         answer
 map, reduce                ``bytes`` or ``str`` (UTF-8) when the statement has one output;
                            a tuple of one value per output port otherwise
 expand, expand aligned     a list of children; a child is a value (one output) or a tuple
-                           of one value per output port. ``[]`` is zero children.
+                           of one value per output port. ``[]`` is zero children. A child
+                           may be ``orch_udf.RecordFailure("msg")``: that child exists but
+                           failed (its outputs are Failed); its siblings go on.
 filter                     ``True`` or ``False``
 any                        ``orch_udf.Drop``: nothing to produce (outputs Dropped)
 any                        ``orch_udf.RecordFailure("msg")``: this record is bad
@@ -253,8 +255,12 @@ def _encode_answer(a, op, nout):
         except TypeError:
             raise _BadAnswer("an expand answers a list of children, not %s"
                              % type(a).__name__) from None
-        return (b"C" + struct.pack("<I", len(children))
-                + b"".join(_values(c, nout) for c in children))
+        if not any(isinstance(c, RecordFailure) for c in children):
+            return (b"C" + struct.pack("<I", len(children))
+                    + b"".join(_values(c, nout) for c in children))
+        return (b"E" + struct.pack("<I", len(children))
+                + b"".join(b"f" + _str(c.message) if isinstance(c, RecordFailure)
+                           else b"v" + _values(c, nout) for c in children))
     if a is None:
         raise _BadAnswer("run gave None (use orch_udf.Drop to drop a record)")
     return b"V" + _values(a, nout)
