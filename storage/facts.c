@@ -317,7 +317,12 @@ int orch_store_item_put(orch_store *s, int port, int64_t e, enum orch_item_state
     if (rc == 0 && state == ORCH_ITEM_PRESENT &&
         (rc = sqlite3_bind_int64(st, 4, (int64_t)payload)) != SQLITE_OK)
         rc = orch_store_error(s, rc, "bind");
-    return rc < 0 ? rc : run(s, st, NULL);
+    if (rc < 0 || (rc = run(s, st, NULL)) < 0)
+        return rc;
+    /* The commit raises job.payload_mark to it (orch_store__payload_mark_raise). */
+    if (state == ORCH_ITEM_PRESENT && payload > s->payload_named)
+        s->payload_named = payload;
+    return 0;
 }
 
 int orch_store_item_take_back(orch_store *s, int port, int64_t e, bool *taken)
@@ -807,4 +812,84 @@ int orch_store_attempt_floor_set(orch_store *s, int64_t floor)
     sqlite3_stmt *st;
     int rc = stmt(s, F_ATTEMPT_FLOOR_SET, &st, "l", floor);
     return rc < 0 ? rc : run(s, st, NULL);
+}
+
+/* Twice per run: prepared through the store's cache by text, not a slot of the hot path. */
+static int job_stop_write(orch_store *s, const char *kind, const char *message, int64_t at)
+{
+    assert(orch_store_in_txn(s) && "facts are written inside a transaction");
+    sqlite3_stmt *st;
+    int rc = orch_store_prepare(s,
+                                "UPDATE job SET stop_kind = ?1, stop_message = ?2, stop_at = ?3"
+                                " WHERE id = 1",
+                                &st);
+    if (rc < 0)
+        return rc;
+    rc = kind ? sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC) : SQLITE_OK;
+    if (rc == SQLITE_OK && message)
+        rc = sqlite3_bind_text(st, 2, message, -1, SQLITE_TRANSIENT);
+    if (rc == SQLITE_OK && kind)
+        rc = sqlite3_bind_int64(st, 3, at);
+    if (rc != SQLITE_OK) {
+        sqlite3_clear_bindings(st);
+        return orch_store_error(s, rc, "bind");
+    }
+    rc = orch_store_step(s, st);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    if (rc < 0)
+        return rc;
+    if (sqlite3_changes(s->db) == 0)
+        return orch_error_set(ORCH_ENOTFOUND, "%s: no job row", s->path);
+    return 0;
+}
+
+int orch_store_job_stop_put(orch_store *s, enum orch_job_stop kind, const char *message)
+{
+    const char *name = orch_job_stop_name(kind);
+    assert(name != NULL);
+    return job_stop_write(s, name, message, now_ms());
+}
+
+int orch_store_job_stop_clear(orch_store *s)
+{
+    return job_stop_write(s, NULL, NULL, 0);
+}
+
+/* ---- the payload id high-water mark (job.payload_mark: migrations/0007_payload_mark.sql) - */
+
+int orch_store__payload_mark_raise(orch_store *s)
+{
+    assert(orch_store_in_txn(s));
+    if (s->payload_named <= s->payload_mark)
+        return 0;
+    /* Once per commit, through the cache by text: no slot of the per-grain path. The guard
+     * keeps the mark from going down when this process's idea of it is behind the row's
+     * (a store opened without reading it: payload_mark starts at 0). */
+    sqlite3_stmt *st;
+    int rc = orch_store_prepare(s,
+                                "UPDATE job SET payload_mark = ?1 WHERE id = 1 AND "
+                                "payload_mark < ?1",
+                                &st);
+    if (rc < 0)
+        return rc;
+    if ((rc = sqlite3_bind_int64(st, 1, (int64_t)s->payload_named)) != SQLITE_OK)
+        return orch_store_error(s, rc, "bind");
+    return run(s, st, NULL);
+}
+
+int orch_store_payload_mark(orch_store *s, uint64_t *mark)
+{
+    sqlite3_stmt *st;
+    int rc = orch_store_prepare(s, "SELECT payload_mark FROM job WHERE id = 1", &st);
+    if (rc < 0 || (rc = one(s, st)) < 0)
+        return rc;
+    if (rc == 0)
+        return orch_error_set(ORCH_ENOTFOUND, "%s: no job row", s->path);
+    int64_t v = sqlite3_column_int64(st, 0);
+    sqlite3_reset(st);
+    if (v < 0)
+        return orch_error_set(ORCH_ECORRUPT, "%s: job.payload_mark is negative", s->path);
+    *mark = (uint64_t)v;
+    return 0;
 }

@@ -245,4 +245,24 @@ void orch_store_cursor_close(struct orch_store_cursor *c);
  * would: writes past it fail with -ENOSPC. */
 int orch_store_set_max_pages(orch_store *s, int64_t pages);
 
+/* ---- how the last driver stopped (job.stop_*: migrations/0006_job_stop.sql) ------------- */
+
+/* Records that the driver stops short: `kind`, with its message (NULL for none) and the
+ * time now. Inside a transaction, as every write here. */
+int orch_store_job_stop_put(orch_store *s, enum orch_job_stop kind, const char *message);
+
+/* Clears the record: a driver runs the job now (and, once it finished, nothing stopped
+ * it). */
+int orch_store_job_stop_clear(orch_store *s);
+
+/* ---- the payload id high-water mark (job.payload_mark: migrations/0007_payload_mark.sql) - */
+
+/* *mark = the largest payload id that a committed item names (0: none). A payload store
+ * whose next id is not above it lacks bytes that the job's items name (an older copy, or
+ * writes lost in a machine crash): the job refuses it (engine/run/jobdir.c). The mark is
+ * kept by the store itself: orch_store_item_put() notes each Present item's id, and the
+ * transaction's commit raises job.payload_mark to the largest (one UPDATE per commit that
+ * names a larger id, none otherwise), so it is exact for every committed state. */
+int orch_store_payload_mark(orch_store *s, uint64_t *mark);
+
 #endif

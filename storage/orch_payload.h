@@ -30,11 +30,20 @@
  * so a write that needs to grow while this process has a reader open fails with -EBUSY:
  * end readers before writing.
  *
+ * Limits. One payload is at most ORCH_PAYLOAD_MAX_VALUE bytes (4 GiB - 1: LMDB stores a
+ * value's length in 32 bits and refuses a longer one, MDB_BAD_VALSIZE); put_many refuses a
+ * longer value before it writes anything (-EFBIG), so that a caller can tell a value too
+ * large for the store (the value's fault) from a store that failed (the store's).
+ *
  * Errors. Functions return 0 or a negative code (orch_error.h) and record a detail that
  * starts with the directory, e.g. "JOB/payloads: ...". LMDB's codes are translated here:
  *   MDB_MAP_FULL that cannot grow -> -ENOSPC    MDB_NOTFOUND -> ORCH_ENOTFOUND
  *   MDB_CORRUPTED, MDB_INVALID, MDB_PAGE_NOTFOUND, MDB_INCOMPATIBLE -> ORCH_ECORRUPT
  *   MDB_READERS_FULL -> -EUSERS      MDB_TXN_FULL -> -E2BIG     MDB_MAP_RESIZED -> -EBUSY
+ *   MDB_BAD_VALSIZE -> -EFBIG (a value over the limit)
+ *   a write that fails on a full file system -> -ENOSPC, with the bytes free and needed:
+ *     LMDB reports a short write (what a full disk gives) as EIO, which is then told from a
+ *     real I/O error by the space left on the store's file system
  *   system errors -> -errno          others (MDB_VERSION_MISMATCH, MDB_PANIC ...) -> ORCH_EDB
  */
 #ifndef ORCH_PAYLOAD_H
@@ -54,6 +63,8 @@
  * after (measured: 1022 slots 0.23 ms, 65536 slots 2.0 ms, begin+abort 0.06-0.11 us
  * either way). */
 #define ORCH_PAYLOAD_DEFAULT_MAX_READERS 65536u
+/* The largest payload LMDB can store: a value's length is 32 bits (MAXDATASIZE in mdb.c). */
+#define ORCH_PAYLOAD_MAX_VALUE ((size_t)0xffffffffu)
 
 /* Options of orch_payload_open(); a zeroed struct (or NULL) means the defaults. */
 struct orch_payload_opts {
@@ -74,6 +85,19 @@ struct orch_payload_opts {
                              data file is -ENOENT, and nothing is created (every open of an
                              existing job: a lost payloads/ must not come back empty, and a
                              read-only command never makes one). */
+    bool readonly;        /* true: MDB_RDONLY (implies no_create). Reads only: every write
+                             fails (-EACCES). Its readers still take slots in lock.mdb, so
+                             that a writer of another process never reuses pages they read. */
+    bool lockless_ok;     /* with readonly: when lock.mdb cannot be opened for writing (a
+                             store of another user, a read-only copy), open without LMDB's
+                             lock table (MDB_NOLOCK) instead of failing. Then this handle's
+                             readers are invisible to writers, and a writer could reuse the
+                             pages they read: set it only when the caller has made sure that
+                             no process writes the store while the handle is open (the job
+                             holds its driver lock shared: engine/run/jobdir.c). */
+    size_t max_value;     /* the largest value put_many accepts; 0 or more than
+                             ORCH_PAYLOAD_MAX_VALUE: ORCH_PAYLOAD_MAX_VALUE (lower only to
+                             test the refusal without 4 GiB values) */
 };
 
 /* A handle on the environment.
@@ -99,13 +123,15 @@ struct orch_iov {
     size_t len;
 };
 
-/* Opens (creating if needed, unless opts->no_create) the environment in directory dir. The
- * directory itself is created if missing (its parent must exist). Clears the reader slots of dead processes
- * (mdb_reader_check). Needs no reader slot: with every slot taken, it still opens (its
- * reads will then fail with -EUSERS until slots are free). opts may be NULL.
- * Returns 0 and sets *out, or -errno (-ENOENT: the parent of dir is missing), -EINVAL
- * (map_size > max_map_size), ORCH_ECORRUPT (not an LMDB environment, or a truncated
- * data file), -ENOMEM, or a translated error. On failure *out is NULL. */
+/* Opens (creating if needed, unless opts->no_create or opts->readonly) the environment in
+ * directory dir. The directory itself is created if missing (its parent must exist).
+ * Clears the reader slots of dead processes (mdb_reader_check). Needs no reader slot: with
+ * every slot taken, it still opens (its reads will then fail with -EUSERS until slots are
+ * free). opts may be NULL.
+ * Returns 0 and sets *out, or -errno (-ENOENT: the parent of dir is missing, or with
+ * no_create the store; -EACCES: readonly, lock.mdb not writable and not lockless_ok),
+ * -EINVAL (map_size > max_map_size), ORCH_ECORRUPT (not an LMDB environment, or a
+ * truncated data file), -ENOMEM, or a translated error. On failure *out is NULL. */
 int orch_payload_open(const char *dir, const struct orch_payload_opts *opts,
                       orch_payload **out);
 
@@ -115,11 +141,17 @@ void orch_payload_close(orch_payload *p);
 
 /* Stores n values in ONE write transaction and writes their ids to ids_out[0..n-1], in
  * order. The values are copied; the caller keeps ownership. n == 0 does nothing.
- * Returns 0, or: -ENOSPC (the map is full and may not grow), -EBUSY (it must grow but
- * this process holds a read transaction), a translated error. On failure nothing was
- * stored and ids_out is unspecified. */
+ * Returns 0, or: -EFBIG (a value is longer than orch_payload_max_value(): checked before
+ * anything is written), -ENOSPC (the map is full and may not grow, or the file system is
+ * full), -EBUSY (it must grow but this process holds a read transaction), a translated
+ * error. On failure nothing was stored and ids_out is unspecified. */
 int orch_payload_put_many(orch_payload *p, const struct orch_iov *vals, size_t n,
                           uint64_t *ids_out);
+
+/* The largest value put_many accepts on this handle (opts.max_value, at most
+ * ORCH_PAYLOAD_MAX_VALUE). A caller that stores values of its users checks them against it
+ * first: a value over it is the value's fault, not the store's. */
+size_t orch_payload_max_value(const orch_payload *p);
 
 /* orch_payload_put_many() of one value. */
 int orch_payload_put(orch_payload *p, const void *data, size_t len, uint64_t *id_out);
@@ -200,8 +232,10 @@ int orch_payload_identity_set(orch_payload *p, const char *id);
 /* The options every process of a job opens its payload store with: no sync per commit
  * (the driver syncs once per turn: group commit), the default reader table, and, for fault
  * tests, from the environment: a ceiling on the map (ORCH_PAYLOAD_MAX_MAP, bytes): a store
- * that cannot grow past it, as on a full disk; and the reader table of a store that no
- * process has open (ORCH_PAYLOAD_MAX_READERS, >= 1): a table that fills up. */
+ * that cannot grow past it, as on a full disk; the reader table of a store that no
+ * process has open (ORCH_PAYLOAD_MAX_READERS, >= 1): a table that fills up; and a lower
+ * limit per value (ORCH_PAYLOAD_MAX_VALUE, bytes, >= 1): an output over the limit without
+ * making one of 4 GiB. Values out of range or not numbers leave the default. */
 void orch_payload_job_opts(struct orch_payload_opts *o);
 
 #endif

@@ -19,6 +19,8 @@
  *                   failures that sent the grain back to READY (DESIGN §4).
  *   attempt outcome how one attempt of one grain ended (`attempt.outcome`).
  *   job status      `job.status`.
+ *   job stop        `job.stop_kind`: how the last driver stopped short (NULL: it did not,
+ *                   or said nothing); see migrations/0006_job_stop.sql.
  */
 #ifndef ORCH_STATES_H
 #define ORCH_STATES_H
@@ -74,6 +76,10 @@
     X(ORCH_JOB_RUNNING, "running")                                                             \
     X(ORCH_JOB_FINISHED, "finished")
 
+#define ORCH_JOB_STOPS(X)                                                                      \
+    X(ORCH_STOP_INTERRUPTED, "interrupted")                                                    \
+    X(ORCH_STOP_FAILED, "failed")
+
 #define ORCH_STATE_ENUM_ITEM(name, text) name,
 enum orch_grain_phase { ORCH_GRAIN_PHASES(ORCH_STATE_ENUM_ITEM) ORCH_PHASE__COUNT };
 enum orch_grain_outcome { ORCH_GRAIN_OUTCOMES(ORCH_STATE_ENUM_ITEM) ORCH_OUTCOME__COUNT };
@@ -82,6 +88,7 @@ enum orch_expansion_state { ORCH_EXPANSION_STATES(ORCH_STATE_ENUM_ITEM) ORCH_EXP
 enum orch_failure_kind { ORCH_FAILURE_KINDS(ORCH_STATE_ENUM_ITEM) ORCH_FAILURE__COUNT };
 enum orch_attempt_outcome { ORCH_ATTEMPT_OUTCOMES(ORCH_STATE_ENUM_ITEM) ORCH_ATTEMPT__COUNT };
 enum orch_job_status { ORCH_JOB_STATUSES(ORCH_STATE_ENUM_ITEM) ORCH_JOB__COUNT };
+enum orch_job_stop { ORCH_JOB_STOPS(ORCH_STATE_ENUM_ITEM) ORCH_STOP__COUNT };
 #undef ORCH_STATE_ENUM_ITEM
 
 /* X_name(v): the SQL name of v (a static string), or NULL when v is out of range.
@@ -101,5 +108,7 @@ const char *orch_attempt_outcome_name(enum orch_attempt_outcome v);
 int orch_attempt_outcome_parse(const char *name);
 const char *orch_job_status_name(enum orch_job_status v);
 int orch_job_status_parse(const char *name);
+const char *orch_job_stop_name(enum orch_job_stop v);
+int orch_job_stop_parse(const char *name);
 
 #endif

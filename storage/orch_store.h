@@ -60,6 +60,16 @@ enum orch_store_flags {
                                       right after a commit (default NORMAL: a commit may be
                                       lost to a power loss, never to a process crash, and
                                       the database stays consistent either way) */
+    ORCH_STORE_NO_WRITER = 1 << 3, /* with READONLY: the caller has made sure that no process
+                                      writes the database while it is open (it holds the
+                                      job's driver lock, shared). A database whose
+                                      write-ahead log holds nothing (no state.db-wal, or an
+                                      empty one) is then opened immutable (SQLite's URI
+                                      parameter immutable=1), which needs no state.db-shm:
+                                      how a job in a directory this process cannot write is
+                                      read (a read-only connection must otherwise create or
+                                      write the -shm file). One with a log is opened as
+                                      without this flag: it needs its -shm file. */
 };
 
 /* A connection to one job's state.db.

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <lmdb.h>
@@ -28,6 +29,7 @@ struct orch_payload {
     pid_t pid;           /* the process that opened it: a handle never crosses fork */
     size_t map_size;     /* the map size of this process (mdb_env_info) */
     size_t max_map_size; /* 0: no limit */
+    size_t max_value;    /* the longest value put_many accepts */
     int nreaders;        /* read transactions open through this handle: while > 0 the
                             map must not move, so it can neither grow nor follow a growth
                             of another process */
@@ -72,6 +74,8 @@ static int lmdb_code(int rc)
         return -E2BIG;
     case MDB_MAP_RESIZED:
         return -EBUSY;
+    case MDB_BAD_VALSIZE:
+        return -EFBIG;
     default:
         return rc > 0 ? -rc : ORCH_EDB; /* LMDB returns system errors as errno values */
     }
@@ -80,6 +84,25 @@ static int lmdb_code(int rc)
 static int lmdb_error(const orch_payload *p, int rc, const char *what)
 {
     return orch_error_set(lmdb_code(rc), "%s: %s: %s", p->dir, what, mdb_strerror(rc));
+}
+
+/* An error of a write (a commit, a sync) that wrote about `need` bytes. A full file system
+ * is said as such: LMDB reports a short write — what a full disk gives — as EIO, which
+ * would otherwise read as a failing disk. EIO is taken for a full disk when the file system
+ * has less room left than the write needed; ENOSPC is one whatever the room (quotas,
+ * reserved blocks). */
+static int write_error(const orch_payload *p, int rc, const char *what, size_t need)
+{
+    struct statvfs fs;
+    if ((rc != EIO && rc != ENOSPC) || statvfs(p->dir, &fs) != 0)
+        return lmdb_error(p, rc, what);
+    uint64_t room = (uint64_t)fs.f_bavail * fs.f_frsize;
+    if (rc == EIO && room >= need)
+        return lmdb_error(p, rc, what);
+    return orch_error_set(-ENOSPC,
+                          "%s: %s: the disk is full (no space left on the file system: "
+                          "%" PRIu64 " bytes free, the write needs about %zu)",
+                          p->dir, what, room, need);
 }
 
 /* ---- the map --------------------------------------------------------------------------- */
@@ -226,7 +249,7 @@ static int run_write(orch_payload *p, write_fn fn, void *ctx, size_t need, const
         if (rc == 0)
             return 0;
         if (rc != MDB_MAP_FULL)
-            return lmdb_error(p, rc, what);
+            return write_error(p, rc, what, need);
         if ((rc = grow_map(p, need)) < 0)
             return rc;
     }
@@ -328,6 +351,26 @@ static int check_data_file(orch_payload *p)
     return 0;
 }
 
+/* Creates p->env, configures it and opens it with `flags`. On failure p->env is closed
+ * (LMDB's rule after a failed mdb_env_open) and NULL. */
+static int env_open(orch_payload *p, const struct orch_payload_opts *o, unsigned flags)
+{
+    int rc = mdb_env_create(&p->env);
+    if (rc != 0) {
+        p->env = NULL;
+        return lmdb_error(p, rc, "create environment");
+    }
+    if ((rc = mdb_env_set_maxdbs(p->env, 2)) != 0 ||
+        (rc = mdb_env_set_maxreaders(p->env, o->max_readers)) != 0 ||
+        (rc = mdb_env_set_mapsize(p->env, round_to_page(o->map_size))) != 0 ||
+        (rc = mdb_env_open(p->env, p->dir, flags, 0644)) != 0) {
+        mdb_env_close(p->env);
+        p->env = NULL;
+        return lmdb_error(p, rc, "open environment");
+    }
+    return 0;
+}
+
 int orch_payload_open(const char *dir, const struct orch_payload_opts *opts, orch_payload **out)
 {
     assert(dir != NULL && out != NULL);
@@ -342,6 +385,8 @@ int orch_payload_open(const char *dir, const struct orch_payload_opts *opts, orc
         o.map_size = o.max_map_size;
     if (o.max_readers == 0)
         o.max_readers = ORCH_PAYLOAD_DEFAULT_MAX_READERS;
+    if (o.readonly)
+        o.no_create = true;
 
     orch_payload *p = calloc(1, sizeof *p);
     if (p == NULL || (p->dir = strdup(dir)) == NULL) {
@@ -350,6 +395,9 @@ int orch_payload_open(const char *dir, const struct orch_payload_opts *opts, orc
     }
     p->pid = getpid();
     p->max_map_size = o.max_map_size;
+    p->max_value = o.max_value == 0 || o.max_value > ORCH_PAYLOAD_MAX_VALUE
+                       ? ORCH_PAYLOAD_MAX_VALUE
+                       : o.max_value;
 
     int rc;
     if (o.no_create) {
@@ -369,20 +417,19 @@ int orch_payload_open(const char *dir, const struct orch_payload_opts *opts, orc
         rc = orch_error_set(-errno, "%s: cannot create directory: %s", dir, strerror(errno));
         goto fail_free;
     }
-    if ((rc = mdb_env_create(&p->env)) != 0) {
-        rc = lmdb_error(p, rc, "create environment");
-        goto fail_free;
-    }
     /* MDB_NOTLS: read transactions belong to their handle, not to the thread, so one
      * thread may hold several. MDB_NORDAHEAD: payload reads are random. */
-    unsigned flags = MDB_NOTLS | MDB_NORDAHEAD | (o.nosync ? MDB_NOSYNC : 0);
-    if ((rc = mdb_env_set_maxdbs(p->env, 2)) != 0 ||
-        (rc = mdb_env_set_maxreaders(p->env, o.max_readers)) != 0 ||
-        (rc = mdb_env_set_mapsize(p->env, round_to_page(o.map_size))) != 0 ||
-        (rc = mdb_env_open(p->env, dir, flags, 0644)) != 0) {
-        rc = lmdb_error(p, rc, "open environment");
-        goto fail_env;
-    }
+    unsigned flags =
+        MDB_NOTLS | MDB_NORDAHEAD | (o.nosync ? MDB_NOSYNC : 0) | (o.readonly ? MDB_RDONLY : 0);
+    rc = env_open(p, &o, flags);
+    /* LMDB opens lock.mdb for writing even to read (a reader writes its slot there); it
+     * goes without only on a read-only file system (EROFS). A store of another user, or a
+     * copy made read-only, is read without the lock table when the caller vouches that
+     * nothing writes it meanwhile. */
+    if ((rc == -EACCES || rc == -EPERM) && o.readonly && o.lockless_ok)
+        rc = env_open(p, &o, flags | MDB_NOLOCK);
+    if (rc < 0)
+        goto fail_free;
     /* Readers of processes killed while reading still pin pages: clear them now. */
     if ((rc = mdb_reader_check(p->env, &p->stale_readers)) != 0) {
         rc = lmdb_error(p, rc, "check readers");
@@ -458,10 +505,22 @@ int orch_payload_put_many(orch_payload *p, const struct orch_iov *vals, size_t n
     size_t need = 64 * 1024;
     for (size_t i = 0; i < n; i++) {
         assert(vals[i].data != NULL || vals[i].len == 0);
+        /* Before anything is written: LMDB would refuse it only in the middle of the
+         * transaction (MDB_BAD_VALSIZE), and the caller must know it from a store failure. */
+        if (vals[i].len > p->max_value)
+            return orch_error_set(-EFBIG,
+                                  "%s: value %zu of %zu is %zu bytes, over the payload "
+                                  "store's limit of %zu bytes per value",
+                                  p->dir, i + 1, n, vals[i].len, p->max_value);
         need += vals[i].len + 64; /* the value, its node and the page it starts */
     }
     struct put_ctx c = {vals, n, ids_out};
     return run_write(p, put_batch, &c, need, "put");
+}
+
+size_t orch_payload_max_value(const orch_payload *p)
+{
+    return p->max_value;
 }
 
 int orch_payload_put(orch_payload *p, const void *data, size_t len, uint64_t *id_out)
@@ -516,7 +575,7 @@ int orch_payload_sync(orch_payload *p)
 {
     assert_owner(p);
     int rc = mdb_env_sync(p->env, 1);
-    return rc == 0 ? 0 : lmdb_error(p, rc, "sync");
+    return rc == 0 ? 0 : write_error(p, rc, "sync", 1);
 }
 
 int orch_payload_reader_check(orch_payload *p, int *dead)
@@ -730,5 +789,10 @@ void orch_payload_job_opts(struct orch_payload_opts *o)
     if (readers && *readers) {
         unsigned long long n = strtoull(readers, NULL, 10);
         o->max_readers = n <= ORCH_PAYLOAD_DEFAULT_MAX_READERS ? (unsigned)n : 0;
+    }
+    const char *value = getenv("ORCH_PAYLOAD_MAX_VALUE");
+    if (value && *value) {
+        unsigned long long n = strtoull(value, NULL, 10);
+        o->max_value = n <= ORCH_PAYLOAD_MAX_VALUE ? (size_t)n : 0;
     }
 }

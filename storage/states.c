@@ -31,3 +31,4 @@ ORCH_STATE_TABLE(orch_failure_kind, orch_failure_kind, ORCH_FAILURE_KINDS, ORCH_
 ORCH_STATE_TABLE(orch_attempt_outcome, orch_attempt_outcome, ORCH_ATTEMPT_OUTCOMES,
                  ORCH_ATTEMPT__COUNT)
 ORCH_STATE_TABLE(orch_job_status, orch_job_status, ORCH_JOB_STATUSES, ORCH_JOB__COUNT)
+ORCH_STATE_TABLE(orch_job_stop, orch_job_stop, ORCH_JOB_STOPS, ORCH_STOP__COUNT)

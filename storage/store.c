@@ -308,6 +308,44 @@ static int identify(orch_store *s, int latest)
     return 0;
 }
 
+/* Whether the write-ahead log of the database at path holds no frame: it is missing or
+ * not longer than its 32-byte header. Every committed transaction is then in the database
+ * file itself, and reading the file alone (immutable) reads them all. */
+static bool wal_empty(const char *path)
+{
+    char wal[4096];
+    struct stat st;
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    if (stat(wal, &st) != 0)
+        return errno == ENOENT;
+    return st.st_size <= 32;
+}
+
+/* "file:PATH?immutable=1", PATH percent-encoded but for unreserved bytes and '/' (SQLite's
+ * URI names: '?', '#' and '%' would end or escape the path). NULL when out of memory; the
+ * caller frees it. */
+static char *immutable_uri(const char *path)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t n = strlen(path);
+    char *uri = malloc(3 * n + sizeof "file:?immutable=1");
+    if (uri == NULL)
+        return NULL;
+    char *o = uri + sprintf(uri, "file:");
+    for (const unsigned char *c = (const unsigned char *)path; *c; c++) {
+        if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+            strchr("/._-~", *c) != NULL) {
+            *o++ = (char)*c;
+        } else {
+            *o++ = '%';
+            *o++ = hex[*c >> 4];
+            *o++ = hex[*c & 15];
+        }
+    }
+    strcpy(o, "?immutable=1");
+    return uri;
+}
+
 static void free_store(orch_store *s)
 {
     free(s->cache);
@@ -343,8 +381,19 @@ int orch_store__open_with(const char *path, int flags, const struct orch_migrati
     }
 
     int oflags = (flags & ORCH_STORE_READONLY) ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE;
+    /* Immutable: SQLite then takes no lock and ignores any log, which is right only when
+     * nobody writes and the log holds nothing (ORCH_STORE_NO_WRITER). */
+    char *uri = NULL;
+    if ((flags & ORCH_STORE_READONLY) && (flags & ORCH_STORE_NO_WRITER) && wal_empty(path)) {
+        if ((uri = immutable_uri(path)) == NULL) {
+            rc = orch_error_set(-ENOMEM, "%s: out of memory", path);
+            goto fail_free;
+        }
+        oflags |= SQLITE_OPEN_URI;
+    }
     pthread_once(&sqlite_once, sqlite_configure);
-    rc = sqlite3_open_v2(path, &s->db, oflags | SQLITE_OPEN_NOMUTEX, NULL);
+    rc = sqlite3_open_v2(uri ? uri : path, &s->db, oflags | SQLITE_OPEN_NOMUTEX, NULL);
+    free(uri);
     if (rc != SQLITE_OK) {
         rc = orch_store_error(s, rc, "cannot open");
         goto fail_close;
@@ -514,7 +563,13 @@ int orch_store_commit(orch_store *s)
 {
     assert_owner(s);
     assert(s->in_txn && "commit without orch_store_begin");
-    int rc = run_control(s, "COMMIT");
+    int rc = orch_store__payload_mark_raise(s);
+    if (rc == 0)
+        rc = run_control(s, "COMMIT");
+    if (rc == 0)
+        s->payload_mark = s->payload_named;
+    else
+        s->payload_named = s->payload_mark; /* what the transaction noted is gone with it */
     if (rc < 0 && !sqlite3_get_autocommit(s->db)) {
         /* COMMIT can fail and leave the transaction open (a deferred constraint, a lock);
          * the contract is all-or-nothing, so finish it here. The detail of the commit's
@@ -539,6 +594,7 @@ int orch_store_rollback(orch_store *s)
     if (!sqlite3_get_autocommit(s->db))
         rc = run_control(s, "ROLLBACK");
     s->in_txn = false;
+    s->payload_named = s->payload_mark;
     return rc;
 }
 

@@ -48,6 +48,11 @@ struct orch_store {
     struct orch_store_cached *cache; /* the prepared statements, in first-use order */
     size_t ncache, capcache;
     sqlite3_stmt *fact[ORCH_STORE_FACT_SLOTS]; /* facts.c: owned by the cache above */
+    /* facts.c: the payload id high-water mark (orch_store_payload_mark). payload_named:
+     * the largest id that an item put by this connection names, the open transaction's
+     * included; payload_mark: the largest this connection has committed to job.payload_mark
+     * (0 until it raises it). The commit raises the row when payload_named is above. */
+    uint64_t payload_named, payload_mark;
 };
 
 /* orch_store_open with a given migration list, for tests of the migration machinery
@@ -58,6 +63,12 @@ int orch_store__open_with(const char *path, int flags, const struct orch_migrati
 /* Brings the store to migs[nmigs-1].version (migrate.c). Called by open, with the
  * version found on disk in s->found_version; updates s->version. */
 int orch_store__migrate(orch_store *s, const struct orch_migration *migs, int nmigs);
+
+/* Raises job.payload_mark to payload_named if it is above what this connection committed
+ * there (facts.c): called by orch_store_commit() inside the transaction, just before
+ * COMMIT, so that the mark commits with the items that name the ids. Returns 0 or a
+ * translated error. */
+int orch_store__payload_mark_raise(orch_store *s);
 
 /* Reads an integer PRAGMA (user_version, application_id, page_count, ...). */
 int orch_store__pragma_int(orch_store *s, const char *pragma, int64_t *out);

@@ -302,6 +302,44 @@ static void test_next_seq(void **state)
     assert_int_equal(seq, 77);
 }
 
+/* The job's stop columns as "KIND|MESSAGE|AT IS NULL|AT IS RECENT" ('-' for NULL). */
+static void stop_row(orch_store *s, char *got, size_t n)
+{
+    sqlite3_stmt *st;
+    assert_int_equal(orch_store_prepare(s,
+                                        "SELECT coalesce(stop_kind, '-'),"
+                                        " coalesce(stop_message, '-'), stop_at IS NULL,"
+                                        " stop_at > 1700000000000 FROM job",
+                                        &st),
+                     0);
+    assert_int_equal(orch_store_step(s, st), 1);
+    snprintf(got, n, "%s|%s|%d|%d", sqlite3_column_text(st, 0), sqlite3_column_text(st, 1),
+             sqlite3_column_int(st, 2), sqlite3_column_int(st, 3));
+    sqlite3_reset(st);
+}
+
+/* The job's stop record: put with a kind, a message and a time; put again replaces it;
+ * clear empties all three (migrations/0006_job_stop.sql). */
+static void test_job_stop(void **state)
+{
+    struct fx *f = *state;
+    char got[256];
+    stop_row(f->s, got, sizeof got);
+    assert_string_equal(got, "-|-|1|0"); /* a new job: no stop */
+    assert_int_equal(orch_store_job_stop_put(f->s, ORCH_STOP_FAILED, "disk full"), 0);
+    stop_row(f->s, got, sizeof got);
+    assert_string_equal(got, "failed|disk full|0|1");
+    assert_int_equal(orch_store_job_stop_put(f->s, ORCH_STOP_INTERRUPTED, NULL), 0);
+    stop_row(f->s, got, sizeof got);
+    assert_string_equal(got, "interrupted|-|0|1");
+    assert_int_equal(orch_store_job_stop_clear(f->s), 0);
+    stop_row(f->s, got, sizeof got);
+    assert_string_equal(got, "-|-|1|0");
+    /* Without a job row there is nothing to record. */
+    assert_int_equal(orch_store_exec(f->s, "DELETE FROM job"), 0);
+    assert_int_equal(orch_store_job_stop_put(f->s, ORCH_STOP_FAILED, "x"), ORCH_ENOTFOUND);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -312,6 +350,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_recovery, setup, teardown),
         cmocka_unit_test_setup_teardown(test_barriers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_next_seq, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_job_stop, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

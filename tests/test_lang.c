@@ -635,7 +635,7 @@ static void test_every_operation(void **state)
     assert_false(orch_plan_port(p, 7)->output);
     const struct orch_call *c = orch_plan_call(p, orch_plan_find_call(p, "both"));
     assert_int_equal(c->fn_kind, ORCH_FN_EXEC);
-    assert_string_equal(c->function, "./both --flag");
+    assert_string_equal(c->function, "/base/both --flag"); /* resolved: test_exec_paths */
     assert_int_equal(c->nargs, 4);
     assert_int_equal(c->args[0].kind, ORCH_ARG_NAME);
     assert_int_equal(c->args[1].kind, ORCH_ARG_NUMBER);
@@ -725,6 +725,122 @@ static void test_canonical_text(void **state)
         "output c.u\n"
         "output c.o\n");
     assert_round_trip(p);
+    orch_plan_free(p);
+}
+
+/* ---- arguments of library() and exec(); exec() paths ---- */
+
+/* The canonical text of the one call `c` of ROOT + line + "a.y = c(a.x)\n". */
+static char *call_line(const char *line)
+{
+    char src[1024];
+    snprintf(src, sizeof src, ROOT "%sa.y = c(a.x)\n", line);
+    orch_plan *p = ok(src);
+    const char *canon = orch_plan_canonical(p), *at = strstr(canon, "call c = ");
+    assert_non_null(at);
+    char *out = strndup(at, strcspn(at, "\n"));
+    assert_round_trip(p);
+    orch_plan_free(p);
+    return out;
+}
+
+static void expect_same_call(const char *a, const char *b, const char *canonical)
+{
+    char *ca = call_line(a), *cb = call_line(b);
+    assert_string_equal(ca, canonical);
+    assert_string_equal(cb, canonical);
+    free(ca);
+    free(cb);
+}
+
+#define DEFAULTS                                                                               \
+    " with workers=1, batch=1, batch_bytes=none, cpus=1, gpus=0, retries=2, timeout=none, "    \
+    "reserve=elastic"
+
+/* exec("cmd", K=V) is exec("cmd")(K=V), and library() alike: the same plan, the same
+ * canonical text (so the same hash); the two forms mixed are an error. */
+static void test_inner_args(void **state)
+{
+    expect_same_call("call c = exec(\"/bin/u\", mode=fast, n=-3, s=\"x,y\")\n",
+                     "call c = exec(\"/bin/u\")(mode=fast, n=-3, s=\"x,y\")\n",
+                     "call c = exec(\"/bin/u\")(mode=fast, n=-3, s=\"x,y\")" DEFAULTS);
+    expect_same_call("call c = library(\"/l/u.so\", \"sym\", q=1) with retries=2\n",
+                     "call c = library(\"/l/u.so\", \"sym\")(q=1)\n",
+                     "call c = library(\"/l/u.so\", \"sym\")(q=1)" DEFAULTS);
+    expect_same_call("call c = exec(\"/bin/u\")\n", "call c = exec(\"/bin/u\")()\n",
+                     "call c = exec(\"/bin/u\")" DEFAULTS);
+    expect_diags(ROOT "call c = exec(\"u\", k=1)(j=2)\n",
+                 "t.orch:4:24: error: arguments given twice: write them inside exec(..., "
+                 "K=V) or after it, exec(...)(K=V), not both\n");
+    expect_diags(ROOT "call c = library(\"u.so\", \"f\", k=1)()\n",
+                 "t.orch:4:35: error: arguments given twice: write them inside library(..., "
+                 "K=V) or after it, library(...)(K=V), not both\n");
+    expect_diags(ROOT "call c = exec(\"u\",)\n",
+                 "t.orch:4:19: error: expected an argument name, found ')'\n");
+    expect_diags(
+        ROOT "call c = exec(\"u\" k=1)\n",
+        "t.orch:4:19: error: expected ',' and the arguments, or ')', found name 'k'\n");
+    expect_diags(ROOT "call c = exec(\"u\", k=1\n",
+                 "t.orch:4:23: error: expected ',' or ')', found end of line\n");
+    /* The arguments are checked where they are written, as after the parentheses. */
+    expect_diags(ROOT "call c = exec(\"u\", k=)\n",
+                 "t.orch:4:22: error: expected a value (a string, a number or a name), found "
+                 "')'\n");
+}
+
+/* The canonical text of an exec() call's command line, compiled with basedir "/base". */
+static void expect_exec(const char *cmd_src, const char *resolved)
+{
+    char line[512];
+    snprintf(line, sizeof line, "call c = exec(\"%s\")\n", cmd_src);
+    char *got = call_line(line), want[512];
+    snprintf(want, sizeof want, "call c = exec(\"%s\")" DEFAULTS, resolved);
+    assert_string_equal(got, want);
+    free(got);
+}
+
+/* Relative paths in an exec() command line are resolved against the pipeline's directory
+ * (orch_lang.h, "Paths"); canonical text is never resolved again, so a job made before
+ * this rule (a relative path in its stored text) keeps its plan and its hash. */
+static void test_exec_paths(void **state)
+{
+    expect_exec("./udf.py", "/base/udf.py");
+    expect_exec("./udf.py --model ./m.bin", "/base/udf.py --model /base/m.bin");
+    expect_exec("python3 ./u.py ../data/x", "python3 /base/u.py /base/../data/x");
+    expect_exec("bin/udf -v", "/base/bin/udf -v");
+    expect_exec("  \\tbin/udf", "  \\t/base/bin/udf");
+    /* Not paths of the pipeline's directory: left as written. */
+    expect_exec("python3 udf.py", "python3 udf.py");
+    expect_exec("/opt/u ./x", "/opt/u /base/x");
+    expect_exec("python3 data/x", "python3 data/x");
+    expect_exec("FOO=a/b ./x", "FOO=a/b /base/x");
+    expect_exec("$HOME/u ~/v", "$HOME/u ~/v");
+    expect_exec("x '. /y' \\\"./z\\\" w=./v a\\\\ ./q", "x '. /y' \\\"./z\\\" w=./v a\\\\ ./q");
+    expect_exec("sh -c 'cd ./d && ./u'", "sh -c 'cd ./d && ./u'");
+    expect_exec("a\\\\ ./b ./c", "a\\\\ ./b /base/c"); /* "a ./b" is one word */
+
+    /* A directory that needs quoting is quoted for the shell; in "/", no "//". */
+    static const char *const src = "pipeline p\ndomain a\nsource a.x = files(\"*\")\n"
+                                   "call c = exec(\"./u ../v\")\na.y = c(a.x)\n";
+    orch_plan *p;
+    assert_int_equal(orch_lang_compile("t.orch", src, strlen(src), "/my dir/it's", NULL, &p),
+                     0);
+    assert_string_equal(orch_plan_call(p, 0)->function,
+                        "'/my dir/it'\\''s'/u '/my dir/it'\\''s'/../v");
+    assert_round_trip(p);
+    orch_plan_free(p);
+    assert_int_equal(orch_lang_compile("t.orch", src, strlen(src), "/", NULL, &p), 0);
+    assert_string_equal(orch_plan_call(p, 0)->function, "/u /../v");
+    orch_plan_free(p);
+
+    /* The canonical text of a job made before the rule (a relative path kept as written)
+     * is rebuilt as it is: the same text, the same hash. */
+    static const char *const old_text =
+        "pipeline p\n\ndomain a\n\nsource a.x = files(\"/base/*\")\n\n"
+        "call c = exec(\"./x --in ./y\")" DEFAULTS "\n\na.y = c(a.x)\n";
+    assert_int_equal(orch_plan_from_canonical(old_text, &p), 0);
+    assert_string_equal(orch_plan_canonical(p), old_text);
+    assert_string_equal(orch_plan_call(p, 0)->function, "./x --in ./y");
     orch_plan_free(p);
 }
 
@@ -1249,6 +1365,8 @@ int main(void)
         cmocka_unit_test(test_every_operation),
         cmocka_unit_test(test_options_parse),
         cmocka_unit_test(test_canonical_text),
+        cmocka_unit_test(test_inner_args),
+        cmocka_unit_test(test_exec_paths),
         cmocka_unit_test(test_examples_round_trip),
         cmocka_unit_test(test_hash),
         cmocka_unit_test(test_from_canonical_refuses),

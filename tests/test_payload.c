@@ -22,6 +22,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <lmdb.h>
+
 #include "orch_error.h"
 #include "testutil.h"
 #include "orch_payload.h"
@@ -331,6 +333,154 @@ static void test_truncated_data_file(void **state)
     assert_int_equal(orch_payload_open(f->env, NULL, &p), ORCH_ECORRUPT);
     assert_null(p);
     assert_detail_has("truncated");
+}
+
+/* ---- the limit per value --------------------------------------------------------------- */
+
+/* A value over the limit is refused before anything is written, naming its size and the
+ * limit; a value of exactly the limit is stored. The test knob sets the limit. */
+static void test_value_limit(void **state)
+{
+    struct fx *f = *state;
+    struct orch_payload_opts o = {.max_value = 100};
+    orch_payload *p = open_env(f, &o);
+    assert_int_equal(orch_payload_max_value(p), 100);
+    unsigned char b[101];
+    memset(b, 'x', sizeof b);
+    uint64_t ids[3];
+    assert_int_equal(orch_payload_put(p, b, 100, ids), 0);
+    struct orch_iov v[3] = {{b, 1}, {b, 101}, {b, 2}};
+    assert_int_equal(orch_payload_put_many(p, v, 3, ids), -EFBIG);
+    assert_detail_has(f->env);
+    assert_detail_has("value 2 of 3 is 101 bytes, over the payload store's limit of 100 bytes");
+    struct orch_payload_stat st;
+    assert_int_equal(orch_payload_stat(p, &st), 0);
+    assert_int_equal(st.count, 1); /* nothing of the refused batch */
+    assert_int_equal(st.next_id, 2);
+    orch_payload_close(p);
+
+    /* The default is LMDB's own limit; more than it is taken as the default. */
+    p = open_env(f, NULL);
+    assert_int_equal(orch_payload_max_value(p), ORCH_PAYLOAD_MAX_VALUE);
+    orch_payload_close(p);
+    o.max_value = ORCH_PAYLOAD_MAX_VALUE + (size_t)1;
+    p = open_env(f, &o);
+    assert_int_equal(orch_payload_max_value(p), ORCH_PAYLOAD_MAX_VALUE);
+    /* A value one byte over the real limit is refused without being read: the length is
+     * checked first, so a small buffer stands for it. */
+    struct orch_iov huge = {b, ORCH_PAYLOAD_MAX_VALUE + (size_t)1};
+    assert_int_equal(orch_payload_put_many(p, &huge, 1, ids), -EFBIG);
+    assert_detail_has("is 4294967296 bytes, over the payload store's limit of 4294967295");
+    orch_payload_close(p);
+
+    /* The test knob of the job's options. */
+    setenv("ORCH_PAYLOAD_MAX_VALUE", "4096", 1);
+    orch_payload_job_opts(&o);
+    assert_int_equal(o.max_value, 4096);
+    setenv("ORCH_PAYLOAD_MAX_VALUE", "99999999999", 1); /* over the real limit: default */
+    orch_payload_job_opts(&o);
+    assert_int_equal(o.max_value, 0);
+    unsetenv("ORCH_PAYLOAD_MAX_VALUE");
+    orch_payload_job_opts(&o);
+    assert_int_equal(o.max_value, 0);
+}
+
+/* ORCH_PAYLOAD_MAX_VALUE is LMDB's real limit: LMDB itself refuses one byte more with
+ * MDB_BAD_VALSIZE, before it reads the value (so no 4 GiB buffer is needed). */
+static void test_value_limit_is_lmdbs(void **state)
+{
+    struct fx *f = *state;
+    assert_int_equal(mkdir(f->env, 0755), 0);
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    assert_int_equal(mdb_env_create(&env), 0);
+    assert_int_equal(mdb_env_open(env, f->env, 0, 0644), 0);
+    assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    assert_int_equal(mdb_dbi_open(txn, NULL, 0, &dbi), 0);
+    char small[8] = "x";
+    uint64_t id = 1;
+    MDB_val k = {sizeof id, &id}, v = {ORCH_PAYLOAD_MAX_VALUE + (size_t)1, small};
+    assert_int_equal(mdb_put(txn, dbi, &k, &v, 0), MDB_BAD_VALSIZE);
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+}
+
+/* ---- read-only opens ------------------------------------------------------------------- */
+
+static void test_readonly(void **state)
+{
+    struct fx *f = *state;
+    struct orch_payload_opts ro = {.readonly = true};
+    orch_payload *p = (orch_payload *)1;
+    /* Nothing is created: not the directory, not the files. */
+    assert_int_equal(orch_payload_open(f->env, &ro, &p), -ENOENT);
+    assert_null(p);
+    assert_int_equal(access(f->env, F_OK), -1);
+
+    p = open_env(f, NULL);
+    uint64_t id;
+    assert_int_equal(orch_payload_put(p, "kept", 4, &id), 0);
+    orch_payload_close(p);
+
+    p = open_env(f, &ro);
+    void *data;
+    size_t len;
+    assert_int_equal(orch_payload_get(p, id, &data, &len), 0);
+    assert_memory_equal(data, "kept", 4);
+    free(data);
+    uint64_t other;
+    assert_int_equal(orch_payload_put(p, "no", 2, &other), -EACCES);
+    orch_payload_close(p);
+}
+
+/* A store whose lock file this process cannot write (another user's, a copy made
+ * read-only): refused read-only, unless the caller vouches that nobody writes it; then it
+ * is read without LMDB's lock table. Run as nobody when the test runs as root (root writes
+ * whatever the mode says). */
+static void test_readonly_lockless(void **state)
+{
+    struct fx *f = *state;
+    orch_payload *p = open_env(f, NULL);
+    uint64_t id;
+    assert_int_equal(orch_payload_put(p, "theirs", 6, &id), 0);
+    orch_payload_close(p);
+    char path[700];
+    const char *files[] = {"data.mdb", "lock.mdb"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%s", f->env, files[i]);
+        assert_int_equal(chmod(path, 0444), 0);
+    }
+    assert_int_equal(chmod(f->env, 0555), 0);
+    assert_int_equal(chmod(f->dir, 0755), 0);
+
+    pid_t pid = fork_child();
+    if (pid == 0) {
+        if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0))
+            _exit(2);
+        struct orch_payload_opts ro = {.readonly = true};
+        orch_payload *q = NULL;
+        if (orch_payload_open(f->env, &ro, &q) != -EACCES)
+            _exit(3);
+        ro.lockless_ok = true;
+        if (orch_payload_open(f->env, &ro, &q) != 0)
+            _exit(4);
+        void *data = NULL;
+        size_t len = 0;
+        int rc = orch_payload_get(q, id, &data, &len);
+        bool same = rc == 0 && len == 6 && memcmp(data, "theirs", 6) == 0;
+        free(data);
+        orch_payload_rtxn *r;
+        const void *ptr;
+        if (!same || orch_payload_read_begin(q, &r) != 0 ||
+            orch_payload_read(r, id, &ptr, &len) != 0 || len != 6)
+            _exit(5);
+        orch_payload_read_end(r);
+        orch_payload_close(q);
+        _exit(0);
+    }
+    reap_ok(pid);
+    assert_int_equal(chmod(f->env, 0755), 0); /* for the teardown, when not root */
 }
 
 /* ---- map growth ------------------------------------------------------------------------ */
@@ -812,6 +962,10 @@ int main(void)
         T(test_map_growth),
         T(test_large_payload),
         T(test_cannot_grow),
+        T(test_value_limit),
+        T(test_value_limit_is_lmdbs),
+        T(test_readonly),
+        T(test_readonly_lockless),
         T(test_growth_waits_for_readers),
         T(test_follow_growth_of_other_process),
         T(test_two_writer_processes),

@@ -593,6 +593,7 @@ NAME_ADAPTER(orch_expansion_state_name, orch_expansion_state)
 NAME_ADAPTER(orch_failure_kind_name, orch_failure_kind)
 NAME_ADAPTER(orch_attempt_outcome_name, orch_attempt_outcome)
 NAME_ADAPTER(orch_job_status_name, orch_job_status)
+NAME_ADAPTER(orch_job_stop_name, orch_job_stop)
 
 static const struct state_list state_lists[] = {
     {"grain", "phase", ORCH_PHASE__COUNT, orch_grain_phase_name_i,
@@ -611,6 +612,9 @@ static const struct state_list state_lists[] = {
     {"job", "status", ORCH_JOB__COUNT, orch_job_status_name_i,
      "INSERT INTO job (name, plan_text, plan_hash, pipeline_path, created_at, orch_version,"
      " status) VALUES ('n', '', '', '', 0, '', ?1)"},
+    {"job", "stop_kind", ORCH_STOP__COUNT, orch_job_stop_name_i,
+     "INSERT INTO job (name, plan_text, plan_hash, pipeline_path, created_at, orch_version,"
+     " stop_kind) VALUES ('n', '', '', '', 0, '', ?1)"},
 };
 
 /* The names listed by "CHECK (column = 'a' OR column = 'b' ...)" in the table's SQL text

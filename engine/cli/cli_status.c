@@ -39,11 +39,22 @@ static int64_t now_ms(void)
 static const char status_help[] =
     "usage: orch status DIR\n"
     "\n"
-    "Shows the job's name, status (created, running, finished), plan hash and whether a\n"
-    "driver is running it now; per call (the `progress` view): grains by phase and the\n"
-    "sealed ones by outcome; failures by kind; attempts, and throughput: sealed grains per\n"
-    "second from the first attempt's start to the last attempt's end (now, while an\n"
-    "attempt runs). The numbers come from one snapshot. Works while the job runs.\n"
+    "Shows the job's name, status, plan hash and whether a driver is running it now; per\n"
+    "call (the `progress` view): grains by phase and the sealed ones by outcome; failures;\n"
+    "attempts, and throughput: sealed grains per second from the first attempt's start to\n"
+    "the last attempt's end (now, while an attempt runs). The numbers come from one\n"
+    "snapshot. Works while the job runs.\n"
+    "\n"
+    "Status: created (never run), running (a driver runs it now), interrupted (its driver\n"
+    "was stopped by SIGINT or SIGTERM, or ended without a word: killed, or the machine\n"
+    "stopped), failed (a fault stopped it: the `stopped:` line says which), finished.\n"
+    "Interrupted and failed jobs continue with `orch resume DIR`.\n"
+    "\n"
+    "Failures: final ones (record, group: typed failures of the UDF; exhausted: retries\n"
+    "used up), each sealing a grain Failed, by kind; then failed attempts (error, crash,\n"
+    "timeout), by kind, from the attempt history: every attempt that failed, whether its\n"
+    "grain was then retried, or exhausted, or ran in a batch that failed whole and was\n"
+    "split (`orch failures` lists both).\n"
     "\n"
     "exit status: 0 done; 1 the job cannot be read; 2 usage error.\n";
 
@@ -88,82 +99,158 @@ static const char *const progress_cols[NPROGRESS] = {
     "total", "waiting", "ready", "in_flight", "sealed", "ok", "dropped", "failed", "suppressed",
 };
 
+/* Counts by kind, largest first (ties: in the order they were added). */
+struct tally {
+    int n;
+    int64_t total;
+    struct {
+        const char *name;
+        int64_t count;
+    } k[16];
+};
+
+static void tally_add(struct tally *t, const char *name, int64_t count)
+{
+    t->total += count;
+    if (t->n == (int)(sizeof t->k / sizeof t->k[0]))
+        return; /* more kinds than the schema has */
+    int i = t->n++;
+    for (; i > 0 && t->k[i - 1].count < count; i--)
+        t->k[i] = t->k[i - 1];
+    t->k[i].name = name;
+    t->k[i].count = count;
+}
+
+/* " (record 2, exhausted 1)", or nothing for no kind. */
+static void tally_print(FILE *out, const struct tally *t)
+{
+    for (int i = 0; i < t->n; i++)
+        fprintf(out, "%s%s %" PRId64, i ? ", " : " (", t->k[i].name, t->k[i].count);
+    if (t->n)
+        fputc(')', out);
+}
+
+/* Whether a failure of this kind seals its grain Failed (orch_states.h); the others are
+ * attempt failures, counted from the attempts themselves. */
+static bool failure_final(enum orch_failure_kind k)
+{
+    switch (k) {
+    case ORCH_FAILURE_RECORD:
+    case ORCH_FAILURE_GROUP:
+    case ORCH_FAILURE_EXHAUSTED:
+        return true;
+    case ORCH_FAILURE_ERROR:
+    case ORCH_FAILURE_CRASH:
+    case ORCH_FAILURE_TIMEOUT:
+    case ORCH_FAILURE__COUNT:
+        break;
+    }
+    return false;
+}
+
+/* Whether an attempt that ended so failed as an attempt (DESIGN §4): an error of run, a
+ * crash, a timeout. */
+static bool attempt_failed(enum orch_attempt_outcome o)
+{
+    switch (o) {
+    case ORCH_ATTEMPT_ERROR:
+    case ORCH_ATTEMPT_CRASH:
+    case ORCH_ATTEMPT_TIMEOUT:
+        return true;
+    case ORCH_ATTEMPT_OK:
+    case ORCH_ATTEMPT_DROPPED:
+    case ORCH_ATTEMPT_RECORD:
+    case ORCH_ATTEMPT_GROUP:
+    case ORCH_ATTEMPT_INTERRUPTED:
+    case ORCH_ATTEMPT_SUPPRESSED:
+    case ORCH_ATTEMPT__COUNT:
+        break;
+    }
+    return false;
+}
+
 struct status {
     int ncalls;
     const char **call;            /* names, plan order */
     int64_t (*counts)[NPROGRESS]; /* per call */
-    struct orch__buf failures;    /* "record 2, error 1" */
-    int64_t nfailures;
+    struct tally final;           /* failures that sealed a grain Failed, by kind */
+    struct tally tried;           /* attempts that failed, by outcome */
     int64_t attempts, running, first_start, last_end;
     char job_status[16];
+    char stop_kind[16]; /* "" when none is recorded */
+    char *stop_message; /* malloc'd; NULL when none */
+    int64_t stop_at;
 };
 
 /* Reads everything status prints in ONE statement, so that its numbers agree with each
  * other while a driver commits: rows tagged 0 (a call of `progress`), 1 (failures of one
- * kind), 2 (the attempts), 3 (the job row). */
+ * kind), 2 (attempts of one outcome, NULL while they run), 3 (the job row). */
 static int status_read(struct orch_job *job, struct status *s)
 {
     static const char sql[] =
-        "SELECT 0, call, total, waiting, ready, in_flight, sealed, ok, dropped, failed,"
+        "SELECT 0, call, NULL, total, waiting, ready, in_flight, sealed, ok, dropped, failed,"
         "       suppressed FROM progress"
-        " UNION ALL SELECT 1, kind, count(*), 0, 0, 0, 0, 0, 0, 0, 0 FROM failure"
+        " UNION ALL SELECT 1, kind, NULL, count(*), 0, 0, 0, 0, 0, 0, 0, 0 FROM failure"
         "  GROUP BY kind"
-        " UNION ALL SELECT 2, NULL, count(*), count(*) - count(ended_at),"
-        "  coalesce(min(started_at), 0), coalesce(max(ended_at), 0), 0, 0, 0, 0, 0"
-        "  FROM attempt"
-        " UNION ALL SELECT 3, status, 0, 0, 0, 0, 0, 0, 0, 0, 0 FROM job";
+        " UNION ALL SELECT 2, outcome, NULL, count(*), count(*) - count(ended_at),"
+        "  min(started_at), coalesce(max(ended_at), 0), 0, 0, 0, 0, 0"
+        "  FROM attempt GROUP BY outcome"
+        " UNION ALL SELECT 3, status, stop_kind, coalesce(stop_at, 0), 0, 0, 0, 0, 0, 0, 0, 0"
+        "  FROM job"
+        " UNION ALL SELECT 4, stop_message, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0 FROM job"
+        "  WHERE stop_message IS NOT NULL";
     sqlite3_stmt *st;
     int rc = prepare(job, sql, &st, "status");
     if (rc < 0)
         return rc;
-    struct {
-        const char *kind;
-        int64_t n;
-    } kinds[16];
-    int nkinds = 0;
     while ((rc = orch_store_step(job->store, st)) == 1) {
         const char *name = (const char *)sqlite3_column_text(st, 1);
+        const char *text = (const char *)sqlite3_column_text(st, 2);
+        int64_t n = sqlite3_column_int64(st, 3);
         switch (sqlite3_column_int(st, 0)) {
         case 0: {
             int c = name ? orch_plan_find_call(job->plan, name) : -1;
             if (c < 0 || c >= s->ncalls)
                 break; /* the plan and its rows agree (checked at open) */
             for (int k = 0; k < NPROGRESS; k++)
-                s->counts[c][k] = sqlite3_column_int64(st, 2 + k);
+                s->counts[c][k] = sqlite3_column_int64(st, 3 + k);
             break;
         }
         case 1: {
-            /* At most the six kinds of the schema; keep them sorted by count (then name)
-             * as they come. */
-            int64_t n = sqlite3_column_int64(st, 2);
-            s->nfailures += n;
             int kind = orch_failure_kind_parse(name);
-            if (kind < 0 || nkinds == (int)(sizeof kinds / sizeof kinds[0]))
-                break;
-            int i = nkinds++;
-            for (; i > 0 && kinds[i - 1].n < n; i--)
-                kinds[i] = kinds[i - 1];
-            kinds[i].kind = orch_failure_kind_name((enum orch_failure_kind)kind);
-            kinds[i].n = n;
+            if (kind >= 0 && failure_final((enum orch_failure_kind)kind))
+                tally_add(&s->final, orch_failure_kind_name((enum orch_failure_kind)kind), n);
             break;
         }
-        case 2:
-            s->attempts = sqlite3_column_int64(st, 2);
-            s->running = sqlite3_column_int64(st, 3);
-            s->first_start = sqlite3_column_int64(st, 4);
-            s->last_end = sqlite3_column_int64(st, 5);
+        case 2: {
+            int o = name ? orch_attempt_outcome_parse(name) : -1;
+            if (o >= 0 && attempt_failed((enum orch_attempt_outcome)o))
+                tally_add(&s->tried, orch_attempt_outcome_name((enum orch_attempt_outcome)o),
+                          n);
+            int64_t first = sqlite3_column_int64(st, 5), last = sqlite3_column_int64(st, 6);
+            if (s->attempts == 0 || first < s->first_start)
+                s->first_start = first;
+            if (last > s->last_end)
+                s->last_end = last;
+            s->attempts += n;
+            s->running += sqlite3_column_int64(st, 4);
             break;
+        }
         case 3:
             snprintf(s->job_status, sizeof s->job_status, "%s", name ? name : "?");
+            snprintf(s->stop_kind, sizeof s->stop_kind, "%s", text ? text : "");
+            s->stop_at = n;
+            break;
+        case 4:
+            free(s->stop_message);
+            if (name && !(s->stop_message = strdup(name)))
+                rc = -ENOMEM;
             break;
         }
+        if (rc < 0)
+            break;
     }
     sqlite3_finalize(st);
-    for (int i = 0; i < nkinds; i++)
-        orch__buf_printf(&s->failures, "%s%s %" PRId64, i ? ", " : "", kinds[i].kind,
-                         kinds[i].n);
-    if (rc == 0 && s->failures.oom)
-        rc = -ENOMEM;
     return rc;
 }
 
@@ -201,12 +288,28 @@ static void status_table(FILE *out, const struct status *s)
     }
 }
 
+/* What the job's status is now: what job.status says, unless a driver stopped short
+ * (job.stop_kind), or none holds the lock of a job left `running` (killed, say). */
+static const char *status_now(const struct status *s, bool live)
+{
+    if (live)
+        return "running";
+    if (strcmp(s->job_status, "finished") == 0)
+        return s->job_status;
+    if (s->stop_kind[0])
+        return s->stop_kind;
+    if (strcmp(s->job_status, "running") == 0)
+        return "interrupted";
+    return s->job_status;
+}
+
 static void status_print(FILE *out, struct orch_job *job, const struct status *s)
 {
     long pid;
     bool live = driver_live(job->dir, &pid);
+    const char *now = status_now(s, live);
     fprintf(out, "job:        %s\n", job->info->name);
-    fprintf(out, "status:     %s\n", s->job_status);
+    fprintf(out, "status:     %s\n", now);
     fprintf(out, "plan:       %.12s\n", job->info->plan_hash);
     if (live && pid > 0)
         fprintf(out, "driver:     running (pid %ld)\n", pid);
@@ -216,14 +319,28 @@ static void status_print(FILE *out, struct orch_job *job, const struct status *s
         fprintf(out, "driver:     none\n");
     else
         fprintf(out, "driver:     none (resume with `orch resume %s`)\n", job->dir);
+    if (!live && s->stop_kind[0] && strcmp(s->job_status, "finished") != 0) {
+        char at[40];
+        iso_time(at, sizeof at, s->stop_at);
+        fprintf(out, "stopped:    %s: %s\n", at,
+                s->stop_message ? s->stop_message : s->stop_kind);
+    } else if (!live && strcmp(now, "interrupted") == 0) {
+        fprintf(out, "stopped:    the driver ended without recording why (killed, or the "
+                     "machine stopped)\n");
+    }
     fputc('\n', out);
     status_table(out, s);
     fputc('\n', out);
-    if (s->nfailures)
-        fprintf(out, "failures:   %" PRId64 " (%s; see `orch failures %s`)\n", s->nfailures,
-                s->failures.p ? s->failures.p : "", job->dir);
-    else
+    if (s->final.total || s->tried.total) {
+        fprintf(out, "failures:   %" PRId64 " final", s->final.total);
+        tally_print(out, &s->final);
+        fprintf(out, "; %" PRId64 " failed attempt%s", s->tried.total,
+                s->tried.total == 1 ? "" : "s");
+        tally_print(out, &s->tried);
+        fprintf(out, "; see `orch failures %s`\n", job->dir);
+    } else {
         fprintf(out, "failures:   0\n");
+    }
     /* Attempts that have not ended run now only while a driver does; else they were
      * interrupted, and the next resume closes them. */
     fprintf(out, "attempts:   %" PRId64 " (%" PRId64 " %s)\n", s->attempts, s->running,
@@ -277,6 +394,6 @@ int orch_cli_status(int argc, char **argv)
         fprintf(stderr, "orch: status: %s\n", detail_or(rc));
     free(s.call);
     free(s.counts);
-    orch__buf_free(&s.failures);
+    free(s.stop_message);
     return finish("status", job, rc);
 }

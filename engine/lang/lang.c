@@ -1,4 +1,5 @@
 /* lang.c — compiling `.orch` text and files; rebuilding a plan from its canonical text. */
+#include "lexer.h"
 #include "orch_lang.h"
 #include "plan_internal.h"
 
@@ -8,8 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-int orch_lang_compile(const char *file, const char *text, size_t len, const char *basedir,
-                      FILE *diag, orch_plan **out)
+static int compile(const char *file, const char *text, size_t len, const char *basedir,
+                   bool canonical, FILE *diag, orch_plan **out)
 {
     *out = NULL;
     orch_plan_builder *b;
@@ -18,7 +19,7 @@ int orch_lang_compile(const char *file, const char *text, size_t len, const char
         return orch_error_set(-ENOMEM, "%s: out of memory", file);
     if (rc)
         return rc; /* the current directory is unknown: the detail says so */
-    if ((rc = orch_lang_parse(b, text, len)) == 0)
+    if ((rc = orch__lang_parse(b, text, len, canonical)) == 0)
         rc = orch_plan_build(b, out);
     if (rc == -ENOMEM) {
         orch_plan_builder_free(b);
@@ -38,6 +39,12 @@ int orch_lang_compile(const char *file, const char *text, size_t len, const char
     }
     orch_plan_builder_free(b);
     return rc;
+}
+
+int orch_lang_compile(const char *file, const char *text, size_t len, const char *basedir,
+                      FILE *diag, orch_plan **out)
+{
+    return compile(file, text, len, basedir, false, diag, out);
 }
 
 /* Reads at most ORCH_LANG_MAX_BYTES + 1 bytes, so that a larger file is reported as such
@@ -119,7 +126,7 @@ int orch_plan_from_canonical(const char *text, orch_plan **out)
 {
     *out = NULL;
     orch_plan *p;
-    int rc = orch_lang_compile("<canonical plan>", text, strlen(text), "/", NULL, &p);
+    int rc = compile("<canonical plan>", text, strlen(text), "/", true, NULL, &p);
     if (rc)
         return rc;
     if (strcmp(orch_plan_canonical(p), text) != 0) {

@@ -59,4 +59,10 @@ void orch__lex_skip_line(struct lexer *lx);
 /* The position of the next byte. */
 orch_loc orch__lex_loc(const struct lexer *lx);
 
+/* orch_lang_parse(), for canonical text too: canonical says that text is a plan's
+ * canonical text, whose exec() command lines are final (their relative paths were
+ * resolved when the plan was first compiled, or were kept as written by an orch that did
+ * not resolve them: either way, resolving them again could only change the plan). */
+int orch__lang_parse(orch_plan_builder *b, const char *text, size_t len, bool canonical);
+
 #endif

@@ -17,6 +17,9 @@
  *     source D.P = files("GLOB") | lines("FILE")
  *     call NAME = FUNCTION(ARG=VALUE, ...) [with OPTION=VALUE, ...]
  *         FUNCTION: a built-in name, library("path.so", "symbol")[(ARGS)], exec("cmd")[(ARGS)]
+ *         The arguments of library() and exec() may also follow the strings inside its
+ *         parentheses, library("path.so", "symbol", ARGS) and exec("cmd", ARGS): the same
+ *         call (and the same canonical text); one form or the other, not both.
  *     D.P1[, D.P2 ...] = [expand [aligned] | filter | reduce] CALL([?]D.P, ...)
  *     D.P = broadcast A.Q
  *     output D.P
@@ -25,6 +28,14 @@
  * be UTF-8), numbers (-?digits[.digits], with a unit suffix: 120s, 500ms, 64MiB), names
  * ([A-Za-z_][A-Za-z0-9_]*, at most 128 bytes). No word is reserved: keywords are
  * recognised by position (`output.x = f(...)` assigns a port of domain `output`).
+ *
+ * Paths. Relative paths of sources and libraries are resolved against the builder's basedir
+ * (orch_plan.h). The front end resolves those of an exec() command line as well, being the
+ * one that knows it is shell text: the program when it is a relative path (`./udf.py`,
+ * `bin/udf`) and every later word that begins with `./` or `../` (`python3 ./udf.py`);
+ * other words (`python3 udf.py`), and anything quoted, stay as written. The plan, and so
+ * its canonical text and hash, holds the resolved line; compiling canonical text resolves
+ * nothing (orch_plan_from_canonical).
  *
  * Hostile input is an ordinary error: any bytes, NUL included, in any amount up to
  * ORCH_LANG_MAX_BYTES, in time linear in the input and without recursion.

@@ -46,6 +46,7 @@ struct parser {
     struct orch__arena keep; /* keys of `broken` */
     struct orch__map broken;
     bool seen_stmt;
+    bool canonical; /* the text is a plan's canonical text: exec() lines are final */
     bool oom;
 };
 
@@ -334,9 +335,24 @@ static bool string_arg(struct parser *p, const char *what, const char **out)
     return true;
 }
 
-/* FUNCTION: a built-in name, library("path", "symbol") or exec("command"). */
+/* The arguments inside library(PATH, SYMBOL, K=V, ...) or exec(CMD, K=V, ...), after the
+ * strings: none (then ')'), or ',' and the list up to its ')'. *given tells whether a ','
+ * introduced a list. */
+static bool inner_args(struct parser *p, struct kv **args, bool *given)
+{
+    if (peek(p, 0)->kind != T_COMMA)
+        return expect(p, T_RPAREN, "',' and the arguments, or ')'");
+    advance(p);
+    *given = true;
+    if (peek(p, 0)->kind == T_RPAREN) /* kv_list takes "()" for no arguments */
+        return syntax(p, peek(p, 0), "an argument name");
+    return kv_list(p, true, args);
+}
+
+/* FUNCTION: a built-in name, library("path", "symbol"[, ARGS]) or exec("command"[, ARGS]).
+ * Arguments given inside the parentheses go to *args, and *inner says so. */
 static bool function(struct parser *p, enum orch_fn_kind *kind, const char **fn,
-                     const char **sym, orch_loc *loc)
+                     const char **sym, orch_loc *loc, struct kv **args, bool *inner)
 {
     const char *n;
     if (!name(p, "a function", &n, loc))
@@ -348,16 +364,119 @@ static bool function(struct parser *p, enum orch_fn_kind *kind, const char **fn,
                string_arg(p, "the library's path as a string", fn) &&
                expect(p, T_COMMA, "',' between the library's path and symbol") &&
                string_arg(p, "the symbol's name as a string", sym) &&
-               expect(p, T_RPAREN, "')'");
+               inner_args(p, args, inner);
     }
     if (strcmp(n, "exec") == 0) {
         *kind = ORCH_FN_EXEC;
         return expect(p, T_LPAREN, "'(' after exec") &&
-               string_arg(p, "the command line as a string", fn) && expect(p, T_RPAREN, "')'");
+               string_arg(p, "the command line as a string", fn) && inner_args(p, args, inner);
     }
     *kind = ORCH_FN_BUILTIN;
     *fn = n;
     return true;
+}
+
+/* ---- exec command lines: relative paths against the pipeline's directory ---- */
+
+/* Bytes a shell word may hold unquoted without any of them meaning something. */
+static bool shell_plain(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           strchr("/._+-,:@%", c) != NULL;
+}
+
+/* dir as shell text: as is when every byte is plain, else in single quotes. */
+static void shell_dir(struct orch__buf *out, const char *dir)
+{
+    size_t n = strlen(dir);
+    bool plain = true;
+    for (size_t i = 0; i < n && plain; i++)
+        plain = shell_plain(dir[i]);
+    if (n == 1 && dir[0] == '/') /* "/" + "/x" would make "//x" */
+        return;
+    if (plain) {
+        orch__buf_add(out, dir, n);
+        return;
+    }
+    orch__buf_putc(out, '\'');
+    for (size_t i = 0; i < n; i++)
+        if (dir[i] == '\'')
+            orch__buf_puts(out, "'\\''");
+        else
+            orch__buf_putc(out, dir[i]);
+    orch__buf_putc(out, '\'');
+}
+
+/* How many bytes at the start of word w (which ends at a blank or NUL) the directory
+ * replaces: 1 for "./" (the '.'), 0 for "../" and for a first word that is a relative
+ * path (a '/' after plain bytes: "bin/udf"), -1 when w is not resolved. */
+static int relative_word(const char *w, bool first)
+{
+    if (w[0] == '.' && w[1] == '/')
+        return 1;
+    if (w[0] == '.' && w[1] == '.' && w[2] == '/')
+        return 0;
+    if (!first || w[0] == '/')
+        return -1;
+    for (size_t i = 0; w[i] && w[i] != ' ' && w[i] != '\t'; i++) {
+        if (w[i] == '/')
+            return 0;
+        if (!shell_plain(w[i]))
+            return -1;
+    }
+    return -1;
+}
+
+/* The command line of an exec() with its relative paths resolved against dir (absolute):
+ * the program when it is a relative path (`./udf.py`, `bin/udf`), and every later word
+ * that begins with `./` or `../` (`python3 ./udf.py`), so that the command means the same
+ * from any current directory, as the paths of sources and libraries do. A word is found
+ * where an unquoted blank ends the one before; quoted text is never touched. Returns the
+ * line unchanged (cmd itself) when there is nothing to resolve, NULL when out of memory. */
+static const char *exec_resolve(struct parser *p, const char *cmd, const char *dir)
+{
+    struct orch__buf out = {0};
+    size_t done = 0; /* bytes of cmd copied to out */
+    bool word_start = true, first = true, changed = false;
+    char quote = 0;
+    for (size_t i = 0; cmd[i]; i++) {
+        char c = cmd[i];
+        if (quote) {
+            if (c == quote)
+                quote = 0;
+            else if (c == '\\' && quote == '"' && cmd[i + 1])
+                i++;
+            continue;
+        }
+        if (c == ' ' || c == '\t' || c == '\n') {
+            word_start = true;
+            continue;
+        }
+        if (word_start) {
+            int skip = relative_word(cmd + i, first);
+            if (skip >= 0) {
+                orch__buf_add(&out, cmd + done, i - done);
+                shell_dir(&out, dir);
+                if (skip == 0)
+                    orch__buf_putc(&out, '/');
+                done = i + (size_t)skip;
+                changed = true;
+            }
+            word_start = first = false;
+        }
+        if (c == '\'' || c == '"')
+            quote = c;
+        else if (c == '\\' && cmd[i + 1])
+            i++;
+    }
+    if (!changed)
+        return cmd;
+    orch__buf_puts(&out, cmd + done);
+    const char *s = out.oom ? NULL : orch__arena_strdup(&p->line, out.p);
+    orch__buf_free(&out);
+    if (!s)
+        p->oom = true;
+    return s;
 }
 
 static bool stmt_call(struct parser *p)
@@ -366,18 +485,29 @@ static bool stmt_call(struct parser *p)
     orch_loc loc, fn_loc = {0, 0};
     enum orch_fn_kind kind;
     struct kv *args = NULL, *opts = NULL;
+    bool inner = false;
     advance(p);
     if (!name(p, "a call name", &n, &loc))
         return false;
-    bool ok = expect(p, T_EQ, "'='") && function(p, &kind, &fn, &sym, &fn_loc);
-    if (ok && (kind == ORCH_FN_BUILTIN || peek(p, 0)->kind == T_LPAREN))
+    bool ok = expect(p, T_EQ, "'='") && function(p, &kind, &fn, &sym, &fn_loc, &args, &inner);
+    if (ok && inner && peek(p, 0)->kind == T_LPAREN) {
+        orch_plan_diag(p->b, ORCH_DIAG_ERROR, peek(p, 0)->loc,
+                       "arguments given twice: write them inside %s(..., K=V) or after it, "
+                       "%s(...)(K=V), not both",
+                       orch_fn_kind_name(kind), orch_fn_kind_name(kind));
+        ok = false;
+    } else if (ok && (kind == ORCH_FN_BUILTIN || peek(p, 0)->kind == T_LPAREN)) {
         ok = expect(p, T_LPAREN, "'(' after the function name") && kv_list(p, true, &args);
+    }
     if (ok && is_word(peek(p, 0), "with")) {
         advance(p);
         ok = kv_list(p, false, &opts);
     }
     if (!ok || !end_of_line(p))
         return mark_broken(p, 'c', n), false;
+    if (kind == ORCH_FN_EXEC && !p->canonical &&
+        !(fn = exec_resolve(p, fn, orch_plan_builder_basedir(p->b))))
+        return false;
     int ci;
     fed(p, orch_plan_add_call_at(p->b, n, loc, kind, fn, sym, fn_loc, &ci));
     if (ci < 0)
@@ -524,7 +654,12 @@ static bool statement(struct parser *p)
 
 int orch_lang_parse(orch_plan_builder *b, const char *text, size_t len)
 {
-    struct parser p = {.b = b};
+    return orch__lang_parse(b, text, len, false);
+}
+
+int orch__lang_parse(orch_plan_builder *b, const char *text, size_t len, bool canonical)
+{
+    struct parser p = {.b = b, .canonical = canonical};
     orch__lex_init(&p.lx, text ? text : "", text ? len : 0, b, &p.line);
     if (len > ORCH_LANG_MAX_BYTES) {
         orch_plan_diag(b, ORCH_DIAG_ERROR, (orch_loc){1, 1},

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,8 +164,10 @@ static int state_cap(orch_store *s)
 /* Opens state.db and the payload store. create: a new job (payloads/ is made); otherwise
  * the store must exist: every job gets payloads/ when it is created, so a missing one is
  * a lost store, refused here rather than silently made empty (and a read-only command
- * never creates it). */
-static int open_stores(struct orch_job *job, int store_flags, bool create)
+ * never creates it). A read-only open opens both read-only; quiet: nobody writes the job
+ * while it is open (hold_quiet), so both may be read without the files that even their
+ * readers write (LMDB's lock table, SQLite's -shm). */
+static int open_stores(struct orch_job *job, int store_flags, bool create, bool quiet)
 {
     char *db = path_join(job->dir, "state.db");
     char *pl = path_join(job->dir, "payloads");
@@ -173,21 +176,123 @@ static int open_stores(struct orch_job *job, int store_flags, bool create)
         struct orch_payload_opts popts;
         orch_payload_job_opts(&popts);
         popts.no_create = !create;
+        popts.readonly = store_flags & ORCH_STORE_READONLY;
+        popts.lockless_ok = popts.readonly && quiet;
+        if (popts.lockless_ok)
+            store_flags |= ORCH_STORE_NO_WRITER;
         rc = orch_store_open(db, store_flags, &job->store);
         if (rc == 0 && !(store_flags & ORCH_STORE_READONLY))
             rc = state_cap(job->store);
-        if (rc == 0)
-            rc = orch_payload_open(pl, &popts, &job->payloads);
-        if (rc == -ENOENT && !create)
+        if (rc == 0 && (rc = orch_payload_open(pl, &popts, &job->payloads)) == -ENOENT &&
+            !create) {
+            char why[512]; /* the detail is the buffer that orch_error_set writes */
+            snprintf(why, sizeof why, "%s", orch_error_detail());
             rc = orch_error_set(ORCH_EMISMATCH,
                                 "%s: the job's payload store is missing (%s): the bytes of "
                                 "its items are lost; restore this job's payloads/ or run the "
                                 "pipeline again as a new job",
-                                pl, orch_error_detail());
+                                pl, why);
+        }
     }
     free(db);
     free(pl);
     return rc;
+}
+
+/* Refuses to run a job that this process cannot write (resume, retry): each file that a
+ * driver writes, checked before anything is, so that the message names what is not
+ * writable and what to do instead of the first write's bare "Permission denied". */
+static int writable_check(const char *dir)
+{
+    static const char *const names[] = {
+        "",     "state.db", "state.db-wal",      "state.db-shm",
+        "lock", "payloads", "payloads/data.mdb", "payloads/lock.mdb"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char *path = names[i][0] ? path_join(dir, names[i]) : strdup(dir);
+        if (!path)
+            return -ENOMEM;
+        int rc = 0;
+        if (faccessat(AT_FDCWD, path, W_OK, AT_EACCESS) != 0 && errno != ENOENT)
+            rc = orch_error_set(-errno,
+                                "%s: you cannot run this job: %s is not writable (%s). "
+                                "Running a job (resume, retry) writes to its directory: run it "
+                                "as a user who can write it, or copy it (cp -a %s COPY) and "
+                                "resume the copy; status, export, sql, lineage and failures "
+                                "read it as it is",
+                                dir, path, strerror(errno), dir);
+        free(path);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* For a read-only open of a job directory this process cannot write. Even a reader writes
+ * to LMDB's lock table (payloads/lock.mdb) and to SQLite's state.db-shm; without them, it
+ * reads safely only while nobody writes the job. So the driver lock is taken shared and
+ * held while the job is open: no driver can start meanwhile (a `resume` then says the job
+ * is in use), and *quiet is true. When a driver holds the lock now, *quiet is false and
+ * *driver its pid: the database is still read through the driver's own -shm file (SQLite
+ * supports readers that cannot write it), the payloads cannot be (unwritable_error). A job
+ * without a lock file has had no driver that could hold it: *quiet (a driver that starts
+ * would have to make the file first). */
+static int hold_quiet(struct orch_job *job, bool *quiet, long *driver)
+{
+    *quiet = false;
+    *driver = 0;
+    char *path = path_join(job->dir, "lock");
+    if (!path)
+        return -ENOMEM;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int err = errno;
+    free(path);
+    if (fd < 0) {
+        *quiet = err == ENOENT;
+        return 0;
+    }
+    if (flock(fd, LOCK_SH | LOCK_NB) != 0) {
+        if (errno == EWOULDBLOCK)
+            *driver = lock_holder(fd);
+        close(fd);
+        return 0;
+    }
+    job->lock_fd = fd; /* released by orch_job_close */
+    *quiet = true;
+    return 0;
+}
+
+/* The message for a job directory that this process cannot write and could not open
+ * read-only (rc, with its detail): why, and what to do. */
+static int unwritable_error(const struct orch_job *job, int rc, long driver)
+{
+    char why[1024];
+    snprintf(why, sizeof why, "%s",
+             *orch_error_detail() ? orch_error_detail() : orch_strerror(rc));
+    struct stat st;
+    char *wal = path_join(job->dir, "state.db-wal"), *shm = path_join(job->dir, "state.db-shm");
+    bool log_alone =
+        wal && shm && stat(wal, &st) == 0 && st.st_size > 32 && stat(shm, &st) != 0;
+    free(wal);
+    free(shm);
+    if (log_alone)
+        return orch_error_set(rc,
+                              "%s: the job cannot be read from a directory you cannot write: "
+                              "state.db-wal holds commits that only a process that can write "
+                              "the directory can read (its state.db-shm is missing: a copy "
+                              "of a job whose driver was running or was killed). Copy the "
+                              "job (cp -a %s COPY) and inspect the copy (%s)",
+                              job->dir, job->dir, why);
+    if (driver > 0)
+        return orch_error_set(rc,
+                              "%s: a driver (pid %ld) is running this job, and you cannot "
+                              "write its directory: its payloads cannot be read safely while "
+                              "it runs (LMDB's readers must write payloads/lock.mdb). Wait "
+                              "for the run to end, or ask the job's owner (%s)",
+                              job->dir, driver, why);
+    return orch_error_set(rc,
+                          "%s: the job cannot be read from a directory you cannot write (%s). "
+                          "Copy it (cp -a %s COPY) and inspect the copy",
+                          job->dir, why, job->dir);
 }
 
 /* 16 random bytes as 32 hex digits: the identity shared by a new job and its store. */
@@ -203,11 +308,40 @@ static int new_identity(char out[ORCH_PAYLOAD_IDENTITY_MAX])
     return 0;
 }
 
+/* Checks that the payload store is not older than state.db: every payload id a committed
+ * item names (job.payload_mark, migrations/0007_payload_mark.sql) must be below the store's
+ * next id. A store with the job's identity can still be an older state of itself: a copy
+ * of payloads/ restored from before the last run, or a store whose last writes a machine
+ * crash undid (`--durability process` never syncs it). It lacks the bytes of the newest
+ * items, and would hand out their ids again, to other bytes. A store that is newer than
+ * state.db (state.db lost its last commits) is sound: the ids it has that no item names
+ * are never read, and are reclaimed. */
+static int payloads_current(struct orch_job *job)
+{
+    uint64_t mark;
+    struct orch_payload_stat st;
+    int rc = orch_store_payload_mark(job->store, &mark);
+    if (rc < 0 || (rc = orch_payload_stat(job->payloads, &st)) < 0)
+        return rc;
+    if (st.next_id > mark)
+        return 0;
+    return orch_error_set(ORCH_EMISMATCH,
+                          "%s/payloads: this payload store is older than the job's state: "
+                          "state.db names payloads up to id %" PRIu64 ", the store holds "
+                          "ids below %" PRIu64 " only, so the bytes of the newest items are "
+                          "not in it (was an older copy of payloads/ restored, or were its "
+                          "last writes lost in a machine crash under --durability "
+                          "process?). Restore the newest copy of this job's payloads/, or "
+                          "run the pipeline again as a new job",
+                          job->dir, mark, st.next_id);
+}
+
 /* Checks that the payload store is the job's: state.db and the store hold the same
- * identity (migrations/0004_payload_identity.sql). Item rows name payloads by ids that
- * only the store's own counter gives meaning to: another store (a lost one made anew, one
- * copied from another job, an older copy of this one) would be read as this job's bytes.
- * Nothing is written on a refusal. A job made before schema 4 has no identity yet: a
+ * identity (migrations/0004_payload_identity.sql), and it is not older than state.db
+ * (payloads_current). Item rows name payloads by ids that only the store's own counter
+ * gives meaning to: another store (a lost one made anew, one copied from another job, an
+ * older copy of this one) would be read as this job's bytes. Nothing is written on a
+ * refusal. A job made before schema 4 has no identity yet: a
  * read-write open adopts the store it finds (the store first, synced, then state.db, so a
  * crash in between leaves a store whose identity the next open adopts); a read-only open
  * has nothing to check it against. */
@@ -223,7 +357,7 @@ static int payloads_bind(struct orch_job *job, bool ro)
     else if (rc < 0)
         return rc;
     if (want[0] != '\0' && strcmp(want, have) == 0)
-        return 0;
+        return payloads_current(job);
     if (want[0] != '\0')
         return orch_error_set(ORCH_EMISMATCH,
                               "%s/payloads: this payload store is not the job's (identity "
@@ -231,8 +365,8 @@ static int payloads_bind(struct orch_job *job, bool ro)
                               "from another copy? Restore this job's own payloads/ or run "
                               "the pipeline again as a new job",
                               job->dir, have[0] ? have : "none", want);
-    if (ro)
-        return 0;
+    if ((rc = payloads_current(job)) < 0 || ro)
+        return rc;
     if (have[0] == '\0' &&
         ((rc = new_identity(have)) < 0 ||
          (rc = orch_payload_identity_set(job->payloads, have)) < 0 ||
@@ -478,7 +612,7 @@ int orch_job_create(const char *dir, const char *pipeline, FILE *diag, struct or
     staged = true;
     char identity[ORCH_PAYLOAD_IDENTITY_MAX];
     if ((rc = lock_take(job)) < 0 || (rc = write_source(src, text, len)) < 0 ||
-        (rc = open_stores(job, ORCH_STORE_CREATE, true)) < 0 ||
+        (rc = open_stores(job, ORCH_STORE_CREATE, true, false)) < 0 ||
         (rc = new_identity(identity)) < 0 ||
         (rc = orch_payload_identity_set(job->payloads, identity)) < 0 ||
         (rc = orch_payload_sync(job->payloads)) < 0)
@@ -511,7 +645,7 @@ int orch_job_create(const char *dir, const char *pipeline, FILE *diag, struct or
         rc = -ENOMEM;
         goto fail;
     }
-    if ((rc = open_stores(job, 0, false)) < 0 || (rc = payloads_bind(job, false)) < 0 ||
+    if ((rc = open_stores(job, 0, false, false)) < 0 || (rc = payloads_bind(job, false)) < 0 ||
         (rc = orch_store_job_get(job->store, &job->info)) < 0)
         goto fail;
     free(text);
@@ -559,11 +693,23 @@ int orch_job_open(const char *dir, int flags, struct orch_job **out)
     }
     job->lock_fd = -1;
     int rc = 0;
-    bool ro = flags & ORCH_JOB_READONLY;
+    bool ro = flags & ORCH_JOB_READONLY, quiet = false;
+    /* A directory this process cannot write: another user's job, a copy made read-only,
+     * a read-only file system. */
+    bool unwritable = faccessat(AT_FDCWD, dir, W_OK, AT_EACCESS) != 0;
+    long driver = 0;
+    if (!ro && (rc = writable_check(dir)) < 0)
+        goto fail;
     if (!ro && (rc = lock_take(job)) < 0)
         goto fail;
-    if ((rc = open_stores(job, ro ? ORCH_STORE_READONLY : 0, false)) < 0 ||
-        (rc = payloads_bind(job, ro)) < 0)
+    if (ro && unwritable && (rc = hold_quiet(job, &quiet, &driver)) < 0)
+        goto fail;
+    if ((rc = open_stores(job, ro ? ORCH_STORE_READONLY : 0, false, quiet)) < 0) {
+        if (ro && unwritable)
+            rc = unwritable_error(job, rc, driver);
+        goto fail;
+    }
+    if ((rc = payloads_bind(job, ro)) < 0)
         goto fail;
     if ((rc = orch_store_job_get(job->store, &job->info)) < 0)
         goto fail;

@@ -372,6 +372,32 @@ static void keep_why(struct orch_sched *d, int rc)
     orch_error_set(rc, "%s", why);
 }
 
+/* Writes how this driver stops (job.stop_*, orch_facts.h) in a transaction of its own: rc
+ * 0 clears the record (a driver starts), -EINTR records an interruption, any other error
+ * a failure with the error's message, so that `orch status` tells an interrupted or failed
+ * job from one that runs. Returns the write's own result; the stop's error, its detail
+ * included, stands whatever happens here. */
+static int job_stop(struct orch_job *job, int rc)
+{
+    char why[1024] = "";
+    if (rc < 0)
+        snprintf(why, sizeof why, "%s",
+                 *orch_error_detail() ? orch_error_detail() : orch_strerror(rc));
+    int k = orch_store_begin(job->store);
+    if (k == 0)
+        k = rc == 0
+                ? orch_store_job_stop_clear(job->store)
+                : orch_store_job_stop_put(
+                      job->store, rc == -EINTR ? ORCH_STOP_INTERRUPTED : ORCH_STOP_FAILED, why);
+    if (k == 0)
+        k = orch_store_commit(job->store);
+    if (k < 0 && orch_store_in_txn(job->store))
+        orch_store_rollback(job->store);
+    if (rc < 0)
+        orch_error_set(rc, "%s", why);
+    return k;
+}
+
 /* ---- set-up and the loop --------------------------------------------------------------- */
 
 /* The signal and progress events. */
@@ -486,7 +512,9 @@ int orch_driver_run(struct orch_job *job, const struct orch_run_opts *opts,
     mallopt(M_TRIM_THRESHOLD, 256 << 20);
     mallopt(M_TOP_PAD, 16 << 20);
 
-    int rc = start(&d);
+    int rc = job_stop(job, 0);
+    if (rc == 0)
+        rc = start(&d);
     if (rc == 0) {
         rc = run_loop(&d);
         if (rc == 0)
@@ -497,6 +525,8 @@ int orch_driver_run(struct orch_job *job, const struct orch_run_opts *opts,
         orch_store_rollback(job->store);
     if (rc < 0 && rc != -EINTR)
         keep_why(&d, rc);
+    if (rc < 0)
+        (void)job_stop(job, rc);
     stats->seconds = (double)(orch_sched_mono_ms() - d.started_ms) / 1000.0;
     driver_free(&d, rc == 0);
     if (rc == 0) { /* the pools are closed: reclaim what stale reports left */

@@ -26,7 +26,9 @@ struct orch_job {
     orch_payload *payloads;
     orch_plan *plan;
     struct orch_job_info *info; /* the job row, one malloc'd block */
-    int lock_fd;                /* -1 unless this process holds the driver lock */
+    int lock_fd;                /* -1 unless this process holds the driver lock: exclusive
+                                   (read-write open), or shared (a read-only open of a
+                                   directory it cannot write: orch_job_open) */
 };
 
 /* Creates the job directory `dir` (which must not exist: -EEXIST, with a message that
@@ -38,16 +40,25 @@ struct orch_job {
 int orch_job_create(const char *dir, const char *pipeline, FILE *diag, struct orch_job **out);
 
 enum orch_job_open_flags {
-    ORCH_JOB_READONLY = 1 << 0, /* status, sql, export: no lock, no writes */
+    ORCH_JOB_READONLY = 1 << 0, /* status, sql, export: no lock (but see orch_job_open),
+                                   no writes */
 };
 
 /* Opens an existing job: the state store (read-only or read-write), the plan rebuilt from
  * the stored canonical text and checked against the stored hash (ORCH_EMISMATCH), and the
  * payload store, which must exist (it is never created here) and be the job's: its
- * identity must equal the one state.db holds; a missing, replaced or restored-from-another-
- * job payloads/ is ORCH_EMISMATCH, and nothing is written. A job made before schema 4 has
- * no identity: a read-write open adopts the store it finds. A read-write open takes the
- * driver lock (ORCH_ELOCKED with the live driver's pid in the detail). */
+ * identity must equal the one state.db holds, and its next id must be above every id a
+ * committed item names (job.payload_mark: a store is not older than state.db); a missing,
+ * replaced, restored-from-another-job or older payloads/ is ORCH_EMISMATCH, and nothing is
+ * written. A job made before schema 4 has no identity: a read-write open adopts the store
+ * it finds. A read-write open takes the driver lock (ORCH_ELOCKED with the live driver's
+ * pid in the detail), after checking that every file a driver writes is writable (else
+ * -EACCES or -EROFS, naming the file). A read-only open of a directory this process cannot
+ * write takes the driver lock shared, held until orch_job_close, and reads both stores
+ * without the files even readers write (LMDB's lock table, SQLite's -shm), which is safe
+ * because no driver can start meanwhile; when a driver runs now, the payload store cannot
+ * be read (-EACCES, naming its pid). Both stores are opened read-only (MDB_RDONLY,
+ * SQLITE_OPEN_READONLY) by every read-only open. */
 int orch_job_open(const char *dir, int flags, struct orch_job **out);
 
 /* Reclaims payloads that no committed item names: outputs of reports that were rejected

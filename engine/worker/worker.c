@@ -41,6 +41,8 @@ struct worker {
     uint8_t *body; /* the last frame's body */
     size_t body_cap;
     struct orch_wire_buf out;
+    char **too_big; /* the batch's records with an output over the payload store's limit:
+                       [ans.n] messages, NULL for the others; NULL when none (too_big_check) */
 };
 
 /* ---- the socket ------------------------------------------------------------------------ */
@@ -254,14 +256,20 @@ static bool is_expand(enum orch_udf_op op)
     return op == ORCH_UDF_OP_EXPAND || op == ORCH_UDF_OP_EXPAND_ALIGNED;
 }
 
+/* Why the outputs of answer a cannot be stored (too_big_check), or NULL. */
+static const char *too_big_of(const struct worker *w, const struct orch_udf_answer *a)
+{
+    return w->too_big ? w->too_big[a - w->ans.rec] : NULL;
+}
+
 /* The output values of answer a, in report order (child by child, port by port): *vals and
- * *n; none unless it is OK. */
+ * *n; none unless it is OK and storable. */
 static void answer_values(const struct worker *w, const struct orch_udf_answer *a,
                           const struct orch_udf_out **vals, size_t *n)
 {
     *vals = NULL;
     *n = 0;
-    if (a->outcome != ORCH_UDF_OK)
+    if (a->outcome != ORCH_UDF_OK || too_big_of(w, a))
         return;
     if (is_expand(w->cfg.op)) {
         *vals = a->children;
@@ -363,6 +371,54 @@ static int build_records(struct worker *w, const struct orch_wire_batch *b,
     return 0;
 }
 
+static void too_big_free(struct worker *w)
+{
+    for (size_t i = 0; w->too_big && i < w->ans.n; i++)
+        free(w->too_big[i]);
+    free(w->too_big);
+    w->too_big = NULL;
+}
+
+/* An output longer than the payload store can hold (orch_payload_max_value(): 4 GiB - 1)
+ * is its record's fault, not the store's: the record is reported as a RecordFailure that
+ * names the size and the limit, and none of its outputs is stored. Left to the store, the
+ * put would fail the whole batch as a storage error (status STORAGE), which stops the job
+ * at every resume. Fills w->too_big; the answers themselves are the collector's and are not
+ * changed. Returns 0, or -1 with the reason in msg (out of memory). */
+static int too_big_check(struct worker *w, char *msg, size_t msgsz)
+{
+    size_t max = orch_payload_max_value(w->store), nout = w->cfg.nout;
+    char **why = NULL;
+    for (size_t i = 0; i < w->ans.n; i++) {
+        const struct orch_udf_out *vals;
+        size_t n, j = 0;
+        answer_values(w, &w->ans.rec[i], &vals, &n);
+        while (j < n && !(vals[j].set && vals[j].len > max))
+            j++;
+        if (j == n)
+            continue;
+        char text[256];
+        if (is_expand(w->cfg.op))
+            snprintf(text, sizeof text,
+                     "output %zu of child %zu (ordinals from 0) is %zu bytes, over the payload "
+                     "store's limit of %zu bytes per value",
+                     j % nout + 1, j / nout, vals[j].len, max);
+        else
+            snprintf(text, sizeof text,
+                     "output %zu is %zu bytes, over the payload store's limit of %zu bytes "
+                     "per value",
+                     j + 1, vals[j].len, max);
+        if ((!why && !(why = calloc(w->ans.n, sizeof *why))) || !(why[i] = strdup(text))) {
+            w->too_big = why;
+            too_big_free(w);
+            snprintf(msg, msgsz, "out of memory checking the outputs' sizes");
+            return -1;
+        }
+    }
+    w->too_big = why;
+    return 0;
+}
+
 /* Writes every output value in one transaction and fills the report's answers. Returns 0,
  * or -1 with the reason in msg. */
 static int store_outputs(struct worker *w, const struct orch_wire_batch *b, struct batch_mem *m,
@@ -426,6 +482,11 @@ static int store_outputs(struct worker *w, const struct orch_wire_batch *b, stru
         o->generation = b->rec[i].generation;
         o->outcome = wire_outcome(a->outcome);
         o->message = a->msg ? a->msg : "";
+        if (too_big_of(w, a)) {
+            o->outcome = ORCH_WIRE_RECORD_FAILURE;
+            o->message = too_big_of(w, a);
+            continue;
+        }
         if (a->outcome == ORCH_UDF_OK) {
             o->nout = w->cfg.nout;
             o->nchild = is_expand(w->cfg.op) ? (uint32_t)a->nchildren : 1;
@@ -490,7 +551,8 @@ static int run_batch(struct worker *w, const struct orch_wire_batch *b)
      * process holds a reader. The answers are copies, so nothing points into it now. */
     orch_payload_read_end(r);
     r = NULL;
-    if (store_outputs(w, b, &m, &rep, msg, sizeof msg) < 0)
+    if (too_big_check(w, msg, sizeof msg) < 0 ||
+        store_outputs(w, b, &m, &rep, msg, sizeof msg) < 0)
         goto report;
     rep.status = ORCH_WIRE_STATUS_OK;
     rep.message = "";
@@ -508,6 +570,7 @@ report:
         rc = orch_wire_put_report(&w->out, &big);
     }
     batch_mem_free(&m);
+    too_big_free(w);
     return rc;
 }
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # inspect.sh — the read-only inspection commands of DESIGN §9 on a small finished job, then
 # on a live one:
-#   status    job status, plan hash prefix, per-call progress, failures by kind, attempts;
-#             on a running job: the live driver's pid; after kill -9: no driver, a hint
-#             to resume;
+#   status    job status, plan hash prefix, per-call progress, final failures and failed
+#             attempts by kind, attempts; on a running job: the live driver's pid; after
+#             kill -9: interrupted, no driver, a hint to resume (job_stop.sh: the rest);
 #   sql       header + tab-separated rows, NULL/blob/escapes, --json, several statements,
 #             payload(); writes refused, changing nothing; works while the job runs;
 #   lineage   ancestors and descendants of a child key, of a root key containing '/', of
@@ -55,8 +55,10 @@ chk      14        0      0          0      14   9        0       5           0
 fl        6        0      0          0       6   2        0       4           0
 cnt       6        0      0          0       6   3        0       0           3" \
   "$(printf '%s\n' "$out" | sed -n 6,10p)"
+# Final failures (5 words with "bad", 4 lines exhausted) apart from the failed attempts (fl:
+# 2 per line with a "b").
 expect_eq "status: failures by kind" \
-  "failures:   17 (error 8, record 5, exhausted 4; see \`orch failures $J\`)" \
+  "failures:   9 final (record 5, exhausted 4); 8 failed attempts (error 8); see \`orch failures $J\`" \
   "$(printf '%s\n' "$out" | grep '^failures:')"
 # Attempts: sp 6, chk 14, fl 10 (twice each line with a "b"), cnt 3 (the suppressed ones
 # never ran).
@@ -300,7 +302,7 @@ driver:     running (pid $pid)" "$(printf '%s\n' "$out" | sed -n '2p;4p')"
     kill -9 "$pid"
     wait "$pid" 2> /dev/null || true
     out=$("$ORCH" status "$L")
-    expect_eq "status after kill -9" "status:     running
+    expect_eq "status after kill -9" "status:     interrupted
 driver:     none (resume with \`orch resume $L\`)" "$(printf '%s\n' "$out" | sed -n '2p;4p')"
     expect_eq "status: the attempt was interrupted" "attempts:   1 (1 interrupted, not ended)" \
       "$(printf '%s\n' "$out" | grep '^attempts:')"

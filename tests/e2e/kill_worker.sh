@@ -3,7 +3,8 @@
 # the job, run in the background, is watched until an attempt is open; its worker is
 # killed. Then: the killed attempt (and its batch-mate) end as `crash`, the grain runs again
 # with generation+1 and succeeds, the split batch charges nobody (no failure row), and the
-# job's exports equal those of an uninterrupted run of the same pipeline.
+# job's exports equal those of an uninterrupted run of the same pipeline; `orch failures`
+# and `orch status` show the crash.
 source "$(dirname "$0")/lib.sh"
 
 printf '%s\n' 'alpha beta' 'gamma' 'delta epsilon zeta' > "$T/in.txt"
@@ -61,6 +62,22 @@ expect_eq "no other worker was harmed" 0 \
 expect_eq "a later attempt ran on another process" 1 \
   "$(q "$J" "SELECT count(*) > 0 FROM attempt a JOIN grain g ON g.id = a.grain_id
              JOIN call c ON c.id = g.call_id WHERE c.name = 'nap' AND a.worker_pid <> $worker_pid")"
+
+# The crash shows where a user looks: `orch failures` lists the batch's two attempts,
+# charged to no record, and `orch status` counts them as failed attempts, none final.
+keys=$(q "$J" "SELECT group_concat(key, ', ') FROM (SELECT e.key FROM attempt AS a
+               JOIN grain AS g ON g.id = a.grain_id JOIN entity AS e ON e.id = g.entity_id
+               WHERE a.batch = $batch ORDER BY a.id)")
+why=$(q "$J" "SELECT message FROM attempt WHERE id = $attempt_id")
+expect_eq "orch failures shows the batch crash" "no failure charged to a record
+
+failed attempts charged to no record (their batch of several failed whole and was split, or the job's stop ended them):
+2  nap  crash  $why
+    batch $batch: $keys
+2 attempts in 1 group" "$("$ORCH" failures "$J")"
+expect_eq "orch status counts it" \
+  "failures:   0 final; 2 failed attempts (crash 2); see \`orch failures $J\`" \
+  "$("$ORCH" status "$J" | grep '^failures:')"
 
 for port in doc.j w.up; do
   expect_eq "export $port equals the uninterrupted run's" "$("$ORCH" export "$T/clean" $port --all)" \
