@@ -43,6 +43,9 @@ struct worker {
     struct orch_wire_buf out;
     char **too_big; /* the batch's records with an output over the payload store's limit:
                        [ans.n] messages, NULL for the others; NULL when none (too_big_check) */
+    struct big_child *big; /* expand: the children with an output over the limit, in
+                              (record, child) order; nbig of them (too_big_check) */
+    size_t nbig;
 };
 
 /* ---- the socket ------------------------------------------------------------------------ */
@@ -256,6 +259,12 @@ static bool is_expand(enum orch_udf_op op)
     return op == ORCH_UDF_OP_EXPAND || op == ORCH_UDF_OP_EXPAND_ALIGNED;
 }
 
+/* A child of an expansion with an output over the payload store's limit: it fails alone. */
+struct big_child {
+    size_t rec, child;
+    char *msg;
+};
+
 /* Why the outputs of answer a cannot be stored (too_big_check), or NULL. */
 static const char *too_big_of(const struct worker *w, const struct orch_udf_answer *a)
 {
@@ -377,18 +386,88 @@ static void too_big_free(struct worker *w)
         free(w->too_big[i]);
     free(w->too_big);
     w->too_big = NULL;
+    for (size_t k = 0; k < w->nbig; k++)
+        free(w->big[k].msg);
+    free(w->big);
+    w->big = NULL;
+    w->nbig = 0;
+}
+
+/* Why child c of record i failed: the UDF said so (orch_udf_fail_child), or one of its
+ * outputs is over the store's limit (too_big_check); NULL when it did not fail. */
+static const char *child_failure(const struct worker *w, size_t i, size_t c)
+{
+    const struct orch_udf_answer *a = &w->ans.rec[i];
+    if (a->child_msg != NULL && a->child_msg[c] != NULL)
+        return a->child_msg[c];
+    size_t lo = 0, hi = w->nbig; /* w->big is sorted by (rec, child) */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const struct big_child *b = &w->big[mid];
+        if (b->rec < i || (b->rec == i && b->child < c))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < w->nbig && w->big[lo].rec == i && w->big[lo].child == c ? w->big[lo].msg : NULL;
+}
+
+/* Whether value j of record i's answer (answer_values order) goes into the store: it was
+ * given, and for an expand its child did not fail. */
+static bool value_stored(const struct worker *w, size_t i, const struct orch_udf_out *vals,
+                         size_t j)
+{
+    return vals[j].set && !(is_expand(w->cfg.op) && child_failure(w, i, j / w->cfg.nout));
 }
 
 /* An output longer than the payload store can hold (orch_payload_max_value(): 4 GiB - 1)
  * is its record's fault, not the store's: the record is reported as a RecordFailure that
- * names the size and the limit, and none of its outputs is stored. Left to the store, the
- * put would fail the whole batch as a storage error (status STORAGE), which stops the job
- * at every resume. Fills w->too_big; the answers themselves are the collector's and are not
- * changed. Returns 0, or -1 with the reason in msg (out of memory). */
+ * names the size and the limit, and none of its outputs is stored; for an expand, only the
+ * child that holds it fails (a failed child, as orch_udf_fail_child), and its siblings are
+ * stored. Left to the store, the put would fail the whole batch as a storage error (status
+ * STORAGE), which stops the job at every resume. Fills w->too_big and w->big; the answers
+ * themselves are the collector's and are not changed. Returns 0, or -1 with the reason in
+ * msg (out of memory). */
+static int expand_too_big(struct worker *w, size_t max)
+{
+    size_t nout = w->cfg.nout, cap = 0;
+    for (size_t i = 0; i < w->ans.n; i++) {
+        const struct orch_udf_answer *a = &w->ans.rec[i];
+        for (size_t c = 0; a->outcome == ORCH_UDF_OK && c < a->nchildren; c++) {
+            const struct orch_udf_out *v = &a->children[c * nout];
+            size_t p = 0;
+            while (p < nout && !(v[p].set && v[p].len > max))
+                p++;
+            if (p == nout || child_failure(w, i, c))
+                continue;
+            char text[256];
+            snprintf(text, sizeof text,
+                     "output %zu is %zu bytes, over the payload store's limit of %zu bytes per "
+                     "value",
+                     p + 1, v[p].len, max);
+            if (orch__grow_n(&w->big, &cap, w->nbig + 1, sizeof *w->big) < 0)
+                return -1;
+            if ((w->big[w->nbig].msg = strdup(text)) == NULL)
+                return -1;
+            w->big[w->nbig].rec = i;
+            w->big[w->nbig++].child = c;
+        }
+    }
+    return 0;
+}
+
 static int too_big_check(struct worker *w, char *msg, size_t msgsz)
 {
-    size_t max = orch_payload_max_value(w->store), nout = w->cfg.nout;
+    size_t max = orch_payload_max_value(w->store);
     char **why = NULL;
+    if (is_expand(w->cfg.op)) {
+        if (expand_too_big(w, max) < 0) {
+            too_big_free(w);
+            snprintf(msg, msgsz, "out of memory checking the outputs' sizes");
+            return -1;
+        }
+        return 0;
+    }
     for (size_t i = 0; i < w->ans.n; i++) {
         const struct orch_udf_out *vals;
         size_t n, j = 0;
@@ -398,16 +477,9 @@ static int too_big_check(struct worker *w, char *msg, size_t msgsz)
         if (j == n)
             continue;
         char text[256];
-        if (is_expand(w->cfg.op))
-            snprintf(text, sizeof text,
-                     "output %zu of child %zu (ordinals from 0) is %zu bytes, over the payload "
-                     "store's limit of %zu bytes per value",
-                     j % nout + 1, j / nout, vals[j].len, max);
-        else
-            snprintf(text, sizeof text,
-                     "output %zu is %zu bytes, over the payload store's limit of %zu bytes "
-                     "per value",
-                     j + 1, vals[j].len, max);
+        snprintf(text, sizeof text,
+                 "output %zu is %zu bytes, over the payload store's limit of %zu bytes per value",
+                 j + 1, vals[j].len, max);
         if ((!why && !(why = calloc(w->ans.n, sizeof *why))) || !(why[i] = strdup(text))) {
             w->too_big = why;
             too_big_free(w);
@@ -431,8 +503,8 @@ static int store_outputs(struct worker *w, const struct orch_wire_batch *b, stru
         size_t n;
         answer_values(w, &ans->rec[i], &vals, &n);
         total += n;
-        for (size_t c = 0; ans->rec[i].child_msg && c < ans->rec[i].nchildren; c++)
-            nfailed += ans->rec[i].child_msg[c] != NULL;
+        for (size_t c = 0; is_expand(w->cfg.op) && c < ans->rec[i].nchildren; c++)
+            nfailed += child_failure(w, i, c) != NULL;
     }
     m->iov = calloc(total + 1, sizeof *m->iov);
     m->ids = calloc(total + 1, sizeof *m->ids);
@@ -442,14 +514,14 @@ static int store_outputs(struct worker *w, const struct orch_wire_batch *b, stru
         snprintf(msg, msgsz, "out of memory for the outputs of batch %" PRIu64, b->id);
         return -1;
     }
-    /* Only set values are stored: a failed child's are not (answers.c leaves them unset). */
+    /* A failed child's values are not stored (value_stored). */
     size_t k = 0;
     for (uint32_t i = 0; i < b->nrec; i++) {
         const struct orch_udf_out *vals;
         size_t n;
         answer_values(w, &ans->rec[i], &vals, &n);
         for (size_t j = 0; j < n; j++)
-            if (vals[j].set)
+            if (value_stored(w, i, vals, j))
                 m->iov[k++] = (struct orch_iov){vals[j].data, vals[j].len};
     }
     size_t nset = k;
@@ -461,7 +533,7 @@ static int store_outputs(struct worker *w, const struct orch_wire_batch *b, stru
         rep->status = ORCH_WIRE_STATUS_STORAGE;
         return -1;
     }
-    /* Spread the nset ids over all total slots, 0 where a value was not set; from the
+    /* Spread the nset ids over all total slots, 0 where a value was not stored; from the
      * end, so that in place no id is overwritten before it moves (its slot >= its index). */
     {
         size_t j = nset, t = total;
@@ -470,7 +542,7 @@ static int store_outputs(struct worker *w, const struct orch_wire_batch *b, stru
             size_t n;
             answer_values(w, &ans->rec[i], &vals, &n);
             for (size_t v = n; v-- > 0;)
-                m->ids[--t] = vals[v].set ? m->ids[--j] : 0;
+                m->ids[--t] = value_stored(w, i, vals, v) ? m->ids[--j] : 0;
         }
     }
     k = 0;
@@ -493,10 +565,11 @@ static int store_outputs(struct worker *w, const struct orch_wire_batch *b, stru
             o->payload = m->ids + k;
             k += (size_t)o->nchild * o->nout;
             o->failed = m->failed + f;
-            for (size_t c = 0; a->child_msg && c < a->nchildren; c++)
-                if (a->child_msg[c] != NULL)
-                    m->failed[f++] = (struct orch_wire_failed_child){(uint32_t)c,
-                                                                      a->child_msg[c]};
+            for (size_t c = 0; is_expand(w->cfg.op) && c < a->nchildren; c++) {
+                const char *why = child_failure(w, i, c);
+                if (why != NULL)
+                    m->failed[f++] = (struct orch_wire_failed_child){(uint32_t)c, why};
+            }
             o->nfailed = (uint32_t)(m->failed + f - o->failed);
         }
     }

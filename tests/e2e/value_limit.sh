@@ -9,7 +9,9 @@
 #   2. a reduce whose output is over the limit: the same, for the reduce's record;
 #   3. a value of exactly the limit is stored;
 #   4. resume changes nothing: the failure is final (no retry is charged against the store),
-#      and `orch retry` with the limit raised completes the job as a run without the limit.
+#      and `orch retry` with the limit raised completes the job as a run without the limit;
+#   5. an expand with one child over the limit: that child fails alone (a failed child), its
+#      siblings are stored, the reduce over them is Suppressed.
 source "$(dirname "$0")/lib.sh"
 
 LIMIT=1000
@@ -95,4 +97,46 @@ for port in file.up file.all; do
   expect_eq "after retry, $port equals a run without the limit" \
     "$("$ORCH" export "$T/clean" $port --all)" "$("$ORCH" export "$T/j" $port --all)"
 done
+# 5. One child of an expansion over the limit fails alone. The children come from a small
+# input (an exec() UDF makes them), so that nothing upstream is over the limit.
+mkdir "$T/five"
+cat > "$T/five/gen_udf.py" <<PY
+import sys
+sys.path.insert(0, "$SRCDIR/udfs/python")
+import orch_udf
+class Gen:
+    def __init__(self, args):
+        pass
+    def run(self, batch):
+        return [[r.value, b"x" * 2000, r.value.upper()] for r in batch]
+sys.exit(orch_udf.serve(Gen))
+PY
+echo a > "$T/five/in.txt"
+cat > "$T/five/five.orch" <<'PIPE'
+pipeline five
+domain file
+domain row in file
+source file.v = lines("in.txt")
+call gen  = exec("python3 ./gen_udf.py")
+call join = concat(sep="-")
+row.piece = expand gen(file.v)
+file.all  = reduce join(row.piece)
+output file.all
+PIPE
+ORCH_PAYLOAD_MAX_VALUE=$LIMIT "$ORCH" run "$T/five/five.orch" --job "$T/five/j" \
+  --progress none > /dev/null 2> "$T/five.err" ||
+  { rc=$?; cat "$T/five.err" >&2; fail "orch run (5) exited $rc"; }
+job_done "$T/five/j"
+expect_eq "the big child fails alone, its siblings are stored" \
+  "a/0|present|a
+a/1|failed|output 1 is 2000 bytes, over the payload store's limit of $LIMIT bytes per value
+a/2|present|A" \
+  "$("$ORCH" export "$T/five/j" row.piece --all | python3 -c '
+import json, sys
+for l in sys.stdin:
+    o = json.loads(l)
+    print(o["key"], o["state"], o.get("value", o.get("error", "")), sep="|")')"
+expect_eq "the failure row names the child; the expansion succeeded" "a/1|record|succeeded|3" \
+  "$(q "$T/five/j" "SELECT f.key, f.kind, x.state, x.nchildren FROM failures f, expansion x")"
+expect_eq "the reduce over the pieces is Suppressed" "a|suppressed|" "$(states "$T/five/j" file.all)"
 echo ok
