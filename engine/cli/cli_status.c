@@ -317,6 +317,11 @@ static void status_print(FILE *out, struct orch_job *job, const struct status *s
         fprintf(out, "driver:     running\n");
     else if (strcmp(s->job_status, "finished") == 0)
         fprintf(out, "driver:     none\n");
+    else if (access(job->dir, W_OK) != 0)
+        /* resume would refuse a directory it cannot write (jobdir.c): say what works. */
+        fprintf(out, "driver:     none (this directory is read-only: to resume, copy it with "
+                     "`cp -a %s COPY`, then `orch resume COPY`)\n",
+                job->dir);
     else
         fprintf(out, "driver:     none (resume with `orch resume %s`)\n", job->dir);
     if (!live && s->stop_kind[0] && strcmp(s->job_status, "finished") != 0) {
