@@ -106,7 +106,11 @@
     X(PLAN_PORT, "INSERT INTO port (id, domain_id, name, qualified, producer_call_id, "        \
                  "is_output) VALUES (?, ?, ?, ?, ?, ?)")                                       \
     X(NAMED_PAYLOADS, "SELECT payload_id FROM item WHERE payload_id IS NOT NULL "              \
-                      "ORDER BY payload_id")
+                      "AND payload_id NOT IN (SELECT payload_id FROM reclaimed) "              \
+                      "ORDER BY payload_id")                                                   \
+    X(RECLAIMED_PUT, "INSERT OR IGNORE INTO reclaimed (payload_id) VALUES (?)")                \
+    X(RECLAIMED_PORT, "INSERT OR IGNORE INTO reclaimed (payload_id) SELECT payload_id "        \
+                      "FROM item WHERE port_id = ? AND payload_id IS NOT NULL")
 
 #define FACT_ENUM(slot, sql) F_##slot,
 enum fact_slot { FACT_STATEMENTS(FACT_ENUM) F__COUNT };
@@ -891,5 +895,24 @@ int orch_store_payload_mark(orch_store *s, uint64_t *mark)
     if (v < 0)
         return orch_error_set(ORCH_ECORRUPT, "%s: job.payload_mark is negative", s->path);
     *mark = (uint64_t)v;
+    return 0;
+}
+
+/* ---- payloads reclaimed before the end of the job (migrations/0008_reclaimed.sql) ------- */
+
+int orch_store_reclaimed_put(orch_store *s, uint64_t payload, bool *added)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_RECLAIMED_PUT, &st, "l", (int64_t)payload);
+    return rc < 0 ? rc : run(s, st, added);
+}
+
+int orch_store_reclaimed_port(orch_store *s, int port, int64_t *added)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_RECLAIMED_PORT, &st, "i", port);
+    if (rc < 0 || (rc = run(s, st, NULL)) < 0)
+        return rc;
+    *added = sqlite3_changes(s->db);
     return 0;
 }

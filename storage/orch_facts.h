@@ -229,8 +229,10 @@ int orch_store_plan_port_put(orch_store *s, int id, int domain, const char *name
 
 /* ---- payload ids named by items (reclaiming orphans) ------------------------------------ */
 
-/* A cursor over the payload ids that items name, ascending (SQLite sorts them, spilling to
- * disk for a big job: memory stays bounded). Open it, call next until it returns 0, close
+/* A cursor over the payload ids that items name, ascending, but those recorded as
+ * reclaimed (their bytes are deleted, or due to be: to the orphan reclamation they are
+ * named by nothing). SQLite sorts them, spilling to disk for a big job: memory stays
+ * bounded. Open it, call next until it returns 0, close
  * it (also after an error). One cursor at a time per store. */
 struct orch_store_cursor {
     orch_store *s;
@@ -264,5 +266,16 @@ int orch_store_job_stop_clear(orch_store *s);
  * transaction's commit raises job.payload_mark to the largest (one UPDATE per commit that
  * names a larger id, none otherwise), so it is exact for every committed state. */
 int orch_store_payload_mark(orch_store *s, uint64_t *mark);
+
+/* ---- payloads reclaimed before the end of the job (migrations/0008_reclaimed.sql) ------- */
+
+/* Records that the bytes of payload `payload` are (about to be) deleted: the item rows that
+ * name it stay as they are. *added (may be NULL): false when it was recorded already. The
+ * caller deletes the bytes only after this commits (engine/run/reclaim.c). */
+int orch_store_reclaimed_put(orch_store *s, uint64_t payload, bool *added);
+
+/* orch_store_reclaimed_put() of every payload that an item of `port` names; *added receives
+ * how many were not recorded yet. For the sweep at the end of a job. */
+int orch_store_reclaimed_port(orch_store *s, int port, int64_t *added);
 
 #endif

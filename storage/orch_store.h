@@ -174,6 +174,13 @@ int orch_store_rollback(orch_store *s);
 /* Whether a transaction is open. */
 int orch_store_in_txn(const orch_store *s);
 
+/* Makes every committed transaction durable through a machine crash, whatever the sync
+ * setting: fdatasync of the write-ahead log and of the database file (WAL mode with
+ * synchronous = NORMAL syncs only at checkpoints). For writes elsewhere that must never
+ * be ahead of the commits that justify them (engine/run/reclaim.c deletes payloads only
+ * after this). No transaction may be open. Returns 0, or -errno with the detail set. */
+int orch_store_sync(orch_store *s);
+
 /* ---- job metadata (table job) ---------------------------------------------------------- */
 
 struct orch_job_info {

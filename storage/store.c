@@ -602,3 +602,31 @@ int orch_store_in_txn(const orch_store *s)
 {
     return s->in_txn;
 }
+
+/* fdatasync of the file at `path`; a file that does not exist has nothing to sync (the
+ * WAL between a checkpoint's truncation and the next write). */
+static int sync_path(const orch_store *s, const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : orch_error_set(-errno, "%s: %s", path, strerror(errno));
+    int rc = fdatasync(fd) == 0 ? 0 : -errno;
+    close(fd);
+    (void)s;
+    return rc < 0 ? orch_error_set(rc, "%s: fdatasync: %s", path, strerror(-rc)) : 0;
+}
+
+int orch_store_sync(orch_store *s)
+{
+    assert(!s->in_txn);
+    struct orch__buf wal = {0};
+    orch__buf_printf(&wal, "%s-wal", s->path);
+    if (wal.oom)
+        return -ENOMEM;
+    /* The log first: it holds the newest commits; then the file that checkpoints filled. */
+    int rc = sync_path(s, wal.p);
+    if (rc == 0)
+        rc = sync_path(s, s->path);
+    orch__buf_free(&wal);
+    return rc;
+}

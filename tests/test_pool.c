@@ -2,7 +2,11 @@
  * the real binary ($ORCH): outputs of map, expand, filter and reduce read back from LMDB;
  * work spread over workers; crashes, timeouts, external kills, attempt and typed failures,
  * init failures up to a failed pool; protocol errors from fake workers (this binary run as
- * `__worker`); clean close (fini ran, no zombies) and kill.
+ * `__worker`); clean close (fini ran, no zombies) and kill; workers started on demand and
+ * stopped cleanly, a slot's index (and devices) kept by whatever process runs in it.
+ *
+ * A pool starts no process by itself: the harness starts a lane's workers when it adds the
+ * lane, and a replacement after each loss until the pool has failed, as a driver would.
  *
  * Nothing here sleeps to let a race settle: each test runs the event loop until the
  * callbacks have seen what it waits for (with a generous safety timeout that fails it). */
@@ -240,6 +244,7 @@ struct lane {
     int gate;
     orch_worker *waiting[8];
     int nwaiting;
+    bool no_restart; /* no replacement after a loss */
 };
 
 struct run {
@@ -262,6 +267,7 @@ struct run {
     bool timed_out;
     /* Set by watch_reaped: the pid to wait for. */
     int watch_pid;
+    bool start_none; /* add_lane starts no worker: the test does */
 };
 
 static int lane_of(struct run *r, orch_pool *p)
@@ -374,6 +380,12 @@ static void cb_lost(void *ctx, orch_pool *p, orch_worker *w, uint64_t batch,
     uint64_t id = 1;
     tb_map(&t, 999, 999, &id, 1);
     assert_int_equal(orch_pool_dispatch(p, w, &t.b), -EBUSY);
+    /* The slot is empty: a replacement, as the driver starts one, unless the pool failed
+     * (it refuses then). Started from the callback, which the pool allows. */
+    if (!r->lane[e->lane].no_restart) {
+        int rc = orch_pool_start(p, NULL);
+        assert_int_equal(rc, e->failed ? -ECANCELED : 0);
+    }
     check_done(r);
 }
 
@@ -410,6 +422,10 @@ static orch_pool *add_lane(struct run *r, const char *call, int nworkers, int64_
     int rc = orch_pool_new(r->base, &cfg, &callbacks, r, &l->pool);
     if (rc != 0)
         fail_msg("orch_pool_new(%s): %s", call, orch_error_detail());
+    assert_int_equal(orch_pool_alive(l->pool), 0); /* nothing runs until started */
+    for (int i = 0; i < nworkers && !r->start_none; i++)
+        if ((rc = orch_pool_start(l->pool, NULL)) != 0)
+            fail_msg("orch_pool_start(%s): %s", call, orch_error_detail());
     return l->pool;
 }
 
@@ -881,6 +897,10 @@ static void test_init_failures(void **state)
     assert_has(orch_pool_failure(missing), "/nonexistent/orch-no-such.so");
     assert_string_equal(orch_pool_failure(bad), "probe: asked to fail");
     assert_true(orch_pool_failed(ex));
+    /* A failed pool starts nothing, and says why. */
+    assert_int_equal(orch_pool_start(bad, NULL), -ECANCELED);
+    assert_has(orch_error_detail(), "probe: asked to fail");
+    assert_int_equal(orch_pool_alive(bad), 0);
     run_close(&r);
 }
 
@@ -922,6 +942,86 @@ static void test_close_runs_fini(void **state)
         assert_string_equal(mark, want[i].cuda);
         free(mark);
     }
+}
+
+/* ---- on demand: start, stop, slots ----------------------------------------------------- */
+
+static bool idle_2(struct run *r)
+{
+    return r->nidle >= 2;
+}
+
+static bool idle_4(struct run *r)
+{
+    return r->nidle >= 4;
+}
+
+static void assert_fini(struct fx *f, int pid, const char *cuda)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/fini-%d", f->marks, pid);
+    char *mark = orch_test_read_file(path, NULL);
+    if (mark == NULL)
+        fail_msg("worker %d did not run fini", pid);
+    assert_string_equal(mark, cuda);
+    free(mark);
+}
+
+/* A pool starts with no process; each start takes the free slot of lowest index, whose
+ * devices the process gets; a stopped worker runs fini, is no loss, and keeps its slot
+ * until it is reaped; then its slot (and device) is the next one started. */
+static void test_start_stop(void **state)
+{
+    struct fx *f = *state;
+    const char *cuda[] = {"0", "1", "2"};
+    struct run r;
+    run_init(&r, f);
+    r.start_none = true;
+    orch_pool *p = add_lane(&r, "probe", 3, 0, 3, NULL, 0, NULL, cuda);
+    assert_int_equal(orch_pool_alive(p), 0);
+    assert_int_equal(orch_pool_starting(p), 0);
+
+    orch_worker *w0, *w1, *w2, *again;
+    assert_int_equal(orch_pool_start(p, &w0), 0);
+    assert_int_equal(orch_pool_start(p, &w1), 0);
+    assert_int_equal(orch_worker_index(w0), 0);
+    assert_int_equal(orch_worker_index(w1), 1);
+    assert_int_equal(orch_pool_alive(p), 2);
+    assert_int_equal(orch_pool_starting(p), 2);
+    assert_int_equal(orch_pool_stop(p, w0), -EBUSY); /* only an idle worker stops */
+    r.done = idle_2;
+    run_loop(&r);
+    assert_int_equal(orch_pool_starting(p), 0);
+
+    int pid0 = orch_worker_pid(w0);
+    assert_int_equal(orch_pool_stop(p, w0), 0);
+    assert_int_equal(orch_pool_stop(p, w0), -EBUSY);
+    struct tb t;
+    uint64_t id = 1;
+    tb_map(&t, 1, 1, &id, 1);
+    assert_int_equal(orch_pool_dispatch(p, w0, &t.b), -EBUSY);
+    assert_int_equal(orch_pool_alive(p), 2); /* stopping: it still holds its slot */
+    assert_int_equal(orch_pool_start(p, &w2), 0);
+    assert_int_equal(orch_worker_index(w2), 2);
+    assert_int_equal(orch_pool_start(p, &again), -EBUSY); /* every slot holds a process */
+    assert_null(again);
+
+    run_until_reaped(&r, pid0);
+    assert_int_equal(r.nlost, 0); /* a stop is not a loss */
+    assert_fini(f, pid0, "0");
+    assert_int_equal(orch_pool_alive(p), 2);
+    assert_int_equal(orch_pool_start(p, &again), 0);
+    assert_ptr_equal(again, w0); /* the lowest free slot, and its device */
+    assert_int_equal(orch_worker_index(again), 0);
+    int pid0b = orch_worker_pid(again);
+    assert_true(pid0b != pid0);
+    r.done = idle_4;
+    run_loop(&r);
+    assert_int_equal(r.nlost, 0);
+    int pid2 = orch_worker_pid(w2);
+    run_close(&r);
+    assert_fini(f, pid0b, "0");
+    assert_fini(f, pid2, "2");
 }
 
 static bool two_busy(struct run *r)
@@ -1333,6 +1433,7 @@ int main(int argc, char **argv)
         T(test_readers_full),
         T(test_init_failures),
         T(test_close_runs_fini),
+        T(test_start_stop),
         T(test_kill_busy_workers),
         T(test_protocol_errors),
         T(test_worker_direct),

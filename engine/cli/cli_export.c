@@ -21,6 +21,8 @@ static const char export_help[] =
     "The value is a JSON string when it is valid UTF-8, else \"value_b64\" (base64).\n"
     "--all adds the entities whose item is dropped, failed or suppressed (with \"state\"\n"
     "and, for failures, \"error\"). Works while the job runs (read-only).\n"
+    "A present item of a port that is not `output` whose payload was reclaimed (every\n"
+    "grain that reads it has sealed) has \"reclaimed\": true and no value.\n"
     "\n"
     "exit status: 0 done; 1 the job or the port cannot be read; 2 usage error.\n";
 
@@ -87,7 +89,8 @@ static int export_port(struct orch_job *job, int port, bool all, FILE *out)
         " SELECT t.key, i.state, i.payload_id, coalesce(%s"
         "  (SELECT f.message FROM grain AS g JOIN failure AS f ON f.grain_id = g.id"
         "   WHERE g.call_id = %d AND g.entity_id = %s AND f.entity_id IS NULL"
-        "   AND (f.kind = ?1 OR f.kind = ?2 OR f.kind = ?3) ORDER BY f.id DESC LIMIT 1))"
+        "   AND (f.kind = ?1 OR f.kind = ?2 OR f.kind = ?3) ORDER BY f.id DESC LIMIT 1)),"
+        " i.payload_id IN (SELECT payload_id FROM reclaimed)"
         " FROM t JOIN item AS i ON i.entity_id = t.id AND i.port_id = %d"
         " WHERE t.domain_id = %d %s ORDER BY t.path",
         root, chain.p ? chain.p : "",
@@ -127,11 +130,14 @@ static int export_port(struct orch_job *job, int port, bool all, FILE *out)
         const char *state = (const char *)sqlite3_column_text(st, 1);
         const unsigned char *key = sqlite3_column_text(st, 0);
         bool present = orch_item_state_parse(state) == ORCH_ITEM_PRESENT;
+        /* Its payload was freed once every grain reading it sealed (a port that is not
+         * `output`: engine/run/reclaim.c): the fact stands, its bytes are gone. */
+        bool reclaimed = present && sqlite3_column_int(st, 4) != 0;
         const void *data = NULL;
         size_t len = 0;
         /* The payload is read before anything of the line is written: an unreadable one
          * stops the export after the last whole line, never in the middle of one. */
-        if (present &&
+        if (present && !reclaimed &&
             (err = orch_payload_read(r, (uint64_t)sqlite3_column_int64(st, 2), &data, &len)) <
                 0) {
             err = orch_error_set(err, "payload %lld of %s is unreadable: %s",
@@ -142,7 +148,9 @@ static int export_port(struct orch_job *job, int port, bool all, FILE *out)
         fputs("{\"key\": ", out);
         orch__json_string(out, key, (size_t)sqlite3_column_bytes(st, 0));
         fprintf(out, ", \"state\": \"%s\"", state);
-        if (present) {
+        if (reclaimed) {
+            fputs(", \"reclaimed\": true", out);
+        } else if (present) {
             if (valid_utf8(data, len)) {
                 fputs(", \"value\": ", out);
                 orch__json_string(out, data, len);

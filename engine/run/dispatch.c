@@ -1,4 +1,5 @@
-/* dispatch.c — batches against the store: reserve, send, fail, retry (run_int.h). */
+/* dispatch.c — batches against the store: reserve, send, fail, retry; which calls are
+ * served, in which order (run_int.h). */
 #include "run_int.h"
 
 #include <assert.h>
@@ -25,9 +26,51 @@ static int requeue(struct orch_sched *d, struct orch_grain_ref g, bool solo)
     int rc = orch_store_grain_requeue(d->job->store, g.grain, g.generation, seq, &done);
     if (rc < 0 || !done)
         return rc; /* no longer in flight with that generation: nothing to retry */
-    return orch_sched_queue_requeue(&d->calls[g.call].q, &g, seq, solo);
+    struct orch_sched_call *cr = &d->calls[g.call];
+    if ((rc = orch_sched_queue_requeue(&cr->q, &g, seq, solo)) == 0)
+        orch_sched_want(d, cr);
+    return rc;
 }
 
+/* ---- the open batches: reserved or in flight, oldest first (invariant 6) -------------- */
+
+static void open_link(struct orch_sched *d, struct orch_sched_batch *b)
+{
+    assert(!b->open);
+    b->open = true;
+    b->older = d->open_new;
+    b->newer = NULL;
+    if (d->open_new)
+        d->open_new->newer = b;
+    else
+        d->open_old = b;
+    d->open_new = b;
+}
+
+static void open_unlink(struct orch_sched *d, struct orch_sched_batch *b)
+{
+    if (!b->open)
+        return;
+    b->open = false;
+    if (b->older)
+        b->older->newer = b->newer;
+    else
+        d->open_old = b->newer;
+    if (b->newer)
+        b->newer->older = b->older;
+    else
+        d->open_new = b->older;
+    b->older = b->newer = NULL;
+}
+
+int64_t orch_sched_attempt_floor(const struct orch_sched *d)
+{
+    const struct orch_sched_batch *b = d->open_old;
+    assert(!b || b->n > 0); /* a reservation that took nothing is freed at once */
+    return b ? b->slot[0].attempt_row : d->attempt_last + 1;
+}
+
+/* A call's in-flight list is short: one batch per worker of the call at most. */
 struct orch_sched_batch *orch_sched_batch_take(struct orch_sched_call *cr, uint64_t id)
 {
     for (struct orch_sched_batch **p = &cr->inflight; *p; p = &(*p)->next) {
@@ -35,6 +78,9 @@ struct orch_sched_batch *orch_sched_batch_take(struct orch_sched_call *cr, uint6
             struct orch_sched_batch *b = *p;
             *p = b->next;
             b->next = NULL;
+            open_unlink(cr->d, b);
+            cr->d->ninflight--;
+            orch_sched_check(cr->d, cr);
             return b;
         }
     }
@@ -45,6 +91,8 @@ static void batch_free(struct orch_sched_batch *b)
 {
     if (!b)
         return;
+    if (b->open) /* reserved in a turn that failed */
+        open_unlink(b->cr->d, b);
     free(b->slot);
     free(b->rec);
     free(b->nval);
@@ -253,19 +301,59 @@ static int reserve(struct orch_sched *d, struct orch_sched_call *cr, orch_worker
             off += b->rec[k].nval[j];
     }
     assert(off == b->nvals);
+    open_link(d, b);
     *out = b;
     return 0;
 }
 
 /* ---- dispatch and sending -------------------------------------------------------------- */
 
+void orch_sched_want(struct orch_sched *d, struct orch_sched_call *cr)
+{
+    if (cr->listed)
+        return;
+    if (orch__grow(&d->ready, &d->cready, d->nready + 1, sizeof *d->ready) < 0) {
+        orch_sched_set_fatal(d, -ENOMEM);
+        return;
+    }
+    cr->listed = true;
+    d->ready[d->nready++] = cr->call;
+}
+
+bool orch_sched_any_queued(const struct orch_sched *d)
+{
+    for (int k = 0; k < d->nready; k++)
+        if (d->calls[d->ready[k]].q.len > 0)
+            return true;
+    return false;
+}
+
+/* Sorts d->ready by rank. Insertion sort: the list keeps its order from turn to turn, and
+ * only the calls listed since the last turn are out of place. */
+static void sort_ready(struct orch_sched *d)
+{
+    for (int i = 1; i < d->nready; i++) {
+        int c = d->ready[i], k = i - 1;
+        while (k >= 0 && d->calls[d->ready[k]].rank > d->calls[c].rank) {
+            d->ready[k + 1] = d->ready[k];
+            k--;
+        }
+        d->ready[k + 1] = c;
+    }
+}
+
 int orch_sched_dispatch(struct orch_sched *d)
 {
     /* Downstream calls first: when the budget is tight, finishing what is in the
-     * pipeline drains it and frees room for admission (DESIGN §5). */
-    for (int k = 0; k < d->ncalls; k++) {
-        struct orch_sched_call *cr = &d->calls[d->order[k]];
-        while (cr->pool && cr->nidle > 0 && cr->q.len > 0 && orch_sched_fits(d, cr)) {
+     * pipeline drains it and frees room for admission (DESIGN §5). Only the calls with
+     * queued grains are looked at (invariant 6); one whose queue is empty leaves the list
+     * until a grain is queued for it again. */
+    sort_ready(d);
+    int kept = 0;
+    for (int k = 0; k < d->nready; k++) {
+        struct orch_sched_call *cr = &d->calls[d->ready[k]];
+        assert(cr->pool); /* only a call with a statement has grains */
+        while (cr->nidle > 0 && cr->q.len > 0 && orch_sched_fits(d, cr)) {
             int rc = orch_sched_txn(d);
             orch_worker *w = cr->idle[cr->nidle - 1];
             struct orch_sched_batch *b;
@@ -276,11 +364,20 @@ int orch_sched_dispatch(struct orch_sched *d)
             if (!b)
                 continue; /* every entry taken was stale */
             cr->nidle--;
+            orch_sched_worker_busy(cr, w);
             orch_sched_hold(d, cr);
+            orch_sched_served(d, cr);
             b->next = d->to_send;
             d->to_send = b;
         }
+        if (cr->q.len > 0) {
+            d->ready[kept++] = cr->call;
+        } else {
+            cr->listed = false;
+            orch_sched_check(d, cr); /* stale entries may have been its last */
+        }
     }
+    d->nready = kept;
     return 0;
 }
 
@@ -293,6 +390,7 @@ void orch_sched_send(struct orch_sched *d)
         struct orch_sched_call *cr = b->cr;
         b->next = cr->inflight;
         cr->inflight = b;
+        d->ninflight++;
         struct orch_wire_batch wb = {.id = b->id, .nrec = (uint32_t)b->n, .rec = b->rec};
         d->stats->batches++;
         int rc = orch_pool_dispatch(cr->pool, b->worker, &wb);
@@ -362,6 +460,8 @@ int orch_sched_call_order(struct orch_sched *d)
         }
         d->order[k + 1] = c;
     }
+    for (int k = 0; k < d->ncalls; k++)
+        d->calls[d->order[k]].rank = k;
     free(depth);
     return 0;
 }

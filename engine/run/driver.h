@@ -64,7 +64,9 @@ struct orch_run_stats {
     int64_t suppressed;      /* reports of in-flight siblings discarded by a barrier */
     int64_t attempts_failed; /* attempt failures (error, crash, timeout) */
     int64_t batches;
-    int64_t reclaimed; /* payloads that no committed fact named, deleted */
+    int64_t reclaimed;       /* payloads that no committed fact named, deleted */
+    int64_t workers_started; /* worker processes started (on demand) */
+    int64_t workers_peak;    /* the most worker processes in use at once */
     double seconds;
 };
 

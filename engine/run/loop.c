@@ -39,24 +39,21 @@ static int on_ready(void *ctx, const struct orch_grain_ref *g)
 {
     struct orch_sched *d = ctx;
     struct orch_sched_qent e = {.g = *g};
-    return orch_sched_queue_push(&d->calls[g->call].q, &e);
+    int rc = orch_sched_queue_push(&d->calls[g->call].q, &e);
+    if (rc == 0)
+        orch_sched_want(d, &d->calls[g->call]);
+    return rc;
 }
 
-/* ---- pool callbacks -------------------------------------------------------------------- */
-
-static struct orch_sched_call *call_of(struct orch_sched *d, orch_pool *pool)
-{
-    for (int i = 0; i < d->ncalls; i++)
-        if (d->calls[i].pool == pool)
-            return &d->calls[i];
-    return NULL;
-}
+/* ---- pool callbacks (ctx: the call, whose pool it is) ---------------------------------- */
 
 static void on_idle(void *ctx, orch_pool *pool, orch_worker *w)
 {
-    struct orch_sched *d = ctx;
-    struct orch_sched_call *cr = call_of(d, pool);
-    assert(cr);
+    struct orch_sched_call *cr = ctx;
+    struct orch_sched *d = cr->d;
+    assert(cr->pool == pool);
+    if (!orch_sched_worker_idle(cr, w))
+        return; /* its call is done: the worker was stopped */
     if (orch__grow(&cr->idle, &cr->cidle, cr->nidle + 1, sizeof *cr->idle) < 0) {
         orch_sched_set_fatal(d, -ENOMEM);
         return;
@@ -158,8 +155,8 @@ static int answered(struct orch_sched *d, struct orch_sched_call *cr,
 static void on_report(void *ctx, orch_pool *pool, orch_worker *w,
                       const struct orch_wire_report *r)
 {
-    struct orch_sched *d = ctx;
-    struct orch_sched_call *cr = call_of(d, pool);
+    struct orch_sched_call *cr = ctx;
+    struct orch_sched *d = cr->d;
     struct orch_sched_batch *b = orch_sched_batch_take(cr, r->batch);
     on_idle(ctx, pool, w);
     if (!b) { /* not a batch we sent: a duplicate or a stray report */
@@ -190,11 +187,12 @@ static void on_report(void *ctx, orch_pool *pool, orch_worker *w,
 static void on_lost(void *ctx, orch_pool *pool, orch_worker *w, uint64_t batch,
                     enum orch_loss_kind kind, const char *message)
 {
-    struct orch_sched *d = ctx;
-    struct orch_sched_call *cr = call_of(d, pool);
+    struct orch_sched_call *cr = ctx;
+    struct orch_sched *d = cr->d;
     /* A worker killed inside an LMDB read transaction leaves its reader slot taken;
      * clear it now rather than when a begin finds the table full. */
     (void)orch_payload_reader_check(d->job->payloads, NULL);
+    orch_sched_worker_lost(cr, w);
     for (int i = 0; i < cr->nidle; i++) /* a dead worker is never idle */
         if (cr->idle[i] == w)
             cr->idle[i--] = cr->idle[--cr->nidle];
@@ -246,51 +244,27 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 
 static bool finished(const struct orch_sched *d)
 {
-    if (d->to_send || !orch_sched_sources_done(d) || orch_prop_unsealed(d->prop) > 0)
-        return false;
-    for (int i = 0; i < d->ncalls; i++)
-        if (d->calls[i].inflight)
-            return false;
-    return true;
+    return !d->to_send && orch_sched_sources_done(d) && orch_prop_unsealed(d->prop) == 0 &&
+           d->ninflight == 0;
 }
 
 /* Nothing runs, nothing is queued, nothing is left to admit, yet grains are unsealed:
  * they wait on facts that will never come. A bug, reported rather than waited on. */
 static bool stuck(const struct orch_sched *d)
 {
-    if (d->to_send || !orch_sched_sources_done(d) || orch_prop_unsealed(d->prop) == 0)
-        return false;
-    for (int i = 0; i < d->ncalls; i++)
-        if (d->calls[i].inflight || d->calls[i].q.len)
-            return false;
-    return true;
+    return !d->to_send && orch_sched_sources_done(d) && orch_prop_unsealed(d->prop) > 0 &&
+           d->ninflight == 0 && !orch_sched_any_queued(d);
 }
 
 /* Commits the turn. With machine durability the payloads that its facts name are made
  * durable first, with one sync for the whole turn (group commit): a committed Present item
  * never names a payload that a machine crash could lose (DESIGN §6, invariant 1). Then
  * the batches settled in it are done with. */
-/* The oldest attempt row still open: the first of the batches reserved or in flight (a
- * batch's rows are consecutive; reserved batches are newer than those in flight), or
- * past the newest row when none is open. */
-static int64_t attempt_floor(const struct orch_sched *d)
-{
-    int64_t floor = d->attempt_last + 1;
-    for (int c = 0; c < d->ncalls; c++)
-        for (const struct orch_sched_batch *b = d->calls[c].inflight; b; b = b->next)
-            if (b->n > 0 && b->slot[0].attempt_row < floor)
-                floor = b->slot[0].attempt_row;
-    for (const struct orch_sched_batch *b = d->to_send; b; b = b->next)
-        if (b->n > 0 && b->slot[0].attempt_row < floor)
-            floor = b->slot[0].attempt_row;
-    return floor;
-}
-
 static int commit_turn(struct orch_sched *d)
 {
     int rc = 0;
     if (orch_store_in_txn(d->job->store)) {
-        int64_t floor = attempt_floor(d);
+        int64_t floor = orch_sched_attempt_floor(d);
         if (floor > d->attempt_floor &&
             (rc = orch_store_attempt_floor_set(d->job->store, floor)) == 0)
             d->attempt_floor = floor;
@@ -300,10 +274,14 @@ static int commit_turn(struct orch_sched *d)
             rc = orch_payload_sync(d->job->payloads);
         if (rc < 0) {
             orch_store_rollback(d->job->store);
+            orch_sched_reclaim_forget(d);
             return rc;
         }
-        if ((rc = orch_store_commit(d->job->store)) < 0)
+        if ((rc = orch_store_commit(d->job->store)) < 0) {
+            orch_sched_reclaim_forget(d);
             return rc;
+        }
+        (void)orch_sched_reclaim_flush(d); /* after the commit: reclaim.c */
     }
     orch_sched_batches_free(d->settled);
     d->settled = NULL;
@@ -332,7 +310,9 @@ static int turn(struct orch_sched *d)
     if (d->fatal)
         return d->fatal;
     /* orch_sched_send may have put back batches that never reached their workers. */
-    return commit_turn(d);
+    if ((rc = commit_turn(d)) < 0)
+        return rc;
+    return orch_sched_workers(d);
 }
 
 /* ---- after a stop ---------------------------------------------------------------------- */
@@ -463,7 +443,8 @@ static int start(struct orch_sched *d)
     if ((rc = orch_job_reclaim(d->job, &reclaimed)) < 0)
         return rc;
     d->stats->reclaimed += (int64_t)reclaimed;
-    if ((rc = orch_sched_start_pools(d, &cb)) < 0 || (rc = orch_sched_recover(d)) < 0)
+    if ((rc = orch_sched_start_pools(d, &cb)) < 0 || (rc = orch_sched_recover(d)) < 0 ||
+        (rc = orch_sched_workers_init(d)) < 0)
         return rc;
     return arm_events(d);
 }
@@ -473,6 +454,8 @@ static void driver_free(struct orch_sched *d, bool clean)
     orch_sched_calls_free(d, clean);
     orch_sched_batches_free(d->to_send);
     orch_sched_batches_free(d->settled);
+    orch_sched_workers_free(d);
+    free(d->ready);
     orch_sched_sources_free(d);
     free(d->calls);
     free(d->order);
@@ -517,6 +500,8 @@ int orch_driver_run(struct orch_job *job, const struct orch_run_opts *opts,
         rc = start(&d);
     if (rc == 0) {
         rc = run_loop(&d);
+        if (rc == 0)
+            rc = orch_sched_reclaim_end(&d);
         if (rc == 0)
             rc = orch_store_job_set_status(job->store, ORCH_JOB_FINISHED);
         orch_sched_progress(&d, true);

@@ -95,10 +95,12 @@ int orch_driver_summary(struct orch_job *job, const struct orch_run_stats *stats
     if (stats)
         fprintf(out,
                 "%lld reports committed in %lld batches, %lld attempt failures, "
-                "%lld stale reports rejected, %lld orphaned payloads reclaimed, %.1fs\n",
+                "%lld stale reports rejected, %lld orphaned payloads reclaimed, "
+                "%lld workers started (at most %lld at once), %.1fs\n",
                 (long long)stats->committed, (long long)stats->batches,
                 (long long)stats->attempts_failed, (long long)stats->stale,
-                (long long)stats->reclaimed, stats->seconds);
+                (long long)stats->reclaimed, (long long)stats->workers_started,
+                (long long)stats->workers_peak, stats->seconds);
     free(count);
     return 0;
 }

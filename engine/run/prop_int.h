@@ -36,6 +36,7 @@ struct orch_prop {
     int64_t unsealed;
     struct dom_topo *dom;
     struct orch_prop_counts *counts; /* per call */
+    struct prop_reclaim *reclaim;    /* reclaim.c only */
 };
 
 /* The child domain a reduce reads from: the domain of its first input. */
@@ -84,5 +85,14 @@ int prop__for_each_consumer(orch_prop *p, int port, int64_t e, const struct prop
 
 /* A grain was re-opened by `orch retry`: it is unsealed again. */
 void prop__reopened(orch_prop *p);
+
+/* ---- reclaim.c: freeing intermediate payloads (see the essay there) ---- */
+
+/* Builds p->reclaim from the plan (orch_prop_open). 0 or -ENOMEM. */
+int prop__reclaim_open(orch_prop *p);
+void prop__reclaim_free(orch_prop *p);
+/* Grain of `stmt` on e was just sealed with outcome o (prop__seal): records as freed the
+ * payloads of its inputs that no grain can read any more. */
+int prop__reclaim_sealed(orch_prop *p, int stmt, int64_t e, enum orch_grain_outcome o);
 
 #endif

@@ -45,7 +45,7 @@ int orch_prop_open(const orch_plan *plan, orch_store *store,
     int nd = orch_plan_ndomains(plan);
     p->dom = calloc((size_t)nd + 1, sizeof *p->dom);
     p->counts = calloc((size_t)orch_plan_ncalls(plan) + 1, sizeof *p->counts);
-    if (!p->dom || !p->counts)
+    if (!p->dom || !p->counts || prop__reclaim_open(p) < 0)
         goto nomem;
     for (int i = 0; i < orch_plan_nstmts(plan); i++) {
         const struct orch_stmt *s = orch_plan_stmt(plan, i);
@@ -85,6 +85,7 @@ void orch_prop_free(orch_prop *p)
     }
     free(p->dom);
     free(p->counts);
+    prop__reclaim_free(p);
     free(p);
 }
 
@@ -410,6 +411,8 @@ int prop__seal(orch_prop *p, int stmt, int64_t grain, int64_t e, enum orch_grain
     if (rc < 0 || !*sealed)
         return rc;
     count_sealed(p, s->call, o);
+    if ((rc = prop__reclaim_sealed(p, stmt, e, o)) < 0)
+        return rc;
     if (o == ORCH_OUTCOME_OK)
         return 0; /* the caller publishes the values */
     return outputs_terminal(p, stmt, e, prop__outcome_item_state(o));

@@ -1,4 +1,5 @@
-/* resources.c — CPU and GPU budgets, GPU devices, the calls' pools (run_int.h). */
+/* resources.c — CPU and GPU budgets, GPU devices, the calls' pools (run_int.h). The pools
+ * start with no process: workers.c starts and stops them. */
 #include "run_int.h"
 
 #include <errno.h>
@@ -121,6 +122,7 @@ int orch_sched_start_pools(struct orch_sched *d, const struct orch_pool_callback
     }
     for (int i = 0; i < d->ncalls; i++) {
         struct orch_sched_call *cr = &d->calls[i];
+        cr->d = d;
         cr->call = i;
         cr->c = orch_plan_call(d->plan, i);
         if (cr->c->stmt < 0)
@@ -143,7 +145,7 @@ int orch_sched_start_pools(struct orch_sched *d, const struct orch_pool_callback
             .max_init_failures = 3,
             .cuda_visible_devices = (const char *const *)cr->devices,
         };
-        rc = orch_pool_new(d->base, &pc, cb, d, &cr->pool);
+        rc = orch_pool_new(d->base, &pc, cb, cr, &cr->pool);
         if (rc < 0)
             return rc;
     }

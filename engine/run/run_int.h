@@ -19,7 +19,9 @@
  *             │                        row each
  *             ├─ commit    loop.c      next ready_seq, payload sync (machine durability),
  *             │                        COMMIT: the group commit of the whole turn
- *             └─ send      dispatch.c  each reserved batch to its worker
+ *             ├─ send      dispatch.c  each reserved batch to its worker
+ *             └─ workers   workers.c   stop the workers of calls that are done; start
+ *                                      workers where ready work waits for none
  *
  * The life of a batch:
  *
@@ -48,13 +50,19 @@
  *  5. cpu_busy and gpu_busy are the sums of cpus and gpus of the calls' batches reserved
  *     or running: a batch is reserved only when its call fits, and releases what it held
  *     when it is settled (resources.c).
+ *  6. A turn costs what its events and its ready work cost, never a walk over every call,
+ *     pool or worker: the calls with queued grains are on d->ready, the batches reserved
+ *     or in flight on d->open (oldest first), the calls whose flight ended this turn on
+ *     d->check; a call that has nothing queued and nothing in flight is not looked at.
+ *     The pools keep to the same rule (pool.h).
  *
  * Files, one concern each: loop.c (the loop, the turn, the group commit, the pool
  * callbacks), queue.c (ready queues and the reservation rule, no store), dispatch.c
  * (batches against the store: reservation, dispatch order, sending, failures and retries,
  * attempt rows), admit.c (sources and admission), recover.c (what a stopped driver left),
- * resources.c (CPU and GPU budgets, devices, pools), progress.c (the progress display
- * and the summary). Cross-file names are orch_sched_*; everything else is static.
+ * resources.c (CPU and GPU budgets, devices, pools), workers.c (when workers start and
+ * stop), progress.c (the progress display and the summary). Cross-file names are
+ * orch_sched_*; everything else is static.
  *
  * The store is read and written only through storage/'s API (orch_facts.h): the loop
  * holds no SQL text.
@@ -91,6 +99,10 @@ struct orch_sched_batch {
     int n, cap;                    /* slots used, and allocated: min(batch, queued) */
     struct orch_sched_slot *slot;  /* [cap] */
     struct orch_sched_batch *next; /* on d->to_send, on cr->inflight, or on d->settled */
+    /* On d->open from its reservation until it leaves flight (reserved or in flight), in
+     * the order of reservation, which is that of its attempt rows. */
+    struct orch_sched_batch *older, *newer;
+    bool open;
     /* What travels (wire records [cap], their value counts [cap * ORCH_PLAN_MAX_INPUTS],
      * all their values [cap_vals]), kept until the batch is freed. */
     struct orch_wire_record *rec;
@@ -104,8 +116,10 @@ struct orch_sched_batch {
     char *end_why; /* malloc'd, or NULL: the stop's message */
 };
 
-/* A call at run time. Set up by resources.c; unused calls (no statement) have no pool. */
+/* A call at run time. Set up by resources.c; unused calls (no statement) have no pool. The
+ * pool's callbacks get the call as their ctx. */
 struct orch_sched_call {
+    struct orch_sched *d;
     int call;
     const struct orch_call *c;
     const struct orch_stmt *s;
@@ -116,6 +130,38 @@ struct orch_sched_call {
     struct orch_sched_batch *inflight; /* sent: pushed by send, taken by report or loss */
     double cpus, gpus;                 /* held from the budgets while a batch runs */
     char **devices;                    /* per worker: its CUDA_VISIBLE_DEVICES, or NULL */
+    int rank;                          /* dispatch.c: its place in d->order (0: served first) */
+    bool listed;                       /* on d->ready (orch_sched_want) */
+    bool served;                       /* workers.c: on d->served (orch_sched_served) */
+    struct orch_sched_wk *wk;          /* workers.c: per worker index, [workers] */
+    int64_t start_ms;                  /* workers.c: its last worker's start, to HELLO, in ms */
+};
+
+/* A worker slot of a call as the driver sees it (workers.c). */
+struct orch_sched_wk {
+    orch_worker *w;   /* the slot, once a process was started in it */
+    int64_t since_ms; /* monotonic: started at (until its HELLO), or idle since */
+    uint32_t stamp;   /* changes with every change of state: an idle entry whose stamp
+                         is not the slot's is stale */
+    bool starting;    /* started by the driver, no HELLO yet */
+    bool idle;        /* on cr->idle */
+};
+
+/* A worker that went idle, and when it is to be stopped if it still is (workers.c). */
+struct orch_sched_idle {
+    int64_t deadline_ms;
+    int call, index;
+    uint32_t stamp;
+};
+
+/* A statement or a source, for the rule that tells when a call is done (workers.c). */
+struct orch_sched_node {
+    int nopen;     /* prerequisites not done yet */
+    bool done;     /* no grain of it will be READY again in this run */
+    bool checking; /* on d->check */
+    uint32_t seen; /* the lookahead walk that saw it last (workers.c) */
+    int ndown;     /* the nodes that have it as a prerequisite: down[0 .. ndown) */
+    int *down;
 };
 
 /* A source of root entities (admit.c only). */
@@ -152,7 +198,11 @@ struct orch_sched {
     double cpu_total, cpu_busy;
     double gpu_total, gpu_busy;
     /* dispatch.c */
-    int *order;                       /* call indexes, the most downstream first */
+    int *order; /* call indexes, the most downstream first */
+    int *ready; /* calls that may have queued grains (listed) */
+    int nready, cready;
+    struct orch_sched_batch *open_old, *open_new; /* reserved or in flight (invariant 6) */
+    int64_t ninflight;                            /* batches on the calls' inflight lists */
     struct orch_sched_batch *to_send; /* reserved this turn, sent after the commit */
     uint64_t next_batch;              /* the last batch id given (recover.c sets it) */
     int64_t attempt_last;             /* the newest attempt row begun by this driver */
@@ -162,6 +212,20 @@ struct orch_sched {
     struct orch_sched_source *sources;
     int nsources;
     int64_t max_unsealed;
+    /* workers.c: the done rule's graph (statements, then sources), what to look at at the
+     * end of the turn; the processes the driver started and has not lost nor stopped */
+    struct orch_sched_node *nodes;
+    int nnodes;
+    int *edges; /* every node's down[], in one allocation */
+    int *check; /* room for every node: each is on it at most once */
+    int ncheck;
+    int *served; /* calls that got a batch this turn; room for every call */
+    int nserved;
+    uint32_t walk;                /* the lookahead walks, counted */
+    struct orch_sched_idle *idle; /* a min-heap by deadline; stale entries included */
+    int nidle_heap, cidle_heap;
+    int64_t idle_min_ms; /* the least idle time before a stop (ORCH_IDLE_STOP_MS) */
+    int workers_live;
     /* progress.c */
     int64_t started_ms, last_plain_ms;
     bool live;
@@ -210,8 +274,16 @@ int orch_sched_batch_failed(struct orch_sched *d, struct orch_sched_call *cr,
 /* Ends attempt `row` with outcome o and message (NULL or "": none). */
 int orch_sched_attempt_end(struct orch_sched *d, int64_t row, enum orch_attempt_outcome o,
                            const char *message);
-/* Takes batch `id` off cr's in-flight list; NULL when it is not there. */
+/* Takes batch `id` off cr's in-flight list (and d->open); NULL when it is not there. The
+ * call is looked at by the done rule at the end of the turn. */
 struct orch_sched_batch *orch_sched_batch_take(struct orch_sched_call *cr, uint64_t id);
+/* Puts cr on d->ready: it has queued grains (on_ready, a requeue, recovery). */
+void orch_sched_want(struct orch_sched *d, struct orch_sched_call *cr);
+/* True when a call on d->ready still has queued grains (whether the loop is stuck). */
+bool orch_sched_any_queued(const struct orch_sched *d);
+/* The oldest attempt row still open: the first of the batches reserved or in flight, or
+ * past the newest row when none is. */
+int64_t orch_sched_attempt_floor(const struct orch_sched *d);
 /* Frees a list of batches linked by next (NULL: nothing). */
 void orch_sched_batches_free(struct orch_sched_batch *b);
 
@@ -245,11 +317,47 @@ int orch_sched_start_pools(struct orch_sched *d, const struct orch_pool_callback
 /* Closes (clean) or kills the pools, and frees the calls' run time state. */
 void orch_sched_calls_free(struct orch_sched *d, bool clean);
 
+/* ---- workers.c ------------------------------------------------------------------------- */
+
+/* Builds the done rule's graph and lists the calls that have queued grains (after
+ * recovery). 0 or -ENOMEM. */
+int orch_sched_workers_init(struct orch_sched *d);
+/* At the end of a turn: stops the workers of the calls found done, then starts workers
+ * for the calls whose queued grains their idle and starting workers cannot take. 0, or the
+ * error of a call that can start no worker at all (the job cannot go on). */
+int orch_sched_workers(struct orch_sched *d);
+/* The node of cr is to be looked at by the done rule at the end of the turn. */
+void orch_sched_check(struct orch_sched *d, struct orch_sched_call *cr);
+/* A worker of cr said it is idle (HELLO, or a report): false when cr is done, in which case
+ * the worker was stopped and must not be used; true otherwise (it goes on cr->idle). */
+bool orch_sched_worker_idle(struct orch_sched_call *cr, orch_worker *w);
+/* Idle worker w of cr, taken off cr->idle, got a batch. */
+void orch_sched_worker_busy(struct orch_sched_call *cr, orch_worker *w);
+/* cr got a batch in this turn: its consumers will get work soon (see workers.c). */
+void orch_sched_served(struct orch_sched *d, struct orch_sched_call *cr);
+/* Worker w of cr was lost. */
+void orch_sched_worker_lost(struct orch_sched_call *cr, orch_worker *w);
+void orch_sched_workers_free(struct orch_sched *d);
+
 /* ---- progress.c ------------------------------------------------------------------------ */
 
 /* Decides between the live display and plain lines, and starts the clocks. */
 void orch_sched_progress_init(struct orch_sched *d);
 /* Writes the progress (plain lines: at most once per interval unless final). */
 void orch_sched_progress(struct orch_sched *d, bool final);
+
+/* ---- reclaim.c ------------------------------------------------------------------------- */
+
+/* After a commit: deletes from the payload store, in one write transaction, the payloads
+ * that the committed turn recorded as freed. A failed delete leaves orphans that the next
+ * start reclaims; it does not stop the job. Always 0. */
+int orch_sched_reclaim_flush(struct orch_sched *d);
+/* After a rollback: forgets the payloads the rolled-back turn recorded (their rows are
+ * gone: their bytes must stay). */
+void orch_sched_reclaim_forget(struct orch_sched *d);
+/* The job finished: records as freed, in a transaction of its own, the payloads no seal
+ * could free (broadcast families, unless a grain is Failed or Suppressed; families that no
+ * statement reads). Their bytes go with the orphans after the pools close. */
+int orch_sched_reclaim_end(struct orch_sched *d);
 
 #endif

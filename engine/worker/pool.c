@@ -1,9 +1,13 @@
 /* pool.c — worker pools, the driver side (pool.h): starting worker processes, the
- * non-blocking conversation with each, and the one report of each death.
+ * non-blocking conversation with each, the one report of each death, and the clean stop of
+ * an idle worker.
  *
  * A slot (struct orch_worker) lives as long as the pool; the processes in it come and go.
- * Each process of a slot ends in exactly one call of declare_lost(), which is reached from
- * one of these events, whichever comes first:
+ * A slot holds no process until orch_pool_start() picks it (the free slot of lowest
+ * index, so that a worker started late still gets its index's devices). Each process of a
+ * slot ends in exactly one of two ways: the driver stopped it (orch_pool_stop: STOPPING,
+ * then reaped silently), or one call of declare_lost(), which is reached from one of these
+ * events, whichever comes first:
  *
  *   INITFAIL frame               -> lost INIT (the process exits by itself)
  *   malformed or unexpected frame-> SIGKILL, lost CRASH ("protocol error: ...")
@@ -19,22 +23,33 @@
  * forever.) declare_lost() closes the slot's socket and, when the process has not been
  * reaped yet, moves its pid to the pool's `corpses`: corpses are reaped silently (SIGCHLD,
  * the poll timer, close/kill), so that no death is reported twice and no zombie is left.
- * After `lost` returns, the slot starts a replacement process (a new incarnation).
+ * After `lost` the slot is free: the driver starts a process in it again when it has work
+ * for one (the pool never restarts a worker by itself).
+ *
+ * A stopped worker keeps its slot until it is reaped: `workers` bounds the processes of a
+ * call, including those still running their fini (a GPU worker's memory is released only
+ * when it exits). A stop that does not end within STOP_WAIT_MS is killed.
  *
  * Re-entrancy. Callbacks run from the event handlers here and may call
- * orch_pool_dispatch(), which only queues bytes and starts a timer: it never reports a
- * death nor calls a callback. Deaths are found only by event handlers. Every handler that
- * calls out re-checks the slot's incarnation afterwards and stops touching a slot whose
+ * orch_pool_dispatch(), orch_pool_start() and orch_pool_stop(), which only queue bytes,
+ * start a process, close a socket or start a timer: they never report a death nor call a
+ * callback. Deaths are found only by event handlers. Every handler that calls out
+ * re-checks the slot's incarnation (and socket) afterwards and stops touching a slot whose
  * process changed.
+ *
+ * Cost. Nothing done per event looks at every slot: the pool keeps the slots that hold a
+ * process in a list (`live`), counts slots by state, and counts the slots waiting for a
+ * reap; a pool with no process and no corpse does not even watch SIGCHLD. So a pool of
+ * 1,024 slots with three processes costs, per event, what a pool of three does, and an
+ * event base shared by thousands of idle pools wakes none of them on a SIGCHLD.
  *
  * The event loop. Every event_add()/evtimer_add() is checked; libevent fails one only when
  * it cannot grow its own tables (out of memory). What the pool does then depends on what
  * the event was for: a worker whose socket or init timeout cannot be watched is killed and
- * reported lost (break_worker, or a failed spawn, retried); a batch whose timeout cannot
- * be armed is refused by orch_pool_dispatch() (-ENOMEM, nothing sent); a slot that can
- * neither start a process nor schedule another try fails the pool (pool_fail: lost INIT,
- * orch_pool_failed()); the reap poll is a safety net behind SIGCHLD and is simply armed
- * again by the next arm_poll().
+ * reported lost (break_worker), or not started (orch_pool_start fails); a batch whose
+ * timeout cannot be armed is refused by orch_pool_dispatch() (-ENOMEM, nothing sent); a
+ * stop whose deadline cannot be armed is a kill; SIGCHLD and the reap poll are safety nets
+ * for each other, and the poll is simply armed again by the next arm_poll().
  *
  * Reaping. Several pools may share one event base, and the driver may have other
  * children: each pool waits only for its own pids, with waitpid(pid, WNOHANG); never
@@ -53,6 +68,7 @@
 #include <event2/event.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -69,19 +85,24 @@ extern char **environ;
 
 /* The descriptor a worker finds its socket on (the FD of `orch __worker FD`). */
 #define WORKER_FD 3
-/* How much orch_pool_close() waits for workers to finish their fini. */
+/* How much orch_pool_close() waits for workers to finish their fini, and how long a worker
+ * stopped by orch_pool_stop() may take over its fini before it is killed. */
 #define CLOSE_WAIT_MS 5000
+#define STOP_WAIT_MS 5000
 /* How often the pool looks for dead processes while it waits for one (a safety net in case
- * a SIGCHLD is not seen), and how long before it retries a failed fork. */
+ * a SIGCHLD is not seen). */
 #define REAP_POLL_MS 100
 /* A worker's init (loading a model, say) is given this many times the call's per-batch
  * timeout before it counts as hung; without a timeout, init may take as long as it likes. */
 #define INIT_TIMEOUT_FACTOR 10
-#define RESPAWN_RETRY_MS 1000
+/* The stack the child runs on until its exec (child_exec needs a few hundred bytes). */
+#define CHILD_STACK (64 * 1024)
 /* Bytes asked of each read(). */
 #define READ_CHUNK 65536
 
-enum wstate { W_DEAD, W_STARTING, W_IDLE, W_BUSY };
+/* W_DEAD: the slot holds no process (free); W_STOPPING: the driver stopped its idle
+ * process, which runs its fini; the slot is free once it is reaped. */
+enum wstate { W_DEAD, W_STARTING, W_IDLE, W_BUSY, W_STOPPING, W__COUNT };
 
 /* A record of the batch a worker holds: the grain its answer must name. */
 struct held_grain {
@@ -95,14 +116,17 @@ struct orch_worker {
     enum wstate state;
     uint64_t incarnation; /* +1 for every process started in this slot */
     pid_t pid;            /* the current process, or the last one when DEAD */
-    bool running;         /* pid belongs to this slot and its loss is not declared yet */
+    bool running;         /* pid belongs to this slot: its loss is not declared yet, or it
+                           * is STOPPING and not reaped yet (the slot is then on `live`) */
+    int live_at;          /* its place in the pool's `live` list, or -1 */
     bool reaped;          /* waitpid took pid; status holds its wait status */
     int status;
     bool dying;         /* the socket is gone (EOF, error): waiting for the reap to report */
     const char *broken; /* why break_worker() killed it (static text), or NULL */
     int fd;             /* -1 when closed */
     struct event *ev_read, *ev_write;
-    struct event *timer; /* BUSY: the batch's timeout; DEAD: the retry of a failed fork */
+    struct event *timer; /* STARTING: init timeout; BUSY: the batch's timeout; STOPPING:
+                          * the deadline of its fini */
     struct orch_wire_buf in;
     size_t in_off;
     struct orch_wire_buf out;
@@ -126,9 +150,15 @@ struct orch_pool {
     int max_init_failures;
     int nworkers;
     struct orch_worker *w;
+    int nstate[W__COUNT]; /* slots by state */
+    int ndying;           /* slots whose socket is gone, waiting for the reap to report */
+    int free_from;        /* no slot below this index is W_DEAD */
+    orch_worker **live;   /* the slots whose `running` is true, in no order */
+    int nlive;
     pid_t *corpses; /* processes whose loss was declared, not yet reaped */
     int ncorpses, cap_corpses;
     struct event *ev_chld, *ev_poll;
+    bool chld_watched; /* ev_chld is added: the pool has a process or a corpse */
     int init_failures; /* consecutive */
     bool failed;
     char *failure;
@@ -148,7 +178,6 @@ const char *orch_loss_kind_name(enum orch_loss_kind k)
     return names[k];
 }
 
-static void spawn_or_retry(orch_worker *w);
 static void read_some(orch_worker *w, bool drain);
 
 /* ---- small helpers --------------------------------------------------------------------- */
@@ -211,6 +240,66 @@ static void reap_blocking(pid_t pid)
         ;
 }
 
+/* ---- the pool's books: slots by state, the live list, the SIGCHLD watch --------------- */
+
+static void set_state(orch_worker *w, enum wstate s)
+{
+    orch_pool *p = w->pool;
+    p->nstate[w->state]--;
+    p->nstate[s]++;
+    w->state = s;
+    if (s == W_DEAD && w->index < p->free_from)
+        p->free_from = w->index;
+}
+
+static void set_dying(orch_worker *w, bool dying)
+{
+    w->pool->ndying += (int)dying - (int)w->dying;
+    w->dying = dying;
+}
+
+/* SIGCHLD is watched only while the pool has a process or a corpse (see Cost above). The
+ * add is done before a start (spawn), which is refused when it fails (out of memory); a
+ * removal cannot fail for a valid event. */
+static int watch_children(orch_pool *p)
+{
+    bool want = p->nlive > 0 || p->ncorpses > 0;
+    if (want == p->chld_watched)
+        return 0;
+    if (want && event_add(p->ev_chld, NULL) < 0)
+        return -ENOMEM;
+    if (!want)
+        event_del(p->ev_chld);
+    p->chld_watched = want;
+    return 0;
+}
+
+/* w holds a process from now on (w->running turns true). `live` has room for every slot. */
+static void live_add(orch_worker *w)
+{
+    orch_pool *p = w->pool;
+    assert(w->live_at < 0 && p->nlive < p->nworkers);
+    w->running = true;
+    w->live_at = p->nlive;
+    p->live[p->nlive++] = w;
+}
+
+/* w's process is no longer the slot's to watch (its loss was declared, or it was reaped
+ * after a stop). Moves the last entry into its place: see check_children() for how the
+ * list is walked while it changes. */
+static void live_del(orch_worker *w)
+{
+    orch_pool *p = w->pool;
+    w->running = false;
+    if (w->live_at < 0)
+        return;
+    orch_worker *last = p->live[--p->nlive];
+    p->live[w->live_at] = last;
+    last->live_at = w->live_at;
+    w->live_at = -1;
+    (void)watch_children(p);
+}
+
 static void add_corpse(orch_pool *p, pid_t pid)
 {
     if (orch__grow(&p->corpses, &p->cap_corpses, p->ncorpses + 1, sizeof *p->corpses) < 0) {
@@ -232,6 +321,7 @@ static void reap_corpses(orch_pool *p)
         else
             i++;
     }
+    (void)watch_children(p);
 }
 
 /* Arms the reap poll while anything waits for a reap. The poll is the safety net behind
@@ -239,9 +329,7 @@ static void reap_corpses(orch_pool *p)
  * call here (after every loss and every reap) tries again. */
 static void arm_poll(orch_pool *p)
 {
-    bool waiting = p->ncorpses > 0;
-    for (int i = 0; i < p->nworkers && !waiting; i++)
-        waiting = p->w[i].dying;
+    bool waiting = p->ncorpses > 0 || p->ndying > 0 || p->nstate[W_STOPPING] > 0;
     if (waiting && !evtimer_pending(p->ev_poll, NULL)) {
         struct timeval tv = ms_tv(REAP_POLL_MS);
         if (evtimer_add(p->ev_poll, &tv) < 0)
@@ -313,13 +401,14 @@ static void declare_lost(orch_worker *w, enum orch_loss_kind kind, const char *m
     if (w->state == W_STARTING)
         kind = ORCH_LOSS_INIT;
     uint64_t batch = w->state == W_BUSY ? w->batch : 0;
+    assert(w->state != W_STOPPING); /* a stopped worker has no socket nor timer to lose */
     close_channel(w);
     if (w->running && !w->reaped)
         add_corpse(p, w->pid);
-    w->running = false;
-    w->dying = false;
+    live_del(w);
+    set_dying(w, false);
     w->broken = NULL;
-    w->state = W_DEAD;
+    set_state(w, W_DEAD);
     w->batch = 0;
     if (kind == ORCH_LOSS_INIT) {
         char *copy = strdup(msg);
@@ -333,8 +422,6 @@ static void declare_lost(orch_worker *w, enum orch_loss_kind kind, const char *m
     p->in_callback++;
     p->cb.lost(p->ctx, p, w, batch, kind, msg);
     p->in_callback--;
-    if (!p->closing && !p->failed)
-        spawn_or_retry(w);
     arm_poll(p);
 }
 
@@ -382,7 +469,7 @@ static void declare_reaped(orch_worker *w)
 static void socket_gone(orch_worker *w)
 {
     close_channel(w);
-    w->dying = true;
+    set_dying(w, true);
     if (!w->reaped) {
         /* Harmless to a process that is exiting already (its status stands); ends one that
          * closed its socket and lives on. */
@@ -403,30 +490,46 @@ static void break_worker(orch_worker *w, const char *why)
 {
     w->broken = why;
     close_channel(w);
-    w->dying = true;
+    set_dying(w, true);
     if (!w->reaped)
         kill_pid(w->pid);
     arm_poll(w->pool);
 }
 
-/* Looks for the deaths of this pool's processes. */
+/* A stopped worker was reaped: its slot is free, silently (a stop is not a loss). */
+static void stop_done(orch_worker *w)
+{
+    assert(w->state == W_STOPPING && w->reaped);
+    evtimer_del(w->timer);
+    live_del(w);
+    set_state(w, W_DEAD);
+}
+
+/* Looks for the deaths of this pool's processes: the slots on `live` only. A callback
+ * called from here may start a process (appended to `live`) and a declared loss takes its
+ * slot off (the last entry moves into its place), so the walk moves on only when the entry
+ * it looked at is still in place. */
 static void check_children(orch_pool *p)
 {
-    for (int i = 0; i < p->nworkers; i++) {
-        orch_worker *w = &p->w[i];
-        if (!w->running || w->reaped)
-            continue;
-        if (!reap_nohang(w->pid, &w->status))
-            continue;
-        w->reaped = true;
-        uint64_t inc = w->incarnation;
-        /* Frames it sent before it died (a report) still count: read them first. EOF then
-         * reports the death; if the socket does not end (a descendant holds it), report
-         * it here. */
-        if (w->fd >= 0)
-            read_some(w, true);
-        if (w->incarnation == inc && w->state != W_DEAD)
-            declare_reaped(w);
+    for (int i = 0; i < p->nlive;) {
+        orch_worker *w = p->live[i];
+        if (!w->reaped && reap_nohang(w->pid, &w->status)) {
+            w->reaped = true;
+            if (w->state == W_STOPPING) {
+                stop_done(w);
+            } else {
+                uint64_t inc = w->incarnation;
+                /* Frames it sent before it died (a report) still count: read them first.
+                 * EOF then reports the death; if the socket does not end (a descendant
+                 * holds it), report it here. */
+                if (w->fd >= 0)
+                    read_some(w, true);
+                if (w->incarnation == inc && w->state != W_DEAD)
+                    declare_reaped(w);
+            }
+        }
+        if (i < p->nlive && p->live[i] == w)
+            i++;
     }
     reap_corpses(p);
     arm_poll(p);
@@ -458,8 +561,8 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
         snprintf(msg, sizeof msg, "init ran past %d times the call's timeout (%" PRId64 " ms)",
                  INIT_TIMEOUT_FACTOR, INIT_TIMEOUT_FACTOR * p->timeout_ms);
         kill_and_declare(w, ORCH_LOSS_INIT, msg);
-    } else if (w->state == W_DEAD && !p->closing && !p->failed) {
-        spawn_or_retry(w);
+    } else if (w->state == W_STOPPING && !w->reaped) {
+        kill_pid(w->pid); /* its fini ran past STOP_WAIT_MS; the reap frees the slot */
     }
 }
 
@@ -482,7 +585,7 @@ static void on_hello(orch_worker *w, const struct orch_wire_frame *f)
         return;
     }
     evtimer_del(w->timer); /* the init timeout */
-    w->state = W_IDLE;
+    set_state(w, W_IDLE);
     p->init_failures = 0;
     p->in_callback++;
     p->cb.idle(p->ctx, p, w);
@@ -561,7 +664,7 @@ static void on_report(orch_worker *w, const struct orch_wire_frame *f)
         protocol_error(w, "%s", orch_error_detail());
     } else if (check_report(w, &r) == 0) {
         evtimer_del(w->timer);
-        w->state = W_IDLE;
+        set_state(w, W_IDLE);
         w->batch = 0;
         p->in_callback++;
         p->cb.report(p->ctx, p, w, &r);
@@ -668,25 +771,36 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
 
 /* ---- starting a worker ----------------------------------------------------------------- */
 
-/* In the child, between fork and exec: only async-signal-safe calls. Never returns. */
-__attribute__((noreturn)) static void child_exec(int sock, pid_t parent, const char *exe,
-                                                 char *const argv[], char *const envp[])
+/* What the child needs between its start and its exec. */
+struct child_args {
+    int sock;
+    pid_t parent;
+    const char *exe;
+    char *const *argv;
+    char *const *envp;
+};
+
+/* In the child, between its start and exec. It runs on a stack of its own while the
+ * driver waits (spawn: CLONE_VM | CLONE_VFORK), in the driver's memory: so it writes no
+ * memory but its stack, and makes only system calls (async-signal-safe ones). Not
+ * instrumented by AddressSanitizer, whose bookkeeping would be the driver's. Never
+ * returns. */
+__attribute__((noreturn, no_sanitize_address)) static void
+child_exec(const struct child_args *a)
 {
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != a->parent)
         _exit(127); /* the driver is already gone */
     /* Its own process group: a Ctrl-C at the terminal reaches the driver only, which then
      * closes its pools; an interruption must not look like a crash of every worker. */
     setpgid(0, 0);
-    struct sigaction dfl;
-    memset(&dfl, 0, sizeof dfl);
-    dfl.sa_handler = SIG_DFL;
+    struct sigaction dfl = {.sa_handler = SIG_DFL};
     sigemptyset(&dfl.sa_mask);
     for (int s = 1; s < NSIG; s++)
         sigaction(s, &dfl, NULL); /* SIGKILL, SIGSTOP and libc's own just fail */
-    if (sock == WORKER_FD) {
-        if (fcntl(sock, F_SETFD, 0) < 0)
+    if (a->sock == WORKER_FD) {
+        if (fcntl(a->sock, F_SETFD, 0) < 0)
             _exit(127);
-    } else if (dup2(sock, WORKER_FD) < 0) {
+    } else if (dup2(a->sock, WORKER_FD) < 0) {
         _exit(127);
     }
 #ifdef SYS_close_range
@@ -696,8 +810,13 @@ __attribute__((noreturn)) static void child_exec(int sock, pid_t parent, const c
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    execve(exe, argv, envp);
+    execve(a->exe, a->argv, a->envp);
     _exit(127);
+}
+
+__attribute__((no_sanitize_address)) static int child_main(void *arg)
+{
+    child_exec(arg);
 }
 
 /* The environment of worker i: environ, with CUDA_VISIBLE_DEVICES replaced when the pool
@@ -746,22 +865,42 @@ static int spawn(orch_worker *w)
     snprintf(arg2, sizeof arg2, "%d", WORKER_FD);
     char *argv[] = {arg0, arg1, arg2, NULL};
 
+    /* SIGCHLD is watched before the child exists, so that its death cannot go unseen. */
+    if (!p->chld_watched) {
+        if (event_add(p->ev_chld, NULL) < 0) {
+            rc = -ENOMEM;
+            goto fail_env;
+        }
+        p->chld_watched = true;
+    }
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
         rc = -errno;
         goto fail_env;
     }
-    /* Block every signal across fork, so that no handler of the driver (libevent's
-     * SIGCHLD, an interrupt handler) runs in the child before it resets them. */
+    /* The child shares the driver's memory until its exec, and the driver waits for that
+     * (CLONE_VM | CLONE_VFORK, as posix_spawn does): no page table is copied, and no page
+     * the driver writes afterwards faults to be copied. A fork did both for the whole of
+     * the driver's heap: most of the driver's time, measured, when workers start all
+     * along a job (BENCHMARKS.md, "Many calls, many workers"). Every signal is blocked
+     * across it, so that no handler of the driver (libevent's SIGCHLD, an interrupt
+     * handler) runs in the child before it resets them. */
+    struct child_args args = {
+        .sock = sv[1], .parent = getpid(), .exe = p->exe, .argv = argv, .envp = envp};
+    char *stack = malloc(CHILD_STACK);
+    if (stack == NULL) {
+        rc = -ENOMEM;
+        close(sv[0]);
+        close(sv[1]);
+        goto fail_env;
+    }
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid == 0)
-        child_exec(sv[1], parent, p->exe, argv, envp);
+    pid_t pid = clone(child_main, stack + CHILD_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
     int fork_errno = errno;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    free(stack); /* the child has exec'd or exited: it no longer runs on it */
     close(sv[1]);
     if (pid < 0) {
         rc = -fork_errno;
@@ -773,11 +912,11 @@ static int spawn(orch_worker *w)
 
     w->incarnation++;
     w->pid = pid;
-    w->running = true;
+    live_add(w);
     w->reaped = false;
-    w->dying = false;
+    set_dying(w, false);
     w->fd = sv[0];
-    w->state = W_STARTING;
+    set_state(w, W_STARTING);
     w->batch = 0;
     w->in.len = w->in_off = 0;
     int fl = fcntl(w->fd, F_GETFL);
@@ -805,48 +944,16 @@ fail_proc:
     kill_pid(pid);
     close_channel(w);
     add_corpse(p, pid);
-    w->running = false;
-    w->state = W_DEAD;
+    live_del(w);
+    set_state(w, W_DEAD);
+    arm_poll(p);
     return rc;
 fail_env:
     if (owned)
         free(envp);
     w->out.len = 0;
+    (void)watch_children(p);
     return rc;
-}
-
-/* Dead slot w can neither start a process nor schedule another try: the pool cannot keep
- * its workers, which is fatal to the call. The pool fails (no more replacements,
- * orch_pool_failed()) and says so through `lost` as a loss at start (INIT, no batch), the
- * one kind of loss on which the driver checks orch_pool_failed(). Called only from event
- * handlers. */
-static void pool_fail(orch_worker *w, int rc)
-{
-    orch_pool *p = w->pool;
-    char msg[256];
-    snprintf(msg, sizeof msg, "cannot start worker %d of call %s (%s), nor schedule a retry",
-             w->index, p->wcfg.call, strerror(-rc));
-    char *copy = strdup(msg);
-    if (copy) {
-        free(p->failure);
-        p->failure = copy;
-    }
-    p->failed = true;
-    p->in_callback++;
-    p->cb.lost(p->ctx, p, w, 0, ORCH_LOSS_INIT, msg);
-    p->in_callback--;
-}
-
-/* Starts a replacement; if that fails, tries again later. Called only from event handlers
- * (after a loss, or the retry's timer). */
-static void spawn_or_retry(orch_worker *w)
-{
-    int rc = spawn(w);
-    if (rc < 0) {
-        struct timeval tv = ms_tv(RESPAWN_RETRY_MS);
-        if (evtimer_add(w->timer, &tv) < 0)
-            pool_fail(w, rc);
-    }
 }
 
 /* ---- the pool -------------------------------------------------------------------------- */
@@ -946,6 +1053,7 @@ static void pool_free(orch_pool *p)
     if (p->ev_poll)
         event_free(p->ev_poll);
     free(p->w);
+    free(p->live);
     free(p->corpses);
     free(p->failure);
     orch__arena_free(&p->arena);
@@ -979,35 +1087,70 @@ int orch_pool_new(struct event_base *base, const struct orch_pool_config *cfg,
     }
     rc = -ENOMEM;
     p->w = calloc((size_t)cfg->nworkers, sizeof *p->w);
-    if (p->w == NULL)
+    p->live = calloc((size_t)cfg->nworkers, sizeof *p->live);
+    if (p->w == NULL || p->live == NULL)
         goto fail;
     for (int i = 0; i < p->nworkers; i++) {
         orch_worker *w = &p->w[i];
         w->pool = p;
         w->index = i;
         w->fd = -1;
+        w->live_at = -1;
         w->timer = evtimer_new(base, on_timer, w);
         if (w->timer == NULL)
             goto fail;
     }
+    p->nstate[W_DEAD] = p->nworkers;
+    /* SIGCHLD is watched from the first process on (watch_children). */
     p->ev_chld = evsignal_new(base, SIGCHLD, on_sigchld, p);
     p->ev_poll = evtimer_new(base, on_poll, p);
-    if (!p->ev_chld || !p->ev_poll || event_add(p->ev_chld, NULL) < 0)
+    if (!p->ev_chld || !p->ev_poll)
         goto fail;
-    for (int i = 0; i < p->nworkers; i++) {
-        rc = spawn(&p->w[i]);
-        if (rc < 0) {
-            orch_error_set(rc, "cannot start worker %d of call %s: %s", i, p->wcfg.call,
-                           strerror(-rc));
-            orch_pool_kill(p);
-            return rc;
-        }
-    }
     *out = p;
     return 0;
 fail:
     pool_free(p);
     return rc;
+}
+
+int orch_pool_start(orch_pool *p, orch_worker **out)
+{
+    if (out)
+        *out = NULL;
+    if (p->failed || p->closing)
+        return orch_error_set(-ECANCELED, "call %s cannot start workers: %s", p->wcfg.call,
+                              p->failed ? orch_pool_failure(p) : "its pool is closing");
+    if (p->nstate[W_DEAD] == 0)
+        return -EBUSY;
+    while (p->free_from < p->nworkers && p->w[p->free_from].state != W_DEAD)
+        p->free_from++;
+    assert(p->free_from < p->nworkers); /* nstate[W_DEAD] > 0 */
+    orch_worker *w = &p->w[p->free_from];
+    int rc = spawn(w);
+    if (rc < 0)
+        return orch_error_set(rc, "cannot start worker %d of call %s: %s", w->index,
+                              p->wcfg.call, strerror(-rc));
+    if (out)
+        *out = w;
+    return 0;
+}
+
+int orch_pool_stop(orch_pool *p, orch_worker *w)
+{
+    assert(w->pool == p);
+    if (w->state != W_IDLE)
+        return -EBUSY;
+    if (w->dying)
+        return -EPIPE;
+    /* EOF on its socket tells the worker to run fini and exit; the slot is free once it is
+     * reaped (check_children), or killed if its fini takes longer than STOP_WAIT_MS. */
+    close_channel(w);
+    set_state(w, W_STOPPING);
+    struct timeval tv = ms_tv(STOP_WAIT_MS);
+    if (evtimer_add(w->timer, &tv) < 0)
+        kill_pid(w->pid); /* no deadline can be kept for its fini: end it now */
+    arm_poll(p);
+    return 0;
 }
 
 int orch_pool_dispatch(orch_pool *p, orch_worker *w, const struct orch_wire_batch *b)
@@ -1046,7 +1189,7 @@ int orch_pool_dispatch(orch_pool *p, orch_worker *w, const struct orch_wire_batc
         w->held[i] = (struct held_grain){b->rec[i].grain, b->rec[i].generation};
     w->nrec = b->nrec;
     w->batch = b->id;
-    w->state = W_BUSY;
+    set_state(w, W_BUSY);
     flush(w);
     return 0;
 }
@@ -1066,9 +1209,9 @@ static bool wait_all(orch_pool *p, int64_t ms)
     long nap_us = 500;
     for (;;) {
         bool left = false;
-        for (int i = 0; i < p->nworkers; i++) {
-            orch_worker *w = &p->w[i];
-            if (w->running && !w->reaped) {
+        for (int i = 0; i < p->nlive; i++) {
+            orch_worker *w = p->live[i];
+            if (!w->reaped) {
                 w->reaped = reap_nohang(w->pid, &w->status);
                 left |= !w->reaped;
             }
@@ -1089,16 +1232,16 @@ static bool wait_all(orch_pool *p, int64_t ms)
 /* SIGKILLs and reaps every process that is left. */
 static void kill_all(orch_pool *p)
 {
-    for (int i = 0; i < p->nworkers; i++) {
-        orch_worker *w = &p->w[i];
-        if (w->running && !w->reaped)
+    for (int i = 0; i < p->nlive; i++) {
+        orch_worker *w = p->live[i];
+        if (!w->reaped)
             kill_pid(w->pid);
     }
     for (int i = 0; i < p->ncorpses; i++)
         kill_pid(p->corpses[i]);
-    for (int i = 0; i < p->nworkers; i++) {
-        orch_worker *w = &p->w[i];
-        if (w->running && !w->reaped) {
+    for (int i = 0; i < p->nlive; i++) {
+        orch_worker *w = p->live[i];
+        if (!w->reaped) {
             reap_blocking(w->pid);
             w->reaped = true;
         }
@@ -1125,8 +1268,8 @@ void orch_pool_close(orch_pool *p)
     assert(p->in_callback == 0 && "a pool must not be freed from its own callback");
     p->closing = true;
     /* EOF on its socket tells a worker to run fini and exit. */
-    for (int i = 0; i < p->nworkers; i++)
-        close_channel(&p->w[i]);
+    for (int i = 0; i < p->nlive; i++)
+        close_channel(p->live[i]);
     if (!wait_all(p, CLOSE_WAIT_MS))
         kill_all(p);
     pool_free(p);
@@ -1144,10 +1287,12 @@ int orch_worker_index(const orch_worker *w)
 
 int orch_pool_alive(const orch_pool *p)
 {
-    int n = 0;
-    for (int i = 0; i < p->nworkers; i++)
-        n += p->w[i].state != W_DEAD;
-    return n;
+    return p->nworkers - p->nstate[W_DEAD];
+}
+
+int orch_pool_starting(const orch_pool *p)
+{
+    return p->nstate[W_STARTING];
 }
 
 int orch_pool_failed(const orch_pool *p)

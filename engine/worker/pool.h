@@ -1,58 +1,83 @@
 /* pool.h — worker pools: the persistent worker processes of one call, as the driver sees
  * them.
  *
- * A worker is `orch` itself run in worker mode (`orch __worker FD`), started with
- * fork+exec and connected to the driver by one socketpair. Right after the exec the
- * driver sends the worker its configuration (the call's function, arguments, op, ports
- * and the payload directory); the worker opens the LMDB payload store itself, loads the
- * UDF, runs its init once and says HELLO (or INITFAIL and exits). Then it takes batches:
- * for each one it reads the input payloads from LMDB, calls the UDF's run, writes every
- * output payload in one LMDB write transaction, and sends one REPORT carrying only
- * payload ids. Payload bytes never cross the socket (DESIGN §6).
+ * A worker is `orch` itself run in worker mode (`orch __worker FD`), started with a
+ * vfork-like clone and exec (nothing of the driver's memory is copied) and connected to the
+ * driver by one socketpair. Right after the exec the driver sends the worker its
+ * configuration (the call's function, arguments, op, ports and the payload directory); the
+ * worker opens the LMDB payload store itself, loads the UDF, runs its init once and says
+ * HELLO (or INITFAIL and exits). Then it takes batches: for each one it reads the input
+ * payloads from LMDB, calls the UDF's run, writes every output payload in one LMDB write
+ * transaction, and sends one REPORT carrying only payload ids. Payload bytes never cross
+ * the socket (DESIGN §6).
  *
  * The pool never blocks the driver: sockets are non-blocking and driven by the driver's
  * libevent base; everything the pool learns is handed to the driver through callbacks,
  * called from the event loop. A worker holds at most one batch at a time.
  *
- * Lifecycle of a worker:   STARTING --HELLO--> IDLE --dispatch--> BUSY --REPORT--> IDLE
- *                          any state --EOF/exit/kill--> DEAD (then replaced: a new worker
- *                          with the same index is started, unless the pool is closing)
+ * Workers start on demand. A pool is a row of `nworkers` slots, each with a fixed index,
+ * and starts with no process: the driver calls orch_pool_start() when it has work that
+ * its idle and starting workers cannot take, and orch_pool_stop() for an idle worker it
+ * has no more use for. A process started later gets its slot's index, and with it its
+ * index's CUDA_VISIBLE_DEVICES, exactly as if it had been started first: the pool always
+ * picks the free slot of lowest index.
+ *
+ * Lifecycle of a slot:
+ *
+ *            orch_pool_start                HELLO            dispatch
+ *     EMPTY ─────────────────► STARTING ──────────► IDLE ◄──────────► BUSY
+ *       ▲  ▲                                          │   REPORT
+ *       │  │                        orch_pool_stop    ▼
+ *       │  └─────── reaped ──────────────────────  STOPPING (fini runs; killed after 5 s)
+ *       └───── `lost` (EOF, exit, kill, timeout, init failure) ──── from any state but
+ *                                                                   EMPTY and STOPPING
+ *
+ * After a loss the slot is empty: the pool never starts a process by itself; the driver
+ * starts the replacement (in the lowest free slot: the lost one, unless a lower one is
+ * free) when it has work for it.
  *
  * A worker dies when it crashes (the UDF aborted, a signal), when the batch it runs passes
  * its timeout (the pool kills it with SIGKILL), or when init fails. Each death is reported
- * once through `lost`, with the batch it held (if any). Workers also die with the driver:
- * they get PR_SET_PDEATHSIG(SIGKILL) and treat EOF on the socket as "stop": they run the
- * UDF's fini and exit.
+ * once through `lost`, with the batch it held (if any). A worker stopped by the driver is
+ * not a death: no callback names it again. Workers also die with the driver: they get
+ * PR_SET_PDEATHSIG(SIGKILL) and treat EOF on the socket as "stop": they run the UDF's fini
+ * and exit.
  *
  * Guarantees the driver can build on:
  *   - Every batch that orch_pool_dispatch() accepted ends in exactly one call: `report`
  *     for that batch, or `lost` naming it — unless the pool is closed or killed first.
  *   - A worker (orch_worker *) is a slot: the pointer stays valid until the pool is freed.
- *     After `lost` the same slot holds the replacement process (a new pid). During `lost`,
- *     orch_worker_pid() is still the pid of the process that died.
+ *     The same slot holds each process started in it (a new pid each time). During
+ *     `lost`, orch_worker_pid() is still the pid of the process that died.
+ *   - `nworkers` bounds the processes of the pool at any moment, those still running
+ *     their fini after orch_pool_stop() included (a GPU worker releases its device's
+ *     memory only when it exits, so its slot, and its device, are not reused before).
  *   - A worker lost while STARTING (before its HELLO: init failed, the binary could not be
  *     run, it crashed in init, it broke protocol) is reported as ORCH_LOSS_INIT, whatever
- *     the cause, and counts towards max_init_failures; a worker that cannot start is not
- *     restarted forever. Once IDLE, a loss is CRASH or TIMEOUT.
+ *     the cause, and counts towards max_init_failures (consecutive: a HELLO resets the
+ *     count); once they are reached the pool has failed (orch_pool_failed()) and starts no
+ *     process again, so a worker that cannot start is not restarted forever. Once IDLE, a
+ *     loss is CRASH or TIMEOUT.
  *   - Losses are found only by the event loop, never inside a pool function, so no callback
- *     is ever called from inside orch_pool_dispatch().
+ *     is ever called from inside orch_pool_start(), orch_pool_stop() or
+ *     orch_pool_dispatch().
  *   - Messages: "worker 12345 was killed by signal 6 (Aborted)", "worker 12345 exited with
  *     status 1", "... before it was ready", "batch ran past its timeout of 2s" (or "200ms"),
  *     "protocol error: ...", "worker 12345 was killed: the event loop cannot watch its
  *     socket (out of memory?)", or the UDF's own init message.
- *   - A slot that can neither start a process nor schedule another try (out of memory)
- *     fails the pool: orch_pool_failed() turns true and `lost` is called once more for the
- *     slot, as ORCH_LOSS_INIT with batch 0 and a message that says so.
+ *   - The cost of an event does not grow with the slots that hold no process: a pool
+ *     with no process does not even watch SIGCHLD (pool.c, "Cost").
  *
  * Rules for the driver:
- *   - Callbacks may call orch_pool_dispatch() (on any worker of any pool) and read the pool;
- *     they must not close or kill their own pool, nor run the event loop recursively.
+ *   - Callbacks may call orch_pool_dispatch(), orch_pool_start() and orch_pool_stop() (on
+ *     any worker of any pool) and read the pool; they must not close or kill their own
+ *     pool, nor run the event loop recursively.
  *   - The pool reaps only its own pids (waitpid(pid, WNOHANG)) from a SIGCHLD event on the
  *     base (libevent: one base per process may handle signals), with a slow poll as a
  *     safety net. Nothing else in the driver may call waitpid(-1) or ignore SIGCHLD.
  *   - Close or kill every pool before freeing its event base.
- *   - Create pools from the thread that lives as long as the driver: PR_SET_PDEATHSIG fires
- *     when the *thread* that forked exits.
+ *   - Create pools, and start their workers, from the thread that lives as long as the
+ *     driver: PR_SET_PDEATHSIG fires when the *thread* that started them exits.
  *   - Workers run in their own process group, so a Ctrl-C at the terminal reaches the
  *     driver only; the driver then closes (or kills) its pools: an interruption never shows
  *     up as a crash of every worker. Their stdin is /dev/null and their stdout is their
@@ -178,8 +203,8 @@ struct orch_pool_callbacks {
                    const struct orch_wire_report *r);
     /* A worker died. batch is the id of the batch it held, or 0. message says why
      * ("killed by signal 6 (Aborted)", "batch ran past its timeout of 2s", the UDF's init
-     * message). The pool starts a replacement itself, except after ORCH_LOSS_INIT when
-     * the failure repeats (see orch_pool_new). */
+     * message). The slot is empty afterwards: the driver starts a replacement with
+     * orch_pool_start() when it has work for one (refused once orch_pool_failed()). */
     void (*lost)(void *ctx, orch_pool *pool, orch_worker *w, uint64_t batch,
                  enum orch_loss_kind kind, const char *message);
 };
@@ -198,15 +223,29 @@ struct orch_pool_config {
     const char *const *cuda_visible_devices;
 };
 
-/* Creates the pool and starts its workers; each is sent its CONFIG at once (`worker` is its
- * index, the op is the statement's, broadcast has no pool). Returns 0, or a negative
- * error with the detail set: -EINVAL (a bad configuration, a call used by no statement, a
- * broadcast), -ENOENT / -EACCES (exe cannot be run), -ENOMEM, or a fork/socketpair error.
- * Callbacks are never called for a pool whose creation failed. max_init_failures < 1 is
- * taken as 1; a NULL entry of cuda_visible_devices leaves that worker's environment as the
- * driver's. */
+/* Creates the pool, with no process: orch_pool_start() starts them. Returns 0, or a
+ * negative error with the detail set: -EINVAL (a bad configuration, a call used by no
+ * statement, a broadcast), -ENOENT / -EACCES (exe cannot be run), -ENOMEM. Callbacks are
+ * never called for a pool whose creation failed. max_init_failures < 1 is taken as 1; a
+ * NULL entry of cuda_visible_devices leaves that worker's environment as the driver's. */
 int orch_pool_new(struct event_base *base, const struct orch_pool_config *cfg,
                   const struct orch_pool_callbacks *cb, void *ctx, orch_pool **out);
+
+/* Starts a worker in the free slot of lowest index, and sends it its CONFIG (`worker` is
+ * the slot's index, the op is the statement's; its CUDA_VISIBLE_DEVICES is the index's).
+ * The worker is STARTING: `idle` follows from the event loop once it said HELLO, or `lost`
+ * (ORCH_LOSS_INIT) if it does not. *out (may be NULL) receives the slot. Returns 0, or a
+ * negative error, after which nothing was started: -EBUSY when every slot holds a process
+ * (STARTING, IDLE, BUSY or STOPPING); -ECANCELED when the pool has failed (detail: the last
+ * init failure) or is closing; a clone, socketpair or -ENOMEM error (detail: "cannot start
+ * worker N of call C: ..."). */
+int orch_pool_start(orch_pool *p, orch_worker **out);
+
+/* Stops idle worker w cleanly: its socket is closed, so it runs its UDF's fini and exits;
+ * no callback names w for that process again. Its slot is free once the process is reaped
+ * (it is killed if its fini takes more than 5 s). Returns 0, -EBUSY (w is not IDLE), or
+ * -EPIPE (w was found dead: its `lost` follows from the event loop). */
+int orch_pool_stop(orch_pool *p, orch_worker *w);
 
 /* Sends batch b to idle worker w, which becomes BUSY; its timeout (if any) starts now.
  * The pool copies b (it is encoded at once). Returns 0, or a negative error, after which
@@ -231,15 +270,16 @@ void orch_pool_close(orch_pool *p);
 
 /* The pid of w's current process (during `lost`: of the one that died). */
 int orch_worker_pid(const orch_worker *w);
-/* w's index in the pool, 0 .. nworkers-1; a replacement keeps the index. */
+/* w's index in the pool, 0 .. nworkers-1; every process of the slot has it. */
 int orch_worker_index(const orch_worker *w);
-/* The number of workers alive (STARTING, IDLE or BUSY). */
+/* The number of slots that hold a process (STARTING, IDLE, BUSY or STOPPING), and of those
+ * STARTING. */
 int orch_pool_alive(const orch_pool *p);
-/* True when init failed max_init_failures times in a row, or a slot could not even be
- * retried (see the guarantees above): the call cannot run. The last init message is
- * orch_pool_failure(). It turns true before the `lost` (ORCH_LOSS_INIT) that reports it,
- * and stays true (the pool no longer replaces workers; a worker that was already starting
- * may still say HELLO and be used). */
+int orch_pool_starting(const orch_pool *p);
+/* True when init failed max_init_failures times in a row (see the guarantees above): the
+ * call cannot run. The last init message is orch_pool_failure(). It turns true before the
+ * `lost` (ORCH_LOSS_INIT) that reports it, and stays true (orch_pool_start() refuses; a
+ * worker that was already starting may still say HELLO and be used). */
 int orch_pool_failed(const orch_pool *p);
 const char *orch_pool_failure(const orch_pool *p);
 

@@ -123,6 +123,8 @@ page.text  = ocr(page.image)
 pdf.pages  = reduce n(page.text)
 pdf.text   = reduce assemble(page.text)
 output pdf.text
+output pdf.pages
+output page.text
 EOF
 JP=$T/pjob
 run_job "$T/pdf.orch" "$JP"

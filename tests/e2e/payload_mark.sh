@@ -14,7 +14,9 @@
 #      from state.db): refused; edited back: accepted;
 #   4. the other way round — state.db older than payloads/ (a machine crash that lost
 #      state.db's last commits, never the store's: --durability machine) — is sound: resume
-#      completes and the exports equal an uninterrupted run's, without reusing an id;
+#      completes and the exports equal an uninterrupted run's, without reusing an id
+#      (every port is an `output` here: a payload reclaimed since the older state.db was
+#      taken would be missing for it; README "Reclamation" says when that can happen);
 #   5. a job made before schema 7 gets the largest id its items name when resume migrates
 #      it.
 source "$(dirname "$0")/lib.sh"
@@ -29,6 +31,8 @@ call up  = upper()
 n.w = nap(n.v)
 n.u = up(n.w)
 output n.u
+output n.w
+output n.v
 EOF
 cd "$T"
 
@@ -119,7 +123,10 @@ expect_eq "d: no payload id named twice" 0 \
 
 # 5. A job from before schema 7: the migration computes the mark.
 cp -a "$T/clean" "$T/e"
-sqlite3 "$T/e/state.db" "ALTER TABLE job DROP COLUMN payload_mark; PRAGMA user_version = 6"
+# (and before 0008: every port here is an output, so nothing was reclaimed)
+expect_eq "e: nothing reclaimed" 0 "$(q "$T/e" "SELECT count(*) FROM reclaimed")"
+sqlite3 "$T/e/state.db" "ALTER TABLE job DROP COLUMN payload_mark; DROP TABLE reclaimed;
+                         PRAGMA user_version = 6"
 "$ORCH" resume "$T/e" --progress none 2> "$T/e.log" ||
   { rc=$?; cat "$T/e.log" >&2; fail "resume of e (schema 6) exited $rc"; }
 expect_eq "e: migrated to schema 7 or later" 1 "$(q "$T/e" "PRAGMA user_version" | awk '{print ($1 >= 7)}')"

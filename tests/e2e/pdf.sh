@@ -37,6 +37,7 @@ pdf.pages   = reduce n(page.image)
 output page.image
 output page.gray
 output page.text
+output pdf.pages
 EOF
 J=$T/job
 run_job "$T/pdf.orch" "$J"

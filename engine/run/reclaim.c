@@ -1,0 +1,306 @@
+/* reclaim.c — freeing the payloads of intermediate ports once nothing can read them
+ * (DESIGN §2 `output`, §6).
+ *
+ * What may read a payload. A Present item names a payload id. The same id can be named by
+ * several items: a filter's output item names its input's payload (pass-through), and a
+ * broadcast copies its ancestor's item, payload id and all, into every descendant. So the
+ * unit that lives or dies is a *family*: a port R whose payloads are made by a source or a
+ * computing statement (map, expand, aligned expand, reduce), with every port that carries
+ * R's ids on, transitively, through filters and broadcasts. The readers of a family are
+ * the statements (not broadcasts: they compute nothing) that consume any of its ports.
+ *
+ * Each family has one of three fates, fixed by the plan:
+ *
+ *   KEEP    a port of the family is `output`, or the pipeline has no `output` statement
+ *           at all (it has not said what to keep: everything is kept, as before).
+ *   EAGER   no broadcast in the family. Every item of the family on entity x names the
+ *           same id and lives on x (a filter maps within its domain), and every grain that
+ *           can read it exists as soon as x does: for each reader, its grain on x (on x's
+ *           parent for a reduce). The id is freed in the turn that seals the last of them.
+ *   AT_END  a broadcast in the family: the descendants that read a copy appear as
+ *           expansions seal, up to the end of the job, so no seal before then can prove
+ *           that the last reader came. Freed when the job finishes (orch_sched_reclaim_end).
+ *
+ * The rule (EAGER). When a grain of a reader seals OK or Dropped, for each of its inputs
+ * (each child's item, for a reduce) that is Present: its id is freed when every reader of
+ * the family has its grain on that entity sealed OK or Dropped. Proof sketch: a payload is
+ * read only by a worker running a grain that reads one of the family's items, or by the
+ * driver reserving such a grain (READY); a sealed grain is never run again, except by
+ * `orch retry`, which re-opens only Failed and Suppressed grains (reopen.c); the readers'
+ * grains are all created with x, so "all sealed" covers every grain that will ever read it.
+ * A reader sealed Failed or Suppressed keeps the id (see "retry" below); when retry's run
+ * seals it OK, the check runs again and frees it then. A family item that is not Present
+ * names no payload; the seal that runs the check comes after the item is published (a
+ * grain waits for all its inputs, but for Failed or Suppressed ones, which keep).
+ *
+ * Retry. The inputs of a Failed or Suppressed grain are never freed, so `orch retry` always
+ * finds what it re-runs. For AT_END families, a retry can bring descendants that did not
+ * exist (a re-run expand) and read a broadcast copy: so the sweep at the end of a job that
+ * has any Failed or Suppressed grain leaves AT_END families alone; the end of a run with
+ * none frees them. A family without readers is freed at the end of the job either way.
+ *
+ * Order of writes. The freed id is recorded (table `reclaimed`, orch_facts.h) in the
+ * turn's transaction, with the seal that proved it; its bytes are deleted from the
+ * payload store only once that transaction is durable (orch_sched_reclaim_flush). A crash
+ * between the two leaves bytes that only a `reclaimed` row names: the orphan reclamation
+ * at the next start deletes them. Never the reverse: no byte is deleted before the row
+ * that says so is on disk. "Committed" is not enough: state.db runs in WAL mode with
+ * synchronous = NORMAL, so a machine crash may lose its last commits; had their payloads
+ * been deleted, the grains those commits sealed would run again without their inputs. So
+ * committed ids wait in `pending` until a sync of state.db (orch_store_sync: the log and
+ * the file), made at most once a second, or when many wait, or at the job's end by the
+ * orphan reclamation (which syncs first); then one LMDB write deletes them all. The
+ * payload store holds at most a second's worth of freed bytes more than it must.
+ *
+ * Cost. A family with one reader and one input (the common chain a → b → c) costs, per
+ * sealed grain, one item look-up and one insert; every other reader of the family adds a
+ * grain look-up.
+ */
+#include "prop_int.h"
+#include "run_int.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "orch_error.h"
+#include "orch_payload.h"
+#include "support.h"
+
+enum fate { FATE_KEEP, FATE_EAGER, FATE_AT_END };
+
+struct family {
+    enum fate fate;
+    int *readers; /* statement indexes, each once */
+    int nreaders, creaders;
+};
+
+struct prop_reclaim {
+    int *root;            /* per port: the port whose family it belongs to */
+    struct family *fam;   /* per port; meaningful for roots only */
+    uint64_t *ids;        /* recorded in the open turn: pending once it commits */
+    size_t nids, cids;
+    uint64_t *pending;    /* committed, deleted after the next sync of state.db */
+    size_t npending, cpending;
+    int64_t synced_ms;    /* when state.db was last synced (orch_sched_mono_ms) */
+};
+
+/* Pending deletes wait at most this long, or until this many wait, for a sync. */
+#define RECLAIM_SYNC_MS 1000
+#define RECLAIM_SYNC_IDS 65536
+
+/* The port whose payloads `port` carries: itself, or up through filters and broadcasts. */
+static int root_of(const orch_plan *plan, int port)
+{
+    for (;;) {
+        const struct orch_port *pt = orch_plan_port(plan, port);
+        if (pt->producer < 0)
+            return port; /* a source's */
+        const struct orch_stmt *s = orch_plan_stmt(plan, pt->producer);
+        if (s->op != ORCH_OP_FILTER && s->op != ORCH_OP_BROADCAST)
+            return port;
+        port = s->in[0].port;
+    }
+}
+
+static int add_reader(struct family *f, int stmt)
+{
+    for (int i = 0; i < f->nreaders; i++)
+        if (f->readers[i] == stmt)
+            return 0;
+    if (orch__grow(&f->readers, &f->creaders, f->nreaders + 1, sizeof *f->readers) < 0)
+        return -ENOMEM;
+    f->readers[f->nreaders++] = stmt;
+    return 0;
+}
+
+int prop__reclaim_open(orch_prop *p)
+{
+    const orch_plan *plan = p->plan;
+    int np = orch_plan_nports(plan);
+    struct prop_reclaim *r = calloc(1, sizeof *r);
+    if (!r)
+        return -ENOMEM;
+    p->reclaim = r;
+    r->root = calloc((size_t)np + 1, sizeof *r->root);
+    r->fam = calloc((size_t)np + 1, sizeof *r->fam);
+    if (!r->root || !r->fam)
+        return -ENOMEM;
+    bool any_output = false;
+    for (int i = 0; i < np; i++)
+        any_output = any_output || orch_plan_port(plan, i)->output;
+    for (int i = 0; i < np; i++) {
+        r->root[i] = root_of(plan, i);
+        r->fam[i].fate = any_output ? FATE_EAGER : FATE_KEEP;
+    }
+    for (int i = 0; i < np; i++) {
+        const struct orch_port *pt = orch_plan_port(plan, i);
+        struct family *f = &r->fam[r->root[i]];
+        if (pt->output)
+            f->fate = FATE_KEEP;
+        else if (f->fate == FATE_EAGER && pt->producer >= 0 &&
+                 orch_plan_stmt(plan, pt->producer)->op == ORCH_OP_BROADCAST)
+            f->fate = FATE_AT_END;
+        for (int k = 0; k < pt->nconsumers; k++)
+            if (orch_plan_stmt(plan, pt->consumers[k])->op != ORCH_OP_BROADCAST &&
+                add_reader(f, pt->consumers[k]) < 0)
+                return -ENOMEM;
+    }
+    return 0;
+}
+
+void prop__reclaim_free(orch_prop *p)
+{
+    struct prop_reclaim *r = p->reclaim;
+    if (!r)
+        return;
+    if (r->fam)
+        for (int i = 0; i < orch_plan_nports(p->plan); i++)
+            free(r->fam[i].readers);
+    free(r->fam);
+    free(r->root);
+    free(r->ids);
+    free(r->pending);
+    free(r);
+    p->reclaim = NULL;
+}
+
+/* Records payload id as freed in the turn's transaction; its bytes go after the commit. */
+static int free_id(orch_prop *p, uint64_t id)
+{
+    struct prop_reclaim *r = p->reclaim;
+    bool added;
+    int rc = orch_store_reclaimed_put(p->store, id, &added);
+    if (rc < 0 || !added)
+        return rc; /* already freed: one reader read it through two ports */
+    if (orch__grow_n(&r->ids, &r->cids, r->nids + 1, sizeof *r->ids) < 0)
+        return -ENOMEM;
+    r->ids[r->nids++] = id;
+    return 0;
+}
+
+static bool outcome_final(int outcome)
+{
+    return outcome == ORCH_OUTCOME_OK || outcome == ORCH_OUTCOME_DROPPED;
+}
+
+/* An item on x of EAGER family f (root port `root`) was read by grain (stmt, e), sealed OK
+ * or Dropped just now: frees the payload of the family on x if every other reader of f has
+ * sealed so on x too. The root's item is the one read: the item that was read may be a
+ * filter's Dropped output, while the root's item, which a reader before the filter read,
+ * still names the payload. */
+static int check_item(orch_prop *p, const struct family *f, int root, int64_t x, int stmt,
+                      int64_t e)
+{
+    enum orch_item_state st;
+    uint64_t id = 0;
+    int rc = orch_store_item_get(p->store, root, x, &st, &id);
+    if (rc <= 0 || st != ORCH_ITEM_PRESENT)
+        return rc < 0 ? rc : 0;
+    int64_t parent = -1; /* x's parent, looked up once if a reduce reads the family */
+    for (int i = 0; i < f->nreaders; i++) {
+        const struct orch_stmt *s = orch_plan_stmt(p->plan, f->readers[i]);
+        int64_t on = x;
+        if (s->op == ORCH_OP_REDUCE) {
+            if (parent < 0 && (rc = orch_store_entity_parent(p->store, x, &parent)) < 0)
+                return rc;
+            on = parent;
+        }
+        if (f->readers[i] == stmt && on == e)
+            continue; /* the grain that sealed now */
+        struct orch_grain_row g;
+        if ((rc = orch_store_grain_get(p->store, s->call, on, prop__on_roots(p, s), &g)) < 0)
+            return rc;
+        if (g.phase != ORCH_PHASE_SEALED || !outcome_final(g.outcome))
+            return 0; /* a reader to come, or one that `orch retry` may run again */
+    }
+    return free_id(p, id);
+}
+
+int prop__reclaim_sealed(orch_prop *p, int stmt, int64_t e, enum orch_grain_outcome o)
+{
+    struct prop_reclaim *r = p->reclaim;
+    if (!outcome_final((int)o))
+        return 0;
+    const struct orch_stmt *s = orch_plan_stmt(p->plan, stmt);
+    int rc = 0;
+    for (int i = 0; i < s->nin && rc == 0; i++) {
+        int root = r->root[s->in[i].port];
+        const struct family *f = &r->fam[root];
+        if (f->fate != FATE_EAGER)
+            continue;
+        if (s->op != ORCH_OP_REDUCE) {
+            rc = check_item(p, f, root, e, stmt, e);
+            continue;
+        }
+        int64_t *kids;
+        size_t n;
+        if ((rc = orch_store_children(p->store, e, prop__reduce_child(p->plan, s), &kids, &n)) <
+            0)
+            return rc;
+        for (size_t k = 0; k < n && rc == 0; k++)
+            rc = check_item(p, f, root, kids[k], stmt, e);
+        free(kids);
+    }
+    return rc;
+}
+
+/* ---- the driver's side ----------------------------------------------------------------- */
+
+int orch_sched_reclaim_flush(struct orch_sched *d)
+{
+    struct prop_reclaim *r = d->prop->reclaim;
+    assert(!orch_store_in_txn(d->job->store) && "the rows that free them are committed");
+    if (r->nids > 0) {
+        if (orch__grow_n(&r->pending, &r->cpending, r->npending + r->nids, sizeof *r->pending) <
+            0) {
+            r->nids = 0; /* their bytes stay, as orphans of committed rows: see below */
+            return 0;
+        }
+        memcpy(r->pending + r->npending, r->ids, r->nids * sizeof *r->ids);
+        r->npending += r->nids;
+        r->nids = 0;
+    }
+    int64_t now = orch_sched_mono_ms();
+    if (r->npending == 0 ||
+        (r->npending < RECLAIM_SYNC_IDS && now - r->synced_ms < RECLAIM_SYNC_MS))
+        return 0;
+    /* A failed sync or delete leaves the bytes as orphans of committed rows: the orphan
+     * reclamation at the next start (or the job's end) deletes them; the job goes on. */
+    if (orch_store_sync(d->job->store) == 0)
+        (void)orch_payload_delete_many(d->job->payloads, r->pending, r->npending, NULL);
+    r->npending = 0;
+    r->synced_ms = now;
+    return 0;
+}
+
+void orch_sched_reclaim_forget(struct orch_sched *d)
+{
+    if (d->prop && d->prop->reclaim)
+        d->prop->reclaim->nids = 0;
+}
+
+int orch_sched_reclaim_end(struct orch_sched *d)
+{
+    const orch_plan *plan = d->plan;
+    struct prop_reclaim *r = d->prop->reclaim;
+    bool failures = false;
+    for (int c = 0; c < orch_plan_ncalls(plan) && !failures; c++) {
+        const struct orch_prop_counts *k = orch_prop_counts(d->prop, c);
+        failures = k->sealed[ORCH_OUTCOME_FAILED] > 0 || k->sealed[ORCH_OUTCOME_SUPPRESSED] > 0;
+    }
+    int rc = orch_sched_txn(d);
+    for (int i = 0; i < orch_plan_nports(plan) && rc == 0; i++) {
+        const struct family *f = &r->fam[r->root[i]];
+        bool sweep = (f->fate == FATE_AT_END && !failures) ||
+                     (f->fate == FATE_EAGER && f->nreaders == 0);
+        int64_t added;
+        if (sweep)
+            rc = orch_store_reclaimed_port(d->job->store, i, &added);
+    }
+    if (rc == 0)
+        return orch_store_commit(d->job->store);
+    orch_store_rollback(d->job->store);
+    return rc;
+}

@@ -1,0 +1,534 @@
+/* workers.c — when the calls' workers start and when they stop (run_int.h).
+ *
+ * Start on demand. A pool starts with no process (pool.h). At the end of each turn, a call
+ * with queued grains gets one more worker while its queue holds more than its idle and
+ * starting workers can take, one batch each (q.len > (idle + starting) * batch), up to its
+ * `workers`. Busy workers are not counted: the grains queued behind them would wait a
+ * whole batch, and `workers` is the parallelism the user asked for. Neither are the
+ * budgets: a worker started while the budget is taken waits, idle, and dispatch serves its
+ * call in its turn once the budget frees, as when every worker was started with the job;
+ * were it not started, a downstream call could starve behind an upstream one that keeps
+ * the budget busy. So `workers=1024` on three grains starts three processes, and a call
+ * that never gets a grain starts none (but for one started ahead, below).
+ *
+ * A few steps ahead. A worker takes a while to start (exec, loading its libraries and its
+ * UDF, init: 25 ms of CPU for a built-in, seconds for a model), and a call's first grain
+ * would wait for it: a chain of calls would run at the pace of its workers' starts, one
+ * after the other. So when a call gets a batch, the first LOOKAHEAD calls downstream of it
+ * (breadth first over the consumers of its outputs, through broadcasts) that are not done
+ * get one worker each if they have none: their starts overlap the batches that will feed
+ * them, and run side by side. The cost: a worker started for a call that turns out to get
+ * nothing (every item dropped), which the rules below stop.
+ *
+ * Workers stop, by two rules, so that a job does not keep processes that have nothing to
+ * do: each maps the payload store, whose sync, once per turn, costs the kernel a little for
+ * every process that maps the file — 0.3, 1.3 and 5.4 ms with 0, 300 and 1,000 other
+ * processes on a quiet disk, 3.0, 7.9 and 15.5 ms on a busy one (BENCHMARKS.md, "Many
+ * calls, many workers") — and holds its memory (a model, perhaps). A stopped worker runs
+ * its fini and exits (orch_pool_stop).
+ *
+ * 1. Done. A call is done when no grain of it can be READY again in this run: its workers
+ *    will never get work, and are stopped at once. The rule, exact and cheap:
+ *
+ *      a source is done when it is exhausted (every root admitted);
+ *      a statement is done when every prerequisite is done, its queue is empty and nothing
+ *      of it is in flight (a broadcast, which computes nothing, needs its prerequisites
+ *      only). The prerequisites of statement s: the producer (statement or source) of
+ *      each input port; the creator (its defining expand, or the source of a root domain)
+ *      of the domain of each input port, of s's domain and of s's target domain.
+ *
+ *    Why it holds, by induction over the plan: when every prerequisite of s is done, every
+ *    entity of s's domains exists (their creators will make no more), and every input
+ *    item of every grain of s is terminal (the producers' grains are all sealed, and
+ *    sealing a grain publishes its outputs). A grain whose inputs are all terminal is
+ *    sealed or READY (DESIGN §3), and a READY grain is queued or in flight; so with an
+ *    empty queue and nothing in flight every grain of s is sealed, and none can be added.
+ *    A sealed grain is re-opened only by `orch retry`, between runs, and each driver
+ *    applies the rule afresh from what it recovered. A cycle through the creators, which
+ *    the plan's port graph does not show, would only keep its nodes from ever being done:
+ *    the rule can err only by keeping a worker, never by stopping one that work will need
+ *    (asserted where a worker of a done call reports for duty: its queue is empty).
+ *
+ * 2. Idle. A worker idle with nothing queued for its call, for longer than it took to
+ *    start and at least idle_min_ms (10 s; ORCH_IDLE_STOP_MS sets it), is stopped; it is
+ *    started again on demand. Rule 1 alone does not bound the workers: the grains of a job
+ *    need not move together — with batch=1 on a 2-CPU budget, dispatch's deepest-first
+ *    order lets the first grains of a chain run ahead while the last waits, and every call
+ *    in between, not done, would keep its worker (measured: 371 workers in use in a chain
+ *    of 1,000 run under strace). Why this wait: keeping an idle worker costs at a steady
+ *    rate, stopping it risks paying its start again; waiting, before a stop, for as long
+ *    as a start costs spends at most twice what knowing the future would (the ski rental
+ *    argument). An idle worker costs the driver's sync 3 to 16 us per turn (the figures
+ *    above), up to some 3 ms a second at a few hundred turns a second; a built-in's start
+ *    costs 25 ms of CPU: so the floor of 10 s, below which stops cost more in restarts than
+ *    they save (measured on a chain of 1,000: a floor of 1 s restarted 477 workers and took
+ *    36 s, one of 10 s none, 23 s). A worker whose start took longer (a model) is kept idle
+ *    that long.
+ *
+ * Cost (run_int.h, invariant 6). Rule 1 is applied to the nodes whose state may have
+ * changed in the turn — a call whose flight ended or whose queue emptied (d->check), the
+ * sources (every turn; there are few) — and spreads downstream through counters: each node
+ * becomes done once and each edge is counted down once per run. Rule 2 keeps a min-heap of
+ * idle workers by deadline (an entry goes stale when its worker changes state; it is
+ * dropped when it comes up). Starts look at the calls with queued grains (d->ready) and
+ * at the LOOKAHEAD calls after each call served in the turn. The deadlines are checked at
+ * every turn, and the driver's one-second tick makes a turn.
+ */
+#include "run_int.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "orch_error.h"
+#include "support.h"
+
+/* How many calls downstream of a call that got a batch get a worker ahead of their work
+ * (see above): enough starts side by side to keep two cores busy while a chain's batches
+ * go through its calls (BENCHMARKS.md, "Many calls, many workers"). */
+#define LOOKAHEAD 4
+/* The least time a worker is kept idle before rule 2 stops it (ORCH_IDLE_STOP_MS). */
+#define IDLE_MIN_MS 10000
+
+/* The node that creates the entities of domain `dom`: its defining expand, or the source
+ * of a root domain; -1 when the plan names neither (it does not build then). */
+static int creator(const struct orch_sched *d, int dom)
+{
+    const struct orch_domain *D = orch_plan_domain(d->plan, dom);
+    if (D->expand >= 0)
+        return D->expand;
+    if (D->source >= 0)
+        return orch_plan_nstmts(d->plan) + D->source;
+    return -1;
+}
+
+static void add_prereq(int *pre, int *n, int node, int self)
+{
+    if (node < 0 || node == self)
+        return;
+    for (int k = 0; k < *n; k++)
+        if (pre[k] == node)
+            return;
+    pre[(*n)++] = node;
+}
+
+#define MAX_PREREQS (2 * ORCH_PLAN_MAX_INPUTS + 2)
+
+/* The prerequisites of statement s (see the rule above), each once. Returns their count. */
+static int prereqs(const struct orch_sched *d, int s, int pre[MAX_PREREQS])
+{
+    const struct orch_stmt *st = orch_plan_stmt(d->plan, s);
+    int n = 0;
+    for (int j = 0; j < st->nin; j++) {
+        const struct orch_port *port = orch_plan_port(d->plan, st->in[j].port);
+        add_prereq(pre, &n,
+                   port->producer >= 0 ? port->producer
+                   : port->source >= 0 ? orch_plan_nstmts(d->plan) + port->source
+                                       : -1,
+                   s);
+        add_prereq(pre, &n, creator(d, port->domain), s);
+    }
+    add_prereq(pre, &n, creator(d, st->domain), s);
+    add_prereq(pre, &n, creator(d, st->target), s);
+    return n;
+}
+
+void orch_sched_check(struct orch_sched *d, struct orch_sched_call *cr)
+{
+    if (!d->nodes || cr->c->stmt < 0)
+        return; /* before the graph exists (recovery): the first turn looks at everything */
+    struct orch_sched_node *n = &d->nodes[cr->c->stmt];
+    if (n->checking || n->done)
+        return;
+    n->checking = true;
+    d->check[d->ncheck++] = cr->c->stmt;
+}
+
+static void check_node(struct orch_sched *d, int node)
+{
+    struct orch_sched_node *n = &d->nodes[node];
+    if (n->checking || n->done)
+        return;
+    n->checking = true;
+    d->check[d->ncheck++] = node;
+}
+
+void orch_sched_served(struct orch_sched *d, struct orch_sched_call *cr)
+{
+    if (cr->served || !d->served)
+        return;
+    cr->served = true;
+    d->served[d->nserved++] = cr->call;
+}
+
+int orch_sched_workers_init(struct orch_sched *d)
+{
+    int ns = orch_plan_nstmts(d->plan);
+    d->nnodes = ns + d->nsources;
+    d->nodes = calloc((size_t)d->nnodes + 1, sizeof *d->nodes);
+    d->check = calloc((size_t)d->nnodes + 1, sizeof *d->check);
+    d->served = calloc((size_t)d->ncalls + 1, sizeof *d->served);
+    if (!d->nodes || !d->check || !d->served)
+        return -ENOMEM;
+    int pre[MAX_PREREQS];
+    size_t nedges = 0;
+    for (int s = 0; s < ns; s++) {
+        int n = prereqs(d, s, pre);
+        d->nodes[s].nopen = n;
+        for (int k = 0; k < n; k++)
+            d->nodes[pre[k]].ndown++;
+        nedges += (size_t)n;
+    }
+    d->edges = calloc(nedges + 1, sizeof *d->edges);
+    if (!d->edges)
+        return -ENOMEM;
+    size_t at = 0;
+    for (int i = 0; i < d->nnodes; i++) {
+        d->nodes[i].down = d->edges + at;
+        at += (size_t)d->nodes[i].ndown;
+        d->nodes[i].ndown = 0; /* filled again below */
+    }
+    for (int s = 0; s < ns; s++) {
+        int n = prereqs(d, s, pre);
+        for (int k = 0; k < n; k++) {
+            struct orch_sched_node *p = &d->nodes[pre[k]];
+            p->down[p->ndown++] = s;
+        }
+    }
+    /* The first turn looks at every node that waits on nothing: the sources (and a
+     * statement that has no prerequisite, which a plan that builds does not have). */
+    for (int i = 0; i < d->nnodes; i++)
+        if (d->nodes[i].nopen == 0)
+            check_node(d, i);
+    /* The calls that recovery gave queued grains, and every call's slots: once per run,
+     * so a walk is fine. */
+    for (int c = 0; c < d->ncalls; c++) {
+        struct orch_sched_call *cr = &d->calls[c];
+        if (!cr->pool)
+            continue;
+        if (!(cr->wk = calloc((size_t)cr->c->opts.workers, sizeof *cr->wk)))
+            return -ENOMEM;
+        if (cr->q.len > 0)
+            orch_sched_want(d, cr);
+    }
+    const char *idle = getenv("ORCH_IDLE_STOP_MS");
+    char *end = NULL;
+    long long ms = idle && *idle ? strtoll(idle, &end, 10) : -1;
+    d->idle_min_ms = end && *end == '\0' && ms > 0 ? ms : IDLE_MIN_MS;
+    return d->fatal;
+}
+
+void orch_sched_workers_free(struct orch_sched *d)
+{
+    for (int c = 0; d->calls && c < d->ncalls; c++) {
+        free(d->calls[c].wk);
+        d->calls[c].wk = NULL;
+    }
+    free(d->nodes);
+    free(d->edges);
+    free(d->check);
+    free(d->served);
+    free(d->idle);
+    d->nodes = NULL;
+    d->idle = NULL;
+    d->edges = d->check = d->served = NULL;
+}
+
+static bool can_be_done(const struct orch_sched *d, int node)
+{
+    const struct orch_sched_node *n = &d->nodes[node];
+    int ns = orch_plan_nstmts(d->plan);
+    if (n->done || n->nopen > 0)
+        return false;
+    if (node >= ns)
+        return d->sources[node - ns].exhausted;
+    const struct orch_stmt *st = orch_plan_stmt(d->plan, node);
+    if (st->call < 0)
+        return true; /* a broadcast computes nothing: done with its prerequisites */
+    const struct orch_sched_call *cr = &d->calls[st->call];
+    return cr->q.len == 0 && cr->inflight == NULL;
+}
+
+/* ---- the slots as the driver sees them -------------------------------------------------- */
+
+static struct orch_sched_wk *wk_of(struct orch_sched_call *cr, orch_worker *w)
+{
+    int i = orch_worker_index(w);
+    assert(i >= 0 && i < cr->c->opts.workers);
+    return &cr->wk[i];
+}
+
+/* w's slot changes state: every idle entry of it is stale from now on. */
+static void wk_set(struct orch_sched_wk *k, bool starting, bool idle, int64_t now)
+{
+    k->stamp++;
+    k->starting = starting;
+    k->idle = idle;
+    k->since_ms = now;
+}
+
+/* Stops idle worker w of cr, which is off cr->idle; false when it could not be (found dead:
+ * its loss follows). */
+static bool stop_worker(struct orch_sched_call *cr, orch_worker *w)
+{
+    wk_set(wk_of(cr, w), false, false, 0);
+    if (orch_pool_stop(cr->pool, w) < 0)
+        return false;
+    cr->d->workers_live--;
+    return true;
+}
+
+/* Marks what can be done on d->check done, stops the idle workers of each call so marked
+ * (one that is starting is stopped when it says HELLO: orch_sched_worker_idle), and looks
+ * at the nodes that waited on it (rule 1). */
+static void settle_done(struct orch_sched *d)
+{
+    while (d->ncheck > 0) {
+        int node = d->check[--d->ncheck];
+        struct orch_sched_node *n = &d->nodes[node];
+        n->checking = false;
+        if (!can_be_done(d, node))
+            continue;
+        n->done = true;
+        if (node < orch_plan_nstmts(d->plan)) {
+            int call = orch_plan_stmt(d->plan, node)->call;
+            if (call >= 0) {
+                struct orch_sched_call *cr = &d->calls[call];
+                for (int i = 0; i < cr->nidle; i++)
+                    (void)stop_worker(cr, cr->idle[i]); /* a dead one: its loss follows */
+                cr->nidle = 0;
+            }
+        }
+        for (int k = 0; k < n->ndown; k++)
+            if (--d->nodes[n->down[k]].nopen == 0)
+                check_node(d, n->down[k]);
+    }
+}
+
+/* ---- the idle heap (rule 2) ----------------------------------------------------------- */
+
+static bool idle_before(const struct orch_sched_idle *a, const struct orch_sched_idle *b)
+{
+    return a->deadline_ms < b->deadline_ms;
+}
+
+static void idle_push(struct orch_sched *d, struct orch_sched_idle e)
+{
+    if (orch__grow(&d->idle, &d->cidle_heap, d->nidle_heap + 1, sizeof *d->idle) < 0)
+        return; /* no memory: this worker is not stopped for idling, which is harmless */
+    int i = d->nidle_heap++;
+    while (i > 0 && idle_before(&e, &d->idle[(i - 1) / 2])) {
+        d->idle[i] = d->idle[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    d->idle[i] = e;
+}
+
+static struct orch_sched_idle idle_pop(struct orch_sched *d)
+{
+    struct orch_sched_idle top = d->idle[0], last = d->idle[--d->nidle_heap];
+    int i = 0, n = d->nidle_heap;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && idle_before(&d->idle[c + 1], &d->idle[c]))
+            c++;
+        if (!idle_before(&d->idle[c], &last))
+            break;
+        d->idle[i] = d->idle[c];
+        i = c;
+    }
+    if (n > 0)
+        d->idle[i] = last;
+    return top;
+}
+
+/* How long a worker of cr is kept idle: as long as a start of it costs, at least the
+ * floor (see rule 2). */
+static int64_t idle_limit(const struct orch_sched *d, const struct orch_sched_call *cr)
+{
+    return cr->start_ms > d->idle_min_ms ? cr->start_ms : d->idle_min_ms;
+}
+
+static void idle_arm(struct orch_sched *d, struct orch_sched_call *cr, orch_worker *w,
+                     int64_t now)
+{
+    struct orch_sched_wk *k = wk_of(cr, w);
+    idle_push(d, (struct orch_sched_idle){.deadline_ms = now + idle_limit(d, cr),
+                                          .call = cr->call,
+                                          .index = orch_worker_index(w),
+                                          .stamp = k->stamp});
+}
+
+/* Stops the workers whose idle deadline passed, if they are still idle since and their
+ * call has nothing queued; one whose call has grains queued (waiting for the budget) is
+ * given another term. */
+static void stop_idle(struct orch_sched *d)
+{
+    int64_t now = orch_sched_mono_ms();
+    while (d->nidle_heap > 0 && d->idle[0].deadline_ms <= now) {
+        struct orch_sched_idle e = idle_pop(d);
+        struct orch_sched_call *cr = &d->calls[e.call];
+        struct orch_sched_wk *k = &cr->wk[e.index];
+        if (k->stamp != e.stamp || !k->idle)
+            continue; /* it worked, stopped or died since */
+        if (cr->q.len > 0) {
+            idle_arm(d, cr, k->w, now);
+            continue;
+        }
+        for (int i = 0; i < cr->nidle; i++) {
+            if (cr->idle[i] == k->w) { /* keep the others in their order */
+                memmove(&cr->idle[i], &cr->idle[i + 1],
+                        (size_t)(cr->nidle - i - 1) * sizeof *cr->idle);
+                cr->nidle--;
+                break;
+            }
+        }
+        (void)stop_worker(cr, k->w);
+    }
+}
+
+/* ---- what the pools tell ------------------------------------------------------------- */
+
+bool orch_sched_worker_idle(struct orch_sched_call *cr, orch_worker *w)
+{
+    struct orch_sched *d = cr->d;
+    if (!d->nodes)
+        return true; /* no HELLO comes before the graph exists: nothing is started */
+    int64_t now = orch_sched_mono_ms();
+    struct orch_sched_wk *k = wk_of(cr, w);
+    if (k->starting)
+        cr->start_ms = now - k->since_ms;
+    if (d->nodes[cr->c->stmt].done) {
+        assert(cr->q.len == 0 && "a call found done got work");
+        (void)stop_worker(cr, w);
+        return false;
+    }
+    wk_set(k, false, true, now);
+    idle_arm(d, cr, w, now);
+    return true;
+}
+
+void orch_sched_worker_busy(struct orch_sched_call *cr, orch_worker *w)
+{
+    wk_set(wk_of(cr, w), false, false, 0);
+}
+
+void orch_sched_worker_lost(struct orch_sched_call *cr, orch_worker *w)
+{
+    wk_set(wk_of(cr, w), false, false, 0);
+    cr->d->workers_live--;
+}
+
+/* ---- starts ---------------------------------------------------------------------------- */
+
+/* Starts a worker of cr. Returns 1 when started, 0 when it cannot be now (every slot
+ * holds a process, or the pool failed: the loss that failed it stops the job), or the
+ * error of a call that has no worker and can start none (it cannot go on). A call that
+ * has one goes on with it, and tries again at a later turn. */
+static int start_one(struct orch_sched *d, struct orch_sched_call *cr)
+{
+    orch_worker *w;
+    int rc = orch_pool_start(cr->pool, &w);
+    if (rc == -EBUSY || rc == -ECANCELED)
+        return 0;
+    if (rc < 0)
+        return orch_pool_alive(cr->pool) == 0 ? rc : 0;
+    struct orch_sched_wk *k = wk_of(cr, w);
+    k->w = w;
+    wk_set(k, true, false, orch_sched_mono_ms());
+    d->stats->workers_started++;
+    if (++d->workers_live > d->stats->workers_peak)
+        d->stats->workers_peak = d->workers_live;
+    return 1;
+}
+
+/* Starts workers for the calls whose queued grains their idle and starting workers cannot
+ * take, one batch each (see the top of this file). */
+static int start_wanted(struct orch_sched *d)
+{
+    for (int k = 0; k < d->nready; k++) {
+        struct orch_sched_call *cr = &d->calls[d->ready[k]];
+        size_t batch = (size_t)cr->c->opts.batch;
+        size_t have = (size_t)cr->nidle + (size_t)orch_pool_starting(cr->pool);
+        int rc = 1;
+        while (rc == 1 && have * batch < cr->q.len) {
+            if ((rc = start_one(d, cr)) < 0)
+                return rc;
+            have++;
+        }
+    }
+    return 0;
+}
+
+/* Adds the statements that consume port `port` to the walk's queue, each once per walk;
+ * a broadcast is looked through at once (it computes nothing). */
+static void walk_consumers(struct orch_sched *d, int port, int *queue, int *n, int cap)
+{
+    const struct orch_port *p = orch_plan_port(d->plan, port);
+    for (int c = 0; c < p->nconsumers && *n < cap; c++) {
+        int s = p->consumers[c];
+        if (d->nodes[s].seen == d->walk)
+            continue;
+        d->nodes[s].seen = d->walk;
+        const struct orch_stmt *st = orch_plan_stmt(d->plan, s);
+        if (st->op == ORCH_OP_BROADCAST) {
+            for (int o = 0; o < st->nout; o++)
+                walk_consumers(d, st->out[o], queue, n, cap);
+        } else {
+            queue[(*n)++] = s;
+        }
+    }
+}
+
+/* Starts one worker in each of the first LOOKAHEAD calls downstream of cr that are not
+ * done and have none (see the top), breadth first. */
+static int start_ahead(struct orch_sched *d, struct orch_sched_call *cr)
+{
+    int queue[LOOKAHEAD], n = 0, rc = 0;
+    d->walk++;
+    d->nodes[cr->c->stmt].seen = d->walk;
+    for (int o = 0; o < cr->s->nout; o++)
+        walk_consumers(d, cr->s->out[o], queue, &n, LOOKAHEAD);
+    for (int k = 0; k < n && rc >= 0; k++) {
+        int s = queue[k];
+        const struct orch_stmt *st = orch_plan_stmt(d->plan, s);
+        if (!d->nodes[s].done) {
+            struct orch_sched_call *next = &d->calls[st->call];
+            if (orch_pool_alive(next->pool) == 0)
+                rc = start_one(d, next);
+        }
+        for (int o = 0; o < st->nout && n < LOOKAHEAD; o++)
+            walk_consumers(d, st->out[o], queue, &n, LOOKAHEAD);
+    }
+    return rc < 0 ? rc : 0;
+}
+
+/* Workers ahead for the calls served this turn. */
+static int start_consumers(struct orch_sched *d)
+{
+    int rc = 0;
+    for (int k = 0; k < d->nserved; k++) {
+        struct orch_sched_call *cr = &d->calls[d->served[k]];
+        cr->served = false;
+        if (rc == 0)
+            rc = start_ahead(d, cr);
+    }
+    d->nserved = 0;
+    return rc;
+}
+
+int orch_sched_workers(struct orch_sched *d)
+{
+    assert(d->to_send == NULL); /* after the send: a reserved batch is in flight */
+    int ns = orch_plan_nstmts(d->plan);
+    for (int i = 0; i < d->nsources; i++)
+        if (d->sources[i].exhausted)
+            check_node(d, ns + i);
+    settle_done(d);
+    stop_idle(d);
+    int rc = start_wanted(d);
+    return rc < 0 ? rc : start_consumers(d);
+}
