@@ -3,8 +3,11 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "driver.h"
 #include "orch_error.h"
@@ -32,6 +35,16 @@ static const char run_help[] =
     "                     live, plain, or none\n"
     "  --progress-interval MS   plain progress lines every MS milliseconds (default 5000)\n"
     "\n"
+    "Ablations, for benchmarks only (they make a job slower, never different: the same\n"
+    "results, the same plan hash):\n"
+    "  --order MODE       how each call's ready queue is served: fifo (default, in the\n"
+    "                     order grains became ready) or random (a random ready grain each\n"
+    "                     time; reserve=parent draws the family, then takes its siblings)\n"
+    "  --seed N           the seed of --order random (default: from the clock, printed)\n"
+    "  --staged           a barrier after each call: a call starts only once every call\n"
+    "                     upstream of it is done for every entity; every root is admitted\n"
+    "                     at once (--max-unsealed is ignored), so memory grows with the job\n"
+    "\n"
     "exit status: 0 the job ran to its end; 1 it could not (the message says why; what was\n"
     "committed is kept: continue with `orch resume DIR`); 2 usage error; 3 interrupted by\n"
     "SIGINT or SIGTERM (continue with `orch resume DIR`).\n";
@@ -44,10 +57,9 @@ static const char resume_help[] =
     "admission continues where it stopped. The plan is rebuilt from the job itself, never\n"
     "from the pipeline file. Options and exit status as for `orch run`.\n";
 
-/* Parses the options shared by run and resume; returns the index of the first
- * non-option argument it did not consume through *positional, or -1 on a usage error. */
-static int parse_opts(const char *cmd, int argc, char **argv, struct orch_run_opts *o,
-                      const char **job, const char **positional, int *npos)
+/* parse_opts's loop; *seeded is set when --seed was given. */
+static int parse_args(const char *cmd, int argc, char **argv, struct orch_run_opts *o,
+                      const char **job, const char **positional, int *npos, bool *seeded)
 {
     *npos = 0;
     for (int i = 1; i < argc; i++) {
@@ -84,6 +96,23 @@ static int parse_opts(const char *cmd, int argc, char **argv, struct orch_run_op
                 return orch_cli_usage_error("%s: --durability is machine or process", cmd), -1;
             if (a[12] != '=')
                 i++;
+        } else if (strcmp(a, "--order") == 0 && v) {
+            if (strcmp(v, "fifo") == 0)
+                o->order = ORCH_ORDER_FIFO;
+            else if (strcmp(v, "random") == 0)
+                o->order = ORCH_ORDER_RANDOM;
+            else
+                return orch_cli_usage_error("%s: --order is fifo or random", cmd), -1;
+            i++;
+        } else if (strcmp(a, "--seed") == 0 && v) {
+            errno = 0;
+            o->seed = strtoull(v, &end, 10);
+            if (*end || !*v || *v == '-' || errno)
+                return orch_cli_usage_error("%s: --seed needs a non-negative integer", cmd), -1;
+            *seeded = true;
+            i++;
+        } else if (strcmp(a, "--staged") == 0) {
+            o->staged = true;
         } else if (strcmp(a, "--progress") == 0 && v) {
             if (strcmp(v, "auto") == 0)
                 o->progress = ORCH_PROGRESS_AUTO;
@@ -113,6 +142,25 @@ static int parse_opts(const char *cmd, int argc, char **argv, struct orch_run_op
         }
     }
     return 0;
+}
+
+/* Parses the options shared by run and resume; returns the index of the first
+ * non-option argument it did not consume through *positional, or -1 on a usage error.
+ * --order random without --seed gets a seed from the clock, printed on stderr. */
+static int parse_opts(const char *cmd, int argc, char **argv, struct orch_run_opts *o,
+                      const char **job, const char **positional, int *npos)
+{
+    bool given = false;
+    int rc = parse_args(cmd, argc, argv, o, job, positional, npos, &given);
+    if (rc == 0 && o->order == ORCH_ORDER_RANDOM && !given) {
+        /* A seed of its own for each run, told so that the run can be repeated. */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        o->seed = ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^
+                  ((uint64_t)getpid() << 32);
+        fprintf(stderr, "orch: %s: --order random --seed %" PRIu64 "\n", cmd, o->seed);
+    }
+    return rc;
 }
 
 static int drive(struct orch_job *job, const struct orch_run_opts *o)

@@ -186,14 +186,21 @@ static int admit_chunk(struct orch_sched *d, struct orch_sched_source *s)
 
 /* Admission (DESIGN §5): roots enter lazily, one chunk per source per turn (so that the
  * turn commits and the workers get going), and only while the unsealed grains are under
- * their budget. */
+ * their budget. Staged (driver.h), every root enters in the first turn, whatever the
+ * budget: the first calls are held until the sources are exhausted, so a budget would
+ * wait on grains that wait on it (a deadlock), and chunks paced by turns would wait on
+ * turns that nothing else makes. */
 int orch_sched_admit(struct orch_sched *d)
 {
     for (int i = 0; i < d->nsources; i++) {
         struct orch_sched_source *s = &d->sources[i];
-        if (s->exhausted || orch_prop_unsealed(d->prop) >= d->max_unsealed)
+        if (s->exhausted ||
+            (!d->opts->staged && orch_prop_unsealed(d->prop) >= d->max_unsealed))
             continue;
-        int rc = admit_chunk(d, s);
+        int rc;
+        do {
+            rc = admit_chunk(d, s);
+        } while (rc == 0 && d->opts->staged && !s->exhausted);
         if (rc < 0)
             return rc;
     }

@@ -272,6 +272,11 @@ static int reserve(struct orch_sched *d, struct orch_sched_call *cr, orch_worker
                    struct orch_sched_batch **out)
 {
     *out = NULL;
+    if (d->opts->order == ORCH_ORDER_RANDOM && !cr->q.seeded) {
+        /* One generator per call, so that a call's draws do not depend on the others'. */
+        cr->q.rng = d->opts->seed ^ ((uint64_t)cr->call * UINT64_C(0x9e3779b97f4a7c15));
+        cr->q.seeded = true;
+    }
     struct orch_sched_batch *b = batch_new(d, cr, w);
     if (!b)
         return -ENOMEM;
@@ -280,6 +285,7 @@ static int reserve(struct orch_sched *d, struct orch_sched_call *cr, orch_worker
         .batch = cr->c->opts.batch,
         .batch_bytes = cr->c->opts.batch_bytes,
         .parent = cr->c->opts.reserve == ORCH_RESERVE_PARENT,
+        .rng = d->opts->order == ORCH_ORDER_RANDOM ? &cr->q.rng : NULL,
         .ctx = &ctx,
         .look = look,
         .take = take,
@@ -322,8 +328,9 @@ void orch_sched_want(struct orch_sched *d, struct orch_sched_call *cr)
 
 bool orch_sched_any_queued(const struct orch_sched *d)
 {
+    /* A held call's grains (--staged) are work only once it is released (workers.c). */
     for (int k = 0; k < d->nready; k++)
-        if (d->calls[d->ready[k]].q.len > 0)
+        if (d->calls[d->ready[k]].q.len > 0 && !orch_sched_held(d, &d->calls[d->ready[k]]))
             return true;
     return false;
 }
@@ -349,11 +356,14 @@ int orch_sched_dispatch(struct orch_sched *d)
      * queued grains are looked at (invariant 6); one whose queue is empty leaves the list
      * until a grain is queued for it again. */
     sort_ready(d);
+    if (d->opts->staged)
+        orch_sched_staged_settle(d);
     int kept = 0;
     for (int k = 0; k < d->nready; k++) {
         struct orch_sched_call *cr = &d->calls[d->ready[k]];
         assert(cr->pool); /* only a call with a statement has grains */
-        while (cr->nidle > 0 && cr->q.len > 0 && orch_sched_fits(d, cr)) {
+        bool held = orch_sched_held(d, cr); /* --staged: stays listed, unserved */
+        while (!held && cr->nidle > 0 && cr->q.len > 0 && orch_sched_fits(d, cr)) {
             int rc = orch_sched_txn(d);
             orch_worker *w = cr->idle[cr->nidle - 1];
             struct orch_sched_batch *b;

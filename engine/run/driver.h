@@ -28,6 +28,7 @@
 #ifndef ORCH_DRIVER_H
 #define ORCH_DRIVER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -48,6 +49,13 @@ enum orch_durability {
                                 may lose recent payloads whose items were committed */
 };
 
+/* The order in which a call's ready queue is served. */
+enum orch_order {
+    ORCH_ORDER_FIFO,   /* ready_seq order (DESIGN §5) */
+    ORCH_ORDER_RANDOM, /* an ablation, for benchmarks only: a random entry each time
+                          (queue.h, "Random order") */
+};
+
 struct orch_run_opts {
     double cpus;          /* the CPU budget; 0: detected (online processors) */
     double gpus;          /* the GPU budget; 0: detected (/dev/nvidiaN devices) */
@@ -56,6 +64,15 @@ struct orch_run_opts {
     int progress_interval_ms; /* plain lines: every this many ms; 0: default (5 s) */
     FILE *out;                /* progress and summary (stderr when NULL) */
     enum orch_durability durability;
+    /* Ablations, for benchmarks only (README, "Running a job"). Neither changes what the
+     * job computes, nor its plan hash: like durability, they are options of one run. */
+    enum orch_order order;
+    uint64_t seed; /* ORCH_ORDER_RANDOM: seeds each call's generator (with its index) */
+    /* A call is served only once every call upstream of it is done for every entity (the
+     * done rule of workers.c: its prerequisites done), so the job runs one stage after the
+     * other. Admission is then unbounded: max_unsealed is ignored and every root is
+     * admitted at once, since the first call waits for the sources to be exhausted. */
+    bool staged;
 };
 
 struct orch_run_stats {

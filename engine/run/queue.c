@@ -38,15 +38,40 @@ void orch_sched_queue_free(struct orch_sched_queue *q)
     *q = (struct orch_sched_queue){0};
 }
 
+/* splitmix64: a small, fast generator of good quality; order only, never security. */
+static uint64_t next_rand(uint64_t *state)
+{
+    uint64_t z = (*state += UINT64_C(0x9e3779b97f4a7c15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return z ^ (z >> 31);
+}
+
+/* Random order: swaps v[i] with an entry drawn from v[i .. end). The modulo's bias is
+ * below n / 2^64: nothing for an ablation. */
+static void draw(struct orch_sched_queue *q, size_t i, size_t end, uint64_t *rng)
+{
+    size_t j = i + (size_t)(next_rand(rng) % (uint64_t)(end - i));
+    struct orch_sched_qent t = q->v[i];
+    q->v[i] = q->v[j];
+    q->v[j] = t;
+}
+
 int orch_sched_queue_reserve(struct orch_sched_queue *q, const struct orch_sched_reserve *r)
 {
     assert(r->batch >= 1);
     int n = 0, rc = 0;
     uint64_t bytes = 0;
+    if (r->rng && q->len > 1) /* parent mode: the family is the drawn head's */
+        draw(q, q->head, q->head + q->len, r->rng);
     int64_t parent = q->len ? q->v[q->head].g.parent : 0;
     size_t keep = q->head; /* parent mode: where the next passed-over entry goes */
     size_t i = q->head, end = q->head + q->len;
     while (i < end && n < r->batch) {
+        /* Elastic in random order: the entry looked at is drawn from those left (the head
+         * was drawn above already). */
+        if (r->rng && !r->parent && i > q->head)
+            draw(q, i, end, r->rng);
         /* A copy: in parent mode, passed-over entries are written back at `keep` <= i. */
         struct orch_sched_qent e = q->v[i];
         bool fits = (!r->parent || e.g.parent == parent) && (n == 0 || !e.solo);

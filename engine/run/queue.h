@@ -27,6 +27,16 @@
  *            weighing nothing. Stale entries do not count against `batch`, so a
  *            reservation may consume more than `batch` entries, and may add none.
  *
+ * Random order (`orch run --order random`, an ablation for benchmarks only). When the
+ * reservation is given a generator (rng), every entry it looks at is first swapped with
+ * one drawn uniformly from the live entries from there to the tail: elastic takes a
+ * uniformly random sample, in random order, and the rules above (solo, batch_bytes,
+ * stale) apply to the entries as drawn; an entry drawn and not taken stays queued, at the
+ * place it was swapped to. Parent draws the head only: a random entry picks the family,
+ * whose siblings are then taken in queue order, as in FIFO (a family stays one batch).
+ * Order within the queue means nothing then; every entry is still served, at most once
+ * per generation.
+ *
  * Memory. A queue owns its array; entries are copied in. Consumed entries at the front are
  * reused by a later push once they are more than half of the array, rather than growing
  * it: the array is sized by the largest READY frontier, not by the job.
@@ -49,6 +59,8 @@ struct orch_sched_qent {
 struct orch_sched_queue {
     struct orch_sched_qent *v;
     size_t head, len, cap;
+    uint64_t rng; /* random order: the call's generator state (dispatch.c seeds it) */
+    bool seeded;
 };
 
 /* Appends a copy of e. Returns 0 or -ENOMEM (the queue is then as it was). */
@@ -67,6 +79,8 @@ struct orch_sched_reserve {
     int batch;           /* most entries added (>= 1) */
     int64_t batch_bytes; /* 0: no limit */
     bool parent;         /* parent reservation, else elastic */
+    uint64_t *rng;       /* NULL: FIFO; else random order, drawing from (and advancing)
+                            this generator state ("Random order" above) */
     void *ctx;
     /* Called once for each entry that the mode lets into the batch, before anything is
      * decided about it: *bytes receives the size of its inputs when batch_bytes > 0 (it is

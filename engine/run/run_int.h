@@ -335,6 +335,11 @@ bool orch_sched_worker_idle(struct orch_sched_call *cr, orch_worker *w);
 void orch_sched_worker_busy(struct orch_sched_call *cr, orch_worker *w);
 /* cr got a batch in this turn: its consumers will get work soon (see workers.c). */
 void orch_sched_served(struct orch_sched *d, struct orch_sched_call *cr);
+/* --staged, before dispatch (nothing reserved yet): applies the done rule, so that a call
+ * whose upstream finished in this turn's reports is served in this turn. */
+void orch_sched_staged_settle(struct orch_sched *d);
+/* --staged: cr is not to be served yet (a call upstream of it is not done). */
+bool orch_sched_held(const struct orch_sched *d, const struct orch_sched_call *cr);
 /* Worker w of cr was lost. */
 void orch_sched_worker_lost(struct orch_sched_call *cr, orch_worker *w);
 void orch_sched_workers_free(struct orch_sched *d);

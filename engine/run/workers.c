@@ -65,6 +65,20 @@
  *    36 s, one of 10 s none, 23 s). A worker whose start took longer (a model) is kept idle
  *    that long.
  *
+ * Staged (`orch run --staged`, an ablation for benchmarks only). The same rule makes the
+ * barrier: a call is held — its queue not served — while a prerequisite is not done
+ * (orch_sched_held), and the rule is applied once more at the start of dispatch
+ * (orch_sched_staged_settle), so that a call is served in the very turn that applies the
+ * last report of the stage before it. Why it cannot deadlock: whether a node is done
+ * depends on its prerequisites only, never on what they feed, so by induction over the
+ * plan every node is done in turn — the sources once exhausted (staged admission takes
+ * every root at once, whatever max_unsealed says: admit.c), then each statement, whose
+ * grains are all READY or sealed once its prerequisites are done (the argument above:
+ * a reduce's children are all terminal, an expand's and a filter's inputs too). Were a
+ * call held forever all the same (a cycle through the creators, above), its queued grains
+ * do not count as work to the loop (orch_sched_any_queued), which then stops with an
+ * error rather than wait.
+ *
  * Cost (run_int.h, invariant 6). Rule 1 is applied to the nodes whose state may have
  * changed in the turn — a call whose flight ended or whose queue emptied (d->check), the
  * sources (every turn; there are few) — and spreads downstream through counters: each node
@@ -304,6 +318,23 @@ static void settle_done(struct orch_sched *d)
             if (--d->nodes[n->down[k]].nopen == 0)
                 check_node(d, n->down[k]);
     }
+}
+
+void orch_sched_staged_settle(struct orch_sched *d)
+{
+    assert(d->to_send == NULL); /* a reserved batch is not on its call's inflight yet */
+    if (!d->nodes)
+        return;
+    int ns = orch_plan_nstmts(d->plan);
+    for (int i = 0; i < d->nsources; i++)
+        if (d->sources[i].exhausted)
+            check_node(d, ns + i);
+    settle_done(d);
+}
+
+bool orch_sched_held(const struct orch_sched *d, const struct orch_sched_call *cr)
+{
+    return d->opts->staged && d->nodes && d->nodes[cr->c->stmt].nopen > 0;
 }
 
 /* ---- the idle heap (rule 2) ----------------------------------------------------------- */
