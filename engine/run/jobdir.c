@@ -574,6 +574,10 @@ int orch_job_create(const char *dir, const char *pipeline, FILE *diag, struct or
     char *text = NULL;
     size_t len = 0;
     int rc = orch_lang_compile_path(pipeline, diag, &plan, &text, &len);
+    /* A pipeline that cannot be read was reported on diag ("PATH: error: cannot read: ..."),
+     * like a syntax error: said as ORCH_ESYNTAX, so that the caller does not say it twice. */
+    if (rc < 0 && rc != ORCH_ESYNTAX && rc != -ENOMEM && diag)
+        return orch_error_set(ORCH_ESYNTAX, "%s", orch_error_detail());
     if (rc < 0)
         return rc;
     /* `--job out/` names the directory out: trailing slashes would put the staging

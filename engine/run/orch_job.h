@@ -33,7 +33,8 @@ struct orch_job {
 
 /* Creates the job directory `dir` (which must not exist: -EEXIST, with a message that
  * points to `orch resume`) from the pipeline file at `pipeline`: compiles it (diagnostics
- * to diag; ORCH_ESYNTAX on errors), writes pipeline.orch, state.db with the plan rows, and
+ * to diag; ORCH_ESYNTAX on errors, and on a pipeline that cannot be read when diag is
+ * given, since that too was said on diag), writes pipeline.orch, state.db with the plan rows, and
  * the payload store, both holding a new random identity that binds them, and takes the
  * driver lock. On failure nothing of `dir` is left
  * behind. On success *out is the open job (free with orch_job_close). */

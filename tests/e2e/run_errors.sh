@@ -133,4 +133,9 @@ grep -q "orch resume" "$T/err" || fail "no hint to resume: $(cat "$T/err")"
 expect_eq "the existing job is untouched" "$before" "$(cd "$T/job" && find . -type f | sort | xargs md5sum)"
 expect_eq "its values" "a|present|A
 b|present|B" "$(states "$T/job" doc.y)"
+# A pipeline file that cannot be read: said once, in the compiler's format; no job left.
+expect_run 1 "$T/nofile" "$T/missing.orch"
+expect_eq "an unreadable pipeline is said once" \
+  "$T/missing.orch: error: cannot read: No such file or directory" "$(cat "$T/err")"
+[ ! -e "$T/nofile" ] || fail "a job was left for an unreadable pipeline"
 echo "run_errors: ok"
