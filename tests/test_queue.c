@@ -19,7 +19,7 @@
 
 /* ---- the store's side ------------------------------------------------------------------ */
 
-#define NGRAINS 4096
+#define NGRAINS (1 << 17) /* test_shrink needs a frontier well past QUEUE_KEEP */
 
 struct fake {
     bool stale[NGRAINS];    /* left READY since it was queued */
@@ -413,6 +413,37 @@ static void test_requeue_order(void **state)
 
 /* ---- growth and compaction ------------------------------------------------------------- */
 
+/* A large frontier's array is given back as it drains: halved under a quarter full (order
+ * kept), freed when empty; a small queue keeps its array. */
+static void test_shrink(void **state)
+{
+    struct orch_sched_queue q = {0};
+    struct fake *f = fake_new();
+    for (int i = 1; i <= 100000; i++)
+        push(&q, i, 0, false);
+    size_t big = q.cap;
+    assert_true(big >= 100000);
+    assert_int_equal(reserve(&q, f, 80000, 0, false), 80000);
+    assert_true(q.cap < big);
+    assert_true(q.cap >= q.len && q.cap <= 2 * q.len);
+    assert_int_equal(q.len, 20000);
+    for (size_t i = 0; i < q.len; i++)
+        assert_int_equal(q.v[q.head + i].g.grain, 80001 + (int64_t)i);
+    assert_int_equal(reserve(&q, f, 20000, 0, false), 20000);
+    assert_null(q.v);
+    assert_int_equal(q.cap, 0);
+    push(&q, 7, 0, false); /* usable again */
+    assert_int_equal(reserve(&q, f, 1, 0, false), 1);
+    assert_string_equal(taken(f), "7");
+    /* under 4,096 entries the array stays when emptied */
+    for (int i = 1; i <= 100; i++)
+        push(&q, i, 0, false);
+    assert_int_equal(reserve(&q, f, 100, 0, false), 100);
+    assert_non_null(q.v);
+    orch_sched_queue_free(&q);
+    free(f);
+}
+
 /* Pushes grow the array; once more than half of it is consumed front, a push that finds
  * the array full moves the live entries down instead of growing. */
 static void test_growth_compaction(void **state)
@@ -481,6 +512,7 @@ int main(void)
         cmocka_unit_test(test_error),
         cmocka_unit_test(test_requeue_order),
         cmocka_unit_test(test_growth_compaction),
+        cmocka_unit_test(test_shrink),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -49,18 +49,21 @@
 #include "pool.h"
 
 /* A grain as the scheduler holds it. */
+/* The 8-byte fields first, then the 4-byte ones: 56 bytes, no padding. A ready queue
+ * holds one per READY grain (queue.h), so its size is the driver's memory per queued child
+ * of a huge expansion. */
 struct orch_grain_ref {
     int64_t grain;
-    int call;
     int64_t entity;
     int64_t parent; /* 0 for a root entity */
-    uint32_t generation;
-    uint32_t attempts; /* attempt failures counted against `retries` so far */
-    int64_t seq;       /* ready_seq */
+    int64_t seq;    /* ready_seq */
     /* The one input of a single-input map, filter or expand, when known as the grain
      * became READY (in0_state >= 0): spares a look-up at dispatch. -1: look it up. */
-    int in0_state;
     uint64_t in0;
+    int call;
+    uint32_t generation;
+    uint32_t attempts; /* attempt failures counted against `retries` so far */
+    int in0_state;
 };
 
 struct orch_prop_hooks {

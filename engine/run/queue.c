@@ -38,6 +38,33 @@ void orch_sched_queue_free(struct orch_sched_queue *q)
     *q = (struct orch_sched_queue){0};
 }
 
+/* An array that held a large frontier (every child of a huge expansion) is given back
+ * as the frontier drains: freed when empty, halved when under a quarter full, down to
+ * QUEUE_KEEP entries that a queue keeps whatever it held. So the driver's memory follows
+ * what is queued now, not the most that ever was (queue.h, "Memory"). */
+#define QUEUE_KEEP 4096
+
+static void shrink(struct orch_sched_queue *q)
+{
+    if (q->cap <= QUEUE_KEEP)
+        return;
+    if (q->len == 0) {
+        free(q->v);
+        *q = (struct orch_sched_queue){0};
+        return;
+    }
+    if (q->len > q->cap / 4)
+        return;
+    memmove(q->v, q->v + q->head, q->len * sizeof *q->v);
+    q->head = 0;
+    size_t cap = q->len * 2 > QUEUE_KEEP ? q->len * 2 : QUEUE_KEEP;
+    struct orch_sched_qent *v = realloc(q->v, cap * sizeof *v);
+    if (v) { /* else the larger array stays: correct, only bigger */
+        q->v = v;
+        q->cap = cap;
+    }
+}
+
 /* splitmix64: a small, fast generator of good quality; order only, never security. */
 static uint64_t next_rand(uint64_t *state)
 {
@@ -110,5 +137,6 @@ int orch_sched_queue_reserve(struct orch_sched_queue *q, const struct orch_sched
         q->len -= i - q->head;
         q->head = i;
     }
+    shrink(q);
     return rc < 0 ? rc : n;
 }

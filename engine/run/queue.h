@@ -39,7 +39,9 @@
  *
  * Memory. A queue owns its array; entries are copied in. Consumed entries at the front are
  * reused by a later push once they are more than half of the array, rather than growing
- * it: the array is sized by the largest READY frontier, not by the job.
+ * it; a reservation that leaves the array under a quarter full halves it (down to 4,096
+ * entries), and one that empties it frees it: the array follows the READY frontier of
+ * now, not the largest there was, nor the job.
  */
 #ifndef ORCH_QUEUE_H
 #define ORCH_QUEUE_H
