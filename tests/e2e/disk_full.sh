@@ -18,32 +18,8 @@ mount -t tmpfs -o size=2m tmpfs "$T/mnt" 2> /dev/null || {
 }
 trap 'umount "$T/mnt" 2> /dev/null || umount -l "$T/mnt"; rm -rf "$T"' EXIT
 
-# 12 files of 120 KB: ~2.9 MB of payloads (read_file and upper), more than the 2 MiB.
-mkdir "$T/data"
-python3 - "$T/data" <<'EOF'
-import random, sys
-r = random.Random(3)
-for i in range(12):
-    with open("%s/f%02d.txt" % (sys.argv[1], i), "w") as f:
-        for k in range(2000):
-            f.write("".join(r.choice("abcdefgh ") for _ in range(59)) + "\n")
-EOF
-cat > "$T/big.orch" <<'EOF'
-pipeline big
-domain file
-domain row in file
-source file.path = files("data/*.txt")
-call read = read_file()
-call up   = upper()           with batch=2
-call cut  = split(sep="\n")   with batch=2
-call n    = count()
-file.text = read(file.path)
-file.up   = up(file.text)
-row.line  = expand cut(file.up)
-file.rows = reduce n(row.line)
-output file.up
-output file.rows
-EOF
+# ~2.9 MB of payloads (read_file and upper), more than the 2 MiB.
+big_files
 cd "$T"
 run_job big.orch "$T/clean"
 

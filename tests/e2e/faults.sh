@@ -13,32 +13,8 @@
 # committed fact. A full payload store also leaves why in the attempts it stopped.
 source "$(dirname "$0")/lib.sh"
 
-# 12 files of 120 KB: read_file and upper make ~2.9 MB of payloads, the lines ~24000 more.
-mkdir "$T/data"
-python3 - "$T/data" <<'EOF'
-import random, sys
-r = random.Random(3)
-for i in range(12):
-    with open("%s/f%02d.txt" % (sys.argv[1], i), "w") as f:
-        for k in range(2000):
-            f.write("".join(r.choice("abcdefgh ") for _ in range(59)) + "\n")
-EOF
-cat > "$T/big.orch" <<'EOF'
-pipeline big
-domain file
-domain row in file
-source file.path = files("data/*.txt")
-call read = read_file()
-call up   = upper()           with batch=2
-call cut  = split(sep="\n")   with batch=2
-call n    = count()
-file.text = read(file.path)
-file.up   = up(file.text)
-row.line  = expand cut(file.up)
-file.rows = reduce n(row.line)
-output file.up
-output file.rows
-EOF
+# read_file and upper make ~2.9 MB of payloads, the lines ~24000 more.
+big_files
 PORTS="file.path file.text file.up row.line file.rows"
 
 run_job "$T/big.orch" "$T/clean"

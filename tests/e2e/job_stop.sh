@@ -129,29 +129,7 @@ chmod +x "$T/p/up_udf.py"
 finished "$J"
 
 # ---- 3b, 3c: the payload store full; state.db full --------------------------------------
-mkdir "$T/data"
-python3 - "$T/data" <<'PY'
-import random, sys
-r = random.Random(3)
-for i in range(12):
-    with open("%s/f%02d.txt" % (sys.argv[1], i), "w") as f:
-        for k in range(2000):
-            f.write("".join(r.choice("abcdefgh ") for _ in range(59)) + "\n")
-PY
-cat > "$T/big.orch" <<'PIPE'
-pipeline big
-domain file
-domain row in file
-source file.path = files("data/*.txt")
-call read = read_file()
-call up   = upper()           with batch=2
-call cut  = split(sep="\n")   with batch=2
-call n    = count()
-file.text = read(file.path)
-file.up   = up(file.text)
-row.line  = expand cut(file.up)
-file.rows = reduce n(row.line)
-PIPE
+big_files ""
 # full VAR=VALUE NAME TEXT: runs big.orch under the cap VAR=VALUE: it must fail saying
 # TEXT, and status must say `failed` with that very message; then it finishes uncapped.
 full() {

@@ -117,3 +117,36 @@ job_done() {
   expect_eq "$1: every grain sealed" 0 "$(q "$1" "SELECT count(*) FROM grain WHERE phase <> 'sealed'")"
   expect_eq "$1: every attempt closed" 0 "$(q "$1" "SELECT count(*) FROM attempt WHERE outcome IS NULL")"
 }
+
+# big_files [OUTPUTS]: writes $T/data/ (12 files of 2,000 random 59-letter lines, 120 KB
+# each: ~2.9 MB of payloads through read_file and upper, 24,000 lines more) and
+# $T/big.orch (read -> upper -> split -> count) over them, for the tests that fill a store.
+# OUTPUTS (default "file.up file.rows") are its `output` ports; "" declares none, so that
+# nothing is reclaimed while it runs.
+big_files() {
+  local outputs=${1-file.up file.rows} p
+  mkdir "$T/data"
+  python3 - "$T/data" <<'PY'
+import random, sys
+r = random.Random(3)
+for i in range(12):
+    with open("%s/f%02d.txt" % (sys.argv[1], i), "w") as f:
+        for k in range(2000):
+            f.write("".join(r.choice("abcdefgh ") for _ in range(59)) + "\n")
+PY
+  cat > "$T/big.orch" <<'PIPE'
+pipeline big
+domain file
+domain row in file
+source file.path = files("data/*.txt")
+call read = read_file()
+call up   = upper()           with batch=2
+call cut  = split(sep="\n")   with batch=2
+call n    = count()
+file.text = read(file.path)
+file.up   = up(file.text)
+row.line  = expand cut(file.up)
+file.rows = reduce n(row.line)
+PIPE
+  for p in $outputs; do echo "output $p" >> "$T/big.orch"; done
+}
