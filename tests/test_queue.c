@@ -1,8 +1,8 @@
 /* test_queue.c — unit tests of a call's ready queue and of batch reservation
  * (engine/run/queue.h), with no store: elastic and parent reservation, solo retries,
  * batch_bytes, stale entries, the order of requeued grains, and the queue's growth and
- * compaction. The store's side is played by a table of grains: whether each is still
- * READY, and the size of its inputs. */
+ * compaction, and the window that keeps a large frontier in a spill file. The store's side
+ * is played by a table of grains: whether each is still READY, and the size of its inputs. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -496,6 +496,127 @@ static void test_growth_compaction(void **state)
     free(f);
 }
 
+/* ---- the window and the spill ---------------------------------------------------------- */
+
+/* A queue with a window keeps at most that many entries in memory and the rest in its
+ * spill file, and serves them all in push order, whatever the batch: the spill is the
+ * FIFO's tail. Pushes while entries are spilled go behind them (even when the array has
+ * room), and a requeued grain behind everything. Once drained, the file is emptied. */
+static void test_spill_order(void **state)
+{
+    struct orch_sched_queue q = {.window = 8};
+    struct fake *f = fake_new();
+    static int64_t expect[2000], got[2000];
+    int nexpect = 0, ngot = 0;
+    for (int i = 1; i <= 1000; i++) {
+        push(&q, i, i / 10, false);
+        expect[nexpect++] = i;
+    }
+    assert_int_equal(q.len, 8);
+    assert_int_equal(q.spilled, 992);
+    assert_int_equal(orch_sched_queue_count(&q), 1000);
+    assert_true(q.cap <= 16);
+    int64_t pushed = 1000;
+    bool requeued = false;
+    while (orch_sched_queue_count(&q) > 0) {
+        int n = reserve(&q, f, 3, 0, false);
+        assert_true(n >= 1 && n <= 3);
+        assert_true(q.len <= 8);
+        for (int i = 0; i < f->ntaken; i++)
+            got[ngot++] = f->taken[i];
+        /* Keep pushing while it drains: they wait behind the spill. */
+        if (pushed < 1100) {
+            push(&q, ++pushed, 0, false);
+            expect[nexpect++] = pushed;
+        }
+        if (!requeued && ngot >= 499) {
+            /* Grain 499's batch failed: it goes back behind everything queued. */
+            struct orch_grain_ref g = {.grain = 499, .parent = 49, .seq = 499, .in0_state = -1};
+            assert_int_equal(orch_sched_queue_requeue(&q, &g, 5000, false), 0);
+            expect[nexpect++] = 499;
+            requeued = true;
+        }
+    }
+    assert_int_equal(ngot, nexpect);
+    for (int i = 0; i < ngot; i++)
+        assert_int_equal(got[i], expect[i]);
+    assert_int_equal(q.spilled, 0);
+    assert_int_equal(q.rd, 0); /* drained: the file starts over */
+    assert_int_equal(q.wr, 0);
+    orch_sched_queue_free(&q);
+    assert_false(q.spill_open);
+    assert_int_equal(q.window, 8); /* kept for reuse */
+    free(f);
+}
+
+/* What an entry says survives the spill: a solo entry still runs alone, a stale one is
+ * still consumed without being added, and the grain's fields come back as they went. */
+static void test_spill_fields(void **state)
+{
+    struct orch_sched_queue q = {.window = 4};
+    struct fake *f = fake_new();
+    for (int i = 1; i <= 20; i++)
+        push(&q, i, 7, i == 10);
+    f->stale[9] = true;
+    f->stale[11] = true;
+    assert_int_equal(reserve(&q, f, 8, 0, false), 4);
+    assert_string_equal(taken(f), "1 2 3 4");
+    assert_int_equal(reserve(&q, f, 8, 0, false), 4);
+    assert_string_equal(taken(f), "5 6 7 8");
+    /* 9 stale (consumed), then solo 10 into an empty batch: alone. */
+    assert_int_equal(reserve(&q, f, 8, 0, false), 1);
+    assert_string_equal(taken(f), "10");
+    const struct orch_sched_qent *e = &q.v[q.head];
+    assert_int_equal(e->g.grain, 11);
+    assert_int_equal(e->g.entity, 111);
+    assert_int_equal(e->g.parent, 7);
+    assert_int_equal(e->g.seq, 11);
+    assert_int_equal(e->g.in0_state, -1);
+    /* Half the window is still there: no read-back; 11 is stale, 12 is added. */
+    assert_int_equal(reserve(&q, f, 100, 0, false), 1);
+    assert_string_equal(taken(f), "12");
+    /* Empty: the rest comes back, 4 at most. */
+    assert_int_equal(reserve(&q, f, 100, 0, false), 4);
+    assert_string_equal(taken(f), "13 14 15 16");
+    orch_sched_queue_free(&q);
+    free(f);
+}
+
+/* A spill that cannot be made (its directory is gone) fails the push, and the queue is as
+ * it was; with a directory, a million entries keep the array at the window. */
+static void test_spill_error_and_bound(void **state)
+{
+    struct orch_sched_queue q = {.window = 2, .spill_dir = "/nonexistent/orch-test"};
+    struct fake *f = fake_new();
+    push(&q, 1, 0, false);
+    push(&q, 2, 0, false);
+    struct orch_sched_qent e = {.g = {.grain = 3, .in0_state = -1}};
+    assert_int_equal(orch_sched_queue_push(&q, &e), -ENOENT);
+    assert_int_equal(orch_sched_queue_count(&q), 2);
+    assert_int_equal(reserve(&q, f, 5, 0, false), 2);
+    orch_sched_queue_free(&q);
+
+    q = (struct orch_sched_queue){.window = 64};
+    for (int i = 1; i <= 1000000; i++) {
+        struct orch_sched_qent x = {.g = {.grain = i % NGRAINS, .seq = i, .in0_state = -1}};
+        assert_int_equal(orch_sched_queue_push(&q, &x), 0);
+    }
+    assert_true(q.cap <= 128);
+    assert_int_equal(orch_sched_queue_count(&q), 1000000);
+    int64_t seq = 0;
+    while (orch_sched_queue_count(&q) > 0) {
+        assert_int_equal(orch_sched_queue_refill(&q), 0);
+        assert_true(q.len > 0 && q.len <= 64 && q.cap <= 128);
+        for (size_t i = q.head; i < q.head + q.len; i++)
+            assert_int_equal(q.v[i].g.seq, ++seq);
+        q.head += q.len; /* consume the window as a reservation would */
+        q.len = 0;
+    }
+    assert_int_equal(seq, 1000000);
+    orch_sched_queue_free(&q);
+    free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -513,6 +634,9 @@ int main(void)
         cmocka_unit_test(test_requeue_order),
         cmocka_unit_test(test_growth_compaction),
         cmocka_unit_test(test_shrink),
+        cmocka_unit_test(test_spill_order),
+        cmocka_unit_test(test_spill_fields),
+        cmocka_unit_test(test_spill_error_and_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -171,6 +171,10 @@ int orch_sched_batch_failed(struct orch_sched *d, struct orch_sched_call *cr,
 
 /* ---- reservation ----------------------------------------------------------------------- */
 
+/* Input values a reservation keeps in d->inputs between grains; a larger list is handed
+ * to its batch or freed after use (take). */
+#define INPUTS_KEEP 4096
+
 /* One reservation in progress: the store's side of queue.h's rule. */
 struct reserving {
     struct orch_sched *d;
@@ -228,12 +232,25 @@ static int take(void *ctx, const struct orch_sched_qent *e)
     w->generation = e->g.generation;
     w->attempt = e->g.attempts + 1;
     w->nin = (uint32_t)r->cr->s->nin;
-    if (orch__grow_n(&b->vals, &b->cap_vals, b->nvals + d->inputs.nvals + 1, sizeof *b->vals) <
-        0)
-        return -ENOMEM;
-    if (d->inputs.nvals) /* vals is NULL then */
-        memcpy(b->vals + b->nvals, d->inputs.vals, d->inputs.nvals * sizeof *b->vals);
-    b->nvals += d->inputs.nvals;
+    size_t nvals = d->inputs.nvals;
+    if (b->nvals == 0 && !b->vals && nvals >= INPUTS_KEEP) {
+        /* A large input list (a reduce over many children) is handed to the batch rather
+         * than copied: one copy of a million values less at the peak, and d->inputs does
+         * not keep an array that large for the rest of the run. */
+        b->vals = d->inputs.vals;
+        b->cap_vals = d->inputs.cap;
+        d->inputs.vals = NULL;
+        d->inputs.cap = 0;
+    } else {
+        if (orch__grow_n(&b->vals, &b->cap_vals, b->nvals + d->inputs.nvals + 1,
+                         sizeof *b->vals) < 0)
+            return -ENOMEM;
+        if (d->inputs.nvals) /* vals is NULL then */
+            memcpy(b->vals + b->nvals, d->inputs.vals, d->inputs.nvals * sizeof *b->vals);
+        if (d->inputs.cap > INPUTS_KEEP)
+            orch_prop_inputs_free(&d->inputs); /* the same: give a large array back */
+    }
+    b->nvals += nvals;
     memcpy(b->nval + (size_t)b->n * ORCH_PLAN_MAX_INPUTS, d->inputs.nval,
            sizeof d->inputs.nval);
     b->n++;
@@ -246,7 +263,8 @@ static int take(void *ctx, const struct orch_sched_qent *e)
 static struct orch_sched_batch *batch_new(struct orch_sched *d, struct orch_sched_call *cr,
                                           orch_worker *w)
 {
-    size_t cap = cr->q.len < (size_t)cr->c->opts.batch ? cr->q.len : (size_t)cr->c->opts.batch;
+    uint64_t queued = orch_sched_queue_count(&cr->q);
+    size_t cap = queued < (uint64_t)cr->c->opts.batch ? (size_t)queued : (size_t)cr->c->opts.batch;
     assert(cap >= 1);
     struct orch_sched_batch *b = calloc(1, sizeof *b);
     if (!b)
@@ -330,7 +348,7 @@ bool orch_sched_any_queued(const struct orch_sched *d)
 {
     /* A held call's grains (--staged) are work only once it is released (workers.c). */
     for (int k = 0; k < d->nready; k++)
-        if (d->calls[d->ready[k]].q.len > 0 && !orch_sched_held(d, &d->calls[d->ready[k]]))
+        if (orch_sched_queue_count(&d->calls[d->ready[k]].q) > 0 && !orch_sched_held(d, &d->calls[d->ready[k]]))
             return true;
     return false;
 }
@@ -363,7 +381,7 @@ int orch_sched_dispatch(struct orch_sched *d)
         struct orch_sched_call *cr = &d->calls[d->ready[k]];
         assert(cr->pool); /* only a call with a statement has grains */
         bool held = orch_sched_held(d, cr); /* --staged: stays listed, unserved */
-        while (!held && cr->nidle > 0 && cr->q.len > 0 && orch_sched_fits(d, cr)) {
+        while (!held && cr->nidle > 0 && orch_sched_queue_count(&cr->q) > 0 && orch_sched_fits(d, cr)) {
             int rc = orch_sched_txn(d);
             orch_worker *w = cr->idle[cr->nidle - 1];
             struct orch_sched_batch *b;
@@ -380,7 +398,7 @@ int orch_sched_dispatch(struct orch_sched *d)
             b->next = d->to_send;
             d->to_send = b;
         }
-        if (cr->q.len > 0) {
+        if (orch_sched_queue_count(&cr->q) > 0) {
             d->ready[kept++] = cr->call;
         } else {
             cr->listed = false;

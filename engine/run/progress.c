@@ -47,9 +47,10 @@ void orch_sched_progress(struct orch_sched *d, bool final)
         for (int o = 0; o < ORCH_OUTCOME__COUNT; o++)
             sealed += k->sealed[o];
         fprintf(out,
-                "%s[%6.1fs] %-12s ready %-7zu running %-5lld sealed %-8lld ok %-8lld "
+                "%s[%6.1fs] %-12s ready %-7llu running %-5lld sealed %-8lld ok %-8lld "
                 "dropped %-6lld failed %-5lld suppressed %lld\n",
-                d->live ? "\033[2K" : "", secs, cr->c->name, cr->q.len,
+                d->live ? "\033[2K" : "", secs, cr->c->name,
+                (unsigned long long)orch_sched_queue_count(&cr->q),
                 (long long)inflight_count(cr), (long long)sealed,
                 (long long)k->sealed[ORCH_OUTCOME_OK],
                 (long long)k->sealed[ORCH_OUTCOME_DROPPED],

@@ -1,15 +1,151 @@
 /* queue.c — a call's ready queue and the reservation of a batch from it (queue.h). */
+#define _GNU_SOURCE /* O_TMPFILE, mkostemp */
 #include "queue.h"
 
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "support.h"
 
+/* ---- the spill (queue.h, "The window and the spill") ---------------------------------- */
+
+#define SPILL_BUF 256 /* entries gathered before one write: 16 KiB */
+
+static int spill_open(struct orch_sched_queue *q)
+{
+    const char *dir = q->spill_dir;
+    if (!dir && !(dir = getenv("TMPDIR")))
+        dir = "/tmp";
+    /* Unlinked from the start: nothing to clean up after a crash. */
+    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
+        /* A file system without O_TMPFILE: a named file, unlinked at once. */
+        char path[4096];
+        if (snprintf(path, sizeof path, "%s/.orch-queue.XXXXXX", dir) >= (int)sizeof path)
+            return -ENAMETOOLONG;
+        fd = mkostemp(path, O_CLOEXEC);
+        if (fd >= 0)
+            unlink(path);
+    }
+    if (fd < 0)
+        return -errno;
+    if (!q->buf && !(q->buf = malloc(SPILL_BUF * sizeof *q->buf))) {
+        close(fd);
+        return -ENOMEM;
+    }
+    q->spill_fd = fd;
+    q->spill_open = true;
+    q->rd = q->wr = 0;
+    q->nbuf = 0;
+    return 0;
+}
+
+/* Writes the gathered entries at the file's end. */
+static int spill_write(struct orch_sched_queue *q)
+{
+    const char *p = (const char *)q->buf;
+    size_t left = q->nbuf * sizeof *q->buf;
+    off_t at = (off_t)(q->wr * sizeof *q->buf);
+    while (left > 0) {
+        ssize_t n = pwrite(q->spill_fd, p, left, at);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno; /* ENOSPC, EIO: the entries stay in buf, the queue whole */
+        p += n;
+        at += n;
+        left -= (size_t)n;
+    }
+    q->wr += q->nbuf;
+    q->nbuf = 0;
+    return 0;
+}
+
+static int spill_push(struct orch_sched_queue *q, const struct orch_sched_qent *e)
+{
+    int rc;
+    if (!q->spill_open && (rc = spill_open(q)) < 0)
+        return rc;
+    if (q->nbuf == SPILL_BUF && (rc = spill_write(q)) < 0)
+        return rc;
+    q->buf[q->nbuf++] = *e;
+    q->spilled++;
+    return 0;
+}
+
+/* Reads n entries from the file at entry rd into dst. */
+static int spill_read(struct orch_sched_queue *q, struct orch_sched_qent *dst, size_t n)
+{
+    char *p = (char *)dst;
+    size_t left = n * sizeof *dst;
+    off_t at = (off_t)(q->rd * sizeof *dst);
+    while (left > 0) {
+        ssize_t got = pread(q->spill_fd, p, left, at);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            return -errno;
+        if (got == 0)
+            return -EIO; /* shorter than what was written: someone truncated it */
+        p += got;
+        at += got;
+        left -= (size_t)got;
+    }
+    return 0;
+}
+
+int orch_sched_queue_refill(struct orch_sched_queue *q)
+{
+    if (q->spilled == 0 || (q->window && q->len >= q->window / 2 && q->len > 0))
+        return 0;
+    size_t room = q->window > q->len ? q->window - q->len : 0;
+    size_t n = q->spilled < room ? (size_t)q->spilled : room;
+    if (n == 0)
+        return 0;
+    if (q->head + q->len + n > q->cap) {
+        if (q->head > 0) {
+            memmove(q->v, q->v + q->head, q->len * sizeof *q->v);
+            q->head = 0;
+        }
+        if (q->len + n > q->cap && orch__grow_n(&q->v, &q->cap, q->len + n, sizeof *q->v) < 0)
+            return -ENOMEM;
+    }
+    struct orch_sched_qent *dst = q->v + q->head + q->len;
+    uint64_t in_file = q->wr - q->rd;
+    size_t from_file = in_file < n ? (size_t)in_file : n;
+    int rc = from_file ? spill_read(q, dst, from_file) : 0;
+    if (rc < 0)
+        return rc;
+    /* The rest from the gathered tail, which is behind everything in the file. */
+    size_t from_buf = n - from_file;
+    memcpy(dst + from_file, q->buf, from_buf * sizeof *q->buf);
+    memmove(q->buf, q->buf + from_buf, (q->nbuf - from_buf) * sizeof *q->buf);
+    q->nbuf -= from_buf;
+    q->rd += from_file;
+    q->len += n;
+    q->spilled -= n;
+    if (q->spilled == 0 && q->wr > 0) {
+        /* Drained: give the disk back, start the file over. A failed truncate only leaves
+         * the file as large as it was. */
+        if (ftruncate(q->spill_fd, 0) < 0) {
+            /* nothing: the next writes overwrite from the start anyway */
+        }
+        q->rd = q->wr = 0;
+    }
+    return 0;
+}
+
+/* ---- the queue ------------------------------------------------------------------------- */
+
 int orch_sched_queue_push(struct orch_sched_queue *q, const struct orch_sched_qent *e)
 {
+    if (q->spilled > 0 || (q->window && q->len >= q->window))
+        return spill_push(q, e);
     if (q->head + q->len == q->cap) {
         /* Reuse the consumed front when it is over half: O(len), once per cap/2 pushes. */
         if (q->head > q->cap / 2) {
@@ -35,7 +171,10 @@ int orch_sched_queue_requeue(struct orch_sched_queue *q, const struct orch_grain
 void orch_sched_queue_free(struct orch_sched_queue *q)
 {
     free(q->v);
-    *q = (struct orch_sched_queue){0};
+    free(q->buf);
+    if (q->spill_open)
+        close(q->spill_fd);
+    *q = (struct orch_sched_queue){.window = q->window, .spill_dir = q->spill_dir};
 }
 
 /* An array that held a large frontier (every child of a huge expansion) is given back
@@ -50,7 +189,8 @@ static void shrink(struct orch_sched_queue *q)
         return;
     if (q->len == 0) {
         free(q->v);
-        *q = (struct orch_sched_queue){0};
+        q->v = NULL;
+        q->head = q->cap = 0;
         return;
     }
     if (q->len > q->cap / 4)
@@ -87,7 +227,9 @@ static void draw(struct orch_sched_queue *q, size_t i, size_t end, uint64_t *rng
 int orch_sched_queue_reserve(struct orch_sched_queue *q, const struct orch_sched_reserve *r)
 {
     assert(r->batch >= 1);
-    int n = 0, rc = 0;
+    int n = 0, rc = orch_sched_queue_refill(q);
+    if (rc < 0)
+        return rc;
     uint64_t bytes = 0;
     if (r->rng && q->len > 1) /* parent mode: the family is the drawn head's */
         draw(q, q->head, q->head + q->len, r->rng);

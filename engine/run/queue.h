@@ -42,6 +42,20 @@
  * it; a reservation that leaves the array under a quarter full halves it (down to 4,096
  * entries), and one that empties it frees it: the array follows the READY frontier of
  * now, not the largest there was, nor the job.
+ *
+ * The window and the spill. The READY frontier itself can be as large as the job: one
+ * expansion into a million children makes a million grains READY in one report. So a
+ * queue keeps at most `window` entries in memory (0: no limit); an entry pushed while the
+ * array holds `window`, or while anything is spilled, goes to the spill instead: an
+ * unlinked file in `spill_dir` (O_TMPFILE; gone with the process, whatever ends it), the
+ * queue's tail, in push order, 64 bytes an entry. A reservation that finds the array
+ * under half the window first moves spilled entries back, oldest first, up to the window.
+ * So the order is the one a queue without a window has: the array is the FIFO's head, the
+ * spill its tail; a requeued grain goes behind both. Random order and parent reservation
+ * see the array only: a random draw is from the window, the siblings of a parent are
+ * those in the window. The spill file is emptied (truncated) whenever it drains, so it
+ * holds no more than the frontier over the window. Nothing in it needs to survive a
+ * crash: READY grains are facts in the store, and resume queues them again (recover.c).
  */
 #ifndef ORCH_QUEUE_H
 #define ORCH_QUEUE_H
@@ -57,23 +71,42 @@ struct orch_sched_qent {
     bool solo; /* retried after its batch failed: runs alone */
 };
 
-/* Live entries are v[head .. head+len). Zero-initialise; free with orch_sched_queue_free. */
+/* Live entries are v[head .. head+len), then `spilled` entries in the spill. Zero-initialise
+ * (no window: everything in memory), set window and spill_dir before the first push if
+ * wanted; free with orch_sched_queue_free. */
 struct orch_sched_queue {
     struct orch_sched_qent *v;
     size_t head, len, cap;
     uint64_t rng; /* random order: the call's generator state (dispatch.c seeds it) */
     bool seeded;
+    /* The window and the spill (above). */
+    size_t window;         /* most entries in memory; 0: no limit, never spills */
+    const char *spill_dir; /* where the spill file is made (not owned); NULL: TMPDIR */
+    uint64_t spilled;      /* entries in the spill: the file's [rd, wr), then buf */
+    int spill_fd;          /* valid while spill_open */
+    bool spill_open;
+    uint64_t rd, wr;              /* entries read back from the file, and written to it */
+    struct orch_sched_qent *buf;  /* the spill's newest entries, not yet written */
+    size_t nbuf;
 };
 
-/* Appends a copy of e. Returns 0 or -ENOMEM (the queue is then as it was). */
+/* Appends a copy of e (to the spill when the window is full or something is spilled).
+ * Returns 0, -ENOMEM, or -errno of the spill file (the queue is then as it was). */
 int orch_sched_queue_push(struct orch_sched_queue *q, const struct orch_sched_qent *e);
+
+/* Entries queued: in memory and spilled. */
+static inline uint64_t orch_sched_queue_count(const struct orch_sched_queue *q)
+{
+    return q->len + q->spilled;
+}
 
 /* Puts grain g back at the tail: generation + 1, ready_seq `seq` (a new one, larger than
  * any queued), `solo` as given; attempts as g says. Returns 0 or -ENOMEM. */
 int orch_sched_queue_requeue(struct orch_sched_queue *q, const struct orch_grain_ref *g,
                              int64_t seq, bool solo);
 
-/* Frees the array; the queue is empty and reusable afterwards. */
+/* Frees the array and closes the spill; the queue is empty and reusable afterwards, with
+ * its window and spill_dir kept. */
 void orch_sched_queue_free(struct orch_sched_queue *q);
 
 /* How one reservation is made, and the store's side of it. */
@@ -101,5 +134,10 @@ struct orch_sched_reserve {
  * callback: the entry it was called for then stays queued; the entries consumed before it
  * are gone. */
 int orch_sched_queue_reserve(struct orch_sched_queue *q, const struct orch_sched_reserve *r);
+
+/* Moves spilled entries back into memory, oldest first, while the array holds under the
+ * window (reservation does it first; exposed for tests). Returns 0 or -ENOMEM or -errno
+ * of the spill file (the queue is then still whole: nothing read is lost). */
+int orch_sched_queue_refill(struct orch_sched_queue *q);
 
 #endif

@@ -112,6 +112,24 @@ static int hide_devices(struct orch_sched_call *cr)
     return 0;
 }
 
+/* How many of cr's queued grains the driver keeps in memory (queue.h, "The window and the
+ * spill"): enough for two batches per worker, so that every worker can be given a full
+ * batch while the next is read back, and at least 4,096 (256 KiB), so that a call with
+ * small batches reads its spill in large steps. ORCH_QUEUE_WINDOW (>= 1), for tests,
+ * replaces it: a window smaller than one expansion without making a large one. */
+static size_t queue_window(const struct orch_sched_call *cr)
+{
+    const char *env = getenv("ORCH_QUEUE_WINDOW");
+    if (env && *env) {
+        char *end;
+        unsigned long long v = strtoull(env, &end, 10);
+        if (!*end && v >= 1 && v <= SIZE_MAX / 2)
+            return (size_t)v;
+    }
+    size_t w = 2 * (size_t)cr->c->opts.batch * (size_t)cr->c->opts.workers;
+    return w > 4096 ? w : 4096;
+}
+
 int orch_sched_start_pools(struct orch_sched *d, const struct orch_pool_callbacks *cb)
 {
     for (int i = 0; i < d->ncalls; i++) {
@@ -128,6 +146,8 @@ int orch_sched_start_pools(struct orch_sched *d, const struct orch_pool_callback
         if (cr->c->stmt < 0)
             continue; /* unused call: no pool */
         cr->s = orch_plan_stmt(d->plan, cr->c->stmt);
+        cr->q.window = queue_window(cr);
+        cr->q.spill_dir = d->job->dir;
         cr->cpus = cr->c->opts.cpus > d->cpu_total ? d->cpu_total : cr->c->opts.cpus;
         cr->gpus = cr->c->opts.gpus;
         int rc = cr->gpus > 0 ? assign_devices(d, cr) : hide_devices(cr);

@@ -2,7 +2,7 @@
  *
  * Start on demand. A pool starts with no process (pool.h). At the end of each turn, a call
  * with queued grains gets one more worker while its queue holds more than its idle and
- * starting workers can take, one batch each (q.len > (idle + starting) * batch), up to its
+ * starting workers can take, one batch each (queued > (idle + starting) * batch), up to its
  * `workers`. Busy workers are not counted: the grains queued behind them would wait a
  * whole batch, and `workers` is the parallelism the user asked for. Neither are the
  * budgets: a worker started while the budget is taken waits, idle, and dispatch serves its
@@ -223,7 +223,7 @@ int orch_sched_workers_init(struct orch_sched *d)
             continue;
         if (!(cr->wk = calloc((size_t)cr->c->opts.workers, sizeof *cr->wk)))
             return -ENOMEM;
-        if (cr->q.len > 0)
+        if (orch_sched_queue_count(&cr->q) > 0)
             orch_sched_want(d, cr);
     }
     const char *idle = getenv("ORCH_IDLE_STOP_MS");
@@ -261,7 +261,7 @@ static bool can_be_done(const struct orch_sched *d, int node)
     if (st->call < 0)
         return true; /* a broadcast computes nothing: done with its prerequisites */
     const struct orch_sched_call *cr = &d->calls[st->call];
-    return cr->q.len == 0 && cr->inflight == NULL;
+    return orch_sched_queue_count(&cr->q) == 0 && cr->inflight == NULL;
 }
 
 /* ---- the slots as the driver sees them -------------------------------------------------- */
@@ -405,7 +405,7 @@ static void stop_idle(struct orch_sched *d)
         struct orch_sched_wk *k = &cr->wk[e.index];
         if (k->stamp != e.stamp || !k->idle)
             continue; /* it worked, stopped or died since */
-        if (cr->q.len > 0) {
+        if (orch_sched_queue_count(&cr->q) > 0) {
             idle_arm(d, cr, k->w, now);
             continue;
         }
@@ -433,7 +433,7 @@ bool orch_sched_worker_idle(struct orch_sched_call *cr, orch_worker *w)
     if (k->starting)
         cr->start_ms = now - k->since_ms;
     if (d->nodes[cr->c->stmt].done) {
-        assert(cr->q.len == 0 && "a call found done got work");
+        assert(orch_sched_queue_count(&cr->q) == 0 && "a call found done got work");
         (void)stop_worker(cr, w);
         return false;
     }
@@ -485,7 +485,7 @@ static int start_wanted(struct orch_sched *d)
         size_t batch = (size_t)cr->c->opts.batch;
         size_t have = (size_t)cr->nidle + (size_t)orch_pool_starting(cr->pool);
         int rc = 1;
-        while (rc == 1 && have * batch < cr->q.len) {
+        while (rc == 1 && have * batch < orch_sched_queue_count(&cr->q)) {
             if ((rc = start_one(d, cr)) < 0)
                 return rc;
             have++;

@@ -2,8 +2,11 @@
 # scale.sh — 1,000 root entities with 0..50 children each (line i holds i*37 % 51 tokens;
 # the empty lines have zero children): split → upper (2 workers, batches of 32) → reduce
 # concat and count. Every root's export must equal what Python computes from the file.
-# Run twice: with the default admission budget, and with a tight one (--max-unsealed 300)
-# that makes admission wait on the drain.
+# Run three times: with the default admission budget; with a tight one (--max-unsealed 300)
+# that makes admission wait on the drain; and with ready queues that keep 5 entries in
+# memory (ORCH_QUEUE_WINDOW, engine/run/queue.h), smaller than most expansions, so that
+# children wait in the spill file and come back from it. In every run each call's batches
+# took their grains in ready_seq order (FIFO, DESIGN §5), spill or not.
 source "$(dirname "$0")/lib.sh"
 
 python3 - "$T/roots.txt" <<'EOF'
@@ -55,10 +58,19 @@ for i, (a, b) in enumerate(rows):
   [ "$(q "$J" "SELECT max(n) FROM (SELECT count(*) AS n FROM attempt a JOIN grain g
                ON g.id = a.grain_id JOIN call c ON c.id = g.call_id AND c.name = 'up'
                GROUP BY a.batch)")" -gt 1 ] || fail "$J: up never ran a batch of several grains"
+  expect_eq "$J: batches out of ready_seq order" 0 \
+    "$(q "$J" "WITH b AS (SELECT g.call_id AS c, a.batch AS id, min(g.ready_seq) AS lo,
+                                  max(g.ready_seq) AS hi
+                           FROM attempt a JOIN grain g ON g.id = a.grain_id
+                           GROUP BY g.call_id, a.batch)
+               SELECT count(*) FROM b AS x JOIN b AS y
+                 ON y.c = x.c AND y.id > x.id AND y.lo < x.hi")"
 }
 
 run_job "$T/scale.orch" "$T/job"
 check "$T/job"
 run_job "$T/scale.orch" "$T/tight" --max-unsealed 300
 check "$T/tight"
+ORCH_QUEUE_WINDOW=5 run_job "$T/scale.orch" "$T/spill" --max-unsealed 50
+check "$T/spill"
 echo "scale: ok"
