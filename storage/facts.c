@@ -84,8 +84,9 @@
                     "WHERE t.grain_id = g.id AND (t.kind = ?6 OR t.kind = ?7 OR t.kind = ?8)), " \
                     "-1)) FROM grain AS g JOIN entity AS e ON e.id = g.entity_id "             \
                     "WHERE g.call_id = ?1 AND g.phase = ?2 ORDER BY g.ready_seq")              \
-    X(NEXT_SEQ_GET, "SELECT next_ready_seq FROM job WHERE id = 1")                             \
-    X(NEXT_SEQ_SET, "UPDATE job SET next_ready_seq = ? WHERE id = 1")                          \
+    X(COUNTERS_GET, "SELECT next_ready_seq, live_bytes FROM job WHERE id = 1")                 \
+    X(COUNTERS_SET, "UPDATE job SET next_ready_seq = ?, live_bytes = ? WHERE id = 1")          \
+    X(BUDGETS_SET, "UPDATE job SET max_unsealed = ?, max_live_bytes = ? WHERE id = 1")         \
     X(ATTEMPT_BEGIN, "INSERT INTO attempt (grain_id, generation, worker_pid, batch, "          \
                      "started_at) VALUES (?, ?, ?, ?, ?)")                                     \
     X(ATTEMPT_END, "UPDATE attempt SET ended_at = ?, outcome = ?, message = ? WHERE id = ?")   \
@@ -658,23 +659,31 @@ int orch_store_grains_ready(orch_store *s, int call,
     return rc;
 }
 
-int orch_store_next_seq_get(orch_store *s, int64_t *seq)
+int orch_store_counters_get(orch_store *s, int64_t *seq, int64_t *live_bytes)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_NEXT_SEQ_GET, &st, "");
+    int rc = stmt(s, F_COUNTERS_GET, &st, "");
     if (rc < 0 || (rc = one(s, st)) < 0)
         return rc;
     if (rc == 0)
         return orch_error_set(ORCH_ENOTFOUND, "%s: the job row is missing", s->path);
     *seq = sqlite3_column_int64(st, 0);
+    *live_bytes = sqlite3_column_int64(st, 1);
     sqlite3_reset(st);
     return 0;
 }
 
-int orch_store_next_seq_set(orch_store *s, int64_t seq)
+int orch_store_counters_set(orch_store *s, int64_t seq, int64_t live_bytes)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_NEXT_SEQ_SET, &st, "l", seq);
+    int rc = stmt(s, F_COUNTERS_SET, &st, "ll", seq, live_bytes);
+    return rc < 0 ? rc : run(s, st, NULL);
+}
+
+int orch_store_budgets_set(orch_store *s, int64_t max_unsealed, int64_t max_live_bytes)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_BUDGETS_SET, &st, "ll", max_unsealed, max_live_bytes);
     return rc < 0 ? rc : run(s, st, NULL);
 }
 

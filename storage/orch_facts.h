@@ -175,9 +175,12 @@ int orch_store_grains_sealed_counts(orch_store *s,
 int orch_store_grains_ready(orch_store *s, int call,
                             int (*fn)(void *ctx, const struct orch_grain_row *g), void *ctx);
 
-/* job.next_ready_seq: read and write. */
-int orch_store_next_seq_get(orch_store *s, int64_t *seq);
-int orch_store_next_seq_set(orch_store *s, int64_t seq);
+/* The job's counters, read at a driver's start and written once per turn: next_ready_seq,
+ * and live_bytes (migrations/0009_admission.sql). */
+int orch_store_counters_get(orch_store *s, int64_t *seq, int64_t *live_bytes);
+int orch_store_counters_set(orch_store *s, int64_t seq, int64_t live_bytes);
+/* The admission budgets a run starts with (job.max_unsealed, job.max_live_bytes). */
+int orch_store_budgets_set(orch_store *s, int64_t max_unsealed, int64_t max_live_bytes);
 
 /* ---- attempts, failures, barriers ------------------------------------------------------ */
 

@@ -294,12 +294,17 @@ static void test_barriers(void **state)
 static void test_next_seq(void **state)
 {
     struct fx *f = *state;
-    int64_t seq = 0;
-    assert_int_equal(orch_store_next_seq_get(f->s, &seq), 0);
+    int64_t seq = 0, live = -1;
+    assert_int_equal(orch_store_counters_get(f->s, &seq, &live), 0);
     assert_int_equal(seq, 1);
-    assert_int_equal(orch_store_next_seq_set(f->s, 77), 0);
-    assert_int_equal(orch_store_next_seq_get(f->s, &seq), 0);
+    assert_int_equal(live, 0);
+    assert_int_equal(orch_store_counters_set(f->s, 77, 1234), 0);
+    assert_int_equal(orch_store_counters_get(f->s, &seq, &live), 0);
     assert_int_equal(seq, 77);
+    assert_int_equal(live, 1234);
+    /* live_bytes is never negative (a CHECK): an accounting error is refused loudly. */
+    assert_int_not_equal(orch_store_counters_set(f->s, 78, -1), 0);
+    assert_int_equal(orch_store_budgets_set(f->s, 500, 1 << 20), 0);
 }
 
 /* The job's stop columns as "KIND|MESSAGE|AT IS NULL|AT IS RECENT" ('-' for NULL). */

@@ -24,9 +24,13 @@ static const char run_help[] =
     "  --gpus N           GPU budget (default: the /dev/nvidiaN devices found); a worker\n"
     "                     of a call with gpus=G is given its devices in\n"
     "                     CUDA_VISIBLE_DEVICES\n"
-    "  --max-unsealed N   admit new root entities only while fewer grains are unsealed\n"
-    "                     (default 20000): bounds the driver's memory and the work in\n"
-    "                     flight\n"
+    "  --max-unsealed N   admission budget of unsealed grains (default 20000): new root\n"
+    "                     entities enter only below it, and when it is full an expand\n"
+    "                     waits while a call downstream of it has queued grains\n"
+    "  --max-live-bytes SIZE   admission budget of live intermediate payloads (bytes\n"
+    "                     that will be freed once read: see README, Admission); SIZE\n"
+    "                     in bytes or with K, M, G, T (KiB, MiB...); default: a quarter\n"
+    "                     of the memory or half the free disk, whichever is less\n"
     "  --durability MODE  machine (default): payloads are synced to disk once per loop\n"
     "                     turn, before the commit that names them, so committed results\n"
     "                     survive a machine crash; process: no syncs, committed results\n"
@@ -57,6 +61,46 @@ static const char resume_help[] =
     "admission continues where it stopped. The plan is rebuilt from the job itself, never\n"
     "from the pipeline file. Options and exit status as for `orch run`.\n";
 
+/* A positive size: digits, then nothing or B, or K, M, G, T (powers of 1024) with an
+ * optional "iB" or "B" ("64M", "64MiB", "64MB" alike: memory sizes, as `free -h` says).
+ * 0 or -1 when it is not one, or does not fit. */
+static int parse_size(const char *v, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    if (*v < '0' || *v > '9')
+        return -1;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (errno)
+        return -1;
+    int shift = 0;
+    switch (*end) {
+    case 'K':
+        shift = 10;
+        break;
+    case 'M':
+        shift = 20;
+        break;
+    case 'G':
+        shift = 30;
+        break;
+    case 'T':
+        shift = 40;
+        break;
+    default:
+        break;
+    }
+    end += shift > 0;
+    if (shift && strcmp(end, "iB") == 0)
+        end += 2;
+    else if (*end == 'B')
+        end++;
+    if (*end || n == 0 || n > ((unsigned long long)INT64_MAX >> shift))
+        return -1;
+    *out = (int64_t)(n << shift);
+    return 0;
+}
+
 /* parse_opts's loop; *seeded is set when --seed was given. */
 static int parse_args(const char *cmd, int argc, char **argv, struct orch_run_opts *o,
                       const char **job, const char **positional, int *npos, bool *seeded)
@@ -83,6 +127,13 @@ static int parse_args(const char *cmd, int argc, char **argv, struct orch_run_op
             o->max_unsealed = strtoll(v, &end, 10);
             if (*end || o->max_unsealed <= 0)
                 return orch_cli_usage_error("%s: --max-unsealed needs a positive integer", cmd),
+                       -1;
+            i++;
+        } else if (strcmp(a, "--max-live-bytes") == 0 && v) {
+            if (parse_size(v, &o->max_live_bytes) < 0)
+                return orch_cli_usage_error("%s: --max-live-bytes needs a positive size "
+                                            "(bytes, or a number with K, M, G or T)",
+                                            cmd),
                        -1;
             i++;
         } else if (strncmp(a, "--durability=", 13) == 0 ||

@@ -180,6 +180,7 @@ struct status {
     char stop_kind[16]; /* "" when none is recorded */
     char *stop_message; /* malloc'd; NULL when none */
     int64_t stop_at;
+    int64_t live_bytes, max_unsealed, max_live_bytes; /* budgets: 0 before a run */
 };
 
 /* Reads everything status prints in ONE statement, so that its numbers agree with each
@@ -198,7 +199,9 @@ static int status_read(struct orch_job *job, struct status *s)
         " UNION ALL SELECT 3, status, stop_kind, coalesce(stop_at, 0), 0, 0, 0, 0, 0, 0, 0, 0"
         "  FROM job"
         " UNION ALL SELECT 4, stop_message, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0 FROM job"
-        "  WHERE stop_message IS NOT NULL";
+        "  WHERE stop_message IS NOT NULL"
+        " UNION ALL SELECT 5, NULL, NULL, live_bytes, coalesce(max_unsealed, 0),"
+        "  coalesce(max_live_bytes, 0), 0, 0, 0, 0, 0, 0 FROM job";
     sqlite3_stmt *st;
     int rc = prepare(job, sql, &st, "status");
     if (rc < 0)
@@ -246,12 +249,54 @@ static int status_read(struct orch_job *job, struct status *s)
             if (name && !(s->stop_message = strdup(name)))
                 rc = -ENOMEM;
             break;
+        case 5:
+            s->live_bytes = n;
+            s->max_unsealed = sqlite3_column_int64(st, 4);
+            s->max_live_bytes = sqlite3_column_int64(st, 5);
+            break;
         }
         if (rc < 0)
             break;
     }
     sqlite3_finalize(st);
     return rc;
+}
+
+/* Bytes as people read them: "812 B", "1.5 MiB". */
+static void human_bytes(char *buf, size_t n, int64_t v)
+{
+    static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    double x = (double)v;
+    int u = 0;
+    while (x >= 1024 && u < 6) {
+        x /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, n, "%" PRId64 " B", v);
+    else
+        snprintf(buf, n, "%.1f %s", x, unit[u]);
+}
+
+/* How full the admission budgets are (DESIGN §5; README, Admission): the unsealed grains
+ * against the last run's budget, the live intermediate payload bytes against theirs. */
+static void admission_print(FILE *out, const struct status *s)
+{
+    int64_t unsealed = 0;
+    for (int c = 0; c < s->ncalls; c++)
+        unsealed += s->counts[c][0] - s->counts[c][4]; /* total - sealed */
+    char live[32], max[32];
+    human_bytes(live, sizeof live, s->live_bytes);
+    if (s->max_unsealed <= 0) {
+        fprintf(out, "admission:  %" PRId64 " unsealed grains, %s live intermediate payloads\n",
+                unsealed, live);
+        return;
+    }
+    human_bytes(max, sizeof max, s->max_live_bytes);
+    fprintf(out,
+            "admission:  %" PRId64 " of %" PRId64 " unsealed grains, %s of %s live "
+            "intermediate payloads (budgets of the last run)\n",
+            unsealed, s->max_unsealed, live, max);
 }
 
 static int digits(int64_t v)
@@ -336,6 +381,7 @@ static void status_print(FILE *out, struct orch_job *job, const struct status *s
     fputc('\n', out);
     status_table(out, s);
     fputc('\n', out);
+    admission_print(out, s);
     if (s->final.total || s->tried.total) {
         fprintf(out, "failures:   %" PRId64 " final", s->final.total);
         tally_print(out, &s->final);

@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #include "orch_error.h"
 #include "orch_facts.h"
@@ -149,7 +151,15 @@ static int admit_chunk(struct orch_sched *d, struct orch_sched_source *s)
     uint64_t ids[ADMIT_CHUNK];
     int64_t first = s->next;
     int n = 0, rc = 0;
-    while (n < ADMIT_CHUNK) {
+    /* A chunk stops where its values would fill the byte budget, when they count (the
+     * source's values are read by a statement, in a pipeline with outputs): one root at
+     * least, so that admission always moves. */
+    const int port = s->src->port;
+    int64_t room = orch_prop_port_counted(d->prop, port)
+                       ? d->max_live - orch_prop_live_bytes(d->prop)
+                       : INT64_MAX;
+    int64_t bytes = 0;
+    while (n < ADMIT_CHUNK && (n == 0 || bytes < room)) {
         size_t len;
         const char *v = source_next(s, &len);
         if (!v) {
@@ -166,6 +176,7 @@ static int admit_chunk(struct orch_sched *d, struct orch_sched_source *s)
         }
         memcpy(vals[n], v, len);
         vals[n][len] = '\0';
+        bytes += (int64_t)len;
         iov[n].data = vals[n];
         iov[n].len = len;
         n++;
@@ -184,18 +195,51 @@ static int admit_chunk(struct orch_sched *d, struct orch_sched_source *s)
     return rc;
 }
 
+/* ---- the budgets ---------------------------------------------------------------------- */
+
+/* A quarter of the memory, and half of the free space on the job's file system: live
+ * intermediate payloads are read through the page cache by the workers that consume them
+ * (memory), and they are written to JOB/payloads/ (disk), so either may be what runs out.
+ * At least 64 MiB, so that a small machine still streams pages of a document. */
+int64_t orch_sched_live_budget(const struct orch_sched *d)
+{
+    const int64_t floor = (int64_t)64 << 20;
+    int64_t budget = INT64_MAX;
+    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && psize > 0)
+        budget = (int64_t)pages * psize / 4;
+    struct statvfs fs;
+    if (statvfs(d->job->dir, &fs) == 0) {
+        int64_t half = (int64_t)(fs.f_bavail / 2) * (int64_t)fs.f_frsize;
+        if (half < budget)
+            budget = half;
+    }
+    return budget > floor ? budget : floor;
+}
+
+bool orch_sched_tight(const struct orch_sched *d, bool *grains, bool *bytes)
+{
+    *grains = orch_prop_unsealed(d->prop) >= d->max_unsealed;
+    *bytes = orch_prop_live_bytes(d->prop) >= d->max_live;
+    return *grains || *bytes;
+}
+
 /* Admission (DESIGN §5): roots enter lazily, one chunk per source per turn (so that the
- * turn commits and the workers get going), and only while the unsealed grains are under
- * their budget. Staged (driver.h), every root enters in the first turn, whatever the
- * budget: the first calls are held until the sources are exhausted, so a budget would
+ * turn commits and the workers get going), and only while the unsealed grains and the
+ * live intermediate bytes are under their budgets — or when nothing is unsealed at all:
+ * bytes kept for a failed reader (reclaim.c) stay counted, and a budget full of them must
+ * not stop a job that has nothing else to do (a chunk of roots then enters, the least
+ * that keeps it going). Staged (driver.h), every root enters in the first turn, whatever
+ * the budgets: the first calls are held until the sources are exhausted, so a budget would
  * wait on grains that wait on it (a deadlock), and chunks paced by turns would wait on
  * turns that nothing else makes. */
 int orch_sched_admit(struct orch_sched *d)
 {
     for (int i = 0; i < d->nsources; i++) {
         struct orch_sched_source *s = &d->sources[i];
-        if (s->exhausted ||
-            (!d->opts->staged && orch_prop_unsealed(d->prop) >= d->max_unsealed))
+        bool grains, bytes;
+        if (s->exhausted || (!d->opts->staged && orch_sched_tight(d, &grains, &bytes) &&
+                             orch_prop_unsealed(d->prop) > 0))
             continue;
         int rc;
         do {

@@ -264,7 +264,8 @@ static struct orch_sched_batch *batch_new(struct orch_sched *d, struct orch_sche
                                           orch_worker *w)
 {
     uint64_t queued = orch_sched_queue_count(&cr->q);
-    size_t cap = queued < (uint64_t)cr->c->opts.batch ? (size_t)queued : (size_t)cr->c->opts.batch;
+    size_t cap =
+        queued < (uint64_t)cr->c->opts.batch ? (size_t)queued : (size_t)cr->c->opts.batch;
     assert(cap >= 1);
     struct orch_sched_batch *b = calloc(1, sizeof *b);
     if (!b)
@@ -348,7 +349,8 @@ bool orch_sched_any_queued(const struct orch_sched *d)
 {
     /* A held call's grains (--staged) are work only once it is released (workers.c). */
     for (int k = 0; k < d->nready; k++)
-        if (orch_sched_queue_count(&d->calls[d->ready[k]].q) > 0 && !orch_sched_held(d, &d->calls[d->ready[k]]))
+        if (orch_sched_queue_count(&d->calls[d->ready[k]].q) > 0 &&
+            !orch_sched_held(d, &d->calls[d->ready[k]]))
             return true;
     return false;
 }
@@ -376,12 +378,30 @@ int orch_sched_dispatch(struct orch_sched *d)
     sort_ready(d);
     if (d->opts->staged)
         orch_sched_staged_settle(d);
+    /* A full budget (DESIGN §5: "when full, the driver serves downstream queues first").
+     * A call that would make it fuller — an expand when the unsealed grains are at their
+     * budget, a call that makes live intermediate payloads when their bytes are — is not
+     * served while a deeper call is left with queued grains after its turn to be served:
+     * its idle workers wait, and the workers downstream drain what is in the pipeline. The
+     * deepest call with queued grains is never held, so some call is always served: the
+     * pipeline moves whatever the budgets (no deadlock; tests/e2e/admission.sh runs a
+     * budget smaller than one expansion). Calls that only consume are served as always. */
+    bool tight_grains = false, tight_bytes = false;
+    bool tight = !d->opts->staged && orch_sched_tight(d, &tight_grains, &tight_bytes);
+    int backlog = -1; /* the depth of the deepest call left with queued grains; -1: none */
+    bool held_any = false;
     int kept = 0;
     for (int k = 0; k < d->nready; k++) {
         struct orch_sched_call *cr = &d->calls[d->ready[k]];
         assert(cr->pool); /* only a call with a statement has grains */
         bool held = orch_sched_held(d, cr); /* --staged: stays listed, unserved */
-        while (!held && cr->nidle > 0 && orch_sched_queue_count(&cr->q) > 0 && orch_sched_fits(d, cr)) {
+        if (!held && tight && cr->depth < backlog &&
+            ((tight_grains && cr->grows_grains) || (tight_bytes && cr->grows_bytes))) {
+            held = true;
+            held_any = held_any || cr->nidle > 0;
+        }
+        while (!held && cr->nidle > 0 && orch_sched_queue_count(&cr->q) > 0 &&
+               orch_sched_fits(d, cr)) {
             int rc = orch_sched_txn(d);
             orch_worker *w = cr->idle[cr->nidle - 1];
             struct orch_sched_batch *b;
@@ -400,12 +420,15 @@ int orch_sched_dispatch(struct orch_sched *d)
         }
         if (orch_sched_queue_count(&cr->q) > 0) {
             d->ready[kept++] = cr->call;
+            if (backlog < 0)
+                backlog = cr->depth;
         } else {
             cr->listed = false;
             orch_sched_check(d, cr); /* stale entries may have been its last */
         }
     }
     d->nready = kept;
+    d->stats->held += held_any;
     return 0;
 }
 
@@ -490,6 +513,10 @@ int orch_sched_call_order(struct orch_sched *d)
     }
     for (int k = 0; k < d->ncalls; k++)
         d->calls[d->order[k]].rank = k;
+    for (int i = 0; i < d->ncalls; i++) {
+        int st = orch_plan_call(d->plan, i)->stmt;
+        d->calls[i].depth = st >= 0 ? depth[st] : -1;
+    }
     free(depth);
     return 0;
 }

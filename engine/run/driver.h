@@ -7,7 +7,8 @@
  *   1. wait for events: reports, lost workers, idle workers, timers, signals. Every report
  *      is applied as it arrives, inside the turn's open store transaction
  *      (propagate.h does the rules), which also fills the ready queues;
- *   2. admit root entities from the sources while the unsealed-grain budget allows;
+ *   2. admit root entities from the sources while the admission budgets allow (unsealed
+ *      grains, live intermediate bytes);
  *   3. reserve a batch for every idle worker whose call has ready grains and whose cpus
  *      fit in the free budget, marking its grains IN_FLIGHT with an attempt row each;
  *   4. commit the transaction: the turn's reports, everything they implied and the new
@@ -18,8 +19,8 @@
  * acknowledged before its facts are committed. The loop never blocks on a worker: pools
  * are non-blocking and report through callbacks.
  *
- * Memory: the queues hold the READY frontier, bounded by admission (max_unsealed); sealed
- * history lives only in the store.
+ * Memory: each ready queue holds a window of the READY frontier, the rest in a spill file
+ * (queue.h); sealed history lives only in the store.
  *
  * The loop's internals — a turn in detail, its invariants, who owns what, and the files
  * that make it (loop.c, queue.c, dispatch.c, admit.c, recover.c, resources.c,
@@ -60,6 +61,8 @@ struct orch_run_opts {
     double cpus;          /* the CPU budget; 0: detected (online processors) */
     double gpus;          /* the GPU budget; 0: detected (/dev/nvidiaN devices) */
     int64_t max_unsealed; /* admission budget of unsealed grains; 0: default */
+    int64_t max_live_bytes; /* admission budget of live intermediate payload bytes; 0:
+                               derived from the machine (admit.c) */
     enum orch_progress_mode progress;
     int progress_interval_ms; /* plain lines: every this many ms; 0: default (5 s) */
     FILE *out;                /* progress and summary (stderr when NULL) */
@@ -81,9 +84,13 @@ struct orch_run_stats {
     int64_t suppressed;      /* reports of in-flight siblings discarded by a barrier */
     int64_t attempts_failed; /* attempt failures (error, crash, timeout) */
     int64_t batches;
-    int64_t reclaimed;       /* payloads that no committed fact named, deleted */
+    int64_t reclaimed;       /* payloads deleted by the sweeps at start and end (jobdir.c):
+                                orphans, and freed ones that waited for a sync */
     int64_t workers_started; /* worker processes started (on demand) */
     int64_t workers_peak;    /* the most worker processes in use at once */
+    int64_t live_peak;       /* the most live intermediate payload bytes at a commit */
+    int64_t live_budget;     /* the budget they ran under */
+    int64_t held;            /* turns in which a full budget held an upstream call */
     double seconds;
 };
 

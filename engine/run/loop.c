@@ -270,8 +270,12 @@ static int commit_turn(struct orch_sched *d)
             d->attempt_floor = floor;
         if (rc == 0)
             rc = orch_prop_flush(d->prop);
+        if (orch_prop_live_bytes(d->prop) > d->stats->live_peak)
+            d->stats->live_peak = orch_prop_live_bytes(d->prop);
         if (rc == 0 && d->opts->durability == ORCH_DURABILITY_MACHINE)
             rc = orch_payload_sync(d->job->payloads);
+        /* Sizes were read in a snapshot of this turn: it ends with the turn. */
+        orch_prop_snapshot_end(d->prop);
         if (rc < 0) {
             orch_store_rollback(d->job->store);
             orch_sched_reclaim_forget(d);
@@ -438,6 +442,7 @@ static int start(struct orch_sched *d)
     if ((rc = orch_prop_open(d->plan, d->job->store, &hooks, &d->prop)) < 0 ||
         (rc = orch_sched_sources_open(d)) < 0)
         return rc;
+    orch_prop_set_payloads(d->prop, d->job->payloads); /* live bytes are counted */
     /* Before any worker writes: payloads left by a stopped driver's last turn. */
     size_t reclaimed;
     if ((rc = orch_job_reclaim(d->job, &reclaimed)) < 0)
@@ -488,6 +493,8 @@ int orch_driver_run(struct orch_job *job, const struct orch_run_opts *opts,
                               sizeof d.exe - 1);
     orch_sched_progress_init(&d);
     d.max_unsealed = opts->max_unsealed > 0 ? opts->max_unsealed : DEFAULT_MAX_UNSEALED;
+    d.max_live = opts->max_live_bytes > 0 ? opts->max_live_bytes : orch_sched_live_budget(&d);
+    stats->live_budget = d.max_live;
     orch_sched_budgets(&d);
     /* Each turn allocates and frees much the same memory (SQLite's page cache, batches);
      * without this, glibc returns the top of the heap to the kernel after every turn and

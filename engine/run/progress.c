@@ -96,12 +96,16 @@ int orch_driver_summary(struct orch_job *job, const struct orch_run_stats *stats
     if (stats)
         fprintf(out,
                 "%lld reports committed in %lld batches, %lld attempt failures, "
-                "%lld stale reports rejected, %lld orphaned payloads reclaimed, "
-                "%lld workers started (at most %lld at once), %.1fs\n",
+                "%lld stale reports rejected, %lld payloads deleted by the sweeps, "
+                "%lld workers started (at most %lld at once), %.1fs\n"
+                "live intermediate payloads: at most %lld bytes (budget %lld); "
+                "upstream calls held for the budgets in %lld turns\n",
                 (long long)stats->committed, (long long)stats->batches,
                 (long long)stats->attempts_failed, (long long)stats->stale,
                 (long long)stats->reclaimed, (long long)stats->workers_started,
-                (long long)stats->workers_peak, stats->seconds);
+                (long long)stats->workers_peak, stats->seconds,
+                (long long)stats->live_peak, (long long)stats->live_budget,
+                (long long)stats->held);
     free(count);
     return 0;
 }

@@ -37,6 +37,12 @@ struct orch_prop {
     struct dom_topo *dom;
     struct orch_prop_counts *counts; /* per call */
     struct prop_reclaim *reclaim;    /* reclaim.c only */
+    /* Live intermediate payload bytes (job.live_bytes; reclaim.c keeps it): counted only
+     * once a payload store is given (orch_prop_set_payloads), whose sizes are read in
+     * `snap`, a read snapshot begun at the first look-up and ended with the turn. */
+    int64_t live;
+    orch_payload *payloads;
+    orch_payload_rtxn *snap;
 };
 
 /* The child domain a reduce reads from: the domain of its first input. */
@@ -51,6 +57,12 @@ bool prop__on_roots(const orch_prop *p, const struct orch_stmt *s);
  * tells whether the guard held. */
 int prop__seal(orch_prop *p, int stmt, int64_t grain, int64_t e, enum orch_grain_outcome o,
                bool in_flight, uint32_t generation, bool *sealed);
+
+/* Whether the payloads made on `port` count as live intermediate bytes (reclaim.c): the
+ * port makes its family's payloads, which are freed as soon as their readers seal. */
+bool prop__reclaim_counted(const orch_prop *p, int port);
+/* A Present item of a counted port was published: its payload's size joins p->live. */
+int prop__live_add(orch_prop *p, uint64_t payload);
 
 /* Publishes item (port, e) in `state` and tells its consumers. */
 int prop__item_resolve(orch_prop *p, int port, int64_t e, enum orch_item_state state,

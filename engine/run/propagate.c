@@ -31,8 +31,8 @@ int orch_prop_open(const orch_plan *plan, orch_store *store,
                    const struct orch_prop_hooks *hooks, orch_prop **out)
 {
     *out = NULL;
-    int64_t next_seq;
-    int rc = orch_store_next_seq_get(store, &next_seq);
+    int64_t next_seq, live;
+    int rc = orch_store_counters_get(store, &next_seq, &live);
     if (rc < 0)
         return rc;
     orch_prop *p = calloc(1, sizeof *p);
@@ -42,6 +42,7 @@ int orch_prop_open(const orch_plan *plan, orch_store *store,
     p->store = store;
     p->hooks = *hooks;
     p->next_seq = next_seq;
+    p->live = live;
     int nd = orch_plan_ndomains(plan);
     p->dom = calloc((size_t)nd + 1, sizeof *p->dom);
     p->counts = calloc((size_t)orch_plan_ncalls(plan) + 1, sizeof *p->counts);
@@ -85,6 +86,7 @@ void orch_prop_free(orch_prop *p)
     }
     free(p->dom);
     free(p->counts);
+    orch_prop_snapshot_end(p);
     prop__reclaim_free(p);
     free(p);
 }
@@ -96,7 +98,7 @@ int64_t orch_prop_next_seq(orch_prop *p)
 
 int orch_prop_flush(orch_prop *p)
 {
-    return orch_store_next_seq_set(p->store, p->next_seq);
+    return orch_store_counters_set(p->store, p->next_seq, p->live);
 }
 
 const struct orch_prop_counts *orch_prop_counts(const orch_prop *p, int call)
@@ -547,6 +549,8 @@ int prop__item_resolve(orch_prop *p, int port, int64_t e, enum orch_item_state s
                        uint64_t payload)
 {
     int rc = orch_store_item_put(p->store, port, e, state, payload);
+    if (rc == 0 && state == ORCH_ITEM_PRESENT && p->payloads && prop__reclaim_counted(p, port))
+        rc = prop__live_add(p, payload);
     if (rc < 0)
         return rc;
     struct prop_visit v = {

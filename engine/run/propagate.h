@@ -43,6 +43,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "orch_payload.h"
 #include "orch_plan.h"
 #include "orch_states.h"
 #include "orch_store.h"
@@ -81,7 +82,8 @@ void orch_prop_free(orch_prop *p);
 
 /* Hands out the next ready_seq (for a grain the driver puts back into a queue). */
 int64_t orch_prop_next_seq(orch_prop *p);
-/* Writes job.next_ready_seq; call once per transaction, before committing. */
+/* Writes job.next_ready_seq and job.live_bytes; call once per transaction, before
+ * committing. */
 int orch_prop_flush(orch_prop *p);
 
 /* Publishes root entity `ordinal` of root domain `domain` with its source item (Present,
@@ -157,6 +159,23 @@ const struct orch_prop_counts *orch_prop_counts(const orch_prop *p, int call);
  * set with orch_prop_set_unsealed). */
 int64_t orch_prop_unsealed(const orch_prop *p);
 void orch_prop_set_unsealed(orch_prop *p, int64_t n);
+/* Live intermediate payload bytes (DESIGN §5 admission; migrations/0009_admission.sql):
+ * the payloads of the ports whose payloads are freed once their readers seal (reclaim.c,
+ * EAGER families with readers), made and not yet freed. Counted from the moment a payload
+ * store is given (the driver gives its own; `orch retry` gives none and counts nothing):
+ * each such item published adds its payload's size, read from the store; each such
+ * payload recorded as freed subtracts it. Kept in job.live_bytes by orch_prop_flush, so it
+ * goes on across runs. Payloads kept because a reader failed stay counted until `orch
+ * retry` runs the reader and frees them. */
+void orch_prop_set_payloads(orch_prop *p, orch_payload *payloads);
+/* Whether the payloads made on `port` are counted as live intermediate bytes. */
+bool orch_prop_port_counted(const orch_prop *p, int port);
+int64_t orch_prop_live_bytes(const orch_prop *p);
+/* Ends the read snapshot the sizes are looked up in: the driver calls it at the end of
+ * every turn, so that no snapshot outlives a turn (an open LMDB reader keeps the pages
+ * freed after it from being reused). */
+void orch_prop_snapshot_end(orch_prop *p);
+
 /* Counts n grains of call sealed with outcome o by an earlier run (for progress). */
 void orch_prop_add_sealed(orch_prop *p, int call, enum orch_grain_outcome o, int64_t n);
 

@@ -166,6 +166,70 @@ void prop__reclaim_free(orch_prop *p)
     p->reclaim = NULL;
 }
 
+/* ---- live intermediate bytes (propagate.h, orch_prop_set_payloads) -------------------- */
+
+bool prop__reclaim_counted(const orch_prop *p, int port)
+{
+    const struct prop_reclaim *r = p->reclaim;
+    /* The family's own port only: a filter's or a broadcast's item names the same id. An
+     * EAGER family without readers is freed at the job's end only, so it is not "live":
+     * counting it would hold admission for bytes that no drain can free. */
+    return r->root[port] == port && r->fam[port].fate == FATE_EAGER &&
+           r->fam[port].nreaders > 0;
+}
+
+/* The size of payload id in the store, read without copying. The snapshot is begun at the
+ * first look-up of a turn; a payload that a worker wrote after it began is not in it, so
+ * a miss begins a new snapshot once before concluding. */
+static int payload_size(orch_prop *p, uint64_t id, size_t *len)
+{
+    const void *data;
+    *len = 0;
+    for (int tries = 0; tries < 2; tries++) {
+        int rc = p->snap ? 0 : orch_payload_read_begin(p->payloads, &p->snap);
+        if (rc == 0)
+            rc = orch_payload_read(p->snap, id, &data, len);
+        if (rc != ORCH_ENOTFOUND)
+            return rc;
+        orch_prop_snapshot_end(p);
+    }
+    /* Not stored: a committed Present item always names a stored payload, and a freed one
+     * is freed once (reclaimed's key); count nothing rather than stop the job. */
+    return 0;
+}
+
+int prop__live_add(orch_prop *p, uint64_t payload)
+{
+    size_t len;
+    int rc = payload_size(p, payload, &len);
+    if (rc == 0)
+        p->live += (int64_t)len;
+    return rc;
+}
+
+bool orch_prop_port_counted(const orch_prop *p, int port)
+{
+    return prop__reclaim_counted(p, port);
+}
+
+void orch_prop_set_payloads(orch_prop *p, orch_payload *payloads)
+{
+    p->payloads = payloads;
+}
+
+int64_t orch_prop_live_bytes(const orch_prop *p)
+{
+    return p->live;
+}
+
+void orch_prop_snapshot_end(orch_prop *p)
+{
+    orch_payload_read_end(p->snap);
+    p->snap = NULL;
+}
+
+/* ---- freeing --------------------------------------------------------------------------- */
+
 /* Records payload id as freed in the turn's transaction; its bytes go after the commit. */
 static int free_id(orch_prop *p, uint64_t id)
 {
@@ -174,6 +238,13 @@ static int free_id(orch_prop *p, uint64_t id)
     int rc = orch_store_reclaimed_put(p->store, id, &added);
     if (rc < 0 || !added)
         return rc; /* already freed: one reader read it through two ports */
+    if (p->payloads) { /* only EAGER families come here: counted ones (prop__live_add) */
+        size_t len;
+        if ((rc = payload_size(p, id, &len)) < 0)
+            return rc;
+        /* A job from before live_bytes was kept (0009) frees what it never counted. */
+        p->live = p->live > (int64_t)len ? p->live - (int64_t)len : 0;
+    }
     if (orch__grow_n(&r->ids, &r->cids, r->nids + 1, sizeof *r->ids) < 0)
         return -ENOMEM;
     r->ids[r->nids++] = id;

@@ -76,6 +76,8 @@ int orch_sched_recover(struct orch_sched *d)
         if (d->calls[c].pool)
             rc = orch_store_grains_ready(st, c, requeue_one, &ctx);
     }
+    if (rc == 0) /* for `orch status` */
+        rc = orch_store_budgets_set(st, d->max_unsealed, d->max_live);
     if (rc == 0)
         rc = orch_store_job_set_status(st, ORCH_JOB_RUNNING);
     if (rc < 0) {

@@ -148,6 +148,11 @@ int orch_sched_start_pools(struct orch_sched *d, const struct orch_pool_callback
         cr->s = orch_plan_stmt(d->plan, cr->c->stmt);
         cr->q.window = queue_window(cr);
         cr->q.spill_dir = d->job->dir;
+        /* What its batches add to the admission budgets (dispatch.c holds such a call
+         * when they are full). */
+        cr->grows_grains = cr->s->op == ORCH_OP_EXPAND || cr->s->op == ORCH_OP_EXPAND_ALIGNED;
+        for (int k = 0; k < cr->s->nout; k++)
+            cr->grows_bytes = cr->grows_bytes || orch_prop_port_counted(d->prop, cr->s->out[k]);
         cr->cpus = cr->c->opts.cpus > d->cpu_total ? d->cpu_total : cr->c->opts.cpus;
         cr->gpus = cr->c->opts.gpus;
         int rc = cr->gpus > 0 ? assign_devices(d, cr) : hide_devices(cr);

@@ -12,7 +12,7 @@
  *                                on_idle   ──► the call's idle workers
  *        │     all inside the turn's transaction: facts, attempt ends, requeues
  *        ▼
- *     turn()  ├─ admit     admit.c     roots from the sources while max_unsealed allows
+ *     turn()  ├─ admit     admit.c     roots from the sources while the budgets allow
  *     (loop.c)├─ dispatch  dispatch.c  per idle worker whose call fits the budgets
  *             │                        (resources.c), deepest call first: reserve a
  *             │                        batch (queue.c), its grains IN_FLIGHT, one attempt
@@ -45,8 +45,9 @@
  *     running ended — is written after the rollback, in a transaction of its own.
  *  4. A queue holds READY grains in ready_seq order, each at most once per generation; an
  *     entry whose grain left READY since (sealed by a barrier) is stale and is consumed
- *     by the next reservation that meets it (queue.h). Queues hold the READY frontier,
- *     bounded by admission; sealed history lives only in the store.
+ *     by the next reservation that meets it (queue.h). A queue holds a window of the
+ *     READY frontier in memory and the rest in its spill file; sealed history lives
+ *     only in the store.
  *  5. cpu_busy and gpu_busy are the sums of cpus and gpus of the calls' batches reserved
  *     or running: a batch is reserved only when its call fits, and releases what it held
  *     when it is settled (resources.c).
@@ -131,6 +132,9 @@ struct orch_sched_call {
     double cpus, gpus;                 /* held from the budgets while a batch runs */
     char **devices;                    /* per worker: its CUDA_VISIBLE_DEVICES, or NULL */
     int rank;                          /* dispatch.c: its place in d->order (0: served first) */
+    int depth;                         /* dispatch.c: its statement's depth in the plan */
+    bool grows_grains;                 /* an expand: its reports make grains */
+    bool grows_bytes;                  /* it makes live intermediate payloads */
     bool listed;                       /* on d->ready (orch_sched_want) */
     bool served;                       /* workers.c: on d->served (orch_sched_served) */
     struct orch_sched_wk *wk;          /* workers.c: per worker index, [workers] */
@@ -212,6 +216,7 @@ struct orch_sched {
     struct orch_sched_source *sources;
     int nsources;
     int64_t max_unsealed;
+    int64_t max_live; /* bytes of live intermediate payloads (orch_prop_live_bytes) */
     /* workers.c: the done rule's graph (statements, then sources), what to look at at the
      * end of the turn; the processes the driver started and has not lost nor stopped */
     struct orch_sched_node *nodes;
@@ -292,8 +297,13 @@ void orch_sched_batches_free(struct orch_sched_batch *b);
 /* Opens every source and moves its cursor past the roots the job already has, checking
  * that the source still gives them (ORCH_EMISMATCH otherwise). */
 int orch_sched_sources_open(struct orch_sched *d);
-/* Admits a chunk of roots from each source while the unsealed grains allow. */
+/* Admits a chunk of roots from each source while the budgets allow. */
 int orch_sched_admit(struct orch_sched *d);
+/* Whether a budget is full: unsealed grains or live intermediate bytes (dispatch then
+ * serves downstream calls first). */
+bool orch_sched_tight(const struct orch_sched *d, bool *grains, bool *bytes);
+/* The default budget of live intermediate bytes on this machine (admit.c says how). */
+int64_t orch_sched_live_budget(const struct orch_sched *d);
 bool orch_sched_sources_done(const struct orch_sched *d);
 void orch_sched_sources_free(struct orch_sched *d);
 

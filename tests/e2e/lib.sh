@@ -90,6 +90,16 @@ alive() {
   [ -n "$pids" ] && echo $pids
 }
 
+# gone PID...: true when none of the processes is alive (zombies count as gone).
+gone() {
+  local p
+  for p in "$@"; do
+    if [ -e "/proc/$p" ] && [ "$(awk '{print $3}' "/proc/$p/stat" 2> /dev/null)" != Z ]; then
+      return 1
+    fi
+  done
+}
+
 # none_left SECONDS PGREP-ARGS...: no process that `pgrep PGREP-ARGS...` finds is alive
 # within SECONDS, polled: `none_left 5 -f "$T/x_udf\.py"` (command lines that hold a regular
 # expression: name something unique to $T), `none_left 5 -g PGID` (a process group). For

@@ -126,6 +126,9 @@ cp -a "$T/clean" "$T/e"
 # (and before 0008: every port here is an output, so nothing was reclaimed)
 expect_eq "e: nothing reclaimed" 0 "$(q "$T/e" "SELECT count(*) FROM reclaimed")"
 sqlite3 "$T/e/state.db" "ALTER TABLE job DROP COLUMN payload_mark; DROP TABLE reclaimed;
+                         ALTER TABLE job DROP COLUMN live_bytes;
+                         ALTER TABLE job DROP COLUMN max_unsealed;
+                         ALTER TABLE job DROP COLUMN max_live_bytes;
                          PRAGMA user_version = 6"
 "$ORCH" resume "$T/e" --progress none 2> "$T/e.log" ||
   { rc=$?; cat "$T/e.log" >&2; fail "resume of e (schema 6) exited $rc"; }

@@ -58,16 +58,6 @@ open_nap() {
                      ORDER BY a.id LIMIT 1" 2> /dev/null) && [ -n "$open" ]
 }
 
-# gone PID...: true when none of the processes is alive (zombies count as gone).
-gone() {
-  local p
-  for p in "$@"; do
-    if [ -e "/proc/$p" ] && [ "$(awk '{print $3}' "/proc/$p/stat" 2> /dev/null)" != Z ]; then
-      return 1
-    fi
-  done
-}
-
 # ---- 1, 2: a second driver is refused; a dead driver's lock does not block ------------
 J=$T/live
 "$ORCH" run "$T/slow.orch" --job "$J" --progress none 2> "$T/live.log" &
