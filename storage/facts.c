@@ -90,6 +90,8 @@
     X(ATTEMPT_BEGIN, "INSERT INTO attempt (grain_id, generation, worker_pid, batch, "          \
                      "started_at) VALUES (?, ?, ?, ?, ?)")                                     \
     X(ATTEMPT_END, "UPDATE attempt SET ended_at = ?, outcome = ?, message = ? WHERE id = ?")   \
+    X(ATTEMPTS_END, "UPDATE attempt SET ended_at = ?, outcome = ?, message = NULL "            \
+                    "WHERE id BETWEEN ? AND ?")                                                \
     X(ATTEMPTS_INTERRUPT, "UPDATE attempt SET outcome = ?, ended_at = ? "                      \
                           "WHERE id >= (SELECT attempt_floor FROM job WHERE id = 1) "          \
                           "AND outcome IS NULL")                                               \
@@ -706,6 +708,15 @@ int orch_store_attempt_end(orch_store *s, int64_t row, enum orch_attempt_outcome
     sqlite3_stmt *st;
     int rc = stmt(s, F_ATTEMPT_END, &st, "lstl", now_ms(), orch_attempt_outcome_name(o),
                   message && *message ? message : NULL, row);
+    return rc < 0 ? rc : run(s, st, NULL);
+}
+
+int orch_store_attempts_end(orch_store *s, int64_t first, int64_t last,
+                            enum orch_attempt_outcome o)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_ATTEMPTS_END, &st, "lsll", now_ms(), orch_attempt_outcome_name(o), first,
+                  last);
     return rc < 0 ? rc : run(s, st, NULL);
 }
 

@@ -191,6 +191,10 @@ int orch_store_attempt_begin(orch_store *s, int64_t grain, uint32_t generation, 
 /* Ends attempt `row` now with outcome o and message (NULL or "" for none). */
 int orch_store_attempt_end(orch_store *s, int64_t row, enum orch_attempt_outcome o,
                            const char *message);
+/* Ends attempts first..last (rows) now with outcome o and no message: one statement for
+ * a batch whose records all ended alike (the rows of a batch are consecutive). */
+int orch_store_attempts_end(orch_store *s, int64_t first, int64_t last,
+                            enum orch_attempt_outcome o);
 
 /* Ends every attempt still open (the driver stopped while it ran) as interrupted. Reads
  * only the attempts from the job's attempt floor up (see below). */

@@ -755,6 +755,24 @@ static void test_schema_constraints(void **state)
                "INSERT INTO item VALUES (1, 2, 'present', 3), (2, 2, 'dropped', NULL);"
                "INSERT INTO expansion VALUES (0, 1, 'succeeded', 2);");
     orch_store_close(s);
+
+    /* A job (no ORCH_STORE_CHECKS) does not pay for them (storage/store.c): the same
+     * writes are not checked. The suite enforces them everywhere else. */
+    const char *was = getenv("ORCH_STORE_CHECKS");
+    assert_non_null(was); /* tests/meson.build sets it */
+    unsetenv("ORCH_STORE_CHECKS");
+    s = open_job(f, 0);
+    setenv("ORCH_STORE_CHECKS", "1", 1);
+    exec_ok(s, "INSERT INTO item VALUES (42, 2, 'dropped', NULL);"
+               "INSERT INTO expansion VALUES (1, 1, 'failed', 3)");
+    int64_t fk = -1;
+    assert_int_equal(orch_store__pragma_int(s, "foreign_keys", &fk), 0);
+    assert_int_equal(fk, 0);
+    orch_store_close(s);
+    s = open_job(f, 0);
+    assert_int_equal(orch_store__pragma_int(s, "foreign_keys", &fk), 0);
+    assert_int_equal(fk, 1);
+    orch_store_close(s);
 }
 
 /* ---- views ----------------------------------------------------------------------------- */

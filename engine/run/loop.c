@@ -82,11 +82,31 @@ static enum orch_attempt_outcome answer_attempt(enum orch_wire_outcome o)
     return ORCH_ATTEMPT_RECORD;
 }
 
-/* Applies the answers of batch b, record by record. */
+/* Attempt rows first..last, ended OK without a message, not yet written. */
+struct ok_run {
+    int64_t first, last;
+};
+
+/* Ends the attempts of run k, in one statement (most reports: every record OK). */
+static int ok_flush(struct orch_sched *d, struct ok_run *k)
+{
+    int rc = 0;
+    if (k->first > 0)
+        rc = k->first == k->last
+                 ? orch_sched_attempt_end(d, k->first, ORCH_ATTEMPT_OK, NULL)
+                 : orch_store_attempts_end(d->job->store, k->first, k->last, ORCH_ATTEMPT_OK);
+    k->first = k->last = 0;
+    return rc;
+}
+
+/* Applies the answers of batch b, record by record. The attempts that ended OK with no
+ * message are ended together, a run of consecutive rows at a time: a batch's rows were
+ * begun one after the other (dispatch.c, take). */
 static int apply_answers(struct orch_sched *d, struct orch_sched_batch *b,
                          const struct orch_wire_report *r)
 {
     int rc = 0;
+    struct ok_run ok = {0, 0};
     for (int i = 0; i < b->n && rc == 0; i++) {
         struct orch_sched_slot *s = &b->slot[i];
         const struct orch_wire_answer *a = &r->rec[i];
@@ -115,8 +135,18 @@ static int apply_answers(struct orch_sched *d, struct orch_sched_batch *b,
             break;
         }
         d->stats->committed++;
-        rc = orch_sched_attempt_end(d, s->attempt_row, ao, why);
+        if (ao == ORCH_ATTEMPT_OK && (!why || !*why)) {
+            if (ok.first > 0 && s->attempt_row != ok.last + 1)
+                rc = ok_flush(d, &ok);
+            if (ok.first == 0)
+                ok.first = s->attempt_row;
+            ok.last = s->attempt_row;
+        } else {
+            rc = orch_sched_attempt_end(d, s->attempt_row, ao, why);
+        }
     }
+    if (rc == 0)
+        rc = ok_flush(d, &ok);
     return rc;
 }
 

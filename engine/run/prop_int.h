@@ -56,7 +56,7 @@ bool prop__on_roots(const orch_prop *p, const struct orch_stmt *s);
  * its outputs in that state (but for OK, whose values the caller publishes). *sealed
  * tells whether the guard held. */
 int prop__seal(orch_prop *p, int stmt, int64_t grain, int64_t e, enum orch_grain_outcome o,
-               bool in_flight, uint32_t generation, bool *sealed);
+               bool in_flight, uint32_t generation, uint64_t in0, bool *sealed);
 
 /* Whether the payloads made on `port` count as live intermediate bytes (reclaim.c): the
  * port makes its family's payloads, which are freed as soon as their readers seal. */
@@ -104,7 +104,9 @@ void prop__reopened(orch_prop *p);
 int prop__reclaim_open(orch_prop *p);
 void prop__reclaim_free(orch_prop *p);
 /* Grain of `stmt` on e was just sealed with outcome o (prop__seal): records as freed the
- * payloads of its inputs that no grain can read any more. */
-int prop__reclaim_sealed(orch_prop *p, int stmt, int64_t e, enum orch_grain_outcome o);
+ * payloads of its inputs that no grain can read any more. in0: the payload of its one
+ * input when known to be Present (what it was sent), else 0 (looked up). */
+int prop__reclaim_sealed(orch_prop *p, int stmt, int64_t e, enum orch_grain_outcome o,
+                         uint64_t in0);
 
 #endif

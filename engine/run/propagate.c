@@ -206,7 +206,7 @@ static int seal_unrun(orch_prop *p, int stmt, int64_t grain, int64_t e,
                       enum orch_grain_outcome o)
 {
     bool sealed;
-    return prop__seal(p, stmt, grain, e, o, false, 0, &sealed);
+    return prop__seal(p, stmt, grain, e, o, false, 0, 0, &sealed);
 }
 
 /* Acts on the fate of WAITING grain g of `stmt`, given what is known of its inputs.
@@ -406,14 +406,14 @@ static int outputs_terminal(orch_prop *p, int stmt, int64_t e, enum orch_item_st
 }
 
 int prop__seal(orch_prop *p, int stmt, int64_t grain, int64_t e, enum orch_grain_outcome o,
-               bool in_flight, uint32_t generation, bool *sealed)
+               bool in_flight, uint32_t generation, uint64_t in0, bool *sealed)
 {
     const struct orch_stmt *s = orch_plan_stmt(p->plan, stmt);
     int rc = orch_store_grain_seal(p->store, grain, o, in_flight, generation, sealed);
     if (rc < 0 || !*sealed)
         return rc;
     count_sealed(p, s->call, o);
-    if ((rc = prop__reclaim_sealed(p, stmt, e, o)) < 0)
+    if ((rc = prop__reclaim_sealed(p, stmt, e, o, in0)) < 0)
         return rc;
     if (o == ORCH_OUTCOME_OK)
         return 0; /* the caller publishes the values */

@@ -262,11 +262,11 @@ static bool outcome_final(int outcome)
  * filter's Dropped output, while the root's item, which a reader before the filter read,
  * still names the payload. */
 static int check_item(orch_prop *p, const struct family *f, int root, int64_t x, int stmt,
-                      int64_t e)
+                      int64_t e, uint64_t known)
 {
-    enum orch_item_state st;
-    uint64_t id = 0;
-    int rc = orch_store_item_get(p->store, root, x, &st, &id);
+    enum orch_item_state st = ORCH_ITEM_PRESENT;
+    uint64_t id = known;
+    int rc = known ? 1 : orch_store_item_get(p->store, root, x, &st, &id);
     if (rc <= 0 || st != ORCH_ITEM_PRESENT)
         return rc < 0 ? rc : 0;
     int64_t parent = -1; /* x's parent, looked up once if a reduce reads the family */
@@ -289,7 +289,8 @@ static int check_item(orch_prop *p, const struct family *f, int root, int64_t x,
     return free_id(p, id);
 }
 
-int prop__reclaim_sealed(orch_prop *p, int stmt, int64_t e, enum orch_grain_outcome o)
+int prop__reclaim_sealed(orch_prop *p, int stmt, int64_t e, enum orch_grain_outcome o,
+                         uint64_t in0)
 {
     struct prop_reclaim *r = p->reclaim;
     if (!outcome_final((int)o))
@@ -302,7 +303,10 @@ int prop__reclaim_sealed(orch_prop *p, int stmt, int64_t e, enum orch_grain_outc
         if (f->fate != FATE_EAGER)
             continue;
         if (s->op != ORCH_OP_REDUCE) {
-            rc = check_item(p, f, root, e, stmt, e);
+            /* The one input it was sent names the family's id: a filter between the root
+             * and the input passes the same id on (a Dropped input was sent as absent, 0,
+             * and is looked up: the root's item may still name a payload). */
+            rc = check_item(p, f, root, e, stmt, e, s->nin == 1 ? in0 : 0);
             continue;
         }
         int64_t *kids;
@@ -311,7 +315,7 @@ int prop__reclaim_sealed(orch_prop *p, int stmt, int64_t e, enum orch_grain_outc
             0)
             return rc;
         for (size_t k = 0; k < n && rc == 0; k++)
-            rc = check_item(p, f, root, kids[k], stmt, e);
+            rc = check_item(p, f, root, kids[k], stmt, e, 0);
         free(kids);
     }
     return rc;

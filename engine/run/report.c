@@ -25,7 +25,7 @@ int orch_prop_fail(orch_prop *p, const struct orch_grain_ref *g, enum orch_failu
 {
     assert(orch_store_in_txn(p->store));
     int rc = prop__seal(p, stmt_of(p, g->call), g->grain, g->entity, ORCH_OUTCOME_FAILED, true,
-                        g->generation, accepted);
+                        g->generation, 0, accepted);
     if (rc == 0 && *accepted)
         rc = orch_prop_failure_row(p, g, kind, message);
     return rc;
@@ -47,7 +47,7 @@ static int group_barrier(orch_prop *p, const struct orch_grain_ref *g)
     for (size_t i = 0; i < n && rc == 0; i++) {
         bool sealed;
         rc = prop__seal(p, stmt_of(p, g->call), sib[i].id, sib[i].entity,
-                        ORCH_OUTCOME_SUPPRESSED, false, 0, &sealed);
+                        ORCH_OUTCOME_SUPPRESSED, false, 0, 0, &sealed);
     }
     free(sib);
     return rc;
@@ -72,7 +72,7 @@ int orch_prop_barred(orch_prop *p, const struct orch_grain_ref *g, bool *sealed)
     if (rc < 0 || !covered)
         return rc;
     return prop__seal(p, stmt_of(p, g->call), g->grain, g->entity, ORCH_OUTCOME_SUPPRESSED,
-                      true, g->generation, sealed);
+                      true, g->generation, 0, sealed);
 }
 
 /* The state that the outputs of aligned expand `stmt` on `parent` take on the children:
@@ -200,11 +200,11 @@ static int publish_ok(orch_prop *p, const struct orch_grain_ref *g, const struct
 
 /* Seals g from an in-flight report with outcome o, and says what became of it. */
 static int seal_report(orch_prop *p, const struct orch_grain_ref *g, enum orch_grain_outcome o,
-                       enum orch_verdict_kind kind, struct orch_verdict *v)
+                       enum orch_verdict_kind kind, uint64_t first_input, struct orch_verdict *v)
 {
     bool sealed;
     int rc = prop__seal(p, stmt_of(p, g->call), g->grain, g->entity, o, true, g->generation,
-                        &sealed);
+                        first_input, &sealed);
     v->kind = sealed ? kind : ORCH_VERDICT_STALE;
     return rc;
 }
@@ -234,11 +234,11 @@ int orch_prop_report(orch_prop *p, const struct orch_grain_ref *g,
     if (rc < 0)
         return rc;
     if (covered)
-        return seal_report(p, g, ORCH_OUTCOME_SUPPRESSED, ORCH_VERDICT_SUPPRESSED, v);
+        return seal_report(p, g, ORCH_OUTCOME_SUPPRESSED, ORCH_VERDICT_SUPPRESSED, first_input, v);
     switch (a->outcome) {
     case ORCH_WIRE_DROP:
     case ORCH_WIRE_KEEP_FALSE:
-        return seal_report(p, g, ORCH_OUTCOME_DROPPED, ORCH_VERDICT_SEALED, v);
+        return seal_report(p, g, ORCH_OUTCOME_DROPPED, ORCH_VERDICT_SEALED, first_input, v);
     case ORCH_WIRE_RECORD_FAILURE:
         return fail_report(p, g, ORCH_FAILURE_RECORD, a->message, ORCH_VERDICT_SEALED, v);
     case ORCH_WIRE_GROUP_FAILURE:
@@ -272,7 +272,7 @@ int orch_prop_report(orch_prop *p, const struct orch_grain_ref *g,
             return rc;
         }
     }
-    if ((rc = seal_report(p, g, ORCH_OUTCOME_OK, ORCH_VERDICT_SEALED, v)) < 0 ||
+    if ((rc = seal_report(p, g, ORCH_OUTCOME_OK, ORCH_VERDICT_SEALED, first_input, v)) < 0 ||
         v->kind == ORCH_VERDICT_STALE)
         return rc;
     return publish_ok(p, g, s, stmt, a, first_input);
