@@ -220,6 +220,7 @@ static int drive(struct orch_job *job, const struct orch_run_opts *o)
     int rc = orch_driver_run(job, o, &stats);
     if (o->progress != ORCH_PROGRESS_NONE || rc == 0)
         orch_driver_summary(job, &stats, stderr);
+    orch_run_stats_free(&stats);
     if (rc == -EINTR) {
         fprintf(stderr, "orch: %s\n", orch_error_detail());
         return ORCH_EXIT_INTERRUPTED;

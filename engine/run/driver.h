@@ -34,6 +34,7 @@
 #include <stdio.h>
 
 #include "orch_job.h"
+#include "orch_states.h"
 
 enum orch_progress_mode {
     ORCH_PROGRESS_AUTO, /* a live display on a terminal, plain lines otherwise */
@@ -91,6 +92,10 @@ struct orch_run_stats {
     int64_t live_peak;       /* the most live intermediate payload bytes at a commit */
     int64_t live_budget;     /* the budget they ran under */
     int64_t held;            /* turns in which a full budget held an upstream call */
+    /* The job's items per port and state as of the run's last commit (counted as they
+     * were published, from the store's counts at the start), for the summary; NULL when
+     * the run did not get that far. Free with orch_run_stats_free. */
+    int64_t (*items)[ORCH_ITEM__COUNT];
     double seconds;
 };
 
@@ -101,7 +106,10 @@ struct orch_run_stats {
 int orch_driver_run(struct orch_job *job, const struct orch_run_opts *opts,
                     struct orch_run_stats *stats);
 
-/* Writes the end-of-run summary: per port, items present / dropped / failed / suppressed. */
+void orch_run_stats_free(struct orch_run_stats *stats);
+
+/* Writes the end-of-run summary: per port, items present / dropped / failed / suppressed
+ * (from stats->items when there, else read from the store). */
 int orch_driver_summary(struct orch_job *job, const struct orch_run_stats *stats, FILE *out);
 
 #endif

@@ -290,6 +290,14 @@ static bool stuck(const struct orch_sched *d)
  * durable first, with one sync for the whole turn (group commit): a committed Present item
  * never names a payload that a machine crash could lose (DESIGN §6, invariant 1). Then
  * the batches settled in it are done with. */
+/* The item counts as of the last commit, for the summary (driver.h). */
+static void items_committed(struct orch_sched *d)
+{
+    if (d->stats->items)
+        memcpy(d->stats->items, orch_prop_items(d->prop),
+               (size_t)orch_plan_nports(d->plan) * sizeof *d->stats->items);
+}
+
 static int commit_turn(struct orch_sched *d)
 {
     int rc = 0;
@@ -316,6 +324,7 @@ static int commit_turn(struct orch_sched *d)
             return rc;
         }
         (void)orch_sched_reclaim_flush(d); /* after the commit: reclaim.c */
+        items_committed(d);
     }
     orch_sched_batches_free(d->settled);
     d->settled = NULL;
@@ -481,6 +490,14 @@ static int start(struct orch_sched *d)
     if ((rc = orch_sched_start_pools(d, &cb)) < 0 || (rc = orch_sched_recover(d)) < 0 ||
         (rc = orch_sched_workers_init(d)) < 0)
         return rc;
+    /* The summary's counts: read once now (nothing to read in a new job), then counted
+     * as items are published, rather than read from every item at the end. */
+    if ((rc = orch_prop_items_load(d->prop)) < 0)
+        return rc;
+    if (!(d->stats->items = calloc((size_t)orch_plan_nports(d->plan) + 1,
+                                   sizeof *d->stats->items)))
+        return -ENOMEM;
+    items_committed(d);
     return arm_events(d);
 }
 
@@ -504,6 +521,12 @@ static void driver_free(struct orch_sched *d, bool clean)
         event_free(d->sigterm);
     if (d->base)
         event_base_free(d->base);
+}
+
+void orch_run_stats_free(struct orch_run_stats *stats)
+{
+    free(stats->items);
+    stats->items = NULL;
 }
 
 int orch_driver_run(struct orch_job *job, const struct orch_run_opts *opts,

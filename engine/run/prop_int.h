@@ -43,6 +43,9 @@ struct orch_prop {
     int64_t live;
     orch_payload *payloads;
     orch_payload_rtxn *snap;
+    /* Items per port and state, for the run's summary: loaded by orch_prop_items_load,
+     * then counted as prop__item_resolve publishes them; [nports][ORCH_ITEM__COUNT]. */
+    int64_t *items;
 };
 
 /* The child domain a reduce reads from: the domain of its first input. */

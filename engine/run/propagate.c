@@ -46,7 +46,8 @@ int orch_prop_open(const orch_plan *plan, orch_store *store,
     int nd = orch_plan_ndomains(plan);
     p->dom = calloc((size_t)nd + 1, sizeof *p->dom);
     p->counts = calloc((size_t)orch_plan_ncalls(plan) + 1, sizeof *p->counts);
-    if (!p->dom || !p->counts || prop__reclaim_open(p) < 0)
+    p->items = calloc(((size_t)orch_plan_nports(plan) + 1) * ORCH_ITEM__COUNT, sizeof *p->items);
+    if (!p->dom || !p->counts || !p->items || prop__reclaim_open(p) < 0)
         goto nomem;
     for (int i = 0; i < orch_plan_nstmts(plan); i++) {
         const struct orch_stmt *s = orch_plan_stmt(plan, i);
@@ -86,9 +87,28 @@ void orch_prop_free(orch_prop *p)
     }
     free(p->dom);
     free(p->counts);
+    free(p->items);
     orch_prop_snapshot_end(p);
     prop__reclaim_free(p);
     free(p);
+}
+
+static void load_count(void *ctx, int port, enum orch_item_state st, int64_t n)
+{
+    orch_prop *p = ctx;
+    if (port >= 0 && port < orch_plan_nports(p->plan))
+        p->items[(size_t)port * ORCH_ITEM__COUNT + st] = n;
+}
+
+int orch_prop_items_load(orch_prop *p)
+{
+    memset(p->items, 0, (size_t)orch_plan_nports(p->plan) * ORCH_ITEM__COUNT * sizeof *p->items);
+    return orch_store_item_counts(p->store, load_count, p);
+}
+
+const int64_t *orch_prop_items(const orch_prop *p)
+{
+    return p->items;
 }
 
 int64_t orch_prop_next_seq(orch_prop *p)
@@ -549,6 +569,8 @@ int prop__item_resolve(orch_prop *p, int port, int64_t e, enum orch_item_state s
                        uint64_t payload)
 {
     int rc = orch_store_item_put(p->store, port, e, state, payload);
+    if (rc == 0)
+        p->items[(size_t)port * ORCH_ITEM__COUNT + state]++;
     if (rc == 0 && state == ORCH_ITEM_PRESENT && p->payloads && prop__reclaim_counted(p, port))
         rc = prop__live_add(p, payload);
     if (rc < 0)

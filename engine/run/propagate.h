@@ -176,6 +176,12 @@ int64_t orch_prop_live_bytes(const orch_prop *p);
  * freed after it from being reused). */
 void orch_prop_snapshot_end(orch_prop *p);
 
+/* The job's items per port and state, for the summary: orch_prop_items_load reads them
+ * from the store (one scan: nothing for a new job), then each item published counts.
+ * orch_prop_items gives [port * ORCH_ITEM__COUNT + state]. */
+int orch_prop_items_load(orch_prop *p);
+const int64_t *orch_prop_items(const orch_prop *p);
+
 /* Counts n grains of call sealed with outcome o by an earlier run (for progress). */
 void orch_prop_add_sealed(orch_prop *p, int call, enum orch_grain_outcome o, int64_t n);
 

@@ -65,6 +65,7 @@ finished() { # JOB: done, right counts, nothing live left
 # ---- 1, 2: the byte budget bounds the live bytes ----------------------------------------
 run_job "$T/adm.orch" "$T/free"
 finished "$T/free"
+summary_ok "$T/free" "$T/free.log"
 run_job "$T/adm.orch" "$T/tight" --max-live-bytes 200K
 finished "$T/tight"
 free_peak=$(summary "$T/free" peak)
@@ -123,6 +124,7 @@ expect_eq "job.live_bytes after kill -9: the counted items' bytes" "$(live "$J")
 "$ORCH" resume "$J" --progress none --max-live-bytes 200K 2> "$J.log" ||
   { cat "$J.log" >&2; fail "resume after kill -9 exited $?"; }
 finished "$J"
+summary_ok "$J" "$J.log" # counted from what the killed run had committed
 
 # ---- 5: status ----------------------------------------------------------------------------
 expect_eq "status: admission" \

@@ -121,6 +121,22 @@ $listing"
   done
 }
 
+# summary_ok JOB LOG: the per-port table of the run's summary in LOG (the driver counts
+# the items as it publishes them, from the store's counts at its start) is what state.db
+# holds.
+summary_ok() {
+  local got want
+  got=$(awk '$1 == "port" && $2 == "present" { t = 1; next }
+             t && NF == 5 && $2 ~ /^[0-9]+$/ { print $1 "|" $2 "|" $3 "|" $4 "|" $5; next }
+             t { t = 0 }' "$2")
+  want=$(q "$1" "SELECT p.qualified, sum(i.state = 'present'), sum(i.state = 'dropped'),
+                        sum(i.state = 'failed'), sum(i.state = 'suppressed')
+                 FROM port AS p LEFT JOIN item AS i ON i.port_id = p.id
+                 GROUP BY p.id ORDER BY p.id" | sed 's/||||$/|0|0|0|0/')
+  [ -n "$got" ] || fail "$2: no summary table"
+  expect_eq "$2: the summary's item counts" "$want" "$got"
+}
+
 # job_done JOB: the job ran to its end: finished, every grain sealed, every attempt closed.
 job_done() {
   expect_eq "$1: job finished" finished "$(q "$1" "SELECT status FROM job")"

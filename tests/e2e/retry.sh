@@ -31,6 +31,7 @@ before=$(q "$T/job" "SELECT count(*) FROM attempt")
 printf 'three\nfour\nfive\n' > "$T/docs/b.txt"
 "$ORCH" retry "$T/job" --progress none 2> "$T/retry.log" || { cat "$T/retry.log" >&2; fail "retry"; }
 grep -q "grains re-opened" "$T/retry.log" || fail "no re-open count: $(cat "$T/retry.log")"
+summary_ok "$T/job" "$T/retry.log" # items taken back by the re-open are not counted twice
 actual=$("$ORCH" export "$T/job" doc.out | python3 -c '
 import json, sys
 for l in sys.stdin: print(json.loads(l)["value"])')
@@ -86,6 +87,7 @@ expect_eq "row x suppressed, row y present" "suppressed present" \
 rm "$FLAG_FILE"
 "$ORCH" retry "$T/gjob" --call up --progress none 2> "$T/gretry.log" ||
   { cat "$T/gretry.log" >&2; fail "retry --call up"; }
+summary_ok "$T/gjob" "$T/gretry.log"
 actual=$("$ORCH" export "$T/gjob" row.out | python3 -c '
 import json, sys
 for l in sys.stdin: print(json.loads(l)["value"])')
@@ -153,6 +155,7 @@ run_job "$T/o.orch" "$T/ojob"
 states "$T/ojob" w.ok > "$T/o.run"
 "$ORCH" retry "$T/ojob" --progress none 2> "$T/oretry.log" ||
   { cat "$T/oretry.log" >&2; fail "retry of the group failure"; }
+summary_ok "$T/ojob" "$T/oretry.log"
 states "$T/ojob" w.ok > "$T/o.retry"
 expect_eq "group failure: a retry with nothing fixed gives the run's result" \
   "$(cat "$T/o.run")" "$(cat "$T/o.retry")"
