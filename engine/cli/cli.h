@@ -36,5 +36,7 @@ int orch_cli_status(int argc, char **argv);
 int orch_cli_sql(int argc, char **argv);
 int orch_cli_lineage(int argc, char **argv);
 int orch_cli_failures(int argc, char **argv);
+/* cli_report.c: one self-contained HTML page of the run (read-only, like the above). */
+int orch_cli_report(int argc, char **argv);
 
 #endif

@@ -11,8 +11,7 @@
  * tab, newline, carriage return and backslash as \t \n \r \\ (the text format of
  * PostgreSQL's COPY), so that one record is always one line.
  *
- * The helpers are static inline: they are few and short, and each command's file stays a
- * unit of its own.
+ * The short helpers are static inline; the longer ones are in cli_inspect.c.
  */
 #ifndef ORCH_CLI_INSPECT_H
 #define ORCH_CLI_INSPECT_H
@@ -20,6 +19,8 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -91,5 +92,17 @@ static inline void tsv_str(FILE *out, const char *s)
 {
     tsv_text(out, s ? s : "", s ? strlen(s) : 0);
 }
+
+/* ---- cli_inspect.c ----------------------------------------------------------------------- */
+
+/* ms since the epoch as ISO 8601 UTC with milliseconds: 2024-05-01T10:00:00.123Z. */
+void orch_cli_iso_time(char *buf, size_t n, int64_t ms);
+/* The wall clock, in ms since the epoch (the store's timestamps). */
+int64_t orch_cli_now_ms(void);
+/* Whether a driver holds the job's lock now, and its pid (0 when unknown or none). */
+bool orch_cli_driver_live(const char *dir, long *pid);
+/* The job's status as `orch status` says it: created, running, interrupted, failed or
+ * finished (job_status: job.status; stop_kind: job.stop_kind, or NULL). */
+const char *orch_cli_status_now(const char *job_status, const char *stop_kind, bool live);
 
 #endif

@@ -2,39 +2,16 @@
 #include "cli_inspect.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "orch_job.h"
 #include "support.h"
-
-/* ms since the epoch as ISO 8601 UTC with milliseconds: 2024-05-01T10:00:00.123Z. */
-static void iso_time(char *buf, size_t n, int64_t ms)
-{
-    time_t t = (time_t)(ms / 1000);
-    struct tm tm;
-    if (!gmtime_r(&t, &tm) || strftime(buf, n, "%Y-%m-%dT%H:%M:%S", &tm) == 0) {
-        snprintf(buf, n, "%" PRId64 "ms", ms);
-        return;
-    }
-    size_t len = strlen(buf);
-    snprintf(buf + len, n - len, ".%03dZ", (int)(ms % 1000));
-}
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static const char status_help[] =
     "usage: orch status DIR\n"
@@ -42,8 +19,12 @@ static const char status_help[] =
     "Shows the job's name, status, plan hash and whether a driver is running it now; per\n"
     "call (the `progress` view): grains by phase and the sealed ones by outcome; failures;\n"
     "attempts, and throughput: sealed grains per second from the first attempt's start to\n"
-    "the last attempt's end (now, while an attempt runs). The numbers come from one\n"
-    "snapshot. Works while the job runs.\n"
+    "the last attempt's end (now, while an attempt runs); busy time per call: the sum of\n"
+    "the durations of its batches, each batch counted once whatever its size (a batch\n"
+    "that runs counts up to now; one whose driver died counts nothing, as its end is\n"
+    "unknown); until the job finishes, an estimate of the time left (eta): the grains\n"
+    "not sealed yet, of those that exist now (expansions may add more), at the\n"
+    "throughput so far. The numbers come from one snapshot. Works while the job runs.\n"
     "\n"
     "Status: created (never run), running (a driver runs it now), interrupted (its driver\n"
     "was stopped by SIGINT or SIGTERM, or ended without a word: killed, or the machine\n"
@@ -57,41 +38,6 @@ static const char status_help[] =
     "split (`orch failures` lists both).\n"
     "\n"
     "exit status: 0 done; 1 the job cannot be read; 2 usage error.\n";
-
-/* Whether a driver holds the job's lock now (engine/run/jobdir.c: an flock on DIR/lock, with
- * the holder's pid written in the file), and that pid (0 when unknown).
- *
- * The file is never created here. When the pid recorded in it is gone, no driver holds
- * the lock (the kernel released it with the process), and it is not probed. Else the
- * probe takes a shared lock for an instant: that fails while a driver holds it. The
- * probe is skipped when it can be because, for its instant, it would make a `resume`
- * starting at the same moment refuse to run. */
-static bool driver_live(const char *dir, long *pid)
-{
-    *pid = 0;
-    struct orch__buf path = {0};
-    orch__buf_printf(&path, "%s/lock", dir);
-    int fd = path.oom ? -1 : open(path.p, O_RDONLY | O_CLOEXEC);
-    orch__buf_free(&path);
-    if (fd < 0)
-        return false;
-    char buf[32];
-    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
-    buf[n > 0 ? n : 0] = '\0';
-    *pid = strtol(buf, NULL, 10);
-    bool live;
-    if (*pid > 0 && kill((pid_t)*pid, 0) != 0 && errno == ESRCH)
-        live = false;
-    else if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
-        flock(fd, LOCK_UN);
-        live = false;
-    } else
-        live = errno == EWOULDBLOCK;
-    close(fd);
-    if (!live)
-        *pid = 0;
-    return live;
-}
 
 /* The count columns of the progress view, in its order. */
 #define NPROGRESS 9
@@ -169,6 +115,12 @@ static bool attempt_failed(enum orch_attempt_outcome o)
     return false;
 }
 
+/* A call's busy time (status_read says how it is summed). */
+struct busy {
+    int64_t ms;      /* the sum of the durations of its batches */
+    int64_t batches; /* how many were summed */
+};
+
 struct status {
     int ncalls;
     const char **call;            /* names, plan order */
@@ -181,12 +133,23 @@ struct status {
     char *stop_message; /* malloc'd; NULL when none */
     int64_t stop_at;
     int64_t live_bytes, max_unsealed, max_live_bytes; /* budgets: 0 before a run */
+    struct busy *busy;                                /* per call */
 };
 
 /* Reads everything status prints in ONE statement, so that its numbers agree with each
  * other while a driver commits: rows tagged 0 (a call of `progress`), 1 (failures of one
- * kind), 2 (attempts of one outcome, NULL while they run), 3 (the job row). */
-static int status_read(struct orch_job *job, struct status *s)
+ * kind), 2 (attempts of one outcome, NULL while they run), 3, 4, 5 (the job row), 6 (the
+ * busy time of one call).
+ *
+ * Busy time: a batch's attempts share its start and its end (dispatch.c begins them
+ * together, loop.c ends them together), so a call's busy time is the sum, over its
+ * batches, of max(end) - min(start), each batch counted once whatever its size. A batch
+ * still running counts up to now_at (ending where the attempts are open) when a driver
+ * runs it; with none, it counts nothing. Nor does a batch that a resume closed: recovery
+ * (recover.c, orch_store_attempts_interrupt) ends the attempts a dead driver left open as
+ * `interrupted` with no message, at the time of the resume, not when they stopped; every
+ * other ending of an attempt gives a message with `interrupted` (loop.c). */
+static int status_read(struct orch_job *job, struct status *s, int64_t now_at)
 {
     static const char sql[] =
         "SELECT 0, call, NULL, total, waiting, ready, in_flight, sealed, ok, dropped, failed,"
@@ -201,11 +164,23 @@ static int status_read(struct orch_job *job, struct status *s)
         " UNION ALL SELECT 4, stop_message, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0 FROM job"
         "  WHERE stop_message IS NOT NULL"
         " UNION ALL SELECT 5, NULL, NULL, live_bytes, coalesce(max_unsealed, 0),"
-        "  coalesce(max_live_bytes, 0), 0, 0, 0, 0, 0, 0 FROM job";
+        "  coalesce(max_live_bytes, 0), 0, 0, 0, 0, 0, 0 FROM job"
+        " UNION ALL SELECT 6, c.name, NULL, coalesce(sum(b.e - b.s), 0), count(b.e),"
+        "  0, 0, 0, 0, 0, 0, 0"
+        "  FROM (SELECT min(grain_id) AS g, min(started_at) AS s,"
+        "   max(CASE WHEN outcome IS NULL THEN ?1"
+        "   WHEN outcome = 'interrupted' AND message IS NULL THEN NULL ELSE ended_at END) AS e"
+        "   FROM attempt GROUP BY batch) AS b"
+        "  JOIN grain AS g ON g.id = b.g JOIN call AS c ON c.id = g.call_id GROUP BY c.id";
     sqlite3_stmt *st;
     int rc = prepare(job, sql, &st, "status");
     if (rc < 0)
         return rc;
+    rc = now_at > 0 ? sqlite3_bind_int64(st, 1, now_at) : sqlite3_bind_null(st, 1);
+    if (rc != SQLITE_OK) {
+        sqlite3_finalize(st);
+        return orch_store_error(job->store, rc, "status");
+    }
     while ((rc = orch_store_step(job->store, st)) == 1) {
         const char *name = (const char *)sqlite3_column_text(st, 1);
         const char *text = (const char *)sqlite3_column_text(st, 2);
@@ -254,6 +229,14 @@ static int status_read(struct orch_job *job, struct status *s)
             s->max_unsealed = sqlite3_column_int64(st, 4);
             s->max_live_bytes = sqlite3_column_int64(st, 5);
             break;
+        case 6: {
+            int c = name ? orch_plan_find_call(job->plan, name) : -1;
+            if (c < 0 || c >= s->ncalls)
+                break;
+            s->busy[c].ms = n;
+            s->busy[c].batches = sqlite3_column_int64(st, 4);
+            break;
+        }
         }
         if (rc < 0)
             break;
@@ -333,26 +316,67 @@ static void status_table(FILE *out, const struct status *s)
     }
 }
 
-/* What the job's status is now: what job.status says, unless a driver stopped short
- * (job.stop_kind), or none holds the lock of a job left `running` (killed, say). */
-static const char *status_now(const struct status *s, bool live)
+/* A duration as people read it: "412ms", "12.3s", "3m20s", "5h07m". */
+static void human_ms(char *buf, size_t n, int64_t ms)
 {
-    if (live)
-        return "running";
-    if (strcmp(s->job_status, "finished") == 0)
-        return s->job_status;
-    if (s->stop_kind[0])
-        return s->stop_kind;
-    if (strcmp(s->job_status, "running") == 0)
-        return "interrupted";
-    return s->job_status;
+    if (ms < 1000)
+        snprintf(buf, n, "%dms", (int)ms);
+    else if (ms < 59950) /* what "%.1f" rounds below 60.0 */
+        snprintf(buf, n, "%.1fs", (double)ms / 1000.0);
+    else if (ms < 3600000)
+        snprintf(buf, n, "%dm%02ds", (int)(ms / 60000), (int)(ms / 1000 % 60));
+    else
+        snprintf(buf, n, "%" PRId64 "h%02dm", ms / 3600000, (int)(ms / 60000 % 60));
 }
 
-static void status_print(FILE *out, struct orch_job *job, const struct status *s)
+/* A count with thousands separators: 1,234,567. */
+static void grouped(char *buf, size_t n, int64_t v)
 {
-    long pid;
-    bool live = driver_live(job->dir, &pid);
-    const char *now = status_now(s, live);
+    char d[24];
+    int len = snprintf(d, sizeof d, "%" PRId64, v), o = 0;
+    for (int i = 0; i < len && (size_t)o + 2 < n; i++) {
+        if (i > 0 && d[i - 1] != '-' && (len - i) % 3 == 0)
+            buf[o++] = ',';
+        buf[o++] = d[i];
+    }
+    buf[o] = '\0';
+}
+
+/* busy: each call's busy time (status_read says how it is summed), in plan order. */
+static void busy_print(FILE *out, const struct status *s)
+{
+    fputs("busy:       ", out);
+    for (int c = 0; c < s->ncalls; c++) {
+        char t[32];
+        human_ms(t, sizeof t, s->busy[c].ms);
+        fprintf(out, "%s%s %s (%" PRId64 " batch%s)", c ? ", " : "", s->call[c], t,
+                s->busy[c].batches, s->busy[c].batches == 1 ? "" : "es");
+    }
+    fputc('\n', out);
+}
+
+/* eta: the time left at the throughput so far (sealed grains over the span), for the
+ * grains not sealed yet, of those that exist now (expansions may add more). */
+static void eta_print(FILE *out, int64_t total, int64_t sealed, int64_t span)
+{
+    if (sealed <= 0 || span <= 0) {
+        fprintf(out, "eta:        unknown (%s)\n",
+                sealed <= 0 ? "nothing sealed yet" : "no time has passed yet");
+        return;
+    }
+    int64_t left = total - sealed;
+    double rate = (double)sealed * 1000.0 / (double)span;
+    char t[32], g[32];
+    human_ms(t, sizeof t, (int64_t)((double)left / rate * 1000.0 + 0.5));
+    grouped(g, sizeof g, left);
+    fprintf(out, "eta:        ~%s (%s grain%s left at %.1f grains/s so far)\n", t, g,
+            left == 1 ? "" : "s", rate);
+}
+
+static void status_print(FILE *out, struct orch_job *job, const struct status *s, bool live,
+                         long pid, int64_t now_at)
+{
+    const char *now = orch_cli_status_now(s->job_status, s->stop_kind, live);
     fprintf(out, "job:        %s\n", job->info->name);
     fprintf(out, "status:     %s\n", now);
     fprintf(out, "plan:       %.12s\n", job->info->plan_hash);
@@ -371,7 +395,7 @@ static void status_print(FILE *out, struct orch_job *job, const struct status *s
         fprintf(out, "driver:     none (resume with `orch resume %s`)\n", job->dir);
     if (!live && s->stop_kind[0] && strcmp(s->job_status, "finished") != 0) {
         char at[40];
-        iso_time(at, sizeof at, s->stop_at);
+        orch_cli_iso_time(at, sizeof at, s->stop_at);
         fprintf(out, "stopped:    %s: %s\n", at,
                 s->stop_message ? s->stop_message : s->stop_kind);
     } else if (!live && strcmp(now, "interrupted") == 0) {
@@ -396,22 +420,31 @@ static void status_print(FILE *out, struct orch_job *job, const struct status *s
      * interrupted, and the next resume closes them. */
     fprintf(out, "attempts:   %" PRId64 " (%" PRId64 " %s)\n", s->attempts, s->running,
             live || !s->running ? "running" : "interrupted, not ended");
-    if (s->attempts == 0)
-        return;
-    int64_t sealed = 0;
-    for (int c = 0; c < s->ncalls; c++)
+    int64_t sealed = 0, total = 0;
+    for (int c = 0; c < s->ncalls; c++) {
+        total += s->counts[c][0];  /* progress_cols[0]: total */
         sealed += s->counts[c][4]; /* progress_cols[4]: sealed */
-    int64_t end = live && s->running ? now_ms() : s->last_end;
+    }
+    bool finished = strcmp(now, "finished") == 0;
+    if (s->attempts == 0) {
+        if (!finished)
+            eta_print(out, total, sealed, 0);
+        return;
+    }
+    int64_t end = live && s->running ? now_at : s->last_end;
     if (end < s->first_start) /* no attempt has ended */
         end = s->first_start;
     int64_t span = end - s->first_start;
     char from[40], to[40];
-    iso_time(from, sizeof from, s->first_start);
-    iso_time(to, sizeof to, end);
+    orch_cli_iso_time(from, sizeof from, s->first_start);
+    orch_cli_iso_time(to, sizeof to, end);
     fprintf(out, "span:       %s .. %s (%.3f s)\n", from, to, (double)span / 1000.0);
     if (span > 0)
         fprintf(out, "throughput: %.1f grains/s (%" PRId64 " sealed)\n",
                 (double)sealed * 1000.0 / (double)span, sealed);
+    busy_print(out, s);
+    if (!finished)
+        eta_print(out, total, sealed, span);
 }
 
 int orch_cli_status(int argc, char **argv)
@@ -434,17 +467,25 @@ int orch_cli_status(int argc, char **argv)
     struct status s = {.ncalls = orch_plan_ncalls(job->plan)};
     s.call = calloc((size_t)s.ncalls + 1, sizeof *s.call);
     s.counts = calloc((size_t)s.ncalls + 1, sizeof *s.counts);
-    int rc = s.call && s.counts ? 0 : -ENOMEM;
+    s.busy = calloc((size_t)s.ncalls + 1, sizeof *s.busy);
+    int rc = s.call && s.counts && s.busy ? 0 : -ENOMEM;
     for (int c = 0; rc == 0 && c < s.ncalls; c++)
         s.call[c] = orch_plan_call(job->plan, c)->name;
+    /* Whether a driver runs the job, before the snapshot, which counts open batches up to
+     * now only when one does: a driver that ends in between has ended its batches; the
+     * batches of one that starts in between count nothing yet (an instant's error). */
+    long pid;
+    bool live = orch_cli_driver_live(job->dir, &pid);
+    int64_t now = orch_cli_now_ms();
     if (rc == 0)
-        rc = status_read(job, &s);
+        rc = status_read(job, &s, live ? now : 0);
     if (rc == 0)
-        status_print(stdout, job, &s);
+        status_print(stdout, job, &s, live, pid, now);
     else
         fprintf(stderr, "orch: status: %s\n", detail_or(rc));
     free(s.call);
     free(s.counts);
+    free(s.busy);
     free(s.stop_message);
     return finish("status", job, rc);
 }

@@ -23,6 +23,7 @@ static const struct orch_cli_command commands[] = {
      orch_cli_lineage},
     {"failures", "DIR [--all]", "failures grouped by call, kind and message",
      orch_cli_failures},
+    {"report", "DIR [-o FILE.html]", "one self-contained HTML page of the run", orch_cli_report},
     {"retry", "DIR [--call C]", "re-open Failed grains after a fix, then resume",
      orch_cli_retry},
 };

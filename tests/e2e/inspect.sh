@@ -2,8 +2,9 @@
 # inspect.sh — the read-only inspection commands of DESIGN §9 on a small finished job, then
 # on a live one:
 #   status    job status, plan hash prefix, per-call progress, final failures and failed
-#             attempts by kind, attempts; on a running job: the live driver's pid; after
-#             kill -9: interrupted, no driver, a hint to resume (job_stop.sh: the rest);
+#             attempts by kind, attempts, busy time per call; on a running job: the live
+#             driver's pid; after kill -9: interrupted, no driver, a hint to resume
+#             (job_stop.sh: the rest), an estimate of the time left;
 #   sql       header + tab-separated rows, NULL/blob/escapes, --json, several statements,
 #             payload(); writes refused, changing nothing; works while the job runs;
 #   lineage   ancestors and descendants of a child key, of a root key containing '/', of
@@ -42,6 +43,16 @@ id() {
 }
 
 # ---- status ------------------------------------------------------------------------------
+# dur: a duration as status writes it (412ms, 12.3s, 3m20s, 5h07m); ms_of DUR: in ms.
+dur='([0-9]+ms|[0-9]+\.[0-9]s|[0-9]+m[0-9]{2}s|[0-9]+h[0-9]{2}m)'
+ms_of() {
+  python3 -c '
+import re, sys
+m = re.fullmatch(r"(\d+)ms|(\d+\.\d)s|(\d+)m(\d\d)s|(\d+)h(\d\d)m", sys.argv[1])
+ms, s, mi, ms2, h, m2 = m.groups()
+print(int(ms) if ms else round(float(s) * 1000) if s else
+      (int(mi) * 60 + int(ms2)) * 1000 if mi else (int(h) * 60 + int(m2)) * 60000)' "$1"
+}
 out=$("$ORCH" status "$J")
 hash=$(q "$J" "SELECT substr(plan_hash, 1, 12) FROM job")
 expect_eq "status: head" "job:        insp
@@ -65,6 +76,13 @@ expect_eq "status: failures by kind" \
 expect_eq "status: attempts" "attempts:   33 (0 running)" "$(printf '%s\n' "$out" | grep '^attempts:')"
 printf '%s\n' "$out" | grep -Eq '^throughput: [0-9]+\.[0-9] grains/s \(32 sealed\)$' ||
   fail "status: no throughput line: $out"
+# Busy time per call, in plan order, counting each batch once (batch=1: one per attempt;
+# cnt's batches are as many as its attempts, or fewer).
+nb=$(q "$J" "SELECT count(DISTINCT a.batch) FROM attempt a JOIN grain g ON g.id = a.grain_id
+             JOIN call c ON c.id = g.call_id WHERE c.name = 'cnt'")
+printf '%s\n' "$out" | grep -Eq "^busy:       sp $dur \(6 batches\), chk $dur \(14 batches\), fl $dur \(10 batches\), cnt $dur \($nb batch(es)?\)$" ||
+  fail "status: no busy line: $out"
+printf '%s\n' "$out" | grep -q '^eta:' && fail "status: an eta for a finished job: $out"
 
 # ---- sql ---------------------------------------------------------------------------------
 expect_eq "sql: header and rows" "key	depth
@@ -296,6 +314,10 @@ nap	in_flight" "$("$ORCH" sql "$L" "SELECT c.name, g.phase FROM grain g JOIN cal
 driver:     running (pid $pid)" "$(printf '%s\n' "$out" | sed -n '2p;4p')"
   expect_eq "status: in flight" "nap       1        0      0          1       0   0        0       0           0" \
     "$(printf '%s\n' "$out" | grep '^nap ')"
+  # The running batch counts up to now; nothing sealed, no estimate.
+  printf '%s\n' "$out" | grep -Eq "^busy:       nap $dur \(1 batch\)$" || fail "status: busy while running: $out"
+  expect_eq "status: eta while nothing is sealed" "eta:        unknown (nothing sealed yet)" \
+    "$(printf '%s\n' "$out" | grep '^eta:')"
   if [ $round = finish ]; then
     wait "$pid" || { cat "$L.log" >&2; fail "the live job exited $?"; }
   else
@@ -306,10 +328,71 @@ driver:     running (pid $pid)" "$(printf '%s\n' "$out" | sed -n '2p;4p')"
 driver:     none (resume with \`orch resume $L\`)" "$(printf '%s\n' "$out" | sed -n '2p;4p')"
     expect_eq "status: the attempt was interrupted" "attempts:   1 (1 interrupted, not ended)" \
       "$(printf '%s\n' "$out" | grep '^attempts:')"
+    # A batch whose driver died has no end: it counts nothing, now or after the resume.
+    expect_eq "status: no busy time for a batch whose driver died" \
+      "busy:       nap 0ms (0 batches)
+eta:        unknown (nothing sealed yet)" "$(printf '%s\n' "$out" | grep -E '^(busy|eta):')"
     "$ORCH" resume "$L" --progress none 2>> "$L.log" || { cat "$L.log" >&2; fail "resume exited $?"; }
   fi
   job_done "$L"
+  out=$("$ORCH" status "$L")
   expect_eq "status after the end ($round)" "status:     finished
-driver:     none" "$("$ORCH" status "$L" | sed -n '2p;4p')"
+driver:     none" "$(printf '%s\n' "$out" | sed -n '2p;4p')"
+  # One batch counted (the interrupted one of the kill round is not): at least its 3 s of
+  # sleep, at most the span of the attempts.
+  busy=$(printf '%s\n' "$out" | sed -En "s/^busy:       nap $dur \(1 batch\)$/\1/p")
+  [ -n "$busy" ] || fail "status: busy after the end ($round): $out"
+  span=$(q "$L" "SELECT max(ended_at) - min(started_at) FROM attempt")
+  [ "$(ms_of "$busy")" -ge 3000 ] && [ "$(ms_of "$busy")" -le $((span + 50)) ] ||
+    fail "status: busy $busy not within [3000 ms, $span ms] ($round)"
 done
+
+# ---- eta of a job killed mid-run ---------------------------------------------------------
+# Six records through sleep(ms=300), one at a time: kill -9 the driver once two have
+# sealed. status estimates the rest at the throughput so far; the busy time of the sealed
+# batches is at least 300 ms each.
+printf '%s\n' 1 2 3 4 5 6 > "$T/six.txt"
+cat > "$T/six.orch" <<'EOF'
+pipeline six
+domain line
+source line.text = lines("six.txt")
+call nap = sleep(ms=300) with workers=1, batch=1
+line.out = nap(line.text)
+EOF
+E=$T/eta
+# sealed_naps JOB N: at least N grains of nap have sealed.
+sealed_naps() {
+  [ -f "$1/state.db" ] &&
+    [ "$(qlive "$1" "SELECT count(*) FROM grain WHERE phase = 'sealed'" 2> /dev/null)" -ge "$2" ]
+}
+"$ORCH" run "$T/six.orch" --job "$E" --progress none 2> "$E.log" &
+pid=$!
+wait_until 60 "two sealed grains of $E" sealed_naps "$E" 2
+workers=$(q "$E" "SELECT DISTINCT worker_pid FROM attempt")
+kill -9 "$pid"
+wait "$pid" 2> /dev/null || true
+wait_until 10 "the killed driver's workers ($workers) to exit" gone $workers
+out=$("$ORCH" status "$E")
+sealed=$(q "$E" "SELECT count(*) FROM grain WHERE phase = 'sealed'")
+[ "$sealed" -ge 2 ] && [ "$sealed" -le 5 ] || fail "expected a job killed mid-run, $sealed sealed"
+left=$((6 - sealed))
+eta=$(printf '%s\n' "$out" | grep '^eta:')
+printf '%s\n' "$eta" | grep -Eq "^eta:        ~$dur \($left grains? left at [0-9]+\.[0-9] grains/s so far\)$" ||
+  fail "status: eta of a killed job: $out"
+# The estimate is the grains left at the throughput so far: left * span / sealed.
+span=$(q "$E" "SELECT max(ended_at) - min(started_at) FROM attempt")
+est=$(ms_of "$(printf '%s\n' "$eta" | sed -En "s/^eta:        ~$dur .*/\1/p")")
+want=$((left * span / sealed))
+[ $((est - want)) -le 100 ] && [ $((want - est)) -le 100 ] ||
+  fail "status: eta $est ms, expected about $want ms ($left left, $sealed sealed in $span ms)"
+busy=$(printf '%s\n' "$out" | sed -En "s/^busy:       nap $dur \($sealed batch(es)?\)$/\1/p")
+[ -n "$busy" ] || fail "status: busy of a killed job (one batch per sealed grain): $out"
+[ "$(ms_of "$busy")" -ge $((300 * sealed)) ] || fail "status: busy $busy < $sealed x 300 ms"
+"$ORCH" resume "$E" --progress none 2>> "$E.log" || { cat "$E.log" >&2; fail "resume exited $?"; }
+job_done "$E"
+out=$("$ORCH" status "$E")
+busy=$(printf '%s\n' "$out" | sed -En "s/^busy:       nap $dur \(6 batches\)$/\1/p")
+[ -n "$busy" ] || fail "status: busy after the resume: $out"
+[ "$(ms_of "$busy")" -ge 1800 ] || fail "status: busy $busy < 6 x 300 ms"
+printf '%s\n' "$out" | grep -q '^eta:' && fail "status: an eta for a finished job: $out"
 echo "inspect: ok"
