@@ -74,6 +74,8 @@
 #define ORCH_JOB_STATUSES(X)                                                                   \
     X(ORCH_JOB_CREATED, "created")                                                             \
     X(ORCH_JOB_RUNNING, "running")                                                             \
+    X(ORCH_JOB_INTERRUPTED, "interrupted")                                                     \
+    X(ORCH_JOB_FAILED, "failed")                                                               \
     X(ORCH_JOB_FINISHED, "finished")
 
 #define ORCH_JOB_STOPS(X)                                                                      \

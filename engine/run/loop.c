@@ -395,11 +395,12 @@ static void keep_why(struct orch_sched *d, int rc)
     orch_error_set(rc, "%s", why);
 }
 
-/* Writes how this driver stops (job.stop_*, orch_facts.h) in a transaction of its own: rc
- * 0 clears the record (a driver starts), -EINTR records an interruption, any other error
- * a failure with the error's message, so that `orch status` tells an interrupted or failed
- * job from one that runs. Returns the write's own result; the stop's error, its detail
- * included, stands whatever happens here. */
+/* Writes how this driver stops (job.stop_*, orch_facts.h; job.status, 0011) in a
+ * transaction of its own: rc 0 clears the record (a driver starts; recovery then marks the
+ * job running), -EINTR records an interruption, any other error a failure with the error's
+ * message, so that `orch status` and job.status tell an interrupted or failed job from one
+ * that runs. Returns the write's own result; the stop's error, its detail included, stands
+ * whatever happens here. */
 static int job_stop(struct orch_job *job, int rc)
 {
     char why[1024] = "";
@@ -412,6 +413,9 @@ static int job_stop(struct orch_job *job, int rc)
                 ? orch_store_job_stop_clear(job->store)
                 : orch_store_job_stop_put(
                       job->store, rc == -EINTR ? ORCH_STOP_INTERRUPTED : ORCH_STOP_FAILED, why);
+    if (k == 0 && rc < 0)
+        k = orch_store_job_set_status(job->store,
+                                      rc == -EINTR ? ORCH_JOB_INTERRUPTED : ORCH_JOB_FAILED);
     if (k == 0)
         k = orch_store_commit(job->store);
     if (k < 0 && orch_store_in_txn(job->store))

@@ -8,6 +8,8 @@
 #   3. a fault (workers that cannot start; the payload store full; state.db full):
 #      `failed`, with the stop's message; once the cause is gone, resume finishes the job
 #      and status says `finished` with no stop line.
+# job.status says interrupted and failed too (migrations/0011_job_status.sql); after
+# kill -9 it stays `running`: only the lock tells.
 source "$(dirname "$0")/lib.sh"
 
 # status_of JOB: the status line's value. stop_of JOB: the stopped line's value, or "".
@@ -82,6 +84,7 @@ start "$ORCH" resume "$J"
 expect_eq "a resumed driver clears the stop" "running|" "$(status_of "$J")|$(stop_of "$J")"
 stop_with TERM 3
 expect_eq "status after SIGTERM" interrupted "$(status_of "$J")"
+expect_eq "job.status after SIGTERM (0011)" interrupted "$(q "$J" "SELECT status FROM job")"
 stop_is "$J" "interrupted; the job is kept: continue it with \`orch resume $J\`"
 
 start "$ORCH" resume "$J"
@@ -110,6 +113,7 @@ J=$T/noprog
 "$ORCH" run "$T/p/up.orch" --job "$J" --progress none 2> "$T/noprog.log" &&
   fail "a run whose program does not exist succeeded"
 expect_eq "status after a fault" failed "$(status_of "$J")"
+expect_eq "job.status after a fault (0011)" failed "$(q "$J" "SELECT status FROM job")"
 stop_is "$J" "$(sed -n "s|^orch: $J: ||p" "$T/noprog.log")"
 stop_of "$J" | grep -qF "call up cannot start its workers: exec '$T/p/up_udf.py'" ||
   fail "the stop does not name the call and its program: $(stop_of "$J")"
