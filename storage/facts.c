@@ -51,11 +51,13 @@
                    "g.outcome, g.pending, g.generation, coalesce(g.ready_seq, 0) "             \
                    "FROM grain AS g JOIN entity AS e ON e.id = g.entity_id WHERE g.id = ?")    \
     X(GRAIN_SET_PENDING, "UPDATE grain SET pending = ? WHERE id = ?")                          \
-    X(GRAIN_READY, "UPDATE grain SET phase = ?3, ready_seq = ?2, pending = 0 WHERE id = ?1")   \
+    X(GRAIN_READY, "UPDATE grain SET phase = ?3, ready_seq = ?2, pending = 0, ready_at = ?4 "  \
+                   "WHERE id = ?1")                                                            \
     X(GRAIN_DISPATCH, "UPDATE grain SET phase = ?4 WHERE id = ?1 AND phase = ?3 "              \
                       "AND generation = ?2")                                                   \
     X(GRAIN_REQUEUE, "UPDATE grain SET phase = ?5, generation = generation + 1, "              \
-                     "ready_seq = ?3 WHERE id = ?1 AND phase = ?4 AND generation = ?2")        \
+                     "ready_seq = ?3, ready_at = ?6 WHERE id = ?1 AND phase = ?4 "             \
+                     "AND generation = ?2")                                                    \
     X(GRAIN_SEAL_IN_FLIGHT, "UPDATE grain SET phase = ?5, outcome = ?2, pending = 0 "          \
                             "WHERE id = ?1 AND phase = ?4 AND generation = ?3")                \
     X(GRAIN_SEAL_UNRUN, "UPDATE grain SET phase = ?5, outcome = ?2, pending = 0 "              \
@@ -72,8 +74,8 @@
                      "FROM grain AS g JOIN entity AS e ON e.id = g.entity_id "                 \
                      "JOIN suppression AS s ON s.call_id = g.call_id "                         \
                      "AND s.parent_id = e.parent_id WHERE g.phase = ?1")                       \
-    X(GRAINS_INTERRUPT, "UPDATE grain SET phase = ?1, generation = generation + 1 "            \
-                        "WHERE phase = ?2")                                                    \
+    X(GRAINS_INTERRUPT, "UPDATE grain SET phase = ?1, generation = generation + 1, "           \
+                        "ready_at = ?3 WHERE phase = ?2")                                      \
     X(GRAINS_UNSEALED, "SELECT count(*) FROM grain WHERE phase <> ?1")                         \
     X(GRAINS_SEALED_COUNTS, "SELECT call_id, outcome, count(*) FROM grain "                    \
                             "WHERE phase = ?1 GROUP BY 1, 2")                                  \
@@ -479,7 +481,8 @@ int orch_store_grain_set_pending(orch_store *s, int64_t grain, int64_t pending)
 int orch_store_grain_ready(orch_store *s, int64_t grain, int64_t seq)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_GRAIN_READY, &st, "lls", grain, seq, orch_grain_phase_name(ORCH_PHASE_READY));
+    int rc = stmt(s, F_GRAIN_READY, &st, "llsl", grain, seq,
+                  orch_grain_phase_name(ORCH_PHASE_READY), now_ms());
     return rc < 0 ? rc : run(s, st, NULL);
 }
 
@@ -496,9 +499,9 @@ int orch_store_grain_requeue(orch_store *s, int64_t grain, uint32_t generation, 
                              bool *done)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_GRAIN_REQUEUE, &st, "lllss", grain, (int64_t)generation, seq,
+    int rc = stmt(s, F_GRAIN_REQUEUE, &st, "lllssl", grain, (int64_t)generation, seq,
                   orch_grain_phase_name(ORCH_PHASE_IN_FLIGHT),
-                  orch_grain_phase_name(ORCH_PHASE_READY));
+                  orch_grain_phase_name(ORCH_PHASE_READY), now_ms());
     return rc < 0 ? rc : run(s, st, done);
 }
 
@@ -594,8 +597,8 @@ int orch_store_grains_barred_in_flight(orch_store *s, struct orch_grain_row **ro
 int orch_store_grains_interrupt(orch_store *s)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_GRAINS_INTERRUPT, &st, "ss", orch_grain_phase_name(ORCH_PHASE_READY),
-                  orch_grain_phase_name(ORCH_PHASE_IN_FLIGHT));
+    int rc = stmt(s, F_GRAINS_INTERRUPT, &st, "ssl", orch_grain_phase_name(ORCH_PHASE_READY),
+                  orch_grain_phase_name(ORCH_PHASE_IN_FLIGHT), now_ms());
     return rc < 0 ? rc : run(s, st, NULL);
 }
 

@@ -36,7 +36,7 @@ static const char report_help[] =
     "header (job, status, plan, span, sealed grains, throughput); a timeline of every\n"
     "worker's batches coloured by call, failed attempts outlined in red, interrupted and\n"
     "suppressed ones dashed, each with a tooltip naming its call, batch, grains, duration\n"
-    "and keys; throughput, ready-queue length (an estimate: the page says how) and CPU/GPU\n"
+    "and keys; throughput, ready-queue length (from when each grain became ready) and CPU/GPU\n"
     "budget in use over time; per call busy time, utilisation, batch durations and\n"
     "retries; failures grouped by call, kind and message; the ten slowest roots (the UDF\n"
     "time of their whole subtree). Works while the job runs, and on a read-only job.\n"
@@ -361,21 +361,23 @@ static int read_batches(struct report *R)
 }
 
 /* Per grain (every grain: one pass over the table): retries, whether and when it sealed
- * (its last attempt's end) and the ready-queue estimate.
+ * (its last attempt's end) and its time in the ready queue.
  *
- * The store keeps no time at which a grain became READY, only its FIFO position
- * grain.ready_seq, handed out in time order. A grain g' with a later ready_seq became
- * ready after g did, and started after that; so g was ready at the latest by the earliest
- * start of any grain with ready_seq >= g's (its own included). The page counts g as queued
- * from that moment until its last attempt began (until now for a grain READY now): a lower
- * bound of the true queue. A grain's ready_seq is its latest one (a retry renews it), so
- * it is paired with its last attempt. */
+ * A grain is counted as queued from grain.ready_at (0012: when it last became READY)
+ * until its last attempt began (until now for a grain READY now). A job from before 0012
+ * has no ready_at for the grains it made ready then; for those the page estimates, from
+ * the FIFO position grain.ready_seq, handed out in time order: a grain g' with a later
+ * ready_seq became ready after g did, and started after that; so g was ready at the
+ * latest by the earliest start of any grain with ready_seq >= g's (its own included): a
+ * lower bound. A grain's ready_seq and ready_at are its latest (a retry renews them), so
+ * they are paired with its last attempt. */
 static int read_grains(struct report *R)
 {
     static const char sql[] =
         "SELECT call_id, n, s, e, sealed,"
-        " min(s) OVER (ORDER BY ready_seq DESC ROWS UNBOUNDED PRECEDING), ready_seq IS NULL"
-        " FROM (SELECT g.call_id, g.ready_seq, g.phase = 'sealed' AS sealed,"
+        " coalesce(ready_at,"
+        "  min(s) OVER (ORDER BY ready_seq DESC ROWS UNBOUNDED PRECEDING)), ready_seq IS NULL"
+        " FROM (SELECT g.call_id, g.ready_seq, g.ready_at, g.phase = 'sealed' AS sealed,"
         "  count(a.id) AS n,"
         "  CASE WHEN g.phase = 'ready' OR count(a.id) = 0 THEN ?1 ELSE max(a.started_at) END AS s,"
         "  max(coalesce(a.ended_at, ?1)) AS e"
@@ -692,12 +694,12 @@ static int charts(FILE *out, struct report *R)
         legend(out, R);
         chart(out, R, "throughput", "grains/s", n, vt, names, cols);
         fputs("<h2>Ready queue</h2>\n<p class=\"note\">Grains waiting in the ready queue, per "
-              "call, averaged over each bucket. <b>An estimate</b>: the store keeps no time at "
-              "which a grain became ready, only its place in the ready order "
-              "(<code>grain.ready_seq</code>, handed out in time order). A grain is counted "
-              "from the earliest start of any grain that became ready at or after it (it was "
-              "ready by then) until its last attempt began, or until now if it is ready now: "
-              "a lower bound of the true queue.</p>\n",
+              "call, averaged over each bucket: a grain counts from the moment it became "
+              "ready (<code>grain.ready_at</code>) until its last attempt began, or until now "
+              "if it is ready now. For grains made ready before schema 12 (a job from an "
+              "older orch) the moment is <b>estimated</b> from their place in the ready "
+              "order (<code>grain.ready_seq</code>): the earliest start of any grain that "
+              "became ready at or after it, a lower bound.</p>\n",
               out);
         legend(out, R);
         chart(out, R, "queue", "grains", n, vq, names, cols);

@@ -38,10 +38,10 @@ has() {
   grep -qF -- "$2" "$1" || fail "the message does not say '$2': $(cat "$1")"
 }
 
-# stopped JOB: the job stopped consistent and resumable: not finished, SQLite's integrity
-# check is ok, every committed present item of every port is readable.
+# stopped JOB: the job stopped consistent and resumable: failed (job.status, 0011),
+# SQLite's integrity check is ok, every committed present item of every port is readable.
 stopped() {
-  expect_eq "$1: not finished" running "$(q "$1" "SELECT status FROM job")"
+  expect_eq "$1: not finished: failed" failed "$(q "$1" "SELECT status FROM job")"
   expect_eq "$1: integrity" ok "$(q "$1" "PRAGMA integrity_check")"
   local port n
   for port in $(q "$1" "SELECT qualified FROM port ORDER BY id"); do

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # report.sh — `orch report` (DESIGN §9, issue 11): one self-contained HTML page of a run.
+#   0. grain.ready_at, which the ready-queue chart draws, is there and plausible;
 #   1. a finished job with known failures (a record failure, a crash retried then
 #      exhausted, suppressed work downstream) and keys that need escaping: the page's
 #      numbers agree with state.db (batches, attempts per call, sealed grains, retries),
@@ -44,6 +45,15 @@ EOF
 J=$T/job
 run_job "$T/rep.orch" "$J"
 job_done "$J"
+# The ready queue is drawn from grain.ready_at (0012): every grain that was READY has it
+# (boom's crashed grains were put back, and have the time of that), no later than its
+# last attempt's start, and no earlier than the job.
+expect_eq "ready_at of every grain that was ready, before its last attempt" "0|0|0" \
+  "$(q "$J" "SELECT sum(ready_seq IS NOT NULL AND ready_at IS NULL),
+                    sum(ready_at > (SELECT max(started_at) FROM attempt AS a
+                                    WHERE a.grain_id = g.id)),
+                    sum(ready_at < (SELECT created_at FROM job))
+             FROM grain AS g")"
 
 "$ORCH" report "$J" 2> "$T/report.err" || fail "orch report exited $?: $(cat "$T/report.err")"
 P=$J/report.html

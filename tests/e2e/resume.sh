@@ -155,7 +155,7 @@ expect_eq "SIGTERM: exit status 3" 3 "$st"
 grep -q "orch resume $J" "$T/term.err" || fail "SIGTERM: no hint to resume: $(cat "$T/term.err")"
 # shellcheck disable=SC2086 # one pid per word
 wait_until 10 "the workers ($workers) to exit after SIGTERM" gone $workers
-expect_eq "SIGTERM: the job is not finished" running "$(q "$J" "SELECT status FROM job")"
+expect_eq "SIGTERM: the job is interrupted, not finished" interrupted "$(q "$J" "SELECT status FROM job")"
 "$ORCH" resume "$J" --progress none 2> "$T/term-resume.log" ||
   { cat "$T/term-resume.log" >&2; fail "orch resume after SIGTERM exited $?"; }
 job_done "$J"

@@ -27,7 +27,7 @@ expect_run 1 "$T/nolib" "$T/nolib.orch"
 grep -q "call x cannot start its workers" "$T/err" || fail "no clear message: $(cat "$T/err")"
 grep -q "nope.so" "$T/err" || fail "the message does not name the library: $(cat "$T/err")"
 expect_eq "nothing ran" 0 "$(q "$T/nolib" "SELECT count(*) FROM attempt")"
-expect_eq "not finished" running "$(q "$T/nolib" "SELECT status FROM job")"
+expect_eq "not finished: failed" failed "$(q "$T/nolib" "SELECT status FROM job")"
 
 cat > "$T/noexec.orch" <<'EOF'
 pipeline noexec
@@ -112,7 +112,7 @@ expect_eq "hold's attempts say why the job stopped" "" \
        AND a.message LIKE 'call x cannot start its workers: %the tool is broken%')")"
 expect_eq "no attempt is left open" 0 \
   "$(q "$T/breaks" "SELECT count(*) FROM attempt WHERE outcome IS NULL")"
-expect_eq "not finished" running "$(q "$T/breaks" "SELECT status FROM job")"
+expect_eq "not finished: failed" failed "$(q "$T/breaks" "SELECT status FROM job")"
 
 # An existing directory is never a new job.
 cat > "$T/ok.orch" <<'EOF'

@@ -310,6 +310,7 @@ expect_eq "nothing runs after the end" "call	key	worker	start	running_ms" \
 # ---- 4. a job made before schema 10 -------------------------------------------------------
 cp -a "$J" "$T/old"
 sqlite3 "$T/old/state.db" "DROP VIEW items; DROP VIEW attempts; DROP VIEW timeline;
+                           ALTER TABLE grain DROP COLUMN ready_at;
                            PRAGMA user_version = 9"
 if "$ORCH" sql "$T/old" "SELECT 1" > /dev/null 2> "$T/err"; then
   fail "sql read a job of schema 9 (read-only never migrates)"
