@@ -1,16 +1,20 @@
--- 0010_views.sql — views named after the questions users ask: items, attempts, timeline.
+-- 0010_views.sql — views named after the questions users ask: items, attempts, timeline;
+-- and the size of every present item's payload.
 --
 -- The tables answer everything, but a question as plain as "which pages failed, and why?"
 -- joined item, port, entity, grain and failure by hand. These views do the joins once,
 -- with readable names and times; docs/sql-cookbook.md answers everyday questions with
 -- them, and tests/e2e/sql_cookbook.sh runs every query of it against a real job.
--- Nothing is stored: each view reads the tables of 0001 and later.
+-- The views store nothing: each reads the tables of 0001 and later.
 --
--- Payload sizes are not here: state.db does not hold them (the bytes are in LMDB,
--- JOB/payloads/). `orch sql` offers payload(ID), and payload_size(ID) for the bytes of
--- one that is still stored. A view may not call it: a view that names
--- a function only `orch sql` defines cannot be read on any other connection (the sqlite3
--- shell, `orch status`), not even its other columns.
+-- item.payload_size: the bytes of a present item's payload (the bytes themselves are in
+-- LMDB, JOB/payloads/), written with the item by the driver, which reads the size from
+-- the store when it publishes it; it stays after the payload is reclaimed. NULL for the
+-- other states, and for the items of a job made before this migration: for those, `orch
+-- sql`'s payload_size(ID) reads the size of one that is still stored. (A view may not
+-- call that function: a view that names a function only `orch sql` defines cannot be
+-- read on any other connection, the sqlite3 shell or `orch status`.)
+ALTER TABLE item ADD COLUMN payload_size INTEGER CHECK (payload_size >= 0);
 
 -- items: one row per item (the terminal fact of one port for one entity).
 --   key         the entity's key ('docs/a.pdf/3')
@@ -18,6 +22,7 @@
 --   port        the port's qualified name ('page.text')
 --   state       present, dropped, failed or suppressed
 --   payload_id  the payload of a present item (payload(payload_id) in `orch sql`), else NULL
+--   payload_size  its bytes (item.payload_size), else NULL
 --   error       a failed item's message: the failure of the grain that produced it (its
 --               RecordFailure, GroupFailure or the last attempt failure when its retries
 --               were used up), or of this very child for an expand that failed one child;
@@ -29,9 +34,9 @@
 -- Cost: items are stored by (port, entity): a WHERE on port reads that port's items only;
 -- any other filter alone (key, state) reads every item. The error look-ups run only for
 -- failed items, one index probe each.
-CREATE VIEW items (key, domain, port, state, payload_id, error, reclaimed, entity_id,
-                   port_id) AS
-SELECT e.key, d.name, p.qualified, i.state, i.payload_id,
+CREATE VIEW items (key, domain, port, state, payload_id, payload_size, error, reclaimed,
+                   entity_id, port_id) AS
+SELECT e.key, d.name, p.qualified, i.state, i.payload_id, i.payload_size,
        CASE WHEN i.state = 'failed' THEN coalesce(
            (SELECT f.message FROM failure AS f JOIN grain AS g ON g.id = f.grain_id
             WHERE f.entity_id = i.entity_id AND g.call_id = p.producer_call_id

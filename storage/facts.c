@@ -26,7 +26,8 @@
     X(ROOT_KEYS, "SELECT key FROM entity WHERE parent_id IS NULL AND domain_id = ? "           \
                  "ORDER BY ordinal")                                                           \
     X(ITEM_GET, "SELECT state, payload_id FROM item WHERE port_id = ? AND entity_id = ?")      \
-    X(ITEM_PUT, "INSERT INTO item (port_id, entity_id, state, payload_id) VALUES (?, ?, ?, ?)") \
+    X(ITEM_PUT, "INSERT INTO item (port_id, entity_id, state, payload_id, payload_size) "      \
+                "VALUES (?, ?, ?, ?, ?)")                                                      \
     X(ITEM_TAKE_BACK, "DELETE FROM item WHERE port_id = ?1 AND entity_id = ?2 "                \
                       "AND (state = ?3 OR state = ?4)")                                        \
     X(CHILD_ITEMS, "SELECT count(*), coalesce(sum(i.state = ?4 OR i.state = ?5), 0) "          \
@@ -168,6 +169,11 @@ static int stmt(orch_store *s, enum fact_slot slot, sqlite3_stmt **out, const ch
         case 'L': { /* an id where 0 means none: NULL */
             int64_t v = va_arg(ap, int64_t);
             rc = v ? sqlite3_bind_int64(st, i + 1, v) : sqlite3_bind_null(st, i + 1);
+            break;
+        }
+        case 'N': { /* a count where < 0 means unknown: NULL */
+            int64_t v = va_arg(ap, int64_t);
+            rc = v >= 0 ? sqlite3_bind_int64(st, i + 1, v) : sqlite3_bind_null(st, i + 1);
             break;
         }
         case 't': {
@@ -322,10 +328,17 @@ int orch_store_item_get(orch_store *s, int port, int64_t e, enum orch_item_state
 int orch_store_item_put(orch_store *s, int port, int64_t e, enum orch_item_state state,
                         uint64_t payload)
 {
+    return orch_store_item_put_sized(s, port, e, state, payload, -1);
+}
+
+int orch_store_item_put_sized(orch_store *s, int port, int64_t e, enum orch_item_state state,
+                              uint64_t payload, int64_t size)
+{
     sqlite3_stmt *st;
-    /* Only a Present item names a payload (0 binds NULL: ids are never 0). */
-    int rc = stmt(s, F_ITEM_PUT, &st, "ilsL", port, e, orch_item_state_name(state),
-                  state == ORCH_ITEM_PRESENT ? (int64_t)payload : (int64_t)0);
+    /* Only a Present item names a payload (0 binds NULL: ids are never 0), and has a size. */
+    bool present = state == ORCH_ITEM_PRESENT;
+    int rc = stmt(s, F_ITEM_PUT, &st, "ilsLN", port, e, orch_item_state_name(state),
+                  present ? (int64_t)payload : (int64_t)0, present ? size : (int64_t)-1);
     if (rc < 0 || (rc = run(s, st, NULL)) < 0)
         return rc;
     /* The commit raises job.payload_mark to it (orch_store__payload_mark_raise). */

@@ -67,6 +67,9 @@ int orch_store_item_get(orch_store *s, int port, int64_t e, enum orch_item_state
  * otherwise). */
 int orch_store_item_put(orch_store *s, int port, int64_t e, enum orch_item_state state,
                         uint64_t payload);
+/* The same, with the payload's size in bytes (item.payload_size; < 0: unknown, NULL). */
+int orch_store_item_put_sized(orch_store *s, int port, int64_t e, enum orch_item_state state,
+                              uint64_t payload, int64_t size);
 
 /* `orch retry`: deletes item (port, e) if it is Failed or Suppressed; *taken tells. */
 int orch_store_item_take_back(orch_store *s, int port, int64_t e, bool *taken);

@@ -602,7 +602,8 @@ static const struct state_list state_lists[] = {
     {"grain", "outcome", ORCH_OUTCOME__COUNT, orch_grain_outcome_name_i,
      "INSERT INTO grain (call_id, entity_id, phase, outcome) VALUES (1, 1, 'sealed', ?1)"},
     {"item", "state", ORCH_ITEM__COUNT, orch_item_state_name_i,
-     "INSERT INTO item VALUES (0, 1, ?1, CASE WHEN ?1 = 'present' THEN 5 END)"},
+     "INSERT INTO item (port_id, entity_id, state, payload_id)"
+     " VALUES (0, 1, ?1, CASE WHEN ?1 = 'present' THEN 5 END)"},
     {"expansion", "state", ORCH_EXPANSION__COUNT, orch_expansion_state_name_i,
      "INSERT INTO expansion VALUES (0, 1, ?1, 0)"},
     {"failure", "kind", ORCH_FAILURE__COUNT, orch_failure_kind_name_i,
@@ -726,8 +727,8 @@ static void test_schema_constraints(void **state)
         "INSERT INTO entity (domain_id, parent_id, ordinal, key) VALUES (1, 1, 0, 'a.pdf/0')",
         "INSERT INTO entity (domain_id, ordinal, key) VALUES (0, 0, 'b.pdf')",
         /* a present item without payload, a dropped one with one */
-        "INSERT INTO item VALUES (1, 2, 'present', NULL)",
-        "INSERT INTO item VALUES (1, 2, 'dropped', 3)",
+        "INSERT INTO item (port_id, entity_id, state, payload_id) VALUES (1, 2, 'present', NULL)",
+        "INSERT INTO item (port_id, entity_id, state, payload_id) VALUES (1, 2, 'dropped', 3)",
         /* a sealed grain without outcome, a ready one without sequence, a duplicate */
         "INSERT INTO grain (call_id, entity_id, phase) VALUES (1, 2, 'sealed')",
         "INSERT INTO grain (call_id, entity_id, phase) VALUES (1, 2, 'ready')",
@@ -736,7 +737,7 @@ static void test_schema_constraints(void **state)
         /* a failed expansion with children; references to nothing */
         "INSERT INTO expansion VALUES (0, 1, 'failed', 3)",
         "INSERT INTO grain (call_id, entity_id, phase) VALUES (1, 999, 'waiting')",
-        "INSERT INTO item VALUES (42, 2, 'dropped', NULL)",
+        "INSERT INTO item (port_id, entity_id, state, payload_id) VALUES (42, 2, 'dropped', NULL)",
         /* a second job row */
         "INSERT INTO job (id, name, plan_text, plan_hash, pipeline_path, created_at,"
         " orch_version) VALUES (2, '', '', '', '', 0, '')",
@@ -752,7 +753,8 @@ static void test_schema_constraints(void **state)
     exec_ok(s, "INSERT INTO entity (domain_id, parent_id, ordinal, key)"
                " VALUES (1, 1, 1, 'a.pdf/1');"
                "INSERT INTO entity (domain_id, ordinal, key) VALUES (0, 1, 'a.pdf');"
-               "INSERT INTO item VALUES (1, 2, 'present', 3), (2, 2, 'dropped', NULL);"
+               "INSERT INTO item (port_id, entity_id, state, payload_id)"
+               " VALUES (1, 2, 'present', 3), (2, 2, 'dropped', NULL);"
                "INSERT INTO expansion VALUES (0, 1, 'succeeded', 2);");
     orch_store_close(s);
 
@@ -763,7 +765,8 @@ static void test_schema_constraints(void **state)
     unsetenv("ORCH_STORE_CHECKS");
     s = open_job(f, 0);
     setenv("ORCH_STORE_CHECKS", "1", 1);
-    exec_ok(s, "INSERT INTO item VALUES (42, 2, 'dropped', NULL);"
+    exec_ok(s, "INSERT INTO item (port_id, entity_id, state, payload_id)"
+               " VALUES (42, 2, 'dropped', NULL);"
                "INSERT INTO expansion VALUES (1, 1, 'failed', 3)");
     int64_t fk = -1;
     assert_int_equal(orch_store__pragma_int(s, "foreign_keys", &fk), 0);

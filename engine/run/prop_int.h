@@ -64,8 +64,9 @@ int prop__seal(orch_prop *p, int stmt, int64_t grain, int64_t e, enum orch_grain
 /* Whether the payloads made on `port` count as live intermediate bytes (reclaim.c): the
  * port makes its family's payloads, which are freed as soon as their readers seal. */
 bool prop__reclaim_counted(const orch_prop *p, int port);
-/* A Present item of a counted port was published: its payload's size joins p->live. */
-int prop__live_add(orch_prop *p, uint64_t payload);
+/* The size of stored payload id (reclaim.c: read in the turn's snapshot); -1 when it is
+ * not stored. */
+int prop__payload_size(orch_prop *p, uint64_t id, int64_t *size);
 
 /* Publishes item (port, e) in `state` and tells its consumers. */
 int prop__item_resolve(orch_prop *p, int port, int64_t e, enum orch_item_state state,

@@ -568,11 +568,18 @@ static int notify_copy(orch_prop *p, int port, int64_t e, const struct prop_visi
 int prop__item_resolve(orch_prop *p, int port, int64_t e, enum orch_item_state state,
                        uint64_t payload)
 {
-    int rc = orch_store_item_put(p->store, port, e, state, payload);
+    /* A Present item records its payload's size (the `items` view shows it, reclaimed or
+     * not), and the size counts as live when its port's payloads are freed as read. */
+    int64_t size = -1;
+    int rc = 0;
+    if (state == ORCH_ITEM_PRESENT && p->payloads)
+        rc = prop__payload_size(p, payload, &size);
+    if (rc == 0)
+        rc = orch_store_item_put_sized(p->store, port, e, state, payload, size);
     if (rc == 0)
         p->items[(size_t)port * ORCH_ITEM__COUNT + state]++;
-    if (rc == 0 && state == ORCH_ITEM_PRESENT && p->payloads && prop__reclaim_counted(p, port))
-        rc = prop__live_add(p, payload);
+    if (rc == 0 && size >= 0 && prop__reclaim_counted(p, port))
+        p->live += size;
     if (rc < 0)
         return rc;
     struct prop_visit v = {

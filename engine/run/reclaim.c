@@ -178,9 +178,10 @@ bool prop__reclaim_counted(const orch_prop *p, int port)
            r->fam[port].nreaders > 0;
 }
 
-/* The size of payload id in the store, read without copying. The snapshot is begun at the
- * first look-up of a turn; a payload that a worker wrote after it began is not in it, so
- * a miss begins a new snapshot once before concluding. */
+/* The size of payload id in the store, read without copying: 1 and *len, or 0 when it
+ * is not stored (*len 0), or an error. The snapshot is begun at the first look-up of a
+ * turn; a payload that a worker wrote after it began is not in it, so a miss begins a new
+ * snapshot once before concluding. */
 static int payload_size(orch_prop *p, uint64_t id, size_t *len)
 {
     const void *data;
@@ -190,21 +191,21 @@ static int payload_size(orch_prop *p, uint64_t id, size_t *len)
         if (rc == 0)
             rc = orch_payload_read(p->snap, id, &data, len);
         if (rc != ORCH_ENOTFOUND)
-            return rc;
+            return rc < 0 ? rc : 1;
         orch_prop_snapshot_end(p);
     }
     /* Not stored: a committed Present item always names a stored payload, and a freed one
      * is freed once (reclaimed's key); count nothing rather than stop the job. */
+    *len = 0;
     return 0;
 }
 
-int prop__live_add(orch_prop *p, uint64_t payload)
+int prop__payload_size(orch_prop *p, uint64_t id, int64_t *size)
 {
     size_t len;
-    int rc = payload_size(p, payload, &len);
-    if (rc == 0)
-        p->live += (int64_t)len;
-    return rc;
+    int rc = payload_size(p, id, &len);
+    *size = rc == 1 ? (int64_t)len : -1;
+    return rc < 0 ? rc : 0;
 }
 
 bool orch_prop_port_counted(const orch_prop *p, int port)
@@ -238,7 +239,7 @@ static int free_id(orch_prop *p, uint64_t id)
     int rc = orch_store_reclaimed_put(p->store, id, &added);
     if (rc < 0 || !added)
         return rc; /* already freed: one reader read it through two ports */
-    if (p->payloads) { /* only EAGER families come here: counted ones (prop__live_add) */
+    if (p->payloads) { /* only EAGER families come here: counted ones (prop__item_resolve) */
         size_t len;
         if ((rc = payload_size(p, id, &len)) < 0)
             return rc;

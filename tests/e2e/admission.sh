@@ -119,6 +119,12 @@ if wait "$driver" 2> /dev/null; then fail "the killed driver exited 0"; fi
 # shellcheck disable=SC2086
 wait_until 10 "the killed driver's workers to exit" gone $workers
 got=$(q "$J" "SELECT live_bytes FROM job")
+# item.payload_size (0010) is each present item's size; the live bytes are theirs too.
+expect_eq "payload_size of the counted items not reclaimed" "$(live "$J")" \
+  "$(q "$J" "SELECT sum(payload_size) FROM items WHERE state = 'present' AND NOT reclaimed
+             AND port IN ('doc.path', 'doc.data', 'page.text', 'page.same')")"
+expect_eq "every present item has its size" 0 \
+  "$(q "$J" "SELECT count(*) FROM item WHERE state = 'present' AND payload_size IS NULL")"
 [ "$got" -gt 0 ] || fail "killed mid-run with nothing live: the test shows nothing"
 expect_eq "job.live_bytes after kill -9: the counted items' bytes" "$(live "$J")" "$got"
 "$ORCH" resume "$J" --progress none --max-live-bytes 200K 2> "$J.log" ||

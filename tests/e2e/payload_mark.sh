@@ -128,6 +128,7 @@ cp -a "$T/clean" "$T/e"
 expect_eq "e: nothing reclaimed" 0 "$(q "$T/e" "SELECT count(*) FROM reclaimed")"
 sqlite3 "$T/e/state.db" "DROP VIEW items; DROP VIEW attempts; DROP VIEW timeline;
                          ALTER TABLE grain DROP COLUMN ready_at;
+                         ALTER TABLE item DROP COLUMN payload_size;
                          ALTER TABLE job DROP COLUMN payload_mark; DROP TABLE reclaimed;
                          ALTER TABLE job DROP COLUMN live_bytes;
                          ALTER TABLE job DROP COLUMN max_unsealed;

@@ -105,7 +105,7 @@ run_job docs.orch "$J"
 
 # ---- 1. the views and their columns -------------------------------------------------------
 columns() { q "$1" "SELECT group_concat(name, ',') FROM pragma_table_info('$2')"; }
-expect_eq "items: columns" "key,domain,port,state,payload_id,error,reclaimed,entity_id,port_id" \
+expect_eq "items: columns" "key,domain,port,state,payload_id,payload_size,error,reclaimed,entity_id,port_id" \
   "$(columns "$J" items)"
 expect_eq "attempts: columns" \
   "attempt_id,call,key,entity_id,worker,batch,generation,start,end,duration_ms,outcome,message,start_ms,end_ms,grain_id" \
@@ -310,6 +310,7 @@ expect_eq "nothing runs after the end" "call	key	worker	start	running_ms" \
 # ---- 4. a job made before schema 10 -------------------------------------------------------
 cp -a "$J" "$T/old"
 sqlite3 "$T/old/state.db" "DROP VIEW items; DROP VIEW attempts; DROP VIEW timeline;
+                           ALTER TABLE item DROP COLUMN payload_size;
                            ALTER TABLE grain DROP COLUMN ready_at;
                            PRAGMA user_version = 9"
 if "$ORCH" sql "$T/old" "SELECT 1" > /dev/null 2> "$T/err"; then
