@@ -326,13 +326,7 @@ int orch_store_item_get(orch_store *s, int port, int64_t e, enum orch_item_state
 }
 
 int orch_store_item_put(orch_store *s, int port, int64_t e, enum orch_item_state state,
-                        uint64_t payload)
-{
-    return orch_store_item_put_sized(s, port, e, state, payload, -1);
-}
-
-int orch_store_item_put_sized(orch_store *s, int port, int64_t e, enum orch_item_state state,
-                              uint64_t payload, int64_t size)
+                        uint64_t payload, int64_t size)
 {
     sqlite3_stmt *st;
     /* Only a Present item names a payload (0 binds NULL: ids are never 0), and has a size. */

@@ -63,13 +63,10 @@ int orch_store_root_keys(orch_store *s, int domain, int (*fn)(void *ctx, const c
 int orch_store_item_get(orch_store *s, int port, int64_t e, enum orch_item_state *state,
                         uint64_t *payload);
 
-/* Publishes item (port, e) in `state`; payload is its LMDB id when present (ignored
- * otherwise). */
+/* Publishes item (port, e) in `state`; payload is its LMDB id and size its bytes
+ * (item.payload_size; < 0: unknown, NULL) when present (both ignored otherwise). */
 int orch_store_item_put(orch_store *s, int port, int64_t e, enum orch_item_state state,
-                        uint64_t payload);
-/* The same, with the payload's size in bytes (item.payload_size; < 0: unknown, NULL). */
-int orch_store_item_put_sized(orch_store *s, int port, int64_t e, enum orch_item_state state,
-                              uint64_t payload, int64_t size);
+                        uint64_t payload, int64_t size);
 
 /* `orch retry`: deletes item (port, e) if it is Failed or Suppressed; *taken tells. */
 int orch_store_item_take_back(orch_store *s, int port, int64_t e, bool *taken);

@@ -96,13 +96,13 @@ static void test_items_once(void **state)
     enum orch_item_state st;
     uint64_t payload = 0;
     assert_int_equal(orch_store_item_get(f->s, 1, kids[0], &st, &payload), 0);
-    assert_int_equal(orch_store_item_put(f->s, 1, kids[0], ORCH_ITEM_PRESENT, 42), 0);
-    assert_int_equal(orch_store_item_put(f->s, 1, kids[1], ORCH_ITEM_FAILED, 0), 0);
+    assert_int_equal(orch_store_item_put(f->s, 1, kids[0], ORCH_ITEM_PRESENT, 42, 7), 0);
+    assert_int_equal(orch_store_item_put(f->s, 1, kids[1], ORCH_ITEM_FAILED, 0, -1), 0);
     assert_int_equal(orch_store_item_get(f->s, 1, kids[0], &st, &payload), 1);
     assert_int_equal(st, ORCH_ITEM_PRESENT);
     assert_int_equal(payload, 42);
     /* a terminal fact is published once */
-    assert_int_equal(orch_store_item_put(f->s, 1, kids[0], ORCH_ITEM_DROPPED, 0),
+    assert_int_equal(orch_store_item_put(f->s, 1, kids[0], ORCH_ITEM_DROPPED, 0, -1),
                      ORCH_ECONSTRAINT);
     int64_t terminal, bad;
     assert_int_equal(orch_store_child_items(f->s, 1, root, 1, &terminal, &bad), 0);

@@ -61,9 +61,6 @@ bool prop__on_roots(const orch_prop *p, const struct orch_stmt *s);
 int prop__seal(orch_prop *p, int stmt, int64_t grain, int64_t e, enum orch_grain_outcome o,
                bool in_flight, uint32_t generation, uint64_t in0, bool *sealed);
 
-/* Whether the payloads made on `port` count as live intermediate bytes (reclaim.c): the
- * port makes its family's payloads, which are freed as soon as their readers seal. */
-bool prop__reclaim_counted(const orch_prop *p, int port);
 /* The size of stored payload id (reclaim.c: read in the turn's snapshot); -1 when it is
  * not stored. */
 int prop__payload_size(orch_prop *p, uint64_t id, int64_t *size);

@@ -575,10 +575,10 @@ int prop__item_resolve(orch_prop *p, int port, int64_t e, enum orch_item_state s
     if (state == ORCH_ITEM_PRESENT && p->payloads)
         rc = prop__payload_size(p, payload, &size);
     if (rc == 0)
-        rc = orch_store_item_put_sized(p->store, port, e, state, payload, size);
+        rc = orch_store_item_put(p->store, port, e, state, payload, size);
     if (rc == 0)
         p->items[(size_t)port * ORCH_ITEM__COUNT + state]++;
-    if (rc == 0 && size >= 0 && prop__reclaim_counted(p, port))
+    if (rc == 0 && size >= 0 && orch_prop_port_counted(p, port))
         p->live += size;
     if (rc < 0)
         return rc;

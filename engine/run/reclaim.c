@@ -168,7 +168,7 @@ void prop__reclaim_free(orch_prop *p)
 
 /* ---- live intermediate bytes (propagate.h, orch_prop_set_payloads) -------------------- */
 
-bool prop__reclaim_counted(const orch_prop *p, int port)
+bool orch_prop_port_counted(const orch_prop *p, int port)
 {
     const struct prop_reclaim *r = p->reclaim;
     /* The family's own port only: a filter's or a broadcast's item names the same id. An
@@ -206,11 +206,6 @@ int prop__payload_size(orch_prop *p, uint64_t id, int64_t *size)
     int rc = payload_size(p, id, &len);
     *size = rc == 1 ? (int64_t)len : -1;
     return rc < 0 ? rc : 0;
-}
-
-bool orch_prop_port_counted(const orch_prop *p, int port)
-{
-    return prop__reclaim_counted(p, port);
 }
 
 void orch_prop_set_payloads(orch_prop *p, orch_payload *payloads)
