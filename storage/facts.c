@@ -23,8 +23,6 @@
     X(ENTITY_PARENT, "SELECT parent_id FROM entity WHERE id = ?")                              \
     X(CHILDREN, "SELECT id FROM entity WHERE parent_id = ? AND domain_id = ? ORDER BY ordinal") \
     X(CHILDREN_COUNT, "SELECT count(*) FROM entity WHERE parent_id = ? AND domain_id = ?")     \
-    X(ROOT_KEYS, "SELECT key FROM entity WHERE parent_id IS NULL AND domain_id = ? "           \
-                 "ORDER BY ordinal")                                                           \
     X(ITEM_GET, "SELECT state, payload_id FROM item WHERE port_id = ? AND entity_id = ?")      \
     X(ITEM_PUT, "INSERT INTO item (port_id, entity_id, state, payload_id, payload_size) "      \
                 "VALUES (?, ?, ?, ?, ?)")                                                      \
@@ -115,6 +113,28 @@
                       "AND payload_id NOT IN (SELECT payload_id FROM reclaimed) "              \
                       "ORDER BY payload_id")                                                   \
     X(RECLAIMED_PUT, "INSERT OR IGNORE INTO reclaimed (payload_id) VALUES (?)")                \
+    X(ROOT_PUT, "INSERT INTO root (entity_id, domain_id, key, revision, position, size, "       \
+                "mtime_ns, hash, admitted_at) VALUES (?1, ?2, ?3, (SELECT coalesce(max(revision), " \
+                "0) + 1 FROM root WHERE domain_id = ?2 AND key = ?3), ?4, ?5, ?6, ?7, ?8)")         \
+    X(ROOT_FIND, "SELECT entity_id, position, size, mtime_ns, hash FROM root "                 \
+                 "WHERE domain_id = ? AND key = ? AND retired_at IS NULL")                     \
+    X(ROOT_PAGE, "SELECT entity_id, position, size, mtime_ns, hash, key FROM root "            \
+                 "WHERE domain_id = ?1 AND retired_at IS NULL AND (position > ?2 OR "           \
+                 "(position = ?2 AND entity_id > ?3)) ORDER BY position, entity_id LIMIT ?4")  \
+    X(ROOT_POSITION, "UPDATE root SET position = ? WHERE entity_id = ?")                        \
+    X(ROOT_SIG, "UPDATE root SET size = ?, mtime_ns = ?, hash = ? WHERE entity_id = ?")         \
+    X(ROOT_RETIRE, "UPDATE root SET retired_at = ?, reason = ?, position = NULL "               \
+                   "WHERE entity_id = ? AND retired_at IS NULL")                               \
+    X(ROOT_NEXT_ORDINAL, "SELECT coalesce(max(ordinal) + 1, 0) FROM entity "                   \
+                         "WHERE parent_id IS NULL AND domain_id = ?")                          \
+    X(UPDATE_OPEN, "SELECT id, scanned_at IS NOT NULL FROM job_update "                        \
+                   "WHERE finished_at IS NULL ORDER BY id DESC LIMIT 1")                       \
+    X(UPDATE_START, "INSERT INTO job_update (started_at) VALUES (?)")                           \
+    X(UPDATE_COUNT, "UPDATE job_update SET added = added + ?, changed = changed + ?, "          \
+                    "removed = removed + ? WHERE id = ?")                                      \
+    X(UPDATE_SCANNED, "UPDATE job_update SET scanned_at = ? WHERE id = ?")                     \
+    X(UPDATE_FINISHED, "UPDATE job_update SET finished_at = ? WHERE finished_at IS NULL "      \
+                       "AND scanned_at IS NOT NULL")                                           \
     X(RECLAIMED_PORT, "INSERT OR IGNORE INTO reclaimed (payload_id) SELECT payload_id "        \
                       "FROM item WHERE port_id = ? AND payload_id IS NOT NULL")
 
@@ -294,16 +314,135 @@ int orch_store_children_count(orch_store *s, int64_t parent, int domain, int64_t
     return 0;
 }
 
-int orch_store_root_keys(orch_store *s, int domain, int (*fn)(void *ctx, const char *key),
+/* ---- roots (migrations/0013_roots.sql) ----------------------------------------------------- */
+
+/* Reads the signature columns at i, i+1, i+2 into *sig (hash copied into sig->hash). */
+static void sig_read(sqlite3_stmt *st, int i, struct orch_root_sig *sig)
+{
+    sig->known = sqlite3_column_type(st, i) != SQLITE_NULL;
+    sig->size = sqlite3_column_int64(st, i);
+    sig->mtime_ns = sqlite3_column_int64(st, i + 1);
+    const char *h = (const char *)sqlite3_column_text(st, i + 2);
+    snprintf(sig->hash, sizeof sig->hash, "%s", h ? h : "");
+}
+
+int orch_store_root_put(orch_store *s, int64_t e, int domain, const char *key,
+                        int64_t position, const struct orch_root_sig *sig)
+{
+    sqlite3_stmt *st;
+    bool known = sig && sig->known;
+    int rc = stmt(s, F_ROOT_PUT, &st, "litlNNtl", e, domain, key, position,
+                  known ? sig->size : (int64_t)-1, known ? sig->mtime_ns : (int64_t)-1,
+                  known ? sig->hash : NULL, now_ms());
+    return rc < 0 ? rc : run(s, st, NULL);
+}
+
+int orch_store_root_find(orch_store *s, int domain, const char *key, struct orch_root_row *r)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_ROOT_FIND, &st, "is", domain, key);
+    if (rc < 0 || (rc = one(s, st)) <= 0)
+        return rc;
+    r->entity = sqlite3_column_int64(st, 0);
+    r->position = sqlite3_column_int64(st, 1);
+    sig_read(st, 2, &r->sig);
+    r->key = NULL;
+    sqlite3_reset(st);
+    return 1;
+}
+
+int orch_store_root_page(orch_store *s, int domain, int64_t after_position, int64_t after_id,
+                         int limit, int (*fn)(void *ctx, const struct orch_root_row *r),
                          void *ctx)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_ROOT_KEYS, &st, "i", domain);
-    while (rc == 0 && (rc = orch_store_step(s, st)) == 1)
-        rc = fn(ctx, (const char *)sqlite3_column_text(st, 0));
-    if (rc >= 0)
-        sqlite3_reset(st);
+    int rc = stmt(s, F_ROOT_PAGE, &st, "illi", domain, after_position, after_id, limit);
+    int n = 0;
+    while (rc == 0 && (rc = orch_store_step(s, st)) == 1) {
+        struct orch_root_row r = {.entity = sqlite3_column_int64(st, 0),
+                                  .position = sqlite3_column_int64(st, 1),
+                                  .key = (const char *)sqlite3_column_text(st, 5)};
+        sig_read(st, 2, &r.sig);
+        n++;
+        rc = fn(ctx, &r);
+    }
+    sqlite3_reset(st);
+    return rc < 0 ? rc : n;
+}
+
+int orch_store_root_position(orch_store *s, int64_t e, int64_t position)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_ROOT_POSITION, &st, "ll", position, e);
+    return rc < 0 ? rc : run(s, st, NULL);
+}
+
+int orch_store_root_sig(orch_store *s, int64_t e, const struct orch_root_sig *sig)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_ROOT_SIG, &st, "llsl", sig->size, sig->mtime_ns, sig->hash, e);
+    return rc < 0 ? rc : run(s, st, NULL);
+}
+
+int orch_store_root_retire(orch_store *s, int64_t e, const char *reason)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_ROOT_RETIRE, &st, "lsl", now_ms(), reason, e);
+    return rc < 0 ? rc : run(s, st, NULL);
+}
+
+int orch_store_root_next_ordinal(orch_store *s, int domain, int64_t *ordinal)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_ROOT_NEXT_ORDINAL, &st, "i", domain);
+    if (rc < 0 || (rc = one(s, st)) < 0)
+        return rc;
+    *ordinal = rc ? sqlite3_column_int64(st, 0) : 0;
+    sqlite3_reset(st);
+    return 0;
+}
+
+int orch_store_update_open(orch_store *s, int64_t *id, bool *scanned)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_UPDATE_OPEN, &st, "");
+    if (rc < 0 || (rc = one(s, st)) < 0)
+        return rc;
+    *id = rc ? sqlite3_column_int64(st, 0) : 0;
+    *scanned = rc ? sqlite3_column_int(st, 1) != 0 : false;
+    sqlite3_reset(st);
+    return 0;
+}
+
+int orch_store_update_start(orch_store *s, int64_t *id)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_UPDATE_START, &st, "l", now_ms());
+    if (rc == 0 && (rc = run(s, st, NULL)) == 0)
+        *id = sqlite3_last_insert_rowid(s->db);
     return rc;
+}
+
+int orch_store_update_count(orch_store *s, int64_t id, int64_t added, int64_t changed,
+                            int64_t removed)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_UPDATE_COUNT, &st, "llll", added, changed, removed, id);
+    return rc < 0 ? rc : run(s, st, NULL);
+}
+
+int orch_store_update_scanned(orch_store *s, int64_t id)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_UPDATE_SCANNED, &st, "ll", now_ms(), id);
+    return rc < 0 ? rc : run(s, st, NULL);
+}
+
+int orch_store_update_finished(orch_store *s)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_UPDATE_FINISHED, &st, "l", now_ms());
+    return rc < 0 ? rc : run(s, st, NULL);
 }
 
 /* ---- items ----------------------------------------------------------------------------- */

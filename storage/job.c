@@ -169,3 +169,40 @@ int orch_store_job_set_payload_identity(orch_store *s, const char *id)
         return orch_error_set(ORCH_ENOTFOUND, "%s: no job row", s->path);
     return 0;
 }
+
+int orch_store_job_base_dir(orch_store *s, char **out)
+{
+    *out = NULL;
+    sqlite3_stmt *st;
+    int rc = orch_store_prepare(s, "SELECT base_dir FROM job WHERE id = 1", &st);
+    if (rc < 0)
+        return rc;
+    rc = orch_store_step(s, st);
+    if (rc <= 0) {
+        sqlite3_reset(st);
+        return rc < 0 ? rc : orch_error_set(ORCH_ENOTFOUND, "%s: no job row", s->path);
+    }
+    const char *dir = (const char *)sqlite3_column_text(st, 0);
+    rc = 0;
+    if (dir && !(*out = strdup(dir)))
+        rc = orch_error_set(-ENOMEM, "out of memory");
+    sqlite3_reset(st);
+    return rc;
+}
+
+int orch_store_job_set_base_dir(orch_store *s, const char *dir)
+{
+    sqlite3_stmt *st;
+    int rc = orch_store_prepare(s, "UPDATE job SET base_dir = ? WHERE id = 1", &st);
+    if (rc < 0)
+        return rc;
+    sqlite3_bind_text(st, 1, dir, -1, SQLITE_STATIC);
+    rc = orch_store_step(s, st);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    if (rc < 0)
+        return rc;
+    if (sqlite3_changes(s->db) == 0)
+        return orch_error_set(ORCH_ENOTFOUND, "%s: no job row", s->path);
+    return 0;
+}

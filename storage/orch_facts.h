@@ -51,10 +51,54 @@ int orch_store_children(orch_store *s, int64_t parent, int domain, int64_t **ids
 /* How many children `parent` has in `domain`. */
 int orch_store_children_count(orch_store *s, int64_t parent, int domain, int64_t *n);
 
-/* Calls fn(ctx, key) for each root of `domain` in ordinal order, until fn returns
- * non-zero (which is then returned). The key is valid during the call only. */
-int orch_store_root_keys(orch_store *s, int domain, int (*fn)(void *ctx, const char *key),
+/* ---- roots: identity and revisions (migrations/0013_roots.sql, DESIGN §10) ----------- */
+
+/* What a files() root's content was: size, modification time and SHA-256 (hex). known is
+ * false for a lines() root and for roots of jobs made before schema 13. */
+struct orch_root_sig {
+    bool known;
+    int64_t size, mtime_ns;
+    char hash[65];
+};
+
+struct orch_root_row {
+    int64_t entity;   /* the root entity's id */
+    int64_t position; /* its place in the source at the last scan */
+    struct orch_root_sig sig;
+    const char *key;  /* orch_store_root_page only: valid during the call */
+};
+
+/* Records root entity e (of `domain`, key `key`) as the next revision of its key, live at
+ * `position`; sig may be NULL. */
+int orch_store_root_put(orch_store *s, int64_t e, int domain, const char *key,
+                        int64_t position, const struct orch_root_sig *sig);
+
+/* The live revision of `key` in `domain`: 1 and *r filled (r->key NULL), 0 if none. */
+int orch_store_root_find(orch_store *s, int domain, const char *key, struct orch_root_row *r);
+
+/* Calls fn for at most `limit` live roots of `domain` after (after_position, after_id) in
+ * (position, entity id) order: a page of a walk that stays correct while positions
+ * change under it. Returns how many rows it passed, or fn's or an error's negative code. */
+int orch_store_root_page(orch_store *s, int domain, int64_t after_position, int64_t after_id,
+                         int limit, int (*fn)(void *ctx, const struct orch_root_row *r),
                          void *ctx);
+
+int orch_store_root_position(orch_store *s, int64_t e, int64_t position);
+int orch_store_root_sig(orch_store *s, int64_t e, const struct orch_root_sig *sig);
+/* Retires live root e: reason "changed" or "removed". */
+int orch_store_root_retire(orch_store *s, int64_t e, const char *reason);
+/* The ordinal the next root of `domain` gets: one past the largest, live or retired. */
+int orch_store_root_next_ordinal(orch_store *s, int domain, int64_t *ordinal);
+
+/* job_update rows (`orch update`): the update not finished yet (*id 0: none), and whether
+ * its rescan is done. */
+int orch_store_update_open(orch_store *s, int64_t *id, bool *scanned);
+int orch_store_update_start(orch_store *s, int64_t *id);
+int orch_store_update_count(orch_store *s, int64_t id, int64_t added, int64_t changed,
+                            int64_t removed);
+int orch_store_update_scanned(orch_store *s, int64_t id);
+/* Marks every scanned, unfinished update finished: the job has run to its end. */
+int orch_store_update_finished(orch_store *s);
 
 /* ---- items ----------------------------------------------------------------------------- */
 

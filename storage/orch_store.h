@@ -205,6 +205,11 @@ int orch_store_job_init(orch_store *s, const char *name, const char *plan_text,
  * error. */
 int orch_store_job_get(orch_store *s, struct orch_job_info **out);
 
+/* job.base_dir (migrations/0013_roots.sql): *out a malloc'd copy, or NULL for a job made
+ * before schema 13 whose keys are not converted yet (engine/run/rekey.c). */
+int orch_store_job_base_dir(orch_store *s, char **out);
+int orch_store_job_set_base_dir(orch_store *s, const char *dir);
+
 /* Sets job.status. Returns 0, ORCH_ENOTFOUND if there is no job row, or a translated
  * error. */
 int orch_store_job_set_status(orch_store *s, enum orch_job_status status);

@@ -34,7 +34,7 @@ struct orch_store_cached {
 };
 
 /* Statement slots of facts.c (one per statement it runs): pointers into the cache. */
-#define ORCH_STORE_FACT_SLOTS 64
+#define ORCH_STORE_FACT_SLOTS 80
 
 /* Fields are written by the store's own functions only. */
 struct orch_store {

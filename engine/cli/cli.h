@@ -31,6 +31,16 @@ int orch_cli_run(int argc, char **argv);
 int orch_cli_resume(int argc, char **argv);
 int orch_cli_export(int argc, char **argv);
 int orch_cli_retry(int argc, char **argv);
+int orch_cli_update(int argc, char **argv);
+struct orch_job;
+struct orch_run_opts;
+/* cli_run.c: runs the open job's driver to its end and prints the summary; returns the
+ * exit status. */
+int orch_cli_drive(struct orch_job *job, const struct orch_run_opts *o);
+/* cli_run.c: parses one job directory and the run options (argv[0] is the command), and
+ * opens the job read-write. Returns -1 with *job set, or the exit status to return. */
+int orch_cli_open_existing(const char *cmd, int argc, char **argv, struct orch_run_opts *o,
+                           struct orch_job **job);
 /* cli_status.c, cli_sql.c, cli_lineage.c, cli_failures.c: the read-only inspection commands. */
 int orch_cli_status(int argc, char **argv);
 int orch_cli_sql(int argc, char **argv);

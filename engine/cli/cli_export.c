@@ -53,7 +53,9 @@ static void base64(FILE *out, const unsigned char *s, size_t n)
     fputc('"', out);
 }
 
-/* The entities of domain d in entity order with their key, and the item of `port` (when
+/* The entities of domain d under the live roots (a retired root's tree is history:
+ * DESIGN §10), in entity order (roots in the order the source gave them at the job's last
+ * scan, root.position) with their key, and the item of `port` (when
  * terminal) with, for a failed item, the message of the failure that made it. The chain
  * of domains from the root down to d keeps the walk off other branches of the tree; the
  * walk is there for the order (ordinals compared as numbers, depth first), the keys are
@@ -80,8 +82,10 @@ static int export_port(struct orch_job *job, int port, bool all, FILE *out)
     orch__buf_printf(
         &sql,
         "WITH RECURSIVE t (id, parent_id, domain_id, key, path) AS ("
-        " SELECT id, parent_id, domain_id, key, printf('%%012d', ordinal) FROM entity"
-        "  WHERE parent_id IS NULL AND domain_id = %d"
+        " SELECT e.id, e.parent_id, e.domain_id, e.key,"
+        "  printf('%%012d.%%012d', r.position, e.id)"
+        "  FROM root AS r JOIN entity AS e ON e.id = r.entity_id"
+        "  WHERE r.retired_at IS NULL AND r.domain_id = %d"
         " UNION ALL"
         " SELECT e.id, e.parent_id, e.domain_id, e.key,"
         "  t.path || '.' || printf('%%012d', e.ordinal)"

@@ -214,7 +214,7 @@ static int parse_opts(const char *cmd, int argc, char **argv, struct orch_run_op
     return rc;
 }
 
-static int drive(struct orch_job *job, const struct orch_run_opts *o)
+int orch_cli_drive(struct orch_job *job, const struct orch_run_opts *o)
 {
     struct orch_run_stats stats;
     int rc = orch_driver_run(job, o, &stats);
@@ -264,7 +264,7 @@ int orch_cli_run(int argc, char **argv)
                 orch_error_detail()[0] ? orch_error_detail() : orch_strerror(rc));
         return ORCH_EXIT_FAIL;
     }
-    int status = drive(job, &o);
+    int status = orch_cli_drive(job, &o);
     orch_job_close(job);
     return status;
 }
@@ -272,7 +272,7 @@ int orch_cli_run(int argc, char **argv)
 /* Parses the arguments of resume and retry (one job directory and the run options) and
  * opens the job read-write, taking its lock. Returns -1 with *job set, or the exit status
  * to return. */
-static int open_existing(const char *cmd, int argc, char **argv, struct orch_run_opts *o,
+int orch_cli_open_existing(const char *cmd, int argc, char **argv, struct orch_run_opts *o,
                          struct orch_job **job)
 {
     const char *pos[2];
@@ -298,10 +298,10 @@ int orch_cli_resume(int argc, char **argv)
             return fputs(resume_help, stdout), ORCH_EXIT_OK;
     struct orch_run_opts o = {0};
     struct orch_job *job;
-    int status = open_existing("resume", argc, argv, &o, &job);
+    int status = orch_cli_open_existing("resume", argc, argv, &o, &job);
     if (status >= 0)
         return status;
-    status = drive(job, &o);
+    status = orch_cli_drive(job, &o);
     orch_job_close(job);
     return status;
 }
@@ -338,7 +338,7 @@ int orch_cli_retry(int argc, char **argv)
     }
     struct orch_run_opts o = {0};
     struct orch_job *job;
-    int status = open_existing("retry", nrest, rest, &o, &job);
+    int status = orch_cli_open_existing("retry", nrest, rest, &o, &job);
     if (status >= 0)
         return status;
     int rc, call = -1;
@@ -369,7 +369,7 @@ int orch_cli_retry(int argc, char **argv)
         return ORCH_EXIT_FAIL;
     }
     fprintf(stderr, "orch: retry: %lld grains re-opened\n", (long long)reopened);
-    status = drive(job, &o);
+    status = orch_cli_drive(job, &o);
     orch_job_close(job);
     return status;
 }

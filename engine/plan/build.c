@@ -326,8 +326,9 @@ static int freeze_stmts(const orch_plan_builder *b, struct orch_plan *p)
         p->sources[i] = (struct orch_source){.domain = bs->domain,
                                              .port = b->ports[bs->port].index,
                                              .kind = bs->kind,
-                                             .arg = ADUP(p, bs->arg)};
-        if (!p->sources[i].arg)
+                                             .arg = ADUP(p, bs->arg),
+                                             .written = ADUP(p, bs->written)};
+        if (!p->sources[i].arg || !p->sources[i].written)
             return -ENOMEM;
     }
     for (int i = 0; i < b->nstmts; i++) {
@@ -361,7 +362,7 @@ static int freeze(orch_plan_builder *b, orch_plan **out)
     if (!p)
         return -ENOMEM;
     int rc = -ENOMEM;
-    if (!(p->name = ADUP(p, b->name)))
+    if (!(p->name = ADUP(p, b->name)) || !(p->basedir = ADUP(p, b->basedir)))
         goto fail;
     if ((rc = freeze_domains(b, p)) || (rc = freeze_ports(b, p)) || (rc = freeze_calls(b, p)) ||
         (rc = freeze_stmts(b, p)) || (rc = orch__plan_canonicalize(p)))

@@ -398,11 +398,12 @@ int orch_plan_add_source(orch_plan_builder *b, const char *domain, const char *p
     if (orch__grow(&b->sources, &b->csources, b->nsources + 1, sizeof *b->sources) < 0)
         return OOM(b);
     const char *resolved = resolve_path(&b->arena, b->basedir, arg);
-    if (!resolved)
+    const char *written = orch__arena_strdup(&b->arena, arg);
+    if (!resolved || !written)
         return OOM(b);
     dom->source = b->nsources;
-    b->sources[b->nsources++] =
-        (struct b_source){.domain = d, .port = pi, .kind = kind, .arg = resolved, .loc = loc};
+    b->sources[b->nsources++] = (struct b_source){
+        .domain = d, .port = pi, .kind = kind, .arg = resolved, .written = written, .loc = loc};
     return 0;
 }
 

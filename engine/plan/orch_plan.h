@@ -125,6 +125,8 @@ struct orch_source {
     int port;
     enum orch_source_kind kind;
     const char *arg;       /* the glob or file, resolved against the pipeline's directory */
+    const char *written;   /* the glob or file as the pipeline wrote it (a plan rebuilt
+                            * from its canonical text has only the resolved one) */
 };
 
 struct orch_arg {
@@ -203,6 +205,10 @@ int orch_plan_find_call(const orch_plan *p, const char *name);
  * of the text). orch_plan_from_canonical() (orch_lang.h) rebuilds the plan from it. */
 const char *orch_plan_canonical(const orch_plan *p);
 const char *orch_plan_hash(const orch_plan *p);
+/* The absolute directory the plan's relative paths were resolved against: the pipeline
+ * file's ("/" for a plan rebuilt from its canonical text, whose paths are all absolute).
+ * Root keys of files() sources are paths relative to it (DESIGN §9). */
+const char *orch_plan_basedir(const orch_plan *p);
 
 /* Writes the plan readably: its name and hash, the domain tree, each call with its
  * function, arguments, options and reservation, each port with its producer and

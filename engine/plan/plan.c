@@ -131,6 +131,11 @@ const char *orch_plan_canonical(const orch_plan *p)
     return p->canonical;
 }
 
+const char *orch_plan_basedir(const orch_plan *p)
+{
+    return p->basedir;
+}
+
 const char *orch_plan_hash(const orch_plan *p)
 {
     return p->hash;

@@ -73,6 +73,7 @@ struct b_source {
     int domain, port;
     enum orch_source_kind kind;
     const char *arg;
+    const char *written;
     orch_loc loc;
 };
 
@@ -154,6 +155,7 @@ struct orch_plan {
     struct orch_call *calls;
     struct orch_stmt *stmts;
     struct orch__map domain_map, port_map, call_map;
+    const char *basedir; /* where relative paths were resolved (not in the canonical text) */
     char *canonical; /* malloc'd */
     char hash[65];
 };

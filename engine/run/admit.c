@@ -9,148 +9,184 @@
 
 #include "orch_error.h"
 #include "orch_facts.h"
+#include "source.h"
 
 #define ADMIT_CHUNK 256 /* roots admitted per turn at most: keeps a turn short */
 
-/* The key of a root whose value is v (len bytes): the value itself, except that keys are
- * text (NUL-terminated in state.db and in messages) while a lines() value may hold NUL
- * bytes, so each NUL byte shows as the two characters `\0` in the key. The value keeps
- * its bytes exactly. The mapping is not one-to-one (a line holding a backslash and a 0
- * gets the same key); keys are not unique anyway (README, entity_key). Returns a string
- * to free, or NULL when out of memory. */
-static char *root_key(const char *v, size_t len)
-{
-    size_t nuls = 0;
-    for (size_t i = 0; i < len; i++)
-        nuls += v[i] == '\0';
-    char *key = malloc(len + nuls + 1);
-    if (!key)
-        return NULL;
-    size_t o = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (v[i] == '\0') {
-            key[o++] = '\\';
-            key[o++] = '0';
-        } else {
-            key[o++] = v[i];
-        }
-    }
-    key[o] = '\0';
-    return key;
-}
+/* ---- opening: the rescan of an update, the check of a resume ----------------------------- */
 
-/* The next value of source s: a pointer valid until the next call, or NULL at its end. */
-static const char *source_next(struct orch_sched_source *s, size_t *len)
-{
-    if (s->src->kind == ORCH_SOURCE_FILES) {
-        if (!s->globbed || (size_t)s->next >= s->g.gl_pathc)
-            return NULL;
-        const char *v = s->g.gl_pathv[s->next];
-        *len = strlen(v);
-        return v;
-    }
-    ssize_t n = getline(&s->line, &s->line_cap, s->lines);
-    if (n < 0)
-        return NULL;
-    /* A line ends at \n or \r\n (a file written on Windows gives the same values); a lone
-     * \r elsewhere is part of the line. The value may hold NUL bytes: len is its length. */
-    if (n > 0 && s->line[n - 1] == '\n') {
-        s->line[--n] = '\0';
-        if (n > 0 && s->line[n - 1] == '\r')
-            s->line[--n] = '\0';
-    }
-    *len = (size_t)n;
-    return s->line;
-}
+enum { WALK_MAX = 4096 }; /* values walked per turn at most, admitted or not */
 
-struct check_root {
-    struct orch_sched_source *s;
-    const char *port;
+struct retire_ctx {
+    struct orch_sched *d;
+    int64_t removed;
 };
 
-/* The job's next root is `key`: the source must give the same value next. */
-static int check_root(void *ctx, const char *key)
+static int retire_removed(void *ctx, int64_t e, const char *key)
 {
-    struct check_root *c = ctx;
-    struct orch_sched_source *s = c->s;
-    size_t len;
-    const char *v = source_next(s, &len);
-    char *now = NULL;
-    if (v && !(now = root_key(v, len)))
-        return orch_error_set(-ENOMEM, "source %s: out of memory", c->port);
-    int rc = 0;
-    if (!now || strcmp(now, key) != 0)
-        rc = orch_error_set(ORCH_EMISMATCH,
-                            "source %s changed since the job started: root %lld is \"%s\", "
-                            "the source now gives %s%s%s; restore the source, or start a "
-                            "new job",
-                            c->port, (long long)s->next, key, now ? "\"" : "",
-                            now ? now : "nothing", now ? "\"" : "");
-    free(now);
-    if (rc == 0)
-        s->next++;
-    return rc;
+    (void)key;
+    struct retire_ctx *c = ctx;
+    c->removed++;
+    return orch_store_root_retire(c->d->job->store, e, "removed");
 }
 
-/* Opens source s and moves its cursor past the roots the job already has (a resumed job),
- * checking on the way that the source still gives the same values in the same order:
- * roots are numbered by position, so a source that changed under a job would silently
- * give later roots the wrong ordinals. */
-static int source_open(struct orch_sched *d, struct orch_sched_source *s)
+/* The rescan of `orch update` (DESIGN §10), for source s, inside the caller's transaction:
+ * every live root the source still gives takes its place in it now (root.position); a
+ * files() root whose file changed (size or modification time, confirmed by the content
+ * hash) is retired as "changed", and one the source no longer gives as "removed". New
+ * keys, and the new revisions of changed ones, are admitted later, like any root. A root
+ * of a job made before schema 13 has no signature: it gets the file's now. */
+static int rescan(struct orch_sched *d, struct orch_sched_source *s, int64_t update)
 {
-    const char *port = orch_plan_port(d->plan, s->src->port)->qualified;
-    if (s->src->kind == ORCH_SOURCE_FILES) {
-        int g = glob(s->src->arg, GLOB_ERR, NULL, &s->g);
-        s->globbed = g == 0;
-        if (g != 0 && g != GLOB_NOMATCH)
-            return orch_error_set(-EIO, "source %s: cannot list files(\"%s\")", port,
-                                  s->src->arg);
-    } else if (!(s->lines = fopen(s->src->arg, "r"))) {
-        return orch_error_set(-errno, "source %s: lines(\"%s\"): %s", port, s->src->arg,
-                              strerror(errno));
+    orch_store *st = d->job->store;
+    struct orch_walk_value v;
+    int64_t changed = 0;
+    int rc;
+    while ((rc = orch_walk_next(s->walk, &v)) == 1) {
+        if (!v.match) {
+            if ((rc = orch_walk_claim(s->walk, v.key)) < 0)
+                return rc;
+            continue;
+        }
+        if (v.match_position != v.position &&
+            (rc = orch_store_root_position(st, v.match, v.position)) < 0)
+            return rc;
+        if (!orch_walk_files(s->walk))
+            continue;
+        struct orch_root_sig now;
+        bool same_stat = false;
+        if ((rc = orch_file_sig(v.value, false, &now)) == 0)
+            same_stat = v.stored.known && now.size == v.stored.size &&
+                        now.mtime_ns == v.stored.mtime_ns;
+        if (rc < 0 || same_stat) /* unreadable now: admitted again, its UDF says why */
+            continue;
+        if ((rc = orch_file_sig(v.value, true, &now)) < 0)
+            continue;
+        if (!v.stored.known || strcmp(now.hash, v.stored.hash) == 0) {
+            rc = orch_store_root_sig(st, v.match, &now); /* touched, same bytes */
+        } else {
+            changed++;
+            rc = orch_store_root_retire(st, v.match, "changed");
+            if (rc == 0)
+                rc = orch_walk_claim(s->walk, v.key);
+        }
+        if (rc < 0)
+            return rc;
     }
-    s->next = 0;
-    struct check_root ctx = {s, port};
-    return orch_store_root_keys(d->job->store, s->domain, check_root, &ctx);
+    if (rc < 0)
+        return rc;
+    struct retire_ctx c = {d, 0};
+    if ((rc = orch_walk_unmatched(s->walk, retire_removed, &c)) < 0)
+        return rc;
+    /* New roots are counted as they are admitted (admit_chunk). */
+    return orch_store_update_count(st, update, 0, changed, c.removed);
+}
+
+/* The check of a resume with no update under way: the source must still give the job's
+ * live roots, in their order, before anything new (it may give more after them: roots an
+ * interrupted run had not admitted yet, or files added since, which are admitted). Any
+ * other change is for `orch update`, which says what it retires. */
+static int resume_check(struct orch_sched *d, struct orch_sched_source *s)
+{
+    struct orch_walk_value v;
+    int rc;
+    for (;;) {
+        int left = orch_walk_unmatched_left(s->walk);
+        if (left <= 0)
+            return left;
+        if ((rc = orch_walk_next(s->walk, &v)) < 0)
+            return rc;
+        if (rc == 0 || !v.match || !v.in_order)
+            break;
+    }
+    char *was = NULL;
+    if (rc == 1) {
+        if (!(was = strdup(v.key)))
+            return -ENOMEM;
+        /* The job's next root: the value just read may have matched a later one. */
+        orch_walk_rewind(s->walk, false);
+        int64_t skip = v.position;
+        while (skip-- > 0 && orch_walk_next(s->walk, &v) == 1) {
+        }
+    }
+    const char *next = orch_walk_unmatched_left(s->walk) == 1 ? orch_walk_head_key(s->walk)
+                                                                : NULL;
+    rc = orch_error_set(ORCH_EMISMATCH,
+                        "source %s changed since the job last read it: %s%s%s%s%s%s; `orch "
+                        "update %s` takes new, changed and removed inputs, or restore the "
+                        "source",
+                        orch_walk_port(s->walk), was ? "it gives \"" : "", was ? was : "",
+                        was ? "\" where the job has " : "it ends where the job has ",
+                        next ? "\"" : "", next ? next : "more roots", next ? "\"" : "",
+                        d->job->dir);
+    free(was);
+    return rc;
 }
 
 int orch_sched_sources_open(struct orch_sched *d)
 {
+    orch_store *st = d->job->store;
+    int rc;
     for (int i = 0; i < d->nsources; i++) {
-        d->sources[i].src = orch_plan_source(d->plan, i);
-        d->sources[i].domain = d->sources[i].src->domain;
-        int rc = source_open(d, &d->sources[i]);
-        if (rc < 0)
+        struct orch_sched_source *s = &d->sources[i];
+        s->src = orch_plan_source(d->plan, i);
+        s->domain = s->src->domain;
+        if ((rc = orch_walk_open(st, d->plan, i, d->job->base_dir, &s->walk)) < 0 ||
+            (rc = orch_store_root_next_ordinal(st, s->domain, &s->next_ordinal)) < 0)
             return rc;
     }
+    bool scanned;
+    if ((rc = orch_store_update_open(st, &d->update, &scanned)) < 0)
+        return rc;
+    if (d->update && !scanned) {
+        /* One transaction: a crash leaves the update unscanned, and the next start scans
+         * again from the start. */
+        if ((rc = orch_store_begin(st)) < 0)
+            return rc;
+        for (int i = 0; i < d->nsources && rc == 0; i++)
+            rc = rescan(d, &d->sources[i], d->update);
+        if (rc == 0)
+            rc = orch_store_update_scanned(st, d->update);
+        if (rc < 0) {
+            orch_store_rollback(st);
+            return rc;
+        }
+        if ((rc = orch_store_commit(st)) < 0)
+            return rc;
+    } else if (!d->update) {
+        for (int i = 0; i < d->nsources; i++)
+            if ((rc = resume_check(d, &d->sources[i])) < 0)
+                return rc;
+    }
+    for (int i = 0; i < d->nsources; i++)
+        if ((rc = orch_walk_rewind(d->sources[i].walk, false)) < 0)
+            return rc;
     return 0;
 }
 
 void orch_sched_sources_free(struct orch_sched *d)
 {
-    for (int i = 0; d->sources && i < d->nsources; i++) {
-        if (d->sources[i].globbed)
-            globfree(&d->sources[i].g);
-        if (d->sources[i].lines)
-            fclose(d->sources[i].lines);
-        free(d->sources[i].line);
-    }
+    for (int i = 0; d->sources && i < d->nsources; i++)
+        orch_walk_free(d->sources[i].walk);
     free(d->sources);
     d->sources = NULL;
     d->nsources = 0;
 }
 
-/* Admits up to ADMIT_CHUNK root entities of source s: their values are written to LMDB
- * in one transaction, then published in the turn's store transaction. A failure leaves
- * the source's cursor past values that were not committed: the run stops, and resume
- * recomputes the cursor from the roots the store holds. */
+/* Admits up to ADMIT_CHUNK new root entities of source s, walking at most WALK_MAX of its
+ * values (a value that is a live root already is passed over): their values are written
+ * to LMDB in one transaction, then published in the turn's store transaction, each with
+ * its root row (key, revision, position, and a files() root's signature). A failure leaves
+ * the walk past values that were not committed: the run stops, and the next start walks
+ * the source again from its start. */
 static int admit_chunk(struct orch_sched *d, struct orch_sched_source *s)
 {
     char *vals[ADMIT_CHUNK], *keys[ADMIT_CHUNK];
     struct orch_iov iov[ADMIT_CHUNK];
     uint64_t ids[ADMIT_CHUNK];
-    int64_t first = s->next;
-    int n = 0, rc = 0;
+    int64_t pos[ADMIT_CHUNK];
+    struct orch_root_sig sigs[ADMIT_CHUNK];
+    int n = 0, rc = 0, walked = 0;
     /* A chunk stops where its values would fill the byte budget, when they count (the
      * source's values are read by a statement, in a pipeline with outputs): one root at
      * least, so that admission always moves. */
@@ -159,35 +195,56 @@ static int admit_chunk(struct orch_sched *d, struct orch_sched_source *s)
                        ? d->max_live - orch_prop_live_bytes(d->prop)
                        : INT64_MAX;
     int64_t bytes = 0;
-    while (n < ADMIT_CHUNK && (n == 0 || bytes < room)) {
-        size_t len;
-        const char *v = source_next(s, &len);
-        if (!v) {
-            s->exhausted = true;
+    const bool files = orch_walk_files(s->walk);
+    while (n < ADMIT_CHUNK && walked < WALK_MAX && (n == 0 || bytes < room)) {
+        struct orch_walk_value v;
+        if ((rc = orch_walk_next(s->walk, &v)) <= 0) {
+            s->exhausted = rc == 0;
             break;
         }
+        rc = 0;
+        walked++;
+        if (v.match)
+            continue;
         /* The value's bytes as they are: a line may hold NUL bytes, so no string copy. */
-        vals[n] = malloc(len + 1);
-        keys[n] = vals[n] ? root_key(v, len) : NULL;
-        if (!keys[n]) {
+        vals[n] = malloc(v.len + 1);
+        keys[n] = vals[n] ? strdup(v.key) : NULL;
+        if (!keys[n] || (rc = orch_walk_claim(s->walk, v.key)) < 0) {
             free(vals[n]);
-            rc = -ENOMEM;
+            free(keys[n]);
+            rc = rc < 0 ? rc : -ENOMEM;
             break;
         }
-        memcpy(vals[n], v, len);
-        vals[n][len] = '\0';
-        bytes += (int64_t)len;
+        memcpy(vals[n], v.value, v.len);
+        vals[n][v.len] = '\0';
+        /* What the file is as it is admitted: an update compares it with what it finds.
+         * A file that cannot be read has none; its UDF will say why. */
+        sigs[n].known = false;
+        if (files && orch_file_sig(vals[n], true, &sigs[n]) < 0)
+            sigs[n].known = false;
+        pos[n] = v.position;
+        bytes += (int64_t)v.len;
         iov[n].data = vals[n];
-        iov[n].len = len;
+        iov[n].len = v.len;
         n++;
-        s->next++;
     }
     if (rc == 0 && n > 0)
         rc = orch_payload_put_many(d->job->payloads, iov, (size_t)n, ids);
     if (rc == 0 && n > 0)
         rc = orch_sched_txn(d);
-    for (int k = 0; k < n && rc == 0; k++)
-        rc = orch_prop_admit_root(d->prop, s->domain, first + k, keys[k], ids[k], NULL);
+    for (int k = 0; k < n && rc == 0; k++) {
+        int64_t e;
+        rc = orch_prop_admit_root(d->prop, s->domain, s->next_ordinal, keys[k], ids[k], &e);
+        if (rc == 0)
+            rc = orch_store_root_put(d->job->store, e, s->domain, keys[k], pos[k],
+                                     sigs[k].known ? &sigs[k] : NULL);
+        if (rc == 0)
+            rc = orch_walk_admitted(s->walk, e);
+        s->next_ordinal++;
+    }
+    if (rc == 0 && n > 0 && d->update)
+        rc = orch_store_update_count(d->job->store, d->update, n, 0, 0);
+    orch_walk_claims_clear(s->walk);
     for (int k = 0; k < n; k++) {
         free(vals[k]);
         free(keys[k]);

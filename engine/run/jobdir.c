@@ -627,6 +627,7 @@ int orch_job_create(const char *dir, const char *pipeline, FILE *diag, struct or
                                   orch_plan_canonical(job->plan), orch_plan_hash(job->plan),
                                   pipeline)) < 0 ||
         (rc = orch_store_job_set_payload_identity(job->store, identity)) < 0 ||
+        (rc = orch_store_job_set_base_dir(job->store, orch_plan_basedir(job->plan))) < 0 ||
         (rc = write_plan_rows(job->store, job->plan)) < 0) {
         orch_store_rollback(job->store);
         goto fail;
@@ -650,7 +651,8 @@ int orch_job_create(const char *dir, const char *pipeline, FILE *diag, struct or
         goto fail;
     }
     if ((rc = open_stores(job, 0, false, false)) < 0 || (rc = payloads_bind(job, false)) < 0 ||
-        (rc = orch_store_job_get(job->store, &job->info)) < 0)
+        (rc = orch_store_job_get(job->store, &job->info)) < 0 ||
+        (rc = orch_store_job_base_dir(job->store, &job->base_dir)) < 0)
         goto fail;
     free(text);
     free(src);
@@ -732,6 +734,17 @@ int orch_job_open(const char *dir, int flags, struct orch_job **out)
                             dir, job->info->plan_hash, orch_plan_hash(job->plan));
         goto fail;
     }
+    if ((rc = orch_store_job_base_dir(job->store, &job->base_dir)) < 0)
+        goto fail;
+    if (!job->base_dir && ro) {
+        rc = orch_error_set(ORCH_EOLDER,
+                            "%s: the job's keys are from before schema 13; open it "
+                            "read-write once (orch resume) to convert them",
+                            dir);
+        goto fail;
+    }
+    if (!job->base_dir && (rc = orch_job_rekey(job)) < 0)
+        goto fail;
     *out = job;
     return 0;
 fail:
@@ -796,6 +809,7 @@ void orch_job_close(struct orch_job *job)
     orch_store_close(job->store);
     orch_plan_free(job->plan);
     free(job->info);
+    free(job->base_dir);
     if (job->lock_fd >= 0)
         close(job->lock_fd);
     free(job->dir);

@@ -395,6 +395,19 @@ static void keep_why(struct orch_sched *d, int rc)
     orch_error_set(rc, "%s", why);
 }
 
+/* The job ran to its end: so did the update under way, if any (job_update.finished_at). */
+static int job_finished(struct orch_job *job)
+{
+    int rc = orch_store_begin(job->store);
+    if (rc == 0)
+        rc = orch_store_job_set_status(job->store, ORCH_JOB_FINISHED);
+    if (rc == 0)
+        rc = orch_store_update_finished(job->store);
+    if (rc == 0)
+        rc = orch_store_commit(job->store);
+    return rc;
+}
+
 /* Writes how this driver stops (job.stop_*, orch_facts.h; job.status, 0011) in a
  * transaction of its own: rc 0 clears the record (a driver starts; recovery then marks the
  * job running), -EINTR records an interruption, any other error a failure with the error's
@@ -567,7 +580,7 @@ int orch_driver_run(struct orch_job *job, const struct orch_run_opts *opts,
         if (rc == 0)
             rc = orch_sched_reclaim_end(&d);
         if (rc == 0)
-            rc = orch_store_job_set_status(job->store, ORCH_JOB_FINISHED);
+            rc = job_finished(job);
         orch_sched_progress(&d, true);
     }
     if (orch_store_in_txn(job->store))

@@ -26,6 +26,7 @@ struct orch_job {
     orch_payload *payloads;
     orch_plan *plan;
     struct orch_job_info *info; /* the job row, one malloc'd block */
+    char *base_dir;             /* job.base_dir: files() keys are paths relative to it */
     int lock_fd;                /* -1 unless this process holds the driver lock: exclusive
                                    (read-write open), or shared (a read-only open of a
                                    directory it cannot write: orch_job_open) */
@@ -71,5 +72,9 @@ int orch_job_reclaim(struct orch_job *job, size_t *deleted);
 
 /* Closes everything the job holds and frees it; releases the lock. NULL is ignored. */
 void orch_job_close(struct orch_job *job);
+
+/* Converts the keys of a job made before schema 13 (engine/run/rekey.c) and sets
+ * job->base_dir. orch_job_open calls it on a read-write open of such a job. */
+int orch_job_rekey(struct orch_job *job);
 
 #endif

@@ -83,6 +83,7 @@
 #include "pool.h"
 #include "propagate.h"
 #include "queue.h"
+#include "source.h"
 
 /* One grain of a batch. */
 struct orch_sched_slot {
@@ -172,13 +173,9 @@ struct orch_sched_node {
 struct orch_sched_source {
     int domain;
     const struct orch_source *src;
-    int64_t next; /* the next ordinal to admit */
+    struct orch_walk *walk;  /* source.h */
+    int64_t next_ordinal;    /* the ordinal of the next root admitted */
     bool exhausted;
-    glob_t g; /* files(): the sorted paths */
-    bool globbed;
-    FILE *lines; /* lines(): the open file, positioned at line `next` */
-    char *line;
-    size_t line_cap;
 };
 
 /* The driver. Each group of fields says which file writes it; any file may read. */
@@ -215,6 +212,7 @@ struct orch_sched {
     /* admit.c */
     struct orch_sched_source *sources;
     int nsources;
+    int64_t update; /* the job_update row of the update under way; 0: none */
     int64_t max_unsealed;
     int64_t max_live; /* bytes of live intermediate payloads (orch_prop_live_bytes) */
     /* workers.c: the done rule's graph (statements, then sources), what to look at at the

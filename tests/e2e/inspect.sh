@@ -145,10 +145,10 @@ for k in "a b c/3" "nope" "x/1 bad/01" "a b c/" "#99999"; do
   if "$ORCH" lineage "$J" "$k" > /dev/null 2> "$T/err"; then fail "lineage '$k' accepted"; fi
   grep -q "has no entity" "$T/err" || fail "lineage '$k': $(cat "$T/err")"
 done
-if "$ORCH" lineage "$J" g 2> "$T/err"; then fail "lineage: ambiguous key accepted"; fi
-expect_eq "lineage: ambiguous key" \
-  "orch: lineage: key 'g' names 2 entities: $(q "$J" "SELECT group_concat('#' || id || ' (line)', ' ') FROM (SELECT id FROM entity WHERE key = 'g' ORDER BY ordinal)"); give one as #ID" \
-  "$(cat "$T/err")"
+# A repeated line is a key of its own (DESIGN §9: `#2`). A key that names two entities
+# (a retired revision and the live one) is in update.sh.
+expect_eq "lineage of a repeated line" "g g#2" "$(q "$J" "SELECT group_concat(key, ' ') FROM (SELECT key FROM entity WHERE key LIKE 'g%' AND parent_id IS NULL ORDER BY ordinal)")"
+"$ORCH" lineage "$J" "g#2" > /dev/null || fail "lineage g#2"
 
 # ---- failures ----------------------------------------------------------------------------
 # Most frequent first; example keys are distinct entities, first to fail first.
@@ -239,14 +239,19 @@ chain() {
   root=$(q "$N" "SELECT id FROM entity WHERE parent_id IS NULL AND ordinal = $1")
   word=$(q "$N" "SELECT id FROM entity WHERE parent_id = $root AND ordinal = 0")
   piece=$(q "$N" "SELECT id FROM entity WHERE parent_id = $word AND ordinal = 1")
-  printf '%s\t0\t%s\tpiece\ta-b c/0/1\n' "$piece" "$piece"
-  printf '%s\t1\t%s\tword\ta-b c/0\n' "$piece" "$word"
-  printf '%s\t2\t%s\tline\ta-b c\n' "$piece" "$root"
+  local k="a-b c${2:-}"
+  printf '%s\t0\t%s\tpiece\t%s/0/1\n' "$piece" "$piece" "$k"
+  printf '%s\t1\t%s\tword\t%s/0\n' "$piece" "$word" "$k"
+  printf '%s\t2\t%s\tline\t%s\n' "$piece" "$root" "$k"
 }
-expect_eq "lineage WHERE key: both entities of a repeated key" \
-  "$(printf 'entity_id\tdepth\tancestor_id\tancestor_domain\tancestor_key\n'; chain 0; chain 1)" \
-  "$("$ORCH" sql "$N" "SELECT entity_id, depth, ancestor_id, ancestor_domain, ancestor_key
-                        FROM lineage WHERE key = 'a-b c/0/1' ORDER BY entity_id, depth")"
+# The repeated line is "a-b c#2" (DESIGN §9): each key names one chain.
+for r in 0 1; do
+  sfx=""; [ "$r" = 1 ] && sfx="#2"
+  expect_eq "lineage WHERE key: root $r of a repeated line" \
+    "$(printf 'entity_id\tdepth\tancestor_id\tancestor_domain\tancestor_key\n'; chain $r "$sfx")" \
+    "$("$ORCH" sql "$N" "SELECT entity_id, depth, ancestor_id, ancestor_domain, ancestor_key
+                          FROM lineage WHERE key = 'a-b c$sfx/0/1' ORDER BY entity_id, depth")"
+done
 p0=$(chain 0 | sed -n 1p | cut -f1)  # sed reads it all: no SIGPIPE under pipefail
 expect_eq "entity_key WHERE entity_id" "key	depth
 a-b c/0/1	2" "$("$ORCH" sql "$N" "SELECT key, depth FROM entity_key WHERE entity_id = $p0")"

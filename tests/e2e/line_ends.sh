@@ -38,7 +38,7 @@ expect_eq "the key in state.db" 'a\0b' "$(q "$T/nul" "SELECT key FROM entity ORD
 "$ORCH" resume "$T/nul" --progress none 2> "$T/err" || fail "resume: $(cat "$T/err")"
 printf 'a\0c\nplain\n\0\n%s\0%s\n' "$long" "$long" > "$T/nul.txt"
 if "$ORCH" resume "$T/nul" --progress none 2> "$T/err"; then fail "a changed NUL line accepted"; fi
-grep -qF 'root 0 is "a\0b", the source now gives "a\0c"' "$T/err" || fail "message: $(cat "$T/err")"
+grep -qF 'it gives "a\0c" where the job has "a\0b"' "$T/err" || fail "message: $(cat "$T/err")"
 
 # ---- lines() and split_lines(): CRLF ----------------------------------------------------
 mkdir "$T/texts"

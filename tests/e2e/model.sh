@@ -74,14 +74,22 @@ def split(s, sep):
 E = {p: [] for p in ("doc.text", "doc.n", "page.text", "word.k", "word.doc")}
 def item(port, key, state, value=None):
     E[port].append((key, state, value))
+taken = set()
+def root_key(v):  # DESIGN §9: a repeated line gets #2, #3, ...
+    k, n = v, 1
+    while k in taken:
+        n += 1; k = "%s#%d" % (v, n)
+    taken.add(k)
+    return k
 for line in open(T + "/docs.txt").read().split("\n")[:-1]:
+    k = root_key(line)
     if "X" in line:          # chk Failed → kept Suppressed → expansion Failed
-        item("doc.text", line, "suppressed"); item("doc.n", line, "suppressed"); continue
+        item("doc.text", k, "suppressed"); item("doc.n", k, "suppressed"); continue
     if line == "":           # kept Dropped → expansion Dropped
-        item("doc.text", line, "dropped"); item("doc.n", line, "dropped"); continue
+        item("doc.text", k, "dropped"); item("doc.n", k, "dropped"); continue
     texts, bad = [], False
     for p, page in enumerate(split(line, "|")):
-        pkey = "%s/%d" % (line, p)
+        pkey = "%s/%d" % (k, p)
         vals, pbad = [], False
         for w, word in enumerate(split(page, " ")):
             wkey = "%s/%d" % (pkey, w)
@@ -92,10 +100,10 @@ for line in open(T + "/docs.txt").read().split("\n")[:-1]:
             else: item("word.k", wkey, "present", up); vals.append(up)
         if pbad: item("page.text", pkey, "suppressed"); bad = True
         else: item("page.text", pkey, "present", " ".join(vals)); texts.append(" ".join(vals))
-    if bad: item("doc.text", line, "suppressed"); item("doc.n", line, "suppressed")
+    if bad: item("doc.text", k, "suppressed"); item("doc.n", k, "suppressed")
     else:
-        item("doc.text", line, "present", "|".join(texts))
-        item("doc.n", line, "present", str(len(texts)))
+        item("doc.text", k, "present", "|".join(texts))
+        item("doc.n", k, "present", str(len(texts)))
 bad = 0
 for port, want in E.items():
     got = []

@@ -67,7 +67,7 @@ has_lines b.pgm "Persistent workers load" "the model once"
 
 # msg NAME: kind: message of the failure row(s) of the ocr call on page NAME.
 msg() {
-  q "$J" "SELECT kind || ': ' || message FROM failures WHERE call = 'ocr' AND key = '$P/$1'"
+  q "$J" "SELECT kind || ': ' || message FROM failures WHERE call = 'ocr' AND key = 'pages/$1'"
 }
 expect_eq "empty" "record: tesseract_ocr: the image is empty (0 bytes)" "$(msg c-empty.pgm)"
 expect_eq "not an image" "record: tesseract_ocr: not an image leptonica can read (27 bytes): Error in pixReadHeaderMem: unknown format; no data returned" \
@@ -80,10 +80,10 @@ esac
 expect_eq "too wide" "record: tesseract_ocr: the image is 40000x100 pixels; at most 32767x32767 and 256 Mpixels can be recognized" \
   "$(msg f-wide.pgm)"
 expect_eq "one failure row per bad page, none for the good ones" \
-  "$P/c-empty.pgm|record
-$P/d-text.png|record
-$P/e-truncated.png|record
-$P/f-wide.pgm|record" "$(q "$J" "SELECT key, kind FROM failures ORDER BY key")"
+  "pages/c-empty.pgm|record
+pages/d-text.png|record
+pages/e-truncated.png|record
+pages/f-wide.pgm|record" "$(q "$J" "SELECT key, kind FROM failures ORDER BY key")"
 # state_of PORT NAME: the state of page NAME's item of PORT.
 state_of() {
   "$ORCH" export "$J" "$1" --all | python3 -c '
@@ -129,7 +129,7 @@ EOF
 JP=$T/pjob
 run_job "$T/pdf.orch" "$JP"
 job_done "$JP"
-expect_eq "3 pages OCRed" "$T/p/good.pdf|present|3" "$(states "$JP" pdf.pages)"
+expect_eq "3 pages OCRed" "p/good.pdf|present|3" "$(states "$JP" pdf.pages)"
 expect_eq "no failures" 0 "$(q "$JP" "SELECT count(*) FROM failures")"
 # The document's text: three pages, separated by \f, each with its own words, in order.
 "$ORCH" export "$JP" pdf.text | python3 -c '

@@ -6,12 +6,13 @@ source "$(dirname "$0")/lib.sh"
 cp -r "$SRCDIR/examples/text_lines.orch" "$SRCDIR/examples/texts" "$T/"
 run_job "$T/text_lines.orch" "$T/job"
 
-# doc.loud: per file, its non-empty lines upper-cased, joined by newlines.
+# doc.loud: per file, its non-empty lines upper-cased, joined by newlines. A files() key is
+# the path relative to the pipeline's directory (DESIGN §9).
 expected=""
 for f in "$T"/texts/*.txt; do
   v=$(grep -v '^$' "$f" | tr 'a-z' 'A-Z' || true)
   line=$(printf '%s' "$v" | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))')
-  expected+="{\"key\": \"$f\", \"state\": \"present\", \"value\": $line}"$'\n'
+  expected+="{\"key\": \"${f#"$T"/}\", \"state\": \"present\", \"value\": $line}"$'\n'
 done
 actual=$("$ORCH" export "$T/job" doc.loud)
 expect_eq "doc.loud export" "${expected%$'\n'}" "$actual"
@@ -51,7 +52,7 @@ f.p = up(f.path)
 PIPE
 run_job "$T/raw/u.orch" "$T/raw/job"
 "$ORCH" export "$T/raw/job" f.p > "$T/raw/out"
-expect_eq "non-UTF-8 keys, recovered" "$T/raw/a\xfe.txt $T/raw/a\xff.txt" "$(python3 -c '
+expect_eq "non-UTF-8 keys, recovered" "a\xfe.txt a\xff.txt" "$(python3 -c '
 import json, sys
 keys = [json.loads(l)["key"].encode("utf-8", "surrogateescape") for l in open(sys.argv[1])]
 print(" ".join(repr(k)[2:-1] for k in keys))' "$T/raw/out")"
