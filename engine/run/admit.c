@@ -164,6 +164,33 @@ int orch_sched_sources_open(struct orch_sched *d)
     return 0;
 }
 
+int orch_sched_rescan(struct orch_sched *d)
+{
+    orch_store *st = d->job->store;
+    int rc = orch_store_begin(st);
+    if (rc == 0)
+        rc = orch_store_update_start(st, &d->update);
+    for (int i = 0; i < d->nsources && rc == 0; i++)
+        if ((rc = orch_walk_rewind(d->sources[i].walk, true)) == 0)
+            rc = rescan(d, &d->sources[i], d->update);
+    if (rc == 0)
+        rc = orch_store_update_scanned(st, d->update);
+    if (rc < 0) {
+        if (orch_store_in_txn(st))
+            orch_store_rollback(st);
+        return rc;
+    }
+    if ((rc = orch_store_commit(st)) < 0)
+        return rc;
+    d->updates++;
+    for (int i = 0; i < d->nsources && rc == 0; i++) {
+        rc = orch_walk_rewind(d->sources[i].walk, false);
+        d->sources[i].exhausted = false;
+    }
+    orch_sched_workers_reopen(d);
+    return rc;
+}
+
 void orch_sched_sources_free(struct orch_sched *d)
 {
     for (int i = 0; d->sources && i < d->nsources; i++)

@@ -77,6 +77,10 @@ struct orch_run_opts {
      * other. Admission is then unbounded: max_unsealed is ignored and every root is
      * admitted at once, since the first call waits for the sources to be exhausted. */
     bool staged;
+    /* `orch update --watch`: once the job is done, wait this many ms, read the sources
+     * again (a new update), and go on; SIGINT or SIGTERM while waiting stops the run
+     * cleanly (it returns 0, the job finished). 0: the run stops when the job is done. */
+    int64_t watch_ms;
 };
 
 struct orch_run_stats {

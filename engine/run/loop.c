@@ -456,10 +456,57 @@ static int arm_events(struct orch_sched *d)
     return 0;
 }
 
+static void on_watch(evutil_socket_t fd, short what, void *arg)
+{
+    *(bool *)arg = true;
+}
+
+/* --watch (driver.h): the job is done; it is recorded finished (as at the end of a run:
+ * a read of `status` between scans says so), then after the interval the sources are read
+ * again. Turns go on while it waits, so that idle workers are stopped by their rule. A
+ * signal while waiting ends the run here, cleanly: *stop. */
+static int watch(struct orch_sched *d, bool *stop)
+{
+    *stop = false;
+    int rc = orch_sched_reclaim_end(d);
+    if (rc == 0)
+        rc = job_finished(d->job);
+    if (rc < 0)
+        return rc;
+    orch_sched_progress(d, true);
+    bool due = false;
+    struct event *timer = evtimer_new(d->base, on_watch, &due);
+    struct timeval tv = {(time_t)(d->opts->watch_ms / 1000),
+                         (suseconds_t)(d->opts->watch_ms % 1000 * 1000)};
+    if (!timer || evtimer_add(timer, &tv) < 0) {
+        if (timer)
+            event_free(timer);
+        return orch_error_set(-ENOMEM, "cannot start the --watch timer");
+    }
+    while (rc == 0 && !due && !d->interrupted) {
+        if (event_base_loop(d->base, EVLOOP_ONCE) < 0)
+            rc = orch_error_set(-EIO, "the driver's event loop failed");
+        else
+            rc = turn(d);
+    }
+    event_free(timer);
+    if (rc == 0 && d->interrupted) {
+        *stop = true;
+        return 0;
+    }
+    return rc < 0 ? rc : orch_sched_rescan(d);
+}
+
 static int run_loop(struct orch_sched *d)
 {
     int rc, stuck_turns = 0;
     while ((rc = turn(d)) == 0 && !d->interrupted) {
+        if (finished(d) && d->opts->watch_ms > 0) {
+            bool stop;
+            if ((rc = watch(d, &stop)) < 0 || stop)
+                return rc;
+            continue;
+        }
         if (finished(d))
             break;
         stuck_turns = stuck(d) ? stuck_turns + 1 : 0;

@@ -213,6 +213,7 @@ struct orch_sched {
     struct orch_sched_source *sources;
     int nsources;
     int64_t update; /* the job_update row of the update under way; 0: none */
+    int64_t updates; /* updates this run started (--watch) */
     int64_t max_unsealed;
     int64_t max_live; /* bytes of live intermediate payloads (orch_prop_live_bytes) */
     /* workers.c: the done rule's graph (statements, then sources), what to look at at the
@@ -297,6 +298,9 @@ void orch_sched_batches_free(struct orch_sched_batch *b);
 int orch_sched_sources_open(struct orch_sched *d);
 /* Admits a chunk of roots from each source while the budgets allow. */
 int orch_sched_admit(struct orch_sched *d);
+/* `--watch`: starts a new update (a job_update row) and rescans every source in one
+ * transaction, then admission goes on with what the scan found new. */
+int orch_sched_rescan(struct orch_sched *d);
 /* Whether a budget is full: unsealed grains or live intermediate bytes (dispatch then
  * serves downstream calls first). */
 bool orch_sched_tight(const struct orch_sched *d, bool *grains, bool *bytes);
@@ -330,6 +334,9 @@ void orch_sched_calls_free(struct orch_sched *d, bool clean);
 /* Builds the done rule's graph and lists the calls that have queued grains (after
  * recovery). 0 or -ENOMEM. */
 int orch_sched_workers_init(struct orch_sched *d);
+/* --watch: the sources give roots again (a new update); every statement may get work
+ * again, so the done rule starts over. */
+void orch_sched_workers_reopen(struct orch_sched *d);
 /* At the end of a turn: stops the workers of the calls found done, then starts workers
  * for the calls whose queued grains their idle and starting workers cannot take. 0, or the
  * error of a call that can start no worker at all (the job cannot go on). */

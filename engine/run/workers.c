@@ -233,6 +233,20 @@ int orch_sched_workers_init(struct orch_sched *d)
     return d->fatal;
 }
 
+void orch_sched_workers_reopen(struct orch_sched *d)
+{
+    int ns = orch_plan_nstmts(d->plan), pre[MAX_PREREQS];
+    for (int i = 0; i < d->nnodes; i++) {
+        d->nodes[i].done = false;
+        d->nodes[i].checking = false;
+        d->nodes[i].nopen = i < ns ? prereqs(d, i, pre) : 0;
+    }
+    d->ncheck = 0;
+    for (int i = 0; i < d->nnodes; i++)
+        if (d->nodes[i].nopen == 0)
+            check_node(d, i);
+}
+
 void orch_sched_workers_free(struct orch_sched *d)
 {
     for (int c = 0; d->calls && c < d->ncalls; c++) {
