@@ -54,6 +54,16 @@ CREATE TABLE job_update (
     removed     INTEGER NOT NULL DEFAULT 0   -- roots retired because their key vanished
 );
 
+-- Every plan the job has run (DESIGN §10): the first when the job was made, then one per
+-- `orch update DIR PIPELINE` that changed it. job.plan_text is the current one.
+CREATE TABLE plan (
+    id         INTEGER PRIMARY KEY,
+    hash       TEXT    NOT NULL,   -- SHA-256 of text
+    text       TEXT    NOT NULL,   -- canonical plan text
+    adopted_at INTEGER NOT NULL    -- ms since the epoch
+);
+INSERT INTO plan (hash, text, adopted_at) SELECT plan_hash, plan_text, created_at FROM job;
+
 -- revisions: every root revision, live or retired, with why and when it was retired.
 --   SELECT key, revision, state, reason FROM revisions WHERE state = 'retired';
 CREATE VIEW revisions (domain, key, revision, entity_id, state, reason, admitted, retired,

@@ -170,6 +170,29 @@ int orch_store_job_set_payload_identity(orch_store *s, const char *id)
     return 0;
 }
 
+int orch_store_plan_adopt(orch_store *s, const char *text, const char *hash)
+{
+    static const char *const sql[] = {
+        "INSERT INTO plan (hash, text, adopted_at) VALUES (?1, ?2, ?3)",
+        "UPDATE job SET plan_hash = ?1, plan_text = ?2 WHERE id = 1"};
+    for (int i = 0; i < 2; i++) {
+        sqlite3_stmt *st;
+        int rc = orch_store_prepare(s, sql[i], &st);
+        if (rc < 0)
+            return rc;
+        if (sqlite3_bind_text(st, 1, hash, -1, SQLITE_STATIC) != SQLITE_OK ||
+            sqlite3_bind_text(st, 2, text, -1, SQLITE_STATIC) != SQLITE_OK ||
+            (i == 0 && sqlite3_bind_int64(st, 3, now_ms()) != SQLITE_OK))
+            return orch_store_error(s, sqlite3_errcode(s->db), "plan");
+        rc = orch_store_step(s, st);
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
 int orch_store_job_base_dir(orch_store *s, char **out)
 {
     *out = NULL;

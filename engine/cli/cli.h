@@ -38,9 +38,10 @@ struct orch_run_opts;
  * exit status. */
 int orch_cli_drive(struct orch_job *job, const struct orch_run_opts *o);
 /* cli_run.c: parses one job directory and the run options (argv[0] is the command), and
- * opens the job read-write. Returns -1 with *job set, or the exit status to return. */
+ * opens the job read-write. second non-NULL: a second positional argument is allowed
+ * (*second, or NULL without one). Returns -1 with *job set, or the exit status to return. */
 int orch_cli_open_existing(const char *cmd, int argc, char **argv, struct orch_run_opts *o,
-                           struct orch_job **job);
+                           struct orch_job **job, const char **second);
 /* cli_status.c, cli_sql.c, cli_lineage.c, cli_failures.c: the read-only inspection commands. */
 int orch_cli_status(int argc, char **argv);
 int orch_cli_sql(int argc, char **argv);

@@ -273,14 +273,17 @@ int orch_cli_run(int argc, char **argv)
  * opens the job read-write, taking its lock. Returns -1 with *job set, or the exit status
  * to return. */
 int orch_cli_open_existing(const char *cmd, int argc, char **argv, struct orch_run_opts *o,
-                         struct orch_job **job)
+                           struct orch_job **job, const char **second)
 {
     const char *pos[2];
     int npos;
     if (parse_opts(cmd, argc, argv, o, NULL, pos, &npos) < 0)
         return ORCH_EXIT_USAGE;
-    if (npos != 1)
-        return orch_cli_usage_error("%s: give one job directory", cmd);
+    if (second)
+        *second = npos == 2 ? pos[1] : NULL;
+    if (npos != 1 && !(second && npos == 2))
+        return orch_cli_usage_error("%s: give one job directory%s", cmd,
+                                    second ? ", and a pipeline file if it changed" : "");
     orch_error_clear();
     int rc = orch_job_open(pos[0], 0, job);
     if (rc < 0) {
@@ -298,7 +301,7 @@ int orch_cli_resume(int argc, char **argv)
             return fputs(resume_help, stdout), ORCH_EXIT_OK;
     struct orch_run_opts o = {0};
     struct orch_job *job;
-    int status = orch_cli_open_existing("resume", argc, argv, &o, &job);
+    int status = orch_cli_open_existing("resume", argc, argv, &o, &job, NULL);
     if (status >= 0)
         return status;
     status = orch_cli_drive(job, &o);
@@ -338,7 +341,7 @@ int orch_cli_retry(int argc, char **argv)
     }
     struct orch_run_opts o = {0};
     struct orch_job *job;
-    int status = orch_cli_open_existing("retry", nrest, rest, &o, &job);
+    int status = orch_cli_open_existing("retry", nrest, rest, &o, &job, NULL);
     if (status >= 0)
         return status;
     int rc, call = -1;

@@ -2,6 +2,7 @@
  * job last read its sources, then run what they affect (DESIGN §10). */
 #include "cli.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,9 +11,11 @@
 #include "orch_error.h"
 #include "orch_facts.h"
 #include "orch_job.h"
+#include "orch_lang.h"
+#include "support.h"
 
 static const char update_help[] =
-    "usage: orch update DIR [--watch SECONDS] [OPTIONS]\n"
+    "usage: orch update DIR [PIPELINE] [--watch SECONDS] [OPTIONS]\n"
     "\n"
     "Reads the job's sources again and runs only what changed (DESIGN §10): a key the job\n"
     "does not have becomes a new root; a files() root whose file changed (size or\n"
@@ -22,6 +25,13 @@ static const char update_help[] =
     "`revisions`), never in `export`. Roots that did not change keep every item; none of\n"
     "their grains runs again. Then the job runs to its end, like `orch resume`.\n"
     "An update interrupted by a crash is finished by the next `orch resume` or `orch update`.\n"
+    "\n"
+    "With PIPELINE, an edited pipeline: when no port computes anything else (options such\n"
+    "as workers, batch, cpus, timeout or retries changed), the job adopts it and nothing\n"
+    "runs again; every plan the job has run is kept (table `plan`). An edit that changes\n"
+    "what ports compute (a function, an argument, an input, a new or removed statement) is\n"
+    "refused, with the ports it would change, and changes nothing: running only what such\n"
+    "an edit affects is not built yet; run the edited pipeline as a new job.\n"
     "\n"
     "  --watch SECONDS  do not stop when the job is done: read the sources again every\n"
     "                   SECONDS (a fraction allowed) and run what is new, changed or gone:\n"
@@ -50,6 +60,143 @@ static void update_said(struct orch_job *job, int64_t id)
     sqlite3_finalize(st);
 }
 
+/* ---- an edited pipeline ------------------------------------------------------------------ */
+
+/* Whether the two plans number their domains, sources, calls, ports and statements alike,
+ * with the same names: then the job's rows (whose ids are the plan's indexes) serve the
+ * new plan as they are. */
+static bool aligned(const orch_plan *a, const orch_plan *b)
+{
+    if (orch_plan_ndomains(a) != orch_plan_ndomains(b) ||
+        orch_plan_nports(a) != orch_plan_nports(b) ||
+        orch_plan_nsources(a) != orch_plan_nsources(b) ||
+        orch_plan_ncalls(a) != orch_plan_ncalls(b) || orch_plan_nstmts(a) != orch_plan_nstmts(b))
+        return false;
+    for (int i = 0; i < orch_plan_ndomains(a); i++)
+        if (strcmp(orch_plan_domain(a, i)->name, orch_plan_domain(b, i)->name) != 0 ||
+            orch_plan_domain(a, i)->parent != orch_plan_domain(b, i)->parent)
+            return false;
+    for (int i = 0; i < orch_plan_nports(a); i++)
+        if (strcmp(orch_plan_port(a, i)->qualified, orch_plan_port(b, i)->qualified) != 0 ||
+            orch_plan_port(a, i)->output != orch_plan_port(b, i)->output)
+            return false;
+    for (int i = 0; i < orch_plan_ncalls(a); i++)
+        if (strcmp(orch_plan_call(a, i)->name, orch_plan_call(b, i)->name) != 0 ||
+            orch_plan_call(a, i)->stmt != orch_plan_call(b, i)->stmt)
+            return false;
+    return true;
+}
+
+/* What the edit changes, in words: the ports whose fingerprint differs, the new ones and
+ * those that left, and the structural changes no edit may make. Empty: nothing that
+ * changes a result. */
+static int describe(const orch_plan *old, const orch_plan *new, struct orch__buf *b)
+{
+    char (*fo)[65], (*fn)[65];
+    int rc = orch_plan_fingerprints(old, &fo);
+    if (rc < 0)
+        return rc;
+    if ((rc = orch_plan_fingerprints(new, &fn)) < 0) {
+        free(fo);
+        return rc;
+    }
+    for (int i = 0; i < orch_plan_ndomains(new); i++) {
+        const struct orch_domain *d = orch_plan_domain(new, i);
+        int j = orch_plan_find_domain(old, d->name);
+        if (j < 0)
+            continue;
+        const struct orch_domain *e = orch_plan_domain(old, j);
+        const char *np = d->parent >= 0 ? orch_plan_domain(new, d->parent)->name : NULL;
+        const char *op = e->parent >= 0 ? orch_plan_domain(old, e->parent)->name : NULL;
+        if ((np == NULL) != (op == NULL) || (np && strcmp(np, op) != 0))
+            orch__buf_printf(b, "\n  domain %s: its parent is now %s (was %s): its entities "
+                                "cannot move",
+                             d->name, np ? np : "none", op ? op : "none");
+        if (d->source >= 0 && e->source >= 0 &&
+            orch_plan_source(new, d->source)->kind != orch_plan_source(old, e->source)->kind)
+            orch__buf_printf(b, "\n  domain %s: its source is now %s() (was %s())", d->name,
+                             orch_source_kind_name(orch_plan_source(new, d->source)->kind),
+                             orch_source_kind_name(orch_plan_source(old, e->source)->kind));
+    }
+    for (int i = 0; i < orch_plan_nports(new); i++) {
+        const char *q = orch_plan_port(new, i)->qualified;
+        int j = orch_plan_find_port(old, q);
+        if (j < 0)
+            orch__buf_printf(b, "\n  new port %s", q);
+        else if (strcmp(fo[j], fn[i]) != 0)
+            orch__buf_printf(b, "\n  port %s: computed differently (its function, arguments, "
+                                "inputs or expansion changed)",
+                             q);
+    }
+    for (int j = 0; j < orch_plan_nports(old); j++)
+        if (orch_plan_find_port(new, orch_plan_port(old, j)->qualified) < 0)
+            orch__buf_printf(b, "\n  port %s: no longer in the pipeline",
+                             orch_plan_port(old, j)->qualified);
+    free(fo);
+    free(fn);
+    return b->oom ? -ENOMEM : 0;
+}
+
+/* `orch update DIR PIPELINE`: adopts the edited pipeline when no port computes anything
+ * else (options such as workers or batch changed: nothing runs again), and refuses, with
+ * what it would change and changing nothing, an edit that changes what ports compute:
+ * running just what such an edit affects is not built yet (issue 12). Returns -1 to go on
+ * with the update, or the exit status. */
+static int plan_change(struct orch_job *job, const char *path)
+{
+    orch_plan *new = NULL;
+    int rc = orch_lang_compile_path(path, stderr, &new, NULL, NULL);
+    if (rc == ORCH_ESYNTAX || (rc < 0 && rc != -ENOMEM))
+        return ORCH_EXIT_FAIL; /* the compiler said why, on stderr */
+    if (rc < 0)
+        return fprintf(stderr, "orch: update: out of memory\n"), ORCH_EXIT_FAIL;
+    if (strcmp(orch_plan_hash(new), orch_plan_hash(job->plan)) == 0) {
+        orch_plan_free(new);
+        return -1; /* the same plan: an update of the inputs */
+    }
+    struct orch__buf why = {0};
+    if ((rc = describe(job->plan, new, &why)) < 0) {
+        orch_plan_free(new);
+        orch__buf_free(&why);
+        return fprintf(stderr, "orch: update: out of memory\n"), ORCH_EXIT_FAIL;
+    }
+    if (why.len > 0 || !aligned(job->plan, new)) {
+        fprintf(stderr,
+                "orch: update: %s changes what the job computes:%s\n"
+                "orch: running only what an edit affects is not built yet; the job is "
+                "unchanged. Run the edited pipeline as a new job (orch run %s --job NEWDIR), "
+                "or update this job with its own pipeline.\n",
+                path, why.len ? why.p : "\n  declarations renamed, reordered or removed", path);
+        orch_plan_free(new);
+        orch__buf_free(&why);
+        return ORCH_EXIT_FAIL;
+    }
+    orch__buf_free(&why);
+    /* Only options changed: the job runs on under the edited plan, rebuilt from its
+     * canonical text as a resume would. */
+    orch_plan *canon = NULL;
+    rc = orch_plan_from_canonical(orch_plan_canonical(new), &canon);
+    if (rc == 0 && (rc = orch_store_begin(job->store)) == 0) {
+        rc = orch_store_plan_adopt(job->store, orch_plan_canonical(new), orch_plan_hash(new));
+        if (rc == 0)
+            rc = orch_store_commit(job->store);
+        else
+            orch_store_rollback(job->store);
+    }
+    orch_plan_free(new);
+    if (rc < 0) {
+        orch_plan_free(canon);
+        fprintf(stderr, "orch: update: %s\n",
+                orch_error_detail()[0] ? orch_error_detail() : orch_strerror(rc));
+        return ORCH_EXIT_FAIL;
+    }
+    orch_plan_free(job->plan);
+    job->plan = canon;
+    fprintf(stderr, "orch: update: %s adopted: only options changed, nothing runs again\n",
+            path);
+    return -1;
+}
+
 int orch_cli_update(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)
@@ -76,9 +223,14 @@ int orch_cli_update(int argc, char **argv)
         }
     }
     struct orch_job *job;
-    int status = orch_cli_open_existing("update", nrest, rest, &o, &job);
+    const char *pipeline;
+    int status = orch_cli_open_existing("update", nrest, rest, &o, &job, &pipeline);
     if (status >= 0)
         return status;
+    if (pipeline && (status = plan_change(job, pipeline)) >= 0) {
+        orch_job_close(job);
+        return status;
+    }
     /* The update is recorded before anything of it is done: a crash from here on leaves
      * it unfinished, and the next start of a driver finishes it (admit.c). An update
      * already under way whose scan is not done is the same update. */

@@ -26,7 +26,8 @@ static const struct orch_cli_command commands[] = {
     {"report", "DIR [-o FILE.html]", "one self-contained HTML page of the run", orch_cli_report},
     {"retry", "DIR [--call C]", "re-open Failed grains after a fix, then resume",
      orch_cli_retry},
-    {"update", "DIR", "take new, changed and removed inputs, then run what they affect",
+    {"update", "DIR [PIPELINE] [--watch S]",
+     "take new, changed and removed inputs (and option edits), run what they affect",
      orch_cli_update},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

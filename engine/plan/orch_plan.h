@@ -210,6 +210,10 @@ const char *orch_plan_hash(const orch_plan *p);
  * Root keys of files() sources are paths relative to it (DESIGN §9). */
 const char *orch_plan_basedir(const orch_plan *p);
 
+/* Each port's fingerprint (engine/plan/fingerprint.c says what it covers): *out, a
+ * malloc'd array of nports 64-hex-digit strings, in port order. 0 or -ENOMEM. */
+int orch_plan_fingerprints(const orch_plan *p, char (**out)[65]);
+
 /* Writes the plan readably: its name and hash, the domain tree, each call with its
  * function, arguments, options and reservation, each port with its producer and
  * consumers. 0, -ENOMEM or -EIO. */

@@ -628,6 +628,8 @@ int orch_job_create(const char *dir, const char *pipeline, FILE *diag, struct or
                                   pipeline)) < 0 ||
         (rc = orch_store_job_set_payload_identity(job->store, identity)) < 0 ||
         (rc = orch_store_job_set_base_dir(job->store, orch_plan_basedir(job->plan))) < 0 ||
+        (rc = orch_store_plan_adopt(job->store, orch_plan_canonical(job->plan),
+                                    orch_plan_hash(job->plan))) < 0 ||
         (rc = write_plan_rows(job->store, job->plan)) < 0) {
         orch_store_rollback(job->store);
         goto fail;

@@ -109,6 +109,50 @@ grep -q "key 'docs/c.txt' names 2 entities" "$T/err" || fail "lineage: $(cat "$T
 expect_eq "e: the touch recorded" "$(stat -c %Y "$T/a/docs/e.txt")" \
   "$(q "$J" "SELECT mtime_ns / 1000000000 FROM root WHERE key = 'docs/e.txt'")"
 
+# ---- an edited pipeline ------------------------------------------------------------------
+# Options only (workers, batch, retries): adopted, nothing runs, the plan history grows.
+n1=$(q "$J" "SELECT count(*) FROM attempt")
+sed -e 's/^call up = upper()$/call up = upper() with workers=2, batch=3, retries=1/' \
+  "$T/a/p.orch" > "$T/a/opts.orch"
+"$ORCH" update "$J" "$T/a/opts.orch" --progress none 2> "$T/log2" || fail "options edit: $(cat "$T/log2")"
+grep -q "adopted: only options changed, nothing runs again" "$T/log2" || fail "$(cat "$T/log2")"
+expect_eq "options edit: nothing ran" "$n1" "$(q "$J" "SELECT count(*) FROM attempt")"
+expect_eq "plan history" "2 1" "$(q "$J" "SELECT count(*), max(hash) = (SELECT plan_hash FROM job) FROM plan" | tr '|' ' ')"
+grep -q "workers=2" <(q "$J" "SELECT plan_text FROM job") || fail "the job's plan is not the edited one"
+"$ORCH" resume "$J" --progress none 2> "$T/err" || fail "resume under the adopted plan: $(cat "$T/err")"
+# What changes results is refused, says what, and changes nothing.
+sed -e 's/sep=" "/sep="o"/' "$T/a/p.orch" > "$T/a/args.orch"
+printf 'call low = identity()
+word.low = low(word.u)
+' >> "$T/a/args.orch"
+if "$ORCH" update "$J" "$T/a/args.orch" 2> "$T/err"; then fail "an edit of results accepted"; fi
+expect_eq "refused: what it changes" "  port word.w: computed differently (its function, arguments, inputs or expansion changed)
+  port word.u: computed differently (its function, arguments, inputs or expansion changed)
+  port doc.out: computed differently (its function, arguments, inputs or expansion changed)
+  port doc.n: computed differently (its function, arguments, inputs or expansion changed)
+  new port word.low" "$(grep '^  ' "$T/err")"
+grep -q "the job is unchanged" "$T/err" || fail "$(cat "$T/err")"
+# doc.text reads the file: upstream of the edit, its fingerprint is the same.
+if grep -q "port doc.text" "$T/err"; then fail "doc.text named changed"; fi
+cat > "$T/a/parent.orch" <<'PIPE'
+pipeline p
+domain doc
+domain top
+domain word in top
+source doc.path = files("docs/*.txt")
+source top.x = lines("docs/b.txt")
+call sp = split(sep=" ")
+word.w = expand sp(top.x)
+PIPE
+if "$ORCH" update "$J" "$T/a/parent.orch" 2> "$T/err"; then fail "a new parent accepted"; fi
+grep -q "domain word: its parent is now top (was doc): its entities cannot move" "$T/err" ||
+  fail "$(cat "$T/err")"
+printf 'pipeline broken\ndomain\n' > "$T/a/bad.orch"
+if "$ORCH" update "$J" "$T/a/bad.orch" 2> "$T/err"; then fail "a broken pipeline accepted"; fi
+grep -q "bad.orch:2:" "$T/err" || fail "no compiler error: $(cat "$T/err")"
+expect_eq "refusals changed nothing" "$n1 2" \
+  "$(q "$J" "SELECT count(*) FROM attempt") $(q "$J" "SELECT count(*) FROM plan")"
+
 # ---- lines() -----------------------------------------------------------------------------
 printf 'x y\nq\nx y\nlast\n' > "$T/in.txt"
 cat > "$T/l.orch" <<'PIPE'
@@ -142,7 +186,7 @@ cp "$T/a/p.orch" "$T/old/p.orch"
 (cd "$T" && "$ORCH" run old/p.orch --job "$T/old/job" --progress none 2> /dev/null) ||
   fail "run old"
 sqlite3 "$T/old/job/state.db" "UPDATE entity SET key = '$T/old/' || key;
-  DROP VIEW revisions; DROP TABLE root; DROP TABLE job_update;
+  DROP VIEW revisions; DROP TABLE root; DROP TABLE job_update; DROP TABLE plan;
   ALTER TABLE job DROP COLUMN base_dir; PRAGMA user_version = 12"
 expect_eq "old: absolute keys" "$T/old/docs/1.txt/0" "$(q "$T/old/job" "SELECT key FROM entity WHERE parent_id = 1 AND ordinal = 0")"
 if "$ORCH" export "$T/old/job" doc.out > /dev/null 2> "$T/err"; then fail "old: read-only export of an unmigrated job"; fi
@@ -157,7 +201,7 @@ grep -q "orch: update: 1 new, 0 changed, 0 removed" "$T/err" || fail "old: $(cat
 run_job "$T/l.orch" "$T/oldl"
 sqlite3 "$T/oldl/state.db" "UPDATE entity SET key = 'x y' WHERE key = 'x y#2';
   UPDATE entity SET key = 'x y' WHERE key = 'x y#3';
-  DROP VIEW revisions; DROP TABLE root; DROP TABLE job_update;
+  DROP VIEW revisions; DROP TABLE root; DROP TABLE job_update; DROP TABLE plan;
   ALTER TABLE job DROP COLUMN base_dir; PRAGMA user_version = 12"
 "$ORCH" resume "$T/oldl" --progress none 2> "$T/err" || fail "old lines: resume: $(cat "$T/err")"
 "$ORCH" export "$T/oldl" line.u --all > "$T/oldl.out"
