@@ -1348,6 +1348,72 @@ static void test_random_plans(void **state)
     assert_true(compiled > 2000);
 }
 
+/* ---- fingerprints (engine/plan/fingerprint.c, DESIGN §10) --------------------------------- */
+
+/* The fingerprint of port `q` of the plan compiled from src, copied into fp. */
+static void fp_of(const char *src, const char *q, char fp[65])
+{
+    struct result r = compile(src);
+    assert_int_equal(r.rc, 0);
+    char (*all)[65];
+    assert_int_equal(orch_plan_fingerprints(r.plan, &all), 0);
+    int i = orch_plan_find_port(r.plan, q);
+    assert_true(i >= 0);
+    memcpy(fp, all[i], 65);
+    assert_int_equal(strlen(fp), 64);
+    free(all);
+    done(&r);
+}
+
+#define FP_BASE                                                                                \
+    "pipeline f\ndomain d\ndomain w in d\nsource d.p = lines(\"in.txt\")\n"                  \
+    "call rd = read_file()\n"
+static void test_fingerprints(void **state)
+{
+    (void)state;
+    static const char *const a =
+        FP_BASE "call sp = split(sep=\" \")\ncall up = upper()\n"
+                "d.t = rd(d.p)\nw.x = expand sp(d.t)\nw.u = up(w.x)\n";
+    /* Options, names and the order of declarations: nothing that changes a result. */
+    static const char *const same =
+        FP_BASE "call big = upper() with workers=4, batch=9, retries=0, timeout=5s\n"
+                "call cut = split(sep=\" \") with cpus=2\n"
+                "d.t = rd(d.p)\nw.x = expand cut(d.t)\nw.u = big(w.x)\n";
+    /* Another separator: the expansion changes, so every port of w does; d.t does not. */
+    static const char *const sep =
+        FP_BASE "call sp = split(sep=\",\")\ncall up = upper()\n"
+                "d.t = rd(d.p)\nw.x = expand sp(d.t)\nw.u = up(w.x)\n";
+    /* Another function downstream only. */
+    static const char *const fn =
+        FP_BASE "call sp = split(sep=\" \")\ncall up = identity()\n"
+                "d.t = rd(d.p)\nw.x = expand sp(d.t)\nw.u = up(w.x)\n";
+    char x[65], y[65];
+    const char *ports[] = {"d.p", "d.t", "w.x", "w.u"};
+    for (int i = 0; i < 4; i++) {
+        fp_of(a, ports[i], x);
+        fp_of(same, ports[i], y);
+        assert_string_equal(x, y);
+    }
+    fp_of(a, "d.t", x);
+    fp_of(sep, "d.t", y);
+    assert_string_equal(x, y);
+    for (int i = 2; i < 4; i++) {
+        fp_of(a, ports[i], x);
+        fp_of(sep, ports[i], y);
+        assert_string_not_equal(x, y);
+    }
+    fp_of(a, "w.x", x);
+    fp_of(fn, "w.x", y);
+    assert_string_equal(x, y);
+    fp_of(a, "w.u", x);
+    fp_of(fn, "w.u", y);
+    assert_string_not_equal(x, y);
+    /* A source and the file read from it differ. */
+    fp_of(a, "d.t", x);
+    fp_of(a, "d.p", y);
+    assert_string_not_equal(x, y);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1377,6 +1443,7 @@ int main(void)
         cmocka_unit_test(test_hostile_ten_megabytes),
         cmocka_unit_test(test_hostile_random),
         cmocka_unit_test(test_random_plans),
+        cmocka_unit_test(test_fingerprints),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
