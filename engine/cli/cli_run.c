@@ -218,7 +218,10 @@ int orch_cli_drive(struct orch_job *job, const struct orch_run_opts *o)
 {
     struct orch_run_stats stats;
     int rc = orch_driver_run(job, o, &stats);
-    if (o->progress != ORCH_PROGRESS_NONE || rc == 0)
+    /* ORCH_EMISMATCH: a source changed under a resumed job; refused before the run began,
+     * nothing to summarise, and resuming again is not the way (the message says what is). */
+    bool refused = rc == ORCH_EMISMATCH;
+    if ((o->progress != ORCH_PROGRESS_NONE && !refused) || rc == 0)
         orch_driver_summary(job, &stats, stderr);
     orch_run_stats_free(&stats);
     if (rc == -EINTR) {
@@ -229,7 +232,7 @@ int orch_cli_drive(struct orch_job *job, const struct orch_run_opts *o)
         fprintf(stderr, "orch: %s: %s\n", job->dir,
                 orch_error_detail()[0] ? orch_error_detail() : orch_strerror(rc));
         /* A corrupt store cannot be resumed; every other stop can. */
-        if (rc != ORCH_ECORRUPT)
+        if (rc != ORCH_ECORRUPT && !refused)
             fprintf(stderr,
                     "orch: what was committed is kept; continue with `orch resume %s`\n",
                     job->dir);

@@ -86,15 +86,15 @@ static int rescan(struct orch_sched *d, struct orch_sched_source *s, int64_t upd
  * live roots, in their order, before anything new (it may give more after them: roots an
  * interrupted run had not admitted yet, or files added since, which are admitted). Any
  * other change is for `orch update`, which says what it retires. */
-static int resume_check(struct orch_sched *d, struct orch_sched_source *s)
+static int resume_check(struct orch_job *job, struct orch_walk *walk)
 {
     struct orch_walk_value v;
     int rc;
     for (;;) {
-        int left = orch_walk_unmatched_left(s->walk);
+        int left = orch_walk_unmatched_left(walk);
         if (left <= 0)
             return left;
-        if ((rc = orch_walk_next(s->walk, &v)) < 0)
+        if ((rc = orch_walk_next(walk, &v)) < 0)
             return rc;
         if (rc == 0 || !v.match || !v.in_order)
             break;
@@ -104,22 +104,36 @@ static int resume_check(struct orch_sched *d, struct orch_sched_source *s)
         if (!(was = strdup(v.key)))
             return -ENOMEM;
         /* The job's next root: the value just read may have matched a later one. */
-        orch_walk_rewind(s->walk, false);
+        orch_walk_rewind(walk, false);
         int64_t skip = v.position;
-        while (skip-- > 0 && orch_walk_next(s->walk, &v) == 1) {
+        while (skip-- > 0 && orch_walk_next(walk, &v) == 1) {
         }
     }
-    const char *next = orch_walk_unmatched_left(s->walk) == 1 ? orch_walk_head_key(s->walk)
+    const char *next = orch_walk_unmatched_left(walk) == 1 ? orch_walk_head_key(walk)
                                                                 : NULL;
     rc = orch_error_set(ORCH_EMISMATCH,
                         "source %s changed since the job last read it: %s%s%s%s%s%s; `orch "
                         "update %s` takes new, changed and removed inputs, or restore the "
                         "source",
-                        orch_walk_port(s->walk), was ? "it gives \"" : "", was ? was : "",
+                        orch_walk_port(walk), was ? "it gives \"" : "", was ? was : "",
                         was ? "\" where the job has " : "it ends where the job has ",
                         next ? "\"" : "", next ? next : "more roots", next ? "\"" : "",
-                        d->job->dir);
+                        job->dir);
     free(was);
+    return rc;
+}
+
+int orch_sched_sources_check(struct orch_job *job)
+{
+    int64_t update;
+    bool scanned;
+    int rc = orch_store_update_open(job->store, &update, &scanned);
+    for (int i = 0; rc == 0 && !update && i < orch_plan_nsources(job->plan); i++) {
+        struct orch_walk *w = NULL;
+        if ((rc = orch_walk_open(job->store, job->plan, i, job->base_dir, &w)) == 0)
+            rc = resume_check(job, w);
+        orch_walk_free(w);
+    }
     return rc;
 }
 
@@ -153,10 +167,6 @@ int orch_sched_sources_open(struct orch_sched *d)
         }
         if ((rc = orch_store_commit(st)) < 0)
             return rc;
-    } else if (!d->update) {
-        for (int i = 0; i < d->nsources; i++)
-            if ((rc = resume_check(d, &d->sources[i])) < 0)
-                return rc;
     }
     for (int i = 0; i < d->nsources; i++)
         if ((rc = orch_walk_rewind(d->sources[i].walk, false)) < 0)

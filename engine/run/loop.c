@@ -619,7 +619,14 @@ int orch_driver_run(struct orch_job *job, const struct orch_run_opts *opts,
     mallopt(M_TRIM_THRESHOLD, 256 << 20);
     mallopt(M_TOP_PAD, 16 << 20);
 
-    int rc = job_stop(job, 0);
+    /* A source that changed under the job is refused before anything is written: the
+     * job stays as it was (finished, interrupted), and `orch update` is the way. */
+    int rc = orch_sched_sources_check(job);
+    if (rc < 0) {
+        driver_free(&d, false);
+        return rc;
+    }
+    rc = job_stop(job, 0);
     if (rc == 0)
         rc = start(&d);
     if (rc == 0) {

@@ -298,6 +298,10 @@ void orch_sched_batches_free(struct orch_sched_batch *b);
 int orch_sched_sources_open(struct orch_sched *d);
 /* Admits a chunk of roots from each source while the budgets allow. */
 int orch_sched_admit(struct orch_sched *d);
+/* Before a driver starts (and writes anything): with no update under way, each source
+ * must still give the job's live roots in their order (a resume takes no change: `orch
+ * update` does); ORCH_EMISMATCH with a message naming the difference otherwise. */
+int orch_sched_sources_check(struct orch_job *job);
 /* `--watch`: starts a new update (a job_update row) and rescans every source in one
  * transaction, then admission goes on with what the scan found new. */
 int orch_sched_rescan(struct orch_sched *d);

@@ -31,8 +31,9 @@ grep -qF 'it ends where the job has "beta"' "$T/err" || fail "message: $(cat "$T
 printf 'alpha\ngamma\nbeta\n' > "$T/in.txt"
 if "$ORCH" resume "$T/job" --progress none 2> "$T/err"; then fail "a reordered source accepted"; fi
 grep -qF 'it gives "gamma" where the job has "beta"' "$T/err" || fail "message: $(cat "$T/err")"
-expect_eq "refusals changed nothing" "$before 3" \
-  "$(q "$T/job" "SELECT count(*) FROM attempt") $(q "$T/job" "SELECT count(*) FROM root")"
+expect_eq "refusals changed nothing" "$before 3 finished" \
+  "$(q "$T/job" "SELECT count(*) FROM attempt") $(q "$T/job" "SELECT count(*) FROM root") $(q "$T/job" "SELECT status FROM job")"
+if grep -q "continue with \`orch resume" "$T/err"; then fail "a refusal that points to resume: $(cat "$T/err")"; fi
 cp "$T/in.saved" "$T/in.txt"
 "$ORCH" resume "$T/job" --progress none 2> /dev/null || fail "resume after restoring the source"
 expect_eq "outputs unchanged" "ALPHA BETA GAMMA" "$("$ORCH" export "$T/job" r.u | python3 -c '
