@@ -281,6 +281,10 @@ static int admit_chunk(struct orch_sched *d, struct orch_sched_source *s)
     }
     if (rc == 0 && n > 0 && d->update)
         rc = orch_store_update_count(d->job->store, d->update, n, 0, 0);
+    /* Walked past known roots only: nothing was made that an event will follow, so the
+     * loop must not wait for one before the next chunk (loop.c). */
+    if (n == 0 && !s->exhausted)
+        d->walking = true;
     orch_walk_claims_clear(s->walk);
     for (int k = 0; k < n; k++) {
         free(vals[k]);
@@ -329,6 +333,7 @@ bool orch_sched_tight(const struct orch_sched *d, bool *grains, bool *bytes)
  * turns that nothing else makes. */
 int orch_sched_admit(struct orch_sched *d)
 {
+    d->walking = false;
     for (int i = 0; i < d->nsources; i++) {
         struct orch_sched_source *s = &d->sources[i];
         bool grains, bytes;

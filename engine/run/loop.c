@@ -515,7 +515,9 @@ static int run_loop(struct orch_sched *d)
                                   "%lld grains wait on facts that will never "
                                   "come (internal error); the job is kept",
                                   (long long)orch_prop_unsealed(d->prop));
-        if (event_base_loop(d->base, EVLOOP_ONCE) < 0)
+        /* While admission walks past roots the job has, events are served without
+         * waiting for one: with nothing in flight, the next would be the progress tick. */
+        if (event_base_loop(d->base, d->walking ? EVLOOP_NONBLOCK : EVLOOP_ONCE) < 0)
             return orch_error_set(-EIO, "the driver's event loop failed");
     }
     if (rc == 0 && d->interrupted)

@@ -214,6 +214,8 @@ struct orch_sched {
     int nsources;
     int64_t update; /* the job_update row of the update under way; 0: none */
     int64_t updates; /* updates this run started (--watch) */
+    bool walking;    /* the last admission walked values that were all roots the job has:
+                        admission can move on with no event to wait for */
     int64_t max_unsealed;
     int64_t max_live; /* bytes of live intermediate payloads (orch_prop_live_bytes) */
     /* workers.c: the done rule's graph (statements, then sources), what to look at at the
