@@ -33,13 +33,26 @@ CREATE TABLE root (
     hash        TEXT,       -- last found unchanged; NULL for lines() and old jobs' roots
     admitted_at INTEGER NOT NULL,          -- ms since the epoch
     retired_at  INTEGER,                   -- ms since the epoch; NULL while live
-    reason      TEXT CHECK (reason = 'changed' OR reason = 'removed'),
+    reason      TEXT CHECK (reason = 'changed' OR reason = 'removed' OR reason = 'plan'),
+                -- changed: its file's bytes changed; removed: the source no longer gives
+                -- it; plan: an edited pipeline computes something else (`orch update DIR
+                -- PIPELINE`): a new revision takes over what still holds (carry.c)
     CHECK ((retired_at IS NULL) = (reason IS NULL)),
     CHECK (retired_at IS NULL OR position IS NULL),
     UNIQUE (domain_id, key, revision)
 );
 -- The live roots of a domain in source order (export, the merge of a rescan).
 CREATE INDEX root_live ON root (domain_id, position) WHERE retired_at IS NULL;
+
+-- Every plan the job has run (DESIGN §10): the first when the job was made, then one per
+-- `orch update DIR PIPELINE` that changed it. job.plan_text is the current one.
+CREATE TABLE plan (
+    id         INTEGER PRIMARY KEY,
+    hash       TEXT    NOT NULL,   -- SHA-256 of text
+    text       TEXT    NOT NULL,   -- canonical plan text
+    adopted_at INTEGER NOT NULL    -- ms since the epoch
+);
+INSERT INTO plan (hash, text, adopted_at) SELECT plan_hash, plan_text, created_at FROM job;
 
 -- One row per `orch update`: started, scanned (the rescan committed: retirements and
 -- positions), finished (the job ran to its end after it). A resume after a crash finishes
@@ -51,18 +64,11 @@ CREATE TABLE job_update (
     finished_at INTEGER,
     added       INTEGER NOT NULL DEFAULT 0,  -- new keys (and new revisions) admitted
     changed     INTEGER NOT NULL DEFAULT 0,  -- roots retired because their file changed
-    removed     INTEGER NOT NULL DEFAULT 0   -- roots retired because their key vanished
+    removed     INTEGER NOT NULL DEFAULT 0,  -- roots retired because their key vanished
+    replanned   INTEGER NOT NULL DEFAULT 0,  -- roots retired for the edited plan (each
+                                             -- comes back as a new revision: in added)
+    plan_id     INTEGER REFERENCES plan (id) -- the edited plan it adopted; NULL: the same
 );
-
--- Every plan the job has run (DESIGN §10): the first when the job was made, then one per
--- `orch update DIR PIPELINE` that changed it. job.plan_text is the current one.
-CREATE TABLE plan (
-    id         INTEGER PRIMARY KEY,
-    hash       TEXT    NOT NULL,   -- SHA-256 of text
-    text       TEXT    NOT NULL,   -- canonical plan text
-    adopted_at INTEGER NOT NULL    -- ms since the epoch
-);
-INSERT INTO plan (hash, text, adopted_at) SELECT plan_hash, plan_text, created_at FROM job;
 
 -- revisions: every root revision, live or retired, with why and when it was retired.
 --   SELECT key, revision, state, reason FROM revisions WHERE state = 'retired';

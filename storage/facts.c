@@ -104,11 +104,18 @@
                    "VALUES (?, ?, ?, ?)")                                                      \
     X(BARRIER_COVERS, "SELECT 1 FROM suppression WHERE call_id = ? AND parent_id = ?")         \
     X(BARRIER_TAKE_BACK, "DELETE FROM suppression WHERE grain_id = ?")                       \
-    X(PLAN_DOMAIN, "INSERT INTO domain (id, name, parent_id, depth) VALUES (?, ?, ?, ?)")      \
+    X(PLAN_DOMAIN, "INSERT INTO domain (id, name, parent_id, depth) VALUES (?, ?, ?, ?) "      \
+                   "ON CONFLICT (id) DO UPDATE SET name = excluded.name, "                     \
+                   "parent_id = excluded.parent_id, depth = excluded.depth")                   \
     X(PLAN_CALL, "INSERT INTO call (id, name, op, function, domain_id, target_id) "            \
-                 "VALUES (?, ?, ?, ?, ?, ?)")                                                  \
+                 "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "                   \
+                 "name = excluded.name, op = excluded.op, function = excluded.function, "      \
+                 "domain_id = excluded.domain_id, target_id = excluded.target_id")            \
     X(PLAN_PORT, "INSERT INTO port (id, domain_id, name, qualified, producer_call_id, "        \
-                 "is_output) VALUES (?, ?, ?, ?, ?, ?)")                                       \
+                 "is_output) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "        \
+                 "domain_id = excluded.domain_id, name = excluded.name, "                      \
+                 "qualified = excluded.qualified, "                                            \
+                 "producer_call_id = excluded.producer_call_id, is_output = excluded.is_output") \
     X(NAMED_PAYLOADS, "SELECT payload_id FROM item WHERE payload_id IS NOT NULL "              \
                       "AND payload_id NOT IN (SELECT payload_id FROM reclaimed) "              \
                       "ORDER BY payload_id")                                                   \
@@ -127,9 +134,22 @@
                    "WHERE entity_id = ? AND retired_at IS NULL")                               \
     X(ROOT_NEXT_ORDINAL, "SELECT coalesce(max(ordinal) + 1, 0) FROM entity "                   \
                          "WHERE parent_id IS NULL AND domain_id = ?")                          \
-    X(UPDATE_OPEN, "SELECT id, scanned_at IS NOT NULL FROM job_update "                        \
+    X(UPDATE_OPEN, "SELECT id, scanned_at IS NOT NULL, coalesce(plan_id, 0) FROM job_update "  \
                    "WHERE finished_at IS NULL ORDER BY id DESC LIMIT 1")                       \
-    X(UPDATE_START, "INSERT INTO job_update (started_at) VALUES (?)")                           \
+    X(UPDATE_START, "INSERT INTO job_update (started_at, plan_id) VALUES (?, ?)")               \
+    X(UPDATE_REPLANNED, "UPDATE job_update SET replanned = ? WHERE id = ?")                     \
+    X(ROOT_RETIRE_ALL, "UPDATE root SET retired_at = ?1, reason = ?2, position = NULL "          \
+                       "WHERE retired_at IS NULL")                                             \
+    X(ROOT_TWIN, "SELECT o.entity_id FROM root AS n JOIN root AS o ON o.domain_id = n.domain_id " \
+                 "AND o.key = n.key AND o.revision = n.revision - 1 AND o.reason = ?2 "         \
+                 "WHERE n.entity_id = ?1")                                                     \
+    X(ENTITY_SHAPE, "SELECT coalesce(parent_id, 0), domain_id, ordinal FROM entity WHERE id = ?") \
+    X(CHILD_AT, "SELECT id FROM entity WHERE parent_id = ? AND domain_id = ? AND ordinal = ?")  \
+    X(GRAIN_OUTCOME, "SELECT outcome FROM grain WHERE call_id = ? AND entity_id = ?")           \
+    X(EXPANSION_CHILDREN, "SELECT state, nchildren FROM expansion WHERE call_id = ? "          \
+                          "AND parent_id = ?")                                                 \
+    X(PAYLOAD_RECLAIMED, "SELECT 1 FROM reclaimed WHERE payload_id = ?")                       \
+    X(PLAN_PREVIOUS, "SELECT text FROM plan WHERE id < ? ORDER BY id DESC LIMIT 1")             \
     X(UPDATE_COUNT, "UPDATE job_update SET added = added + ?, changed = changed + ?, "          \
                     "removed = removed + ? WHERE id = ?")                                      \
     X(UPDATE_SCANNED, "UPDATE job_update SET scanned_at = ? WHERE id = ?")                     \
@@ -402,7 +422,7 @@ int orch_store_root_next_ordinal(orch_store *s, int domain, int64_t *ordinal)
     return 0;
 }
 
-int orch_store_update_open(orch_store *s, int64_t *id, bool *scanned)
+int orch_store_update_open(orch_store *s, int64_t *id, bool *scanned, int64_t *plan)
 {
     sqlite3_stmt *st;
     int rc = stmt(s, F_UPDATE_OPEN, &st, "");
@@ -410,16 +430,122 @@ int orch_store_update_open(orch_store *s, int64_t *id, bool *scanned)
         return rc;
     *id = rc ? sqlite3_column_int64(st, 0) : 0;
     *scanned = rc ? sqlite3_column_int(st, 1) != 0 : false;
+    if (plan)
+        *plan = rc ? sqlite3_column_int64(st, 2) : 0;
     sqlite3_reset(st);
     return 0;
 }
 
-int orch_store_update_start(orch_store *s, int64_t *id)
+int orch_store_update_start(orch_store *s, int64_t plan, int64_t *id)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_UPDATE_START, &st, "l", now_ms());
+    int rc = stmt(s, F_UPDATE_START, &st, "lL", now_ms(), plan);
     if (rc == 0 && (rc = run(s, st, NULL)) == 0)
         *id = sqlite3_last_insert_rowid(s->db);
+    return rc;
+}
+
+int orch_store_root_retire_all(orch_store *s, const char *reason, int64_t *n)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_ROOT_RETIRE_ALL, &st, "ls", now_ms(), reason);
+    if (rc == 0 && (rc = run(s, st, NULL)) == 0)
+        *n = sqlite3_changes(s->db);
+    return rc;
+}
+
+int orch_store_update_replanned(orch_store *s, int64_t id, int64_t n)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_UPDATE_REPLANNED, &st, "ll", n, id);
+    return rc < 0 ? rc : run(s, st, NULL);
+}
+
+int orch_store_twin(orch_store *s, int64_t e, int64_t *twin)
+{
+    *twin = 0;
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_ENTITY_SHAPE, &st, "l", e);
+    if (rc < 0 || (rc = one(s, st)) <= 0)
+        return rc;
+    int64_t parent = sqlite3_column_int64(st, 0), ordinal = sqlite3_column_int64(st, 2);
+    int domain = sqlite3_column_int(st, 1);
+    sqlite3_reset(st);
+    if (!parent) {
+        if ((rc = stmt(s, F_ROOT_TWIN, &st, "ls", e, "plan")) < 0 || (rc = one(s, st)) <= 0)
+            return rc;
+        *twin = sqlite3_column_int64(st, 0);
+        sqlite3_reset(st);
+        return 0;
+    }
+    int64_t up;
+    if ((rc = orch_store_twin(s, parent, &up)) < 0 || !up)
+        return rc;
+    if ((rc = stmt(s, F_CHILD_AT, &st, "lil", up, domain, ordinal)) < 0 ||
+        (rc = one(s, st)) <= 0)
+        return rc;
+    *twin = sqlite3_column_int64(st, 0);
+    sqlite3_reset(st);
+    return 0;
+}
+
+int orch_store_grain_outcome(orch_store *s, int call, int64_t e, enum orch_grain_outcome *o)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_GRAIN_OUTCOME, &st, "il", call, e);
+    if (rc < 0 || (rc = one(s, st)) <= 0)
+        return rc;
+    const char *t = (const char *)sqlite3_column_text(st, 0);
+    rc = t ? 1 : 0;
+    if (t) {
+        int v = orch_grain_outcome_parse(t);
+        if (v < 0)
+            rc = corrupt_text(s, "grain outcome");
+        else
+            *o = (enum orch_grain_outcome)v;
+    }
+    sqlite3_reset(st);
+    return rc;
+}
+
+int orch_store_expansion_size(orch_store *s, int call, int64_t parent,
+                              enum orch_expansion_state *state, int64_t *n)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_EXPANSION_CHILDREN, &st, "il", call, parent);
+    if (rc < 0 || (rc = one(s, st)) <= 0)
+        return rc;
+    int v = orch_expansion_state_parse((const char *)sqlite3_column_text(st, 0));
+    *n = sqlite3_column_int64(st, 1);
+    sqlite3_reset(st);
+    if (v < 0)
+        return corrupt_text(s, "expansion state");
+    *state = (enum orch_expansion_state)v;
+    return 1;
+}
+
+int orch_store_payload_reclaimed(orch_store *s, uint64_t payload, bool *reclaimed)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_PAYLOAD_RECLAIMED, &st, "l", (int64_t)payload);
+    if (rc < 0 || (rc = one(s, st)) < 0)
+        return rc;
+    *reclaimed = rc == 1;
+    if (rc == 1)
+        sqlite3_reset(st);
+    return 0;
+}
+
+int orch_store_plan_previous(orch_store *s, int64_t plan, char **text)
+{
+    *text = NULL;
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_PLAN_PREVIOUS, &st, "l", plan);
+    if (rc < 0 || (rc = one(s, st)) <= 0)
+        return rc;
+    const char *t = (const char *)sqlite3_column_text(st, 0);
+    rc = t && !(*text = strdup(t)) ? orch_error_set(-ENOMEM, "out of memory") : 1;
+    sqlite3_reset(st);
     return rc;
 }
 

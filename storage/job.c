@@ -170,7 +170,7 @@ int orch_store_job_set_payload_identity(orch_store *s, const char *id)
     return 0;
 }
 
-int orch_store_plan_adopt(orch_store *s, const char *text, const char *hash)
+int orch_store_plan_adopt(orch_store *s, const char *text, const char *hash, int64_t *id)
 {
     static const char *const sql[] = {
         "INSERT INTO plan (hash, text, adopted_at) VALUES (?1, ?2, ?3)",
@@ -189,6 +189,8 @@ int orch_store_plan_adopt(orch_store *s, const char *text, const char *hash)
         sqlite3_clear_bindings(st);
         if (rc < 0)
             return rc;
+        if (i == 0 && id)
+            *id = sqlite3_last_insert_rowid(s->db);
     }
     return 0;
 }

@@ -90,10 +90,31 @@ int orch_store_root_retire(orch_store *s, int64_t e, const char *reason);
 /* The ordinal the next root of `domain` gets: one past the largest, live or retired. */
 int orch_store_root_next_ordinal(orch_store *s, int domain, int64_t *ordinal);
 
-/* job_update rows (`orch update`): the update not finished yet (*id 0: none), and whether
- * its rescan is done. */
-int orch_store_update_open(orch_store *s, int64_t *id, bool *scanned);
-int orch_store_update_start(orch_store *s, int64_t *id);
+/* job_update rows (`orch update`): the update not finished yet (*id 0: none), whether
+ * its rescan is done, and (plan may be NULL) the plan row it adopted (0: none). */
+int orch_store_update_open(orch_store *s, int64_t *id, bool *scanned, int64_t *plan);
+/* plan: the plan row an edited pipeline adopted, 0 for an update of the inputs. */
+int orch_store_update_start(orch_store *s, int64_t plan, int64_t *id);
+/* Retires every live root, for `reason`; *n: how many. */
+int orch_store_root_retire_all(orch_store *s, const char *reason, int64_t *n);
+int orch_store_update_replanned(orch_store *s, int64_t id, int64_t n);
+
+/* ---- an edited pipeline's new revisions (engine/run/carry.c) ---------------------------- */
+
+/* The entity that e was in the previous revision of its root, when that revision was
+ * retired for an edited plan: the same key path, found by ordinals down from that root.
+ * *twin 0: none. */
+int orch_store_twin(orch_store *s, int64_t e, int64_t *twin);
+/* The outcome of grain (call, e): 1 and *o when it is sealed, 0 when it is not or does
+ * not exist. */
+int orch_store_grain_outcome(orch_store *s, int call, int64_t e, enum orch_grain_outcome *o);
+/* The expansion (call, parent): 1 with its state and child count, 0 when there is none. */
+int orch_store_expansion_size(orch_store *s, int call, int64_t parent,
+                              enum orch_expansion_state *state, int64_t *n);
+/* Whether the payload's bytes were deleted (table reclaimed). */
+int orch_store_payload_reclaimed(orch_store *s, uint64_t payload, bool *reclaimed);
+/* The text of the plan the job ran before plan row `plan`: 1 and *text (malloc'd), or 0. */
+int orch_store_plan_previous(orch_store *s, int64_t plan, char **text);
 int orch_store_update_count(orch_store *s, int64_t id, int64_t added, int64_t changed,
                             int64_t removed);
 int orch_store_update_scanned(orch_store *s, int64_t id);

@@ -207,7 +207,7 @@ int orch_store_job_get(orch_store *s, struct orch_job_info **out);
 
 /* Makes the plan of this text and hash the job's (job.plan_text, job.plan_hash) and adds it
  * to the table `plan` (every plan the job has run), adopted now. In a transaction. */
-int orch_store_plan_adopt(orch_store *s, const char *text, const char *hash);
+int orch_store_plan_adopt(orch_store *s, const char *text, const char *hash, int64_t *id);
 
 /* job.base_dir (migrations/0013_roots.sql): *out a malloc'd copy, or NULL for a job made
  * before schema 13 whose keys are not converted yet (engine/run/rekey.c). */

@@ -48,49 +48,34 @@ static void update_said(struct orch_job *job, int64_t id)
 {
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(orch_store_db(job->store),
-                           "SELECT sum(added), sum(changed), sum(removed) FROM job_update WHERE id >= ?", -1,
+                           "SELECT sum(added), sum(changed), sum(removed), sum(replanned)"
+                           " FROM job_update WHERE id >= ?",
+                           -1,
                            &st, NULL) != SQLITE_OK)
         return;
     sqlite3_bind_int64(st, 1, id);
-    /* added counts every root admitted, the new revisions of changed files too. */
-    if (sqlite3_step(st) == SQLITE_ROW)
-        fprintf(stderr, "orch: update: %lld new, %lld changed, %lld removed\n",
-                (long long)(sqlite3_column_int64(st, 0) - sqlite3_column_int64(st, 1)),
+    /* added counts every root admitted: the new revisions of changed files and of an
+     * edited plan's roots too. */
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        int64_t replanned = sqlite3_column_int64(st, 3);
+        fprintf(stderr, "orch: update: %lld new, %lld changed, %lld removed",
+                (long long)(sqlite3_column_int64(st, 0) - sqlite3_column_int64(st, 1) -
+                            replanned),
                 (long long)sqlite3_column_int64(st, 1), (long long)sqlite3_column_int64(st, 2));
+        if (replanned)
+            fprintf(stderr, ", %lld new revisions for the edited pipeline", (long long)replanned);
+        fputc('\n', stderr);
+    }
     sqlite3_finalize(st);
 }
 
 /* ---- an edited pipeline ------------------------------------------------------------------ */
 
-/* Whether the two plans number their domains, sources, calls, ports and statements alike,
- * with the same names: then the job's rows (whose ids are the plan's indexes) serve the
- * new plan as they are. */
-static bool aligned(const orch_plan *a, const orch_plan *b)
-{
-    if (orch_plan_ndomains(a) != orch_plan_ndomains(b) ||
-        orch_plan_nports(a) != orch_plan_nports(b) ||
-        orch_plan_nsources(a) != orch_plan_nsources(b) ||
-        orch_plan_ncalls(a) != orch_plan_ncalls(b) || orch_plan_nstmts(a) != orch_plan_nstmts(b))
-        return false;
-    for (int i = 0; i < orch_plan_ndomains(a); i++)
-        if (strcmp(orch_plan_domain(a, i)->name, orch_plan_domain(b, i)->name) != 0 ||
-            orch_plan_domain(a, i)->parent != orch_plan_domain(b, i)->parent)
-            return false;
-    for (int i = 0; i < orch_plan_nports(a); i++)
-        if (strcmp(orch_plan_port(a, i)->qualified, orch_plan_port(b, i)->qualified) != 0 ||
-            orch_plan_port(a, i)->output != orch_plan_port(b, i)->output)
-            return false;
-    for (int i = 0; i < orch_plan_ncalls(a); i++)
-        if (strcmp(orch_plan_call(a, i)->name, orch_plan_call(b, i)->name) != 0 ||
-            orch_plan_call(a, i)->stmt != orch_plan_call(b, i)->stmt)
-            return false;
-    return true;
-}
-
 /* What the edit changes, in words: the ports whose fingerprint differs, the new ones and
  * those that left, and the structural changes no edit may make. Empty: nothing that
  * changes a result. */
-static int describe(const orch_plan *old, const orch_plan *new, struct orch__buf *b)
+static int describe(const orch_plan *old, const orch_plan *new, struct orch__buf *b,
+                    struct orch__buf *refused)
 {
     char (*fo)[65], (*fn)[65];
     int rc = orch_plan_fingerprints(old, &fo);
@@ -109,12 +94,12 @@ static int describe(const orch_plan *old, const orch_plan *new, struct orch__buf
         const char *np = d->parent >= 0 ? orch_plan_domain(new, d->parent)->name : NULL;
         const char *op = e->parent >= 0 ? orch_plan_domain(old, e->parent)->name : NULL;
         if ((np == NULL) != (op == NULL) || (np && strcmp(np, op) != 0))
-            orch__buf_printf(b, "\n  domain %s: its parent is now %s (was %s): its entities "
-                                "cannot move",
+            orch__buf_printf(refused, "\n  domain %s: its parent is now %s (was %s): its "
+                                      "entities cannot move",
                              d->name, np ? np : "none", op ? op : "none");
         if (d->source >= 0 && e->source >= 0 &&
             orch_plan_source(new, d->source)->kind != orch_plan_source(old, e->source)->kind)
-            orch__buf_printf(b, "\n  domain %s: its source is now %s() (was %s())", d->name,
+            orch__buf_printf(refused, "\n  domain %s: its source is now %s() (was %s())", d->name,
                              orch_source_kind_name(orch_plan_source(new, d->source)->kind),
                              orch_source_kind_name(orch_plan_source(old, e->source)->kind));
     }
@@ -134,17 +119,181 @@ static int describe(const orch_plan *old, const orch_plan *new, struct orch__buf
                              orch_plan_port(old, j)->qualified);
     free(fo);
     free(fn);
-    return b->oom ? -ENOMEM : 0;
+    return b->oom || refused->oom ? -ENOMEM : 0;
 }
 
-/* `orch update DIR PIPELINE`: adopts the edited pipeline when no port computes anything
- * else (options such as workers or batch changed: nothing runs again), and refuses, with
- * what it would change and changing nothing, an edit that changes what ports compute:
- * running just what such an edit affects is not built yet (issue 12). Returns -1 to go on
- * with the update, or the exit status. */
-static int plan_change(struct orch_job *job, const char *path)
+/* ---- aligning an edited plan with the job's ------------------------------------------- */
+
+/* The canonical text's lines of one kind, in order. */
+struct lines {
+    char **v;
+    size_t n, cap;
+};
+
+static int lines_add(struct lines *l, char *line)
 {
-    orch_plan *new = NULL;
+    if (orch__grow_n(&l->v, &l->cap, l->n + 1, sizeof *l->v) < 0)
+        return -ENOMEM;
+    l->v[l->n++] = line;
+    return 0;
+}
+
+enum { L_HEAD, L_DOMAIN, L_SOURCE, L_CALL, L_STMT, L_OUTPUT, L__COUNT };
+
+/* Splits a canonical text (orch_plan_canonical: one declaration a line, in sections) into
+ * its kinds; the lines point into `text`, which is cut at each newline. */
+static int split_canonical(char *text, struct lines k[L__COUNT])
+{
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        int kind = strncmp(line, "pipeline ", 9) == 0  ? L_HEAD
+                   : strncmp(line, "domain ", 7) == 0  ? L_DOMAIN
+                   : strncmp(line, "source ", 7) == 0  ? L_SOURCE
+                   : strncmp(line, "call ", 5) == 0    ? L_CALL
+                   : strncmp(line, "output ", 7) == 0  ? L_OUTPUT
+                                                       : L_STMT;
+        if (lines_add(&k[kind], line) < 0)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+/* The name a line declares: a domain's or call's name, a source's port, a statement's
+ * first output; written into buf. */
+static void line_name(int kind, const char *line, char *buf, size_t cap)
+{
+    const char *p = line;
+    if (kind == L_DOMAIN)
+        p += 7;
+    else if (kind == L_SOURCE)
+        p += 7;
+    else if (kind == L_CALL)
+        p += 5;
+    size_t n = strcspn(p, kind == L_STMT ? " ," : " ");
+    snprintf(buf, cap, "%.*s", (int)(n < cap ? n : cap - 1), p);
+}
+
+/* The line of kind `kind` in l that declares `name`, or -1. */
+static long line_find(const struct lines *l, int kind, const char *name)
+{
+    char buf[512];
+    for (size_t i = 0; i < l->n; i++) {
+        if (!l->v[i])
+            continue;
+        line_name(kind, l->v[i], buf, sizeof buf);
+        if (strcmp(buf, name) == 0)
+            return (long)i;
+    }
+    return -1;
+}
+
+/* The edited plan `new`, its declarations reordered so that every domain, call, port and
+ * statement the job's plan `old` has keeps its index — the ids of the job's rows (DESIGN
+ * §6; migrations/0001_initial.sql) — and new ones come after: *out, rebuilt from that
+ * text. A call the edit dropped stays, unused (its rows keep their meaning). What cannot
+ * keep its index is said in *why, and *out is NULL: a domain, port or statement removed
+ * (their items would lose their names), a new source (source ports come first). */
+static int align(const orch_plan *old, const orch_plan *new, orch_plan **out,
+                 struct orch__buf *why)
+{
+    *out = NULL;
+    char *nt = strdup(orch_plan_canonical(new)), *ot = strdup(orch_plan_canonical(old));
+    struct lines nk[L__COUNT] = {{0}}, ok[L__COUNT] = {{0}};
+    struct orch__buf t = {0};
+    int rc = nt && ot ? 0 : -ENOMEM;
+    if (rc == 0 && (rc = split_canonical(nt, nk)) == 0)
+        rc = split_canonical(ot, ok);
+    for (int kind = L_HEAD; rc == 0 && kind < L__COUNT; kind++) {
+        struct lines *l = &nk[kind];
+        if (kind == L_HEAD || kind == L_OUTPUT) {
+            for (size_t i = 0; i < l->n; i++)
+                orch__buf_printf(&t, "%s\n", l->v[i]);
+            orch__buf_putc(&t, '\n');
+            continue;
+        }
+        /* What the job has, in its order. */
+        for (size_t i = 0; i < ok[kind].n; i++) {
+            char name[512];
+            line_name(kind, ok[kind].v[i], name, sizeof name);
+            long at = line_find(l, kind, name);
+            if (at >= 0) {
+                orch__buf_printf(&t, "%s\n", l->v[at]);
+                l->v[at] = NULL;
+            } else if (kind == L_CALL) {
+                orch__buf_printf(&t, "%s\n", ok[kind].v[i]); /* kept, unused */
+            } else {
+                orch__buf_printf(why, "\n  %s %s: no longer in the pipeline",
+                                 kind == L_DOMAIN   ? "domain"
+                                 : kind == L_SOURCE ? "source"
+                                                    : "the statement that makes",
+                                 name);
+            }
+        }
+        for (size_t i = 0; i < l->n; i++) {
+            if (!l->v[i])
+                continue;
+            if (kind == L_SOURCE) {
+                char name[512];
+                line_name(kind, l->v[i], name, sizeof name);
+                orch__buf_printf(why, "\n  source %s: new (a new root domain)", name);
+            }
+            orch__buf_printf(&t, "%s\n", l->v[i]);
+        }
+        orch__buf_putc(&t, '\n');
+    }
+    if (rc == 0 && t.oom)
+        rc = -ENOMEM;
+    if (rc == 0 && why->len == 0) {
+        orch_plan *p = NULL;
+        /* Compiled, not read as canonical: the reordered text is laid out by hand; the plan
+         * it gives has its own canonical text, which is what the job adopts. Its paths are
+         * all absolute already. */
+        if (orch_lang_compile("<aligned plan>", t.p, t.len, "/", NULL, &p) < 0) {
+            orch__buf_printf(why, "\n  the edited plan, reordered to keep the job's ids, does "
+                                  "not compile: %s",
+                             orch_error_detail());
+        } else {
+            /* Every id of the job names the same thing in the aligned plan. */
+            bool same = orch_plan_ndomains(p) >= orch_plan_ndomains(old) &&
+                        orch_plan_nports(p) >= orch_plan_nports(old) &&
+                        orch_plan_ncalls(p) >= orch_plan_ncalls(old);
+            for (int i = 0; same && i < orch_plan_ndomains(old); i++)
+                same = strcmp(orch_plan_domain(p, i)->name, orch_plan_domain(old, i)->name) == 0;
+            for (int i = 0; same && i < orch_plan_nports(old); i++)
+                same = strcmp(orch_plan_port(p, i)->qualified,
+                              orch_plan_port(old, i)->qualified) == 0;
+            for (int i = 0; same && i < orch_plan_ncalls(old); i++)
+                same = strcmp(orch_plan_call(p, i)->name, orch_plan_call(old, i)->name) == 0;
+            if (same)
+                *out = p;
+            else {
+                orch_plan_free(p);
+                orch__buf_printf(why, "\n  the ports a statement makes changed (their "
+                                      "number or order)");
+            }
+        }
+    }
+    for (int kind = 0; kind < L__COUNT; kind++) {
+        free(nk[kind].v);
+        free(ok[kind].v);
+    }
+    orch__buf_free(&t);
+    free(nt);
+    free(ot);
+    return rc < 0 ? rc : (why->oom ? -ENOMEM : 0);
+}
+
+/* `orch update DIR PIPELINE` (DESIGN §10): the edited pipeline, aligned with the job's plan
+ * (align), is adopted. When no port computes anything else (options such as workers or
+ * batch changed), nothing runs again. Otherwise every root gets a new revision at the
+ * rescan, which takes from the old one what the edit left as it was (engine/run/carry.c):
+ * new and changed ports, and what is downstream of them, are computed. An edit that
+ * cannot keep the job's ids, or that moves a domain or changes a source's kind, is refused
+ * and changes nothing. *update: the job_update row made for an edit, or 0. Returns -1 to
+ * go on with the update, or the exit status. */
+static int plan_change(struct orch_job *job, const char *path, int64_t *update)
+{
+    *update = 0;
+    orch_plan *new = NULL, *al = NULL;
     int rc = orch_lang_compile_path(path, stderr, &new, NULL, NULL);
     if (rc == ORCH_ESYNTAX || (rc < 0 && rc != -ENOMEM))
         return ORCH_EXIT_FAIL; /* the compiler said why, on stderr */
@@ -154,46 +303,71 @@ static int plan_change(struct orch_job *job, const char *path)
         orch_plan_free(new);
         return -1; /* the same plan: an update of the inputs */
     }
-    struct orch__buf why = {0};
-    if ((rc = describe(job->plan, new, &why)) < 0) {
+    int64_t open_id = 0;
+    bool scanned;
+    if ((rc = orch_store_update_open(job->store, &open_id, &scanned, NULL)) == 0 && open_id) {
         orch_plan_free(new);
+        fprintf(stderr, "orch: update: an update of this job is under way (interrupted); "
+                        "finish it first with `orch resume %s`, then edit\n",
+                job->dir);
+        return ORCH_EXIT_FAIL;
+    }
+    struct orch__buf why = {0}, changes = {0};
+    if (rc == 0)
+        rc = describe(job->plan, new, &changes, &why);
+    if (rc == 0)
+        rc = align(job->plan, new, &al, &why);
+    orch_plan_free(new);
+    if (rc < 0) {
+        orch_plan_free(al);
         orch__buf_free(&why);
+        orch__buf_free(&changes);
         return fprintf(stderr, "orch: update: out of memory\n"), ORCH_EXIT_FAIL;
     }
-    if (why.len > 0 || !aligned(job->plan, new)) {
+    if (why.len > 0 || !al) {
         fprintf(stderr,
-                "orch: update: %s changes what the job computes:%s\n"
-                "orch: running only what an edit affects is not built yet; the job is "
-                "unchanged. Run the edited pipeline as a new job (orch run %s --job NEWDIR), "
-                "or update this job with its own pipeline.\n",
-                path, why.len ? why.p : "\n  declarations renamed, reordered or removed", path);
-        orch_plan_free(new);
+                "orch: update: %s cannot be taken by this job:%s\n"
+                "orch: the job is unchanged. Run the edited pipeline as a new job "
+                "(orch run %s --job NEWDIR).\n",
+                path, why.len ? why.p : "", path);
+        orch_plan_free(al);
         orch__buf_free(&why);
+        orch__buf_free(&changes);
         return ORCH_EXIT_FAIL;
     }
     orch__buf_free(&why);
-    /* Only options changed: the job runs on under the edited plan, rebuilt from its
-     * canonical text as a resume would. */
-    orch_plan *canon = NULL;
-    rc = orch_plan_from_canonical(orch_plan_canonical(new), &canon);
-    if (rc == 0 && (rc = orch_store_begin(job->store)) == 0) {
-        rc = orch_store_plan_adopt(job->store, orch_plan_canonical(new), orch_plan_hash(new));
+    bool recompute = changes.len > 0;
+    int64_t plan_id = 0;
+    if ((rc = orch_store_begin(job->store)) == 0) {
+        rc = orch_store_plan_adopt(job->store, orch_plan_canonical(al), orch_plan_hash(al),
+                                   &plan_id);
+        if (rc == 0)
+            rc = orch_job_write_plan_rows(job->store, al);
+        if (rc == 0 && recompute)
+            rc = orch_store_update_start(job->store, plan_id, update);
         if (rc == 0)
             rc = orch_store_commit(job->store);
         else
             orch_store_rollback(job->store);
     }
-    orch_plan_free(new);
     if (rc < 0) {
-        orch_plan_free(canon);
+        orch_plan_free(al);
+        orch__buf_free(&changes);
         fprintf(stderr, "orch: update: %s\n",
                 orch_error_detail()[0] ? orch_error_detail() : orch_strerror(rc));
         return ORCH_EXIT_FAIL;
     }
     orch_plan_free(job->plan);
-    job->plan = canon;
-    fprintf(stderr, "orch: update: %s adopted: only options changed, nothing runs again\n",
-            path);
+    job->plan = al;
+    if (recompute)
+        fprintf(stderr,
+                "orch: update: %s adopted; what it computes anew:%s\n"
+                "orch: every root gets a new revision that keeps what still holds\n",
+                path, changes.p);
+    else
+        fprintf(stderr, "orch: update: %s adopted: only options changed, nothing runs again\n",
+                path);
+    orch__buf_free(&changes);
     return -1;
 }
 
@@ -227,20 +401,20 @@ int orch_cli_update(int argc, char **argv)
     int status = orch_cli_open_existing("update", nrest, rest, &o, &job, &pipeline);
     if (status >= 0)
         return status;
-    if (pipeline && (status = plan_change(job, pipeline)) >= 0) {
+    int64_t id = 0;
+    if (pipeline && (status = plan_change(job, pipeline, &id)) >= 0) {
         orch_job_close(job);
         return status;
     }
     /* The update is recorded before anything of it is done: a crash from here on leaves
      * it unfinished, and the next start of a driver finishes it (admit.c). An update
      * already under way whose scan is not done is the same update. */
-    int64_t id = 0;
     bool scanned = false;
-    int rc = orch_store_update_open(job->store, &id, &scanned);
+    int rc = id ? 0 : orch_store_update_open(job->store, &id, &scanned, NULL);
     if (rc == 0 && (!id || scanned)) {
         rc = orch_store_begin(job->store);
         if (rc == 0)
-            rc = orch_store_update_start(job->store, &id);
+            rc = orch_store_update_start(job->store, 0, &id);
         if (rc == 0)
             rc = orch_store_commit(job->store);
         else if (orch_store_in_txn(job->store))

@@ -127,7 +127,7 @@ int orch_sched_sources_check(struct orch_job *job)
 {
     int64_t update;
     bool scanned;
-    int rc = orch_store_update_open(job->store, &update, &scanned);
+    int rc = orch_store_update_open(job->store, &update, &scanned, NULL);
     for (int i = 0; rc == 0 && !update && i < orch_plan_nsources(job->plan); i++) {
         struct orch_walk *w = NULL;
         if ((rc = orch_walk_open(job->store, job->plan, i, job->base_dir, &w)) == 0)
@@ -150,7 +150,7 @@ int orch_sched_sources_open(struct orch_sched *d)
             return rc;
     }
     bool scanned;
-    if ((rc = orch_store_update_open(st, &d->update, &scanned)) < 0)
+    if ((rc = orch_store_update_open(st, &d->update, &scanned, &d->update_plan)) < 0)
         return rc;
     if (d->update && !scanned) {
         /* One transaction: a crash leaves the update unscanned, and the next start scans
@@ -159,6 +159,11 @@ int orch_sched_sources_open(struct orch_sched *d)
             return rc;
         for (int i = 0; i < d->nsources && rc == 0; i++)
             rc = rescan(d, &d->sources[i], d->update);
+        /* An edited plan: every root that is still live gets a new revision, which takes
+         * over from this one what the edit left as it was (carry.c). */
+        int64_t n;
+        if (rc == 0 && d->update_plan && (rc = orch_store_root_retire_all(st, "plan", &n)) == 0)
+            rc = orch_store_update_replanned(st, d->update, n);
         if (rc == 0)
             rc = orch_store_update_scanned(st, d->update);
         if (rc < 0) {
@@ -179,7 +184,7 @@ int orch_sched_rescan(struct orch_sched *d)
     orch_store *st = d->job->store;
     int rc = orch_store_begin(st);
     if (rc == 0)
-        rc = orch_store_update_start(st, &d->update);
+        rc = orch_store_update_start(st, 0, &d->update);
     for (int i = 0; i < d->nsources && rc == 0; i++)
         if ((rc = orch_walk_rewind(d->sources[i].walk, true)) == 0)
             rc = rescan(d, &d->sources[i], d->update);
@@ -193,6 +198,7 @@ int orch_sched_rescan(struct orch_sched *d)
     if ((rc = orch_store_commit(st)) < 0)
         return rc;
     d->updates++;
+    d->update_plan = 0;
     for (int i = 0; i < d->nsources && rc == 0; i++) {
         rc = orch_walk_rewind(d->sources[i].walk, false);
         d->sources[i].exhausted = false;

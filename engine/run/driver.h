@@ -96,6 +96,8 @@ struct orch_run_stats {
     int64_t live_peak;       /* the most live intermediate payload bytes at a commit */
     int64_t live_budget;     /* the budget they ran under */
     int64_t held;            /* turns in which a full budget held an upstream call */
+    int64_t carried;         /* grains that took their twin's result (an edited plan:
+                                carry.c) instead of running */
     /* The job's items per port and state as of the run's last commit (counted as they
      * were published, from the store's counts at the start), for the summary; NULL when
      * the run did not get that far. Free with orch_run_stats_free. */

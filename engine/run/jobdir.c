@@ -100,7 +100,7 @@ static int lock_take(struct orch_job *job)
 }
 
 /* Writes the plan's domains, calls and ports with the plan's indexes as ids. */
-static int write_plan_rows(orch_store *s, const orch_plan *p)
+int orch_job_write_plan_rows(orch_store *s, const orch_plan *p)
 {
     int rc = 0;
     for (int i = 0; i < orch_plan_ndomains(p) && rc == 0; i++) {
@@ -629,8 +629,8 @@ int orch_job_create(const char *dir, const char *pipeline, FILE *diag, struct or
         (rc = orch_store_job_set_payload_identity(job->store, identity)) < 0 ||
         (rc = orch_store_job_set_base_dir(job->store, orch_plan_basedir(job->plan))) < 0 ||
         (rc = orch_store_plan_adopt(job->store, orch_plan_canonical(job->plan),
-                                    orch_plan_hash(job->plan))) < 0 ||
-        (rc = write_plan_rows(job->store, job->plan)) < 0) {
+                                    orch_plan_hash(job->plan), NULL)) < 0 ||
+        (rc = orch_job_write_plan_rows(job->store, job->plan)) < 0) {
         orch_store_rollback(job->store);
         goto fail;
     }

@@ -34,15 +34,21 @@ void orch_sched_settle(struct orch_sched *d, struct orch_sched_batch *b)
     d->settled = b;
 }
 
-/* propagate.h's hook: a grain became READY. */
-static int on_ready(void *ctx, const struct orch_grain_ref *g)
+int orch_sched_queue_ready(struct orch_sched *d, const struct orch_grain_ref *g)
 {
-    struct orch_sched *d = ctx;
     struct orch_sched_qent e = {.g = *g};
     int rc = orch_sched_queue_push(&d->calls[g->call].q, &e);
     if (rc == 0)
         orch_sched_want(d, &d->calls[g->call]);
     return rc;
+}
+
+/* propagate.h's hook: a grain became READY. */
+static int on_ready(void *ctx, const struct orch_grain_ref *g)
+{
+    struct orch_sched *d = ctx;
+    int rc = orch_sched_carry_push(d, g);
+    return rc != 0 ? (rc < 0 ? rc : 0) : orch_sched_queue_ready(d, g);
 }
 
 /* ---- pool callbacks (ctx: the call, whose pool it is) ---------------------------------- */
@@ -340,6 +346,8 @@ static int turn(struct orch_sched *d)
         return d->fatal;
     int rc = orch_sched_admit(d);
     if (rc == 0)
+        rc = orch_sched_carry_turn(d);
+    if (rc == 0)
         rc = orch_sched_dispatch(d);
     if (rc == 0)
         rc = commit_turn(d);
@@ -545,7 +553,7 @@ static int start(struct orch_sched *d)
     /* A report's pipe may close under us (a dying worker): never die of SIGPIPE. */
     signal(SIGPIPE, SIG_IGN);
     if ((rc = orch_prop_open(d->plan, d->job->store, &hooks, &d->prop)) < 0 ||
-        (rc = orch_sched_sources_open(d)) < 0)
+        (rc = orch_sched_sources_open(d)) < 0 || (rc = orch_sched_carry_open(d)) < 0)
         return rc;
     orch_prop_set_payloads(d->prop, d->job->payloads); /* live bytes are counted */
     /* Before any worker writes: payloads left by a stopped driver's last turn. */
@@ -575,6 +583,7 @@ static void driver_free(struct orch_sched *d, bool clean)
     orch_sched_workers_free(d);
     free(d->ready);
     orch_sched_sources_free(d);
+    orch_sched_carry_free(d);
     free(d->calls);
     free(d->order);
     orch_prop_inputs_free(&d->inputs);

@@ -73,6 +73,10 @@ int orch_job_reclaim(struct orch_job *job, size_t *deleted);
 /* Closes everything the job holds and frees it; releases the lock. NULL is ignored. */
 void orch_job_close(struct orch_job *job);
 
+/* Writes the plan's domain, call and port rows (ids: the plan's indexes), or updates the
+ * rows of those ids (an edited plan aligned with the job's: cli_update.c). */
+int orch_job_write_plan_rows(orch_store *s, const orch_plan *p);
+
 /* Converts the keys of a job made before schema 13 (engine/run/rekey.c) and sets
  * job->base_dir. orch_job_open calls it on a read-write open of such a job. */
 int orch_job_rekey(struct orch_job *job);

@@ -111,6 +111,10 @@ int orch_driver_summary(struct orch_job *job, const struct orch_run_stats *stats
                 (long long)stats->workers_peak, stats->seconds,
                 (long long)stats->live_peak, (long long)stats->live_budget,
                 (long long)stats->held);
+    if (stats && stats->carried)
+        fprintf(out, "%lld grains took their result from the previous plan's revision "
+                     "instead of running (an edited pipeline)\n",
+                (long long)stats->carried);
     free(count);
     return 0;
 }

@@ -213,6 +213,8 @@ struct orch_sched {
     struct orch_sched_source *sources;
     int nsources;
     int64_t update; /* the job_update row of the update under way; 0: none */
+    int64_t update_plan; /* the plan row it adopted (an edited pipeline); 0: none */
+    struct orch_sched_carry *carry; /* carry.c: NULL unless an edited plan's update runs */
     int64_t updates; /* updates this run started (--watch) */
     bool walking;    /* the last admission walked values that were all roots the job has:
                         admission can move on with no event to wait for */
@@ -292,6 +294,22 @@ bool orch_sched_any_queued(const struct orch_sched *d);
 int64_t orch_sched_attempt_floor(const struct orch_sched *d);
 /* Frees a list of batches linked by next (NULL: nothing). */
 void orch_sched_batches_free(struct orch_sched_batch *b);
+
+/* ---- carry.c: an edited pipeline keeps what still holds ------------------------------------ */
+
+/* When the update under way adopted an edited plan, compares it with the plan before and
+ * starts carrying; otherwise nothing. */
+int orch_sched_carry_open(struct orch_sched *d);
+void orch_sched_carry_free(struct orch_sched *d);
+/* A grain became READY: 1 when it is held to be carried (its call computes what it did),
+ * 0 when it is to be queued. */
+int orch_sched_carry_push(struct orch_sched *d, const struct orch_grain_ref *g);
+/* Carries, in the turn's transaction, the held grains whose twins' results can be handed
+ * on; queues the others. */
+int orch_sched_carry_turn(struct orch_sched *d);
+
+/* loop.c: queues READY grain g on its call. */
+int orch_sched_queue_ready(struct orch_sched *d, const struct orch_grain_ref *g);
 
 /* ---- admit.c --------------------------------------------------------------------------- */
 

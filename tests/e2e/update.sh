@@ -7,6 +7,7 @@
 #            new runs nothing; keys are relative to the pipeline's directory, so a job
 #            made from another directory's copy gives the same export.
 #   lines()  a removed line, a repeated line (#2) and an appended one.
+#   (edited pipelines: update_plan.sh)
 #   old jobs a job whose keys are from before schema 13 (absolute files() keys, repeated
 #            lines with one key) is converted on its first read-write open.
 source "$(dirname "$0")/lib.sh"
@@ -108,50 +109,6 @@ grep -q "key 'docs/c.txt' names 2 entities" "$T/err" || fail "lineage: $(cat "$T
 # A file touched again with the same bytes: its signature is refreshed, nothing retired.
 expect_eq "e: the touch recorded" "$(stat -c %Y "$T/a/docs/e.txt")" \
   "$(q "$J" "SELECT mtime_ns / 1000000000 FROM root WHERE key = 'docs/e.txt'")"
-
-# ---- an edited pipeline ------------------------------------------------------------------
-# Options only (workers, batch, retries): adopted, nothing runs, the plan history grows.
-n1=$(q "$J" "SELECT count(*) FROM attempt")
-sed -e 's/^call up = upper()$/call up = upper() with workers=2, batch=3, retries=1/' \
-  "$T/a/p.orch" > "$T/a/opts.orch"
-"$ORCH" update "$J" "$T/a/opts.orch" --progress none 2> "$T/log2" || fail "options edit: $(cat "$T/log2")"
-grep -q "adopted: only options changed, nothing runs again" "$T/log2" || fail "$(cat "$T/log2")"
-expect_eq "options edit: nothing ran" "$n1" "$(q "$J" "SELECT count(*) FROM attempt")"
-expect_eq "plan history" "2 1" "$(q "$J" "SELECT count(*), (SELECT hash FROM plan ORDER BY id DESC LIMIT 1) = (SELECT plan_hash FROM job) FROM plan" | tr '|' ' ')"
-grep -q "workers=2" <(q "$J" "SELECT plan_text FROM job") || fail "the job's plan is not the edited one"
-"$ORCH" resume "$J" --progress none 2> "$T/err" || fail "resume under the adopted plan: $(cat "$T/err")"
-# What changes results is refused, says what, and changes nothing.
-sed -e 's/sep=" "/sep="o"/' "$T/a/p.orch" > "$T/a/args.orch"
-printf 'call low = identity()
-word.low = low(word.u)
-' >> "$T/a/args.orch"
-if "$ORCH" update "$J" "$T/a/args.orch" 2> "$T/err"; then fail "an edit of results accepted"; fi
-expect_eq "refused: what it changes" "  port word.w: computed differently (its function, arguments, inputs or expansion changed)
-  port word.u: computed differently (its function, arguments, inputs or expansion changed)
-  port doc.out: computed differently (its function, arguments, inputs or expansion changed)
-  port doc.n: computed differently (its function, arguments, inputs or expansion changed)
-  new port word.low" "$(grep '^  ' "$T/err")"
-grep -q "the job is unchanged" "$T/err" || fail "$(cat "$T/err")"
-# doc.text reads the file: upstream of the edit, its fingerprint is the same.
-if grep -q "port doc.text" "$T/err"; then fail "doc.text named changed"; fi
-cat > "$T/a/parent.orch" <<'PIPE'
-pipeline p
-domain doc
-domain top
-domain word in top
-source doc.path = files("docs/*.txt")
-source top.x = lines("docs/b.txt")
-call sp = split(sep=" ")
-word.w = expand sp(top.x)
-PIPE
-if "$ORCH" update "$J" "$T/a/parent.orch" 2> "$T/err"; then fail "a new parent accepted"; fi
-grep -q "domain word: its parent is now top (was doc): its entities cannot move" "$T/err" ||
-  fail "$(cat "$T/err")"
-printf 'pipeline broken\ndomain\n' > "$T/a/bad.orch"
-if "$ORCH" update "$J" "$T/a/bad.orch" 2> "$T/err"; then fail "a broken pipeline accepted"; fi
-grep -q "bad.orch:2:" "$T/err" || fail "no compiler error: $(cat "$T/err")"
-expect_eq "refusals changed nothing" "$n1 2" \
-  "$(q "$J" "SELECT count(*) FROM attempt") $(q "$J" "SELECT count(*) FROM plan")"
 
 # ---- lines() -----------------------------------------------------------------------------
 printf 'x y\nq\nx y\nlast\n' > "$T/in.txt"

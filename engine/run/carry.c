@@ -1,0 +1,250 @@
+/* carry.c — an edited pipeline keeps what still holds (DESIGN §10; run_int.h).
+ *
+ * `orch update DIR PIPELINE` with an edit that changes what some ports compute adopts the
+ * edited plan (aligned with the job's: every domain, call and port keeps its id), and its
+ * rescan retires every live root for "plan" (admit.c): the roots come back as new
+ * revisions, with the same keys and values, and their grains are made as for any root.
+ * When such a grain becomes READY, it may take its result from its twin instead of running:
+ * the grain of the same call on the entity with the same key path in the root's previous
+ * revision (orch_store_twin). It does when
+ *
+ *   - the call computes what it computed: every port its statement outputs has the same
+ *     fingerprint in both plans (engine/plan/fingerprint.c: function, arguments, inputs'
+ *     fingerprints, the domain's expansion); its inputs then hold what the twin's held
+ *     (they come from the same source values through the same computations), so its
+ *     outputs are the twin's;
+ *   - the twin was sealed OK or Dropped (a failure is not carried: an edit is often a fix,
+ *     and a fresh run would try again);
+ *   - the bytes of what it produced are still there: an output that was reclaimed (a port
+ *     that is not `output`, freed once read: reclaim.c) cannot be handed on, so the grain
+ *     runs; declare such a port `output` to keep it across edits;
+ *   - for an expansion, every child's items are Present (a failed child is not carried).
+ *
+ * Carrying is the path of a worker's report without the worker: the grain goes IN_FLIGHT
+ * and its answer — the twin's payload ids, its children, its drop or its filter verdict —
+ * is applied by orch_prop_report in the same turn, so everything downstream follows as
+ * usual, and nothing of it is committed in flight. No attempt row is written: the attempt
+ * table shows what ran. A payload id carried is then named by two items (the retired
+ * revision's and the new one's), as a filter's or a broadcast's ids are.
+ *
+ * Grains found READY by a resume (recover.c) are queued as usual and run: a crash during
+ * an edited update costs some work, never a wrong result. */
+#include "run_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "orch_error.h"
+#include "orch_facts.h"
+#include "orch_lang.h"
+#include "support.h"
+
+struct orch_sched_carry {
+    bool *same; /* by call: every port of its statement computes what it computed */
+    struct orch_grain_ref *list; /* READY grains to look at, this turn */
+    size_t n, cap;
+    uint64_t *ids; /* the answer's payload ids, reused */
+    size_t cap_ids;
+};
+
+int orch_sched_carry_open(struct orch_sched *d)
+{
+    if (!d->update_plan)
+        return 0;
+    char *text = NULL;
+    int rc = orch_store_plan_previous(d->job->store, d->update_plan, &text);
+    if (rc <= 0)
+        return rc;
+    orch_plan *old = NULL;
+    char (*fo)[65] = NULL, (*fn)[65] = NULL;
+    struct orch_sched_carry *c = calloc(1, sizeof *c);
+    rc = c && (c->same = calloc((size_t)d->ncalls + 1, sizeof *c->same)) ? 0 : -ENOMEM;
+    if (rc == 0 && (rc = orch_plan_from_canonical(text, &old)) < 0)
+        rc = orch_error_set(ORCH_ECORRUPT, "the job's previous plan does not compile: %s",
+                            orch_error_detail());
+    if (rc == 0 && (rc = orch_plan_fingerprints(old, &fo)) == 0)
+        rc = orch_plan_fingerprints(d->plan, &fn);
+    for (int k = 0; rc == 0 && k < d->ncalls; k++) {
+        const struct orch_call *cl = orch_plan_call(d->plan, k);
+        if (cl->stmt < 0)
+            continue;
+        const struct orch_stmt *s = orch_plan_stmt(d->plan, cl->stmt);
+        bool same = true;
+        for (int i = 0; i < s->nout && same; i++) {
+            int port = s->out[i];
+            same = port < orch_plan_nports(old) &&
+                   strcmp(orch_plan_port(old, port)->qualified,
+                          orch_plan_port(d->plan, port)->qualified) == 0 &&
+                   strcmp(fo[port], fn[port]) == 0;
+        }
+        c->same[k] = same;
+    }
+    free(fo);
+    free(fn);
+    orch_plan_free(old);
+    free(text);
+    if (rc < 0) {
+        if (c)
+            free(c->same);
+        free(c);
+        return rc;
+    }
+    d->carry = c;
+    return 0;
+}
+
+void orch_sched_carry_free(struct orch_sched *d)
+{
+    if (!d->carry)
+        return;
+    free(d->carry->same);
+    free(d->carry->list);
+    free(d->carry->ids);
+    free(d->carry);
+    d->carry = NULL;
+}
+
+int orch_sched_carry_push(struct orch_sched *d, const struct orch_grain_ref *g)
+{
+    struct orch_sched_carry *c = d->carry;
+    if (!c || !c->same[g->call])
+        return 0;
+    if (orch__grow_n(&c->list, &c->cap, c->n + 1, sizeof *c->list) < 0)
+        return -ENOMEM;
+    c->list[c->n++] = *g;
+    return 1;
+}
+
+/* Room for n payload ids in c->ids. */
+static int ids_fit(struct orch_sched_carry *c, size_t n)
+{
+    return orch__grow_n(&c->ids, &c->cap_ids, n + 1, sizeof *c->ids);
+}
+
+/* The Present payload of item (port, e) into *id, still readable: 1; 0 when the item is
+ * not Present or its bytes were reclaimed (nothing to hand on). */
+static int present(orch_store *s, int port, int64_t e, uint64_t *id)
+{
+    enum orch_item_state state;
+    int rc = orch_store_item_get(s, port, e, &state, id);
+    if (rc <= 0 || state != ORCH_ITEM_PRESENT)
+        return rc < 0 ? rc : 0;
+    bool gone;
+    if ((rc = orch_store_payload_reclaimed(s, *id, &gone)) < 0)
+        return rc;
+    return !gone;
+}
+
+/* The answer that twin t's grain of g's call gave, rebuilt from its facts into *a: 1, or
+ * 0 when it cannot be carried (see the top of this file). */
+static int twin_answer(struct orch_sched *d, const struct orch_grain_ref *g, int64_t t,
+                       struct orch_wire_answer *a)
+{
+    orch_store *st = d->job->store;
+    struct orch_sched_carry *c = d->carry;
+    const struct orch_stmt *s = orch_plan_stmt(d->plan, orch_plan_call(d->plan, g->call)->stmt);
+    enum orch_grain_outcome o;
+    int rc = orch_store_grain_outcome(st, g->call, t, &o);
+    if (rc <= 0 || (o != ORCH_OUTCOME_OK && o != ORCH_OUTCOME_DROPPED))
+        return rc < 0 ? rc : 0;
+    memset(a, 0, sizeof *a);
+    a->grain = (uint64_t)g->grain;
+    a->generation = g->generation;
+    a->message = "";
+    bool ok = o == ORCH_OUTCOME_OK;
+    switch (s->op) {
+    case ORCH_OP_FILTER:
+        a->outcome = ok ? ORCH_WIRE_KEEP_TRUE : ORCH_WIRE_KEEP_FALSE;
+        return 1;
+    case ORCH_OP_MAP:
+    case ORCH_OP_REDUCE:
+        if (!ok) {
+            a->outcome = ORCH_WIRE_DROP;
+            return 1;
+        }
+        if ((rc = ids_fit(c, (size_t)s->nout)) < 0)
+            return rc;
+        for (int k = 0; k < s->nout; k++)
+            if ((rc = present(st, s->out[k], t, &c->ids[k])) <= 0)
+                return rc;
+        a->outcome = ORCH_WIRE_OK;
+        a->nchild = 1;
+        a->nout = (uint32_t)s->nout;
+        a->payload = c->ids;
+        return 1;
+    case ORCH_OP_EXPAND:
+    case ORCH_OP_EXPAND_ALIGNED: {
+        if (!ok) {
+            a->outcome = ORCH_WIRE_DROP;
+            return 1;
+        }
+        int64_t *kids = NULL;
+        size_t n = 0;
+        if ((rc = orch_store_children(st, t, s->target, &kids, &n)) < 0)
+            return rc;
+        /* 1 while every child's items can be handed on; an empty expansion can. */
+        rc = ids_fit(c, n * (size_t)s->nout) < 0 ? -ENOMEM : 1;
+        for (size_t i = 0; rc == 1 && i < n; i++)
+            for (int k = 0; rc == 1 && k < s->nout; k++)
+                rc = present(st, s->out[k], kids[i], &c->ids[i * (size_t)s->nout + (size_t)k]);
+        free(kids);
+        if (rc <= 0)
+            return rc;
+        a->outcome = ORCH_WIRE_OK;
+        a->nchild = (uint32_t)n;
+        a->nout = (uint32_t)s->nout;
+        a->payload = c->ids;
+        return 1;
+    }
+    case ORCH_OP_BROADCAST:
+    case ORCH_OP__COUNT:
+        break;
+    }
+    return 0; /* a broadcast has no grains */
+}
+
+/* Carries g when its twin's answer can be had: *done. */
+static int carry_one(struct orch_sched *d, const struct orch_grain_ref *g, bool *done)
+{
+    *done = false;
+    orch_store *st = d->job->store;
+    int64_t t;
+    struct orch_wire_answer a;
+    int rc = orch_store_twin(st, g->entity, &t);
+    if (rc < 0 || !t || (rc = twin_answer(d, g, t, &a)) <= 0)
+        return rc < 0 ? rc : 0;
+    /* What the grain's worker would have been sent first: a filter passes it on, and a
+     * single-input grain frees it by that id (reclaim.c). */
+    if ((rc = orch_prop_inputs(d->prop, g, &d->inputs)) < 0)
+        return rc;
+    bool taken;
+    if ((rc = orch_store_grain_dispatch(st, g->grain, g->generation, &taken)) < 0)
+        return rc;
+    *done = true;
+    if (!taken)
+        return 0; /* it left READY meanwhile (a barrier sealed it) */
+    struct orch_verdict v;
+    if ((rc = orch_prop_report(d->prop, g, &a, d->inputs.first_input, &v)) < 0)
+        return rc;
+    d->stats->carried++;
+    return 0;
+}
+
+int orch_sched_carry_turn(struct orch_sched *d)
+{
+    struct orch_sched_carry *c = d->carry;
+    if (!c || c->n == 0)
+        return 0;
+    int rc = orch_sched_txn(d);
+    /* Carrying a grain may make more READY (pushed here): the list grows while it is
+     * walked, and each is copied out first, since pushing may move the list. */
+    for (size_t i = 0; rc == 0 && i < c->n; i++) {
+        struct orch_grain_ref g = c->list[i];
+        bool done;
+        if ((rc = carry_one(d, &g, &done)) == 0 && !done)
+            rc = orch_sched_queue_ready(d, &g);
+    }
+    c->n = 0;
+    return rc;
+}

@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# orch update DIR PIPELINE (DESIGN §10): an edited pipeline runs only what it changes.
+#   options  workers, batch, retries changed: adopted, nothing runs, plan history grows;
+#   args     a middle call's argument changed: it and its downstream run, its upstream
+#            never (their results are taken from the previous revision), and every export
+#            equals a fresh run's of the edited pipeline, byte for byte;
+#   new call a new statement downstream: it runs alone;
+#   reclaimed an upstream port that was not `output` (its bytes freed) runs again;
+#   refused  a removed statement, a domain with a new parent, a new source, a broken
+#            pipeline: refused with why, the job unchanged;
+#   kill -9  during an edited update, then resume: the same export.
+source "$(dirname "$0")/lib.sh"
+
+mkdir -p "$T/docs"
+for f in a b c; do printf '%s one two\nthree %s\n' "$f" "$f" > "$T/docs/$f.txt"; done
+printf '' > "$T/docs/e.txt" # no words: an empty expansion
+# No `output`: every payload is kept, so every unchanged step can be taken over.
+cat > "$T/p.orch" <<'PIPE'
+pipeline p
+domain doc
+domain word in doc
+source doc.path = files("docs/*.txt")
+call rd = read_file()
+call sp = split(sep=" ")
+call up = upper()
+call keep = nonempty()
+call cat = concat(sep="+")
+doc.text = rd(doc.path)
+word.w = expand sp(doc.text)
+word.u = up(word.w)
+word.k = filter keep(word.u)
+doc.out = reduce cat(word.k)
+PIPE
+J=$T/job
+run_job "$T/p.orch" "$J"
+# runs JOB: attempts per call since attempt id $2, "call=n ..." in call order.
+runs() {
+  q "$1" "SELECT group_concat(name || '=' || n, ' ') FROM (SELECT c.name, (SELECT count(*)
+          FROM attempt AS a JOIN grain AS g ON g.id = a.grain_id WHERE g.call_id = c.id
+          AND a.id > $2) AS n FROM call AS c ORDER BY c.id)"
+}
+last() { q "$1" "SELECT coalesce(max(id), 0) FROM attempt"; }
+# same_as_fresh PIPELINE: every port of the job exports what a fresh run of PIPELINE gives.
+same_as_fresh() {
+  rm -rf "$T/fresh"
+  run_job "$1" "$T/fresh"
+  local port
+  for port in $(q "$T/fresh" "SELECT qualified FROM port ORDER BY id"); do
+    "$ORCH" export "$J" "$port" --all > "$T/got" || fail "export $port"
+    "$ORCH" export "$T/fresh" "$port" --all > "$T/want"
+    cmp -s "$T/got" "$T/want" || fail "$1: $port differs from a fresh run: $(diff "$T/got" "$T/want")"
+  done
+}
+
+# ---- options only ---------------------------------------------------------------------------
+n=$(last "$J")
+sed -e 's/^call up = upper()$/call up = upper() with workers=2, batch=3, retries=1/' \
+  "$T/p.orch" > "$T/opts.orch"
+"$ORCH" update "$J" "$T/opts.orch" --progress none 2> "$T/log" || fail "options: $(cat "$T/log")"
+grep -q "adopted: only options changed, nothing runs again" "$T/log" || fail "$(cat "$T/log")"
+expect_eq "options: nothing ran" "$n" "$(last "$J")"
+expect_eq "options: plan history" "2 1" "$(q "$J" "SELECT count(*), (SELECT hash FROM plan ORDER BY id DESC LIMIT 1) = (SELECT plan_hash FROM job) FROM plan" | tr '|' ' ')"
+grep -q "workers=2" <(q "$J" "SELECT plan_text FROM job") || fail "the job's plan is not the edited one"
+
+# ---- a middle call's argument -----------------------------------------------------------------
+n=$(last "$J")
+sed -e 's/^call up = upper()$/call up = identity()/' "$T/p.orch" > "$T/args.orch"
+"$ORCH" update "$J" "$T/args.orch" --progress none 2> "$T/log" || fail "args: $(cat "$T/log")"
+expect_eq "args: what it computes anew" "  port word.u: computed differently (its function, arguments, inputs or expansion changed)
+  port word.k: computed differently (its function, arguments, inputs or expansion changed)
+  port doc.out: computed differently (its function, arguments, inputs or expansion changed)" \
+  "$(grep '^  ' "$T/log")"
+grep -q "orch: update: 0 new, 0 changed, 0 removed, 4 new revisions for the edited pipeline" "$T/log" ||
+  fail "$(cat "$T/log")"
+# 4 roots, 12 words: up and keep per word, cat per doc; rd and sp taken over.
+expect_eq "args: it and its downstream ran, its upstream not" "rd=0 sp=0 up=12 keep=12 cat=4" \
+  "$(runs "$J" "$n")"
+grep -q "8 grains took their result from the previous plan's revision" "$T/log" || fail "$(cat "$T/log")"
+summary_ok "$J" "$T/log"
+job_done "$J"
+same_as_fresh "$T/args.orch"
+expect_eq "args: revisions" "4|4" "$(q "$J" "SELECT sum(reason = 'plan'), sum(state = 'live') FROM revisions")"
+
+# ---- a new call downstream -------------------------------------------------------------------
+n=$(last "$J")
+cp "$T/args.orch" "$T/new.orch"
+printf 'call n = count()\ndoc.n = reduce n(word.w)\n' >> "$T/new.orch"
+"$ORCH" update "$J" "$T/new.orch" --progress none 2> "$T/log" || fail "new call: $(cat "$T/log")"
+grep -q "^  new port doc.n$" "$T/log" || fail "$(cat "$T/log")"
+expect_eq "new call: it alone ran" "rd=0 sp=0 up=0 keep=0 cat=0 n=4" "$(runs "$J" "$n")"
+same_as_fresh "$T/new.orch"
+
+# ---- an upstream port whose bytes were reclaimed -----------------------------------------------
+# With `output doc.out` and `output doc.n`, doc.text and the words are freed once read: an
+# edit of cat needs the words, which must be made again: rd runs for every doc, sp for the
+# three with words (e.txt's empty expansion is taken over: nothing to hand on), up for
+# every word. keep, a filter, hands on its input's bytes: taken over. n's result is an
+# `output`, kept: taken over. The export is still a fresh run's.
+cp "$T/new.orch" "$T/out.orch"
+printf 'output doc.out\noutput doc.n\n' >> "$T/out.orch"
+J=$T/job2
+run_job "$T/out.orch" "$J"
+n=$(last "$J")
+sed -e 's/sep="+"/sep="-"/' "$T/out.orch" > "$T/out2.orch"
+"$ORCH" update "$J" "$T/out2.orch" --progress none 2> "$T/log" || fail "reclaimed: $(cat "$T/log")"
+expect_eq "reclaimed: the freed steps ran again, n did not" "rd=4 sp=3 up=12 keep=0 cat=4 n=0" "$(runs "$J" "$n")"
+same_as_fresh "$T/out2.orch"
+
+# ---- refused ---------------------------------------------------------------------------------
+J=$T/job
+n=$(last "$J")
+plans=$(q "$J" "SELECT count(*) FROM plan")
+grep -v '^doc.out = ' "$T/new.orch" > "$T/removed.orch"
+if "$ORCH" update "$J" "$T/removed.orch" 2> "$T/err"; then fail "a removed statement accepted"; fi
+grep -q "^  the statement that makes doc.out: no longer in the pipeline$" "$T/err" || fail "$(cat "$T/err")"
+cat > "$T/parent.orch" <<'PIPE'
+pipeline p
+domain doc
+domain top
+domain word in top
+source doc.path = files("docs/*.txt")
+source top.x = lines("docs/b.txt")
+call sp = split(sep=" ")
+word.w = expand sp(top.x)
+PIPE
+if "$ORCH" update "$J" "$T/parent.orch" 2> "$T/err"; then fail "a new parent accepted"; fi
+grep -q "domain word: its parent is now top (was doc): its entities cannot move" "$T/err" ||
+  fail "$(cat "$T/err")"
+grep -q "source top.x: new (a new root domain)" "$T/err" || fail "$(cat "$T/err")"
+printf 'pipeline broken\ndomain\n' > "$T/bad.orch"
+if "$ORCH" update "$J" "$T/bad.orch" 2> "$T/err"; then fail "a broken pipeline accepted"; fi
+grep -q "bad.orch:2:" "$T/err" || fail "no compiler error: $(cat "$T/err")"
+expect_eq "refusals changed nothing" "$n $plans" "$(last "$J") $(q "$J" "SELECT count(*) FROM plan")"
+
+# ---- kill -9 during an edited update -----------------------------------------------------------
+# The edit makes `up` sleep 20 ms a word: 240 words, killed once some ran, resumed.
+mkdir -p "$T/k/docs"
+python3 -c '
+import sys
+for i in range(40):
+    with open("%s/docs/%02d.txt" % (sys.argv[1], i), "w") as f:
+        f.write(" ".join("w%d_%d" % (i, j) for j in range(6)))
+' "$T/k"
+sed -e 's/^call up = upper()$/call up = sleep(ms=0)/' "$T/p.orch" > "$T/k/p.orch"
+sed -e 's/^call up = sleep(ms=0)$/call up = sleep(ms=20)/' "$T/k/p.orch" > "$T/k/p2.orch"
+J=$T/k/job
+run_job "$T/k/p.orch" "$J"
+"$ORCH" update "$J" "$T/k/p2.orch" --progress none 2> "$T/k/log" &
+pid=$!
+some_ran() { [ "$(qlive "$J" "SELECT count(*) FROM attempt AS a JOIN grain AS g ON g.id = a.grain_id
+                               JOIN call AS c ON c.id = g.call_id WHERE c.name = 'up'")" -gt 250 ]; }
+wait_until 60 "some of the edited update ran" some_ran
+kill -9 "$pid"
+wait "$pid" 2> /dev/null || true
+none_left 5 -f "$T/k/job"
+"$ORCH" resume "$J" --progress none 2> "$T/k/rlog" || fail "resume: $(cat "$T/k/rlog")"
+job_done "$J"
+same_as_fresh "$T/k/p2.orch"
+expect_eq "kill -9: the update finished" "1 1" \
+  "$(q "$J" "SELECT count(*), min(finished_at IS NOT NULL) FROM job_update WHERE plan_id IS NOT NULL" | tr '|' ' ')"
+# rd and sp ran once per doc, in the first run: the update and its resume took them over.
+expect_eq "kill -9: rd and sp never ran again" "rd=40 sp=40" "$(runs "$J" 0 | cut -d' ' -f1-2)"
+echo "update_plan: ok"
