@@ -67,7 +67,8 @@ CREATE TABLE job_update (
     removed     INTEGER NOT NULL DEFAULT 0,  -- roots retired because their key vanished
     replanned   INTEGER NOT NULL DEFAULT 0,  -- roots retired for the edited plan (each
                                              -- comes back as a new revision: in added)
-    plan_id     INTEGER REFERENCES plan (id) -- the edited plan it adopted; NULL: the same
+    plan_id     INTEGER REFERENCES plan (id), -- the edited plan it adopted; NULL: the same
+    rerun       TEXT    -- `--rerun`: the calls forced to run again, comma-separated
 );
 
 -- revisions: every root revision, live or retired, with why and when it was retired.

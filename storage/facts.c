@@ -136,7 +136,8 @@
                          "WHERE parent_id IS NULL AND domain_id = ?")                          \
     X(UPDATE_OPEN, "SELECT id, scanned_at IS NOT NULL, coalesce(plan_id, 0) FROM job_update "  \
                    "WHERE finished_at IS NULL ORDER BY id DESC LIMIT 1")                       \
-    X(UPDATE_START, "INSERT INTO job_update (started_at, plan_id) VALUES (?, ?)")               \
+    X(UPDATE_START, "INSERT INTO job_update (started_at, plan_id, rerun) VALUES (?, ?, ?)")    \
+    X(UPDATE_RERUN, "SELECT rerun FROM job_update WHERE id = ?")                               \
     X(UPDATE_REPLANNED, "UPDATE job_update SET replanned = ? WHERE id = ?")                     \
     X(ROOT_RETIRE_ALL, "UPDATE root SET retired_at = ?1, reason = ?2, position = NULL "          \
                        "WHERE retired_at IS NULL")                                             \
@@ -436,10 +437,23 @@ int orch_store_update_open(orch_store *s, int64_t *id, bool *scanned, int64_t *p
     return 0;
 }
 
-int orch_store_update_start(orch_store *s, int64_t plan, int64_t *id)
+int orch_store_update_rerun(orch_store *s, int64_t id, char **calls)
+{
+    *calls = NULL;
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_UPDATE_RERUN, &st, "l", id);
+    if (rc < 0 || (rc = one(s, st)) <= 0)
+        return rc;
+    const char *t = (const char *)sqlite3_column_text(st, 0);
+    rc = t && !(*calls = strdup(t)) ? orch_error_set(-ENOMEM, "out of memory") : 0;
+    sqlite3_reset(st);
+    return rc;
+}
+
+int orch_store_update_start(orch_store *s, int64_t plan, const char *rerun, int64_t *id)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_UPDATE_START, &st, "lL", now_ms(), plan);
+    int rc = stmt(s, F_UPDATE_START, &st, "lLt", now_ms(), plan, rerun);
     if (rc == 0 && (rc = run(s, st, NULL)) == 0)
         *id = sqlite3_last_insert_rowid(s->db);
     return rc;

@@ -93,8 +93,11 @@ int orch_store_root_next_ordinal(orch_store *s, int domain, int64_t *ordinal);
 /* job_update rows (`orch update`): the update not finished yet (*id 0: none), whether
  * its rescan is done, and (plan may be NULL) the plan row it adopted (0: none). */
 int orch_store_update_open(orch_store *s, int64_t *id, bool *scanned, int64_t *plan);
-/* plan: the plan row an edited pipeline adopted, 0 for an update of the inputs. */
-int orch_store_update_start(orch_store *s, int64_t plan, int64_t *id);
+/* plan: the plan row an edited pipeline adopted, 0 for an update of the inputs; rerun:
+ * `--rerun`'s calls, comma-separated, or NULL. */
+int orch_store_update_start(orch_store *s, int64_t plan, const char *rerun, int64_t *id);
+/* The `--rerun` calls of update id: *calls malloc'd, or NULL. */
+int orch_store_update_rerun(orch_store *s, int64_t id, char **calls);
 /* Retires every live root, for `reason`; *n: how many. */
 int orch_store_root_retire_all(orch_store *s, const char *reason, int64_t *n);
 int orch_store_update_replanned(orch_store *s, int64_t id, int64_t n);

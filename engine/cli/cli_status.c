@@ -373,6 +373,48 @@ static void eta_print(FILE *out, int64_t total, int64_t sealed, int64_t span)
             left == 1 ? "" : "s", rate);
 }
 
+/* The plans the job has run, oldest first, when there is more than one, and its last
+ * update (table job_update: `orch update`). Best effort: a read that fails prints nothing. */
+static void history_print(FILE *out, struct orch_job *job)
+{
+    sqlite3 *db = orch_store_db(job->store);
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "SELECT hash, adopted_at, (SELECT count(*) FROM plan) FROM plan"
+                               " ORDER BY id",
+                           -1, &st, NULL) == SQLITE_OK) {
+        for (int i = 0; sqlite3_step(st) == SQLITE_ROW; i++) {
+            if (sqlite3_column_int64(st, 2) < 2)
+                break;
+            char at[40];
+            orch_cli_iso_time(at, sizeof at, sqlite3_column_int64(st, 1));
+            fprintf(out, "%s%.12s adopted %s\n", i ? "            " : "plans:      ",
+                    (const char *)sqlite3_column_text(st, 0), at);
+        }
+        sqlite3_finalize(st);
+    }
+    if (sqlite3_prepare_v2(db, "SELECT id, started_at, added - changed - replanned, changed,"
+                               " removed, replanned, finished_at IS NOT NULL, rerun"
+                               " FROM job_update ORDER BY id DESC LIMIT 1",
+                           -1, &st, NULL) == SQLITE_OK) {
+        if (sqlite3_step(st) == SQLITE_ROW) {
+            char at[40];
+            orch_cli_iso_time(at, sizeof at, sqlite3_column_int64(st, 1));
+            fprintf(out, "update:     #%lld at %s: %lld new, %lld changed, %lld removed",
+                    (long long)sqlite3_column_int64(st, 0), at,
+                    (long long)sqlite3_column_int64(st, 2),
+                    (long long)sqlite3_column_int64(st, 3),
+                    (long long)sqlite3_column_int64(st, 4));
+            if (sqlite3_column_int64(st, 5))
+                fprintf(out, ", %lld new revisions for an edited pipeline",
+                        (long long)sqlite3_column_int64(st, 5));
+            if (sqlite3_column_type(st, 7) != SQLITE_NULL)
+                fprintf(out, " (--rerun %s)", (const char *)sqlite3_column_text(st, 7));
+            fprintf(out, "; %s\n", sqlite3_column_int(st, 6) ? "finished" : "under way");
+        }
+        sqlite3_finalize(st);
+    }
+}
+
 static void status_print(FILE *out, struct orch_job *job, const struct status *s, bool live,
                          long pid, int64_t now_at)
 {
@@ -380,6 +422,7 @@ static void status_print(FILE *out, struct orch_job *job, const struct status *s
     fprintf(out, "job:        %s\n", job->info->name);
     fprintf(out, "status:     %s\n", now);
     fprintf(out, "plan:       %.12s\n", job->info->plan_hash);
+    history_print(out, job);
     if (live && pid > 0)
         fprintf(out, "driver:     running (pid %ld)\n", pid);
     else if (live)

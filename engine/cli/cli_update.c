@@ -15,7 +15,7 @@
 #include "support.h"
 
 static const char update_help[] =
-    "usage: orch update DIR [PIPELINE] [--watch SECONDS] [OPTIONS]\n"
+    "usage: orch update DIR [PIPELINE] [--rerun CALL]... [--watch SECONDS] [OPTIONS]\n"
     "\n"
     "Reads the job's sources again and runs only what changed (DESIGN §10): a key the job\n"
     "does not have becomes a new root; a files() root whose file changed (size or\n"
@@ -26,12 +26,18 @@ static const char update_help[] =
     "their grains runs again. Then the job runs to its end, like `orch resume`.\n"
     "An update interrupted by a crash is finished by the next `orch resume` or `orch update`.\n"
     "\n"
-    "With PIPELINE, an edited pipeline: when no port computes anything else (options such\n"
-    "as workers, batch, cpus, timeout or retries changed), the job adopts it and nothing\n"
-    "runs again; every plan the job has run is kept (table `plan`). An edit that changes\n"
-    "what ports compute (a function, an argument, an input, a new or removed statement) is\n"
-    "refused, with the ports it would change, and changes nothing: running only what such\n"
-    "an edit affects is not built yet; run the edited pipeline as a new job.\n"
+    "With PIPELINE, an edited pipeline, adopted by the job (every plan it has run is kept:\n"
+    "table `plan`). When no port computes anything else (options such as workers, batch,\n"
+    "cpus, timeout or retries changed), nothing runs again. Otherwise each port's\n"
+    "fingerprint (its function, arguments, inputs, expansion) decides: every root gets a\n"
+    "new revision that takes over the results of unchanged ports from the old one, and only\n"
+    "new and changed ports, and what is downstream of them, are computed. A port whose\n"
+    "bytes were reclaimed (not `output`) is computed again when something needs it. An edit\n"
+    "that removes a domain, a port or a statement, adds a source, gives a domain another\n"
+    "parent or a source another kind is refused, and changes nothing.\n"
+    "\n"
+    "  --rerun CALL     compute CALL and what is downstream of it again, as if it had\n"
+    "                   changed (a new model behind the same name); repeatable.\n"
     "\n"
     "  --watch SECONDS  do not stop when the job is done: read the sources again every\n"
     "                   SECONDS (a fraction allowed) and run what is new, changed or gone:\n"
@@ -290,19 +296,37 @@ static int align(const orch_plan *old, const orch_plan *new, orch_plan **out,
  * cannot keep the job's ids, or that moves a domain or changes a source's kind, is refused
  * and changes nothing. *update: the job_update row made for an edit, or 0. Returns -1 to
  * go on with the update, or the exit status. */
-static int plan_change(struct orch_job *job, const char *path, int64_t *update)
+static int plan_change(struct orch_job *job, const char *path, const char *rerun,
+                       int64_t *update)
 {
     *update = 0;
     orch_plan *new = NULL, *al = NULL;
-    int rc = orch_lang_compile_path(path, stderr, &new, NULL, NULL);
+    int rc = path ? orch_lang_compile_path(path, stderr, &new, NULL, NULL)
+                  : orch_plan_from_canonical(orch_plan_canonical(job->plan), &new);
     if (rc == ORCH_ESYNTAX || (rc < 0 && rc != -ENOMEM))
         return ORCH_EXIT_FAIL; /* the compiler said why, on stderr */
     if (rc < 0)
         return fprintf(stderr, "orch: update: out of memory\n"), ORCH_EXIT_FAIL;
-    if (strcmp(orch_plan_hash(new), orch_plan_hash(job->plan)) == 0) {
+    if (!path)
+        path = "the job's pipeline";
+    if (!rerun && strcmp(orch_plan_hash(new), orch_plan_hash(job->plan)) == 0) {
         orch_plan_free(new);
         return -1; /* the same plan: an update of the inputs */
     }
+    /* --rerun's calls must be calls of the plan that will run, with a statement. */
+    char *names = rerun ? strdup(rerun) : NULL;
+    for (char *n = names ? strtok(names, ",") : NULL; n; n = strtok(NULL, ",")) {
+        int k = orch_plan_find_call(new, n);
+        if (k < 0 || orch_plan_call(new, k)->stmt < 0) {
+            fprintf(stderr, "orch: update: --rerun %s: the pipeline has no call '%s' that a "
+                            "statement uses\n",
+                    n, n);
+            free(names);
+            orch_plan_free(new);
+            return ORCH_EXIT_FAIL;
+        }
+    }
+    free(names);
     int64_t open_id = 0;
     bool scanned;
     if ((rc = orch_store_update_open(job->store, &open_id, &scanned, NULL)) == 0 && open_id) {
@@ -336,7 +360,9 @@ static int plan_change(struct orch_job *job, const char *path, int64_t *update)
         return ORCH_EXIT_FAIL;
     }
     orch__buf_free(&why);
-    bool recompute = changes.len > 0;
+    bool recompute = changes.len > 0 || rerun;
+    if (rerun)
+        orch__buf_printf(&changes, "\n  --rerun %s, and what is downstream of it", rerun);
     int64_t plan_id = 0;
     if ((rc = orch_store_begin(job->store)) == 0) {
         rc = orch_store_plan_adopt(job->store, orch_plan_canonical(al), orch_plan_hash(al),
@@ -344,7 +370,7 @@ static int plan_change(struct orch_job *job, const char *path, int64_t *update)
         if (rc == 0)
             rc = orch_job_write_plan_rows(job->store, al);
         if (rc == 0 && recompute)
-            rc = orch_store_update_start(job->store, plan_id, update);
+            rc = orch_store_update_start(job->store, plan_id, rerun, update);
         if (rc == 0)
             rc = orch_store_commit(job->store);
         else
@@ -379,13 +405,24 @@ int orch_cli_update(int argc, char **argv)
     struct orch_run_opts o = {0};
     char *rest[64];
     int nrest = 0;
+    struct orch__buf rerun = {0}; /* --rerun's calls, comma-separated */
     for (int i = 0; i < argc; i++) {
+        if (i > 0 && strcmp(argv[i], "--rerun") == 0) {
+            if (i + 1 == argc || !argv[i + 1][0] || strchr(argv[i + 1], ',')) {
+                orch__buf_free(&rerun);
+                return orch_cli_usage_error("update: --rerun needs a call's name");
+            }
+            orch__buf_printf(&rerun, "%s%s", rerun.len ? "," : "", argv[++i]);
+            continue;
+        }
         if (i > 0 && strcmp(argv[i], "--watch") == 0) {
             char *end;
             double s = i + 1 < argc ? strtod(argv[i + 1], &end) : 0;
-            if (i + 1 == argc || *end || !(s > 0) || s > 86400.0 * 365)
+            if (i + 1 == argc || *end || !(s > 0) || s > 86400.0 * 365) {
+                orch__buf_free(&rerun);
                 return orch_cli_usage_error("update: --watch needs a positive number of "
                                             "seconds");
+            }
             o.watch_ms = (int64_t)(s * 1000.0 + 0.5);
             if (o.watch_ms < 1)
                 o.watch_ms = 1;
@@ -393,19 +430,25 @@ int orch_cli_update(int argc, char **argv)
         } else if (nrest < 63) {
             rest[nrest++] = argv[i];
         } else {
+            orch__buf_free(&rerun);
             return orch_cli_usage_error("update: too many arguments");
         }
     }
     struct orch_job *job;
     const char *pipeline;
     int status = orch_cli_open_existing("update", nrest, rest, &o, &job, &pipeline);
-    if (status >= 0)
+    if (status >= 0) {
+        orch__buf_free(&rerun);
         return status;
+    }
     int64_t id = 0;
-    if (pipeline && (status = plan_change(job, pipeline, &id)) >= 0) {
+    if ((pipeline || rerun.len) &&
+        (status = plan_change(job, pipeline, rerun.len ? rerun.p : NULL, &id)) >= 0) {
+        orch__buf_free(&rerun);
         orch_job_close(job);
         return status;
     }
+    orch__buf_free(&rerun);
     /* The update is recorded before anything of it is done: a crash from here on leaves
      * it unfinished, and the next start of a driver finishes it (admit.c). An update
      * already under way whose scan is not done is the same update. */
@@ -414,7 +457,7 @@ int orch_cli_update(int argc, char **argv)
     if (rc == 0 && (!id || scanned)) {
         rc = orch_store_begin(job->store);
         if (rc == 0)
-            rc = orch_store_update_start(job->store, 0, &id);
+            rc = orch_store_update_start(job->store, 0, NULL, &id);
         if (rc == 0)
             rc = orch_store_commit(job->store);
         else if (orch_store_in_txn(job->store))

@@ -61,6 +61,8 @@ struct fp_ctx {
     const orch_plan *p;
     char (*fp)[65];
     signed char *state; /* 0 not yet, 1 computing, 2 done */
+    const bool *salted; /* by call, or NULL */
+    const char *salt;
 };
 
 static int port_fp(struct fp_ctx *x, int port);
@@ -105,6 +107,8 @@ static int port_fp(struct fp_ctx *x, int port)
         if (st->call >= 0) {
             const struct orch_call *cl = &p->calls[st->call];
             field(&c, orch_fn_kind_name(cl->fn_kind));
+            if (x->salted && x->salted[st->call])
+                field(&c, x->salt); /* --rerun: as if the function had changed */
             field(&c, cl->function);
             field(&c, cl->symbol ? cl->symbol : "");
             if (cl->fn_kind == ORCH_FN_LIBRARY) {
@@ -148,9 +152,15 @@ static int port_fp(struct fp_ctx *x, int port)
 
 int orch_plan_fingerprints(const orch_plan *p, char (**out)[65])
 {
+    return orch_plan_fingerprints_salted(p, NULL, NULL, out);
+}
+
+int orch_plan_fingerprints_salted(const orch_plan *p, const bool *salted, const char *salt,
+                                  char (**out)[65])
+{
     *out = NULL;
     struct fp_ctx x = {p, calloc((size_t)p->nports + 1, sizeof *x.fp),
-                       calloc((size_t)p->nports + 1, 1)};
+                       calloc((size_t)p->nports + 1, 1), salted, salt};
     int rc = x.fp && x.state ? 0 : -ENOMEM;
     for (int i = 0; i < p->nports && rc == 0; i++)
         rc = port_fp(&x, i);

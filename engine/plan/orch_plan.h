@@ -213,6 +213,11 @@ const char *orch_plan_basedir(const orch_plan *p);
 /* Each port's fingerprint (engine/plan/fingerprint.c says what it covers): *out, a
  * malloc'd array of nports 64-hex-digit strings, in port order. 0 or -ENOMEM. */
 int orch_plan_fingerprints(const orch_plan *p, char (**out)[65]);
+/* The same, with `salt` added to what the calls marked in salted[] (by call index) compute:
+ * their ports, and every port downstream of them, get other fingerprints (`orch update
+ * --rerun`: a model changed behind an unchanged name). */
+int orch_plan_fingerprints_salted(const orch_plan *p, const bool *salted, const char *salt,
+                                  char (**out)[65]);
 
 /* Writes the plan readably: its name and hash, the domain tree, each call with its
  * function, arguments, options and reservation, each port with its producer and

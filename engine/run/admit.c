@@ -184,7 +184,7 @@ int orch_sched_rescan(struct orch_sched *d)
     orch_store *st = d->job->store;
     int rc = orch_store_begin(st);
     if (rc == 0)
-        rc = orch_store_update_start(st, 0, &d->update);
+        rc = orch_store_update_start(st, 0, NULL, &d->update);
     for (int i = 0; i < d->nsources && rc == 0; i++)
         if ((rc = orch_walk_rewind(d->sources[i].walk, true)) == 0)
             rc = rescan(d, &d->sources[i], d->update);

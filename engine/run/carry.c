@@ -63,8 +63,22 @@ int orch_sched_carry_open(struct orch_sched *d)
     if (rc == 0 && (rc = orch_plan_from_canonical(text, &old)) < 0)
         rc = orch_error_set(ORCH_ECORRUPT, "the job's previous plan does not compile: %s",
                             orch_error_detail());
+    /* --rerun: the calls named, and everything downstream of them, compute "anew". */
+    char *rerun = NULL;
+    bool *salted = NULL;
+    if (rc == 0 && (rc = orch_store_update_rerun(d->job->store, d->update, &rerun)) == 0 &&
+        rerun && !(salted = calloc((size_t)d->ncalls + 1, sizeof *salted)))
+        rc = -ENOMEM;
+    for (char *name = rerun ? strtok(rerun, ",") : NULL; rc == 0 && name;
+         name = strtok(NULL, ",")) {
+        int k = orch_plan_find_call(d->plan, name);
+        if (k >= 0)
+            salted[k] = true;
+    }
     if (rc == 0 && (rc = orch_plan_fingerprints(old, &fo)) == 0)
-        rc = orch_plan_fingerprints(d->plan, &fn);
+        rc = orch_plan_fingerprints_salted(d->plan, salted, "rerun", &fn);
+    free(rerun);
+    free(salted);
     for (int k = 0; rc == 0 && k < d->ncalls; k++) {
         const struct orch_call *cl = orch_plan_call(d->plan, k);
         if (cl->stmt < 0)

@@ -5,6 +5,7 @@
 #            never (their results are taken from the previous revision), and every export
 #            equals a fresh run's of the edited pipeline, byte for byte;
 #   new call a new statement downstream: it runs alone;
+#   --rerun  a call named runs again with its downstream, nothing else;
 #   reclaimed an upstream port that was not `output` (its bytes freed) runs again;
 #   refused  a removed statement, a domain with a new parent, a new source, a broken
 #            pipeline: refused with why, the job unchanged;
@@ -80,6 +81,11 @@ summary_ok "$J" "$T/log"
 job_done "$J"
 same_as_fresh "$T/args.orch"
 expect_eq "args: revisions" "4|4" "$(q "$J" "SELECT sum(reason = 'plan'), sum(state = 'live') FROM revisions")"
+# status shows the plans the job has run, and its last update.
+"$ORCH" status "$J" > "$T/status"
+expect_eq "status: three plans" 3 "$(sed -n '/^plans:/,/^update:/p' "$T/status" | grep -c ' adopted ')"
+grep -q "^update:     #2 at .*: 0 new, 0 changed, 0 removed, 4 new revisions for an edited pipeline; finished$" \
+  "$T/status" || fail "status: $(cat "$T/status")"
 
 # ---- a new call downstream -------------------------------------------------------------------
 n=$(last "$J")
@@ -89,6 +95,15 @@ printf 'call n = count()\ndoc.n = reduce n(word.w)\n' >> "$T/new.orch"
 grep -q "^  new port doc.n$" "$T/log" || fail "$(cat "$T/log")"
 expect_eq "new call: it alone ran" "rd=0 sp=0 up=0 keep=0 cat=0 n=4" "$(runs "$J" "$n")"
 same_as_fresh "$T/new.orch"
+
+# ---- --rerun: a call and its downstream, as if it had changed --------------------------------
+n=$(last "$J")
+"$ORCH" update "$J" --rerun up --progress none 2> "$T/log" || fail "rerun: $(cat "$T/log")"
+grep -q "^  --rerun up, and what is downstream of it$" "$T/log" || fail "$(cat "$T/log")"
+expect_eq "rerun up: it and its downstream ran" "rd=0 sp=0 up=12 keep=12 cat=4 n=0" "$(runs "$J" "$n")"
+same_as_fresh "$T/new.orch"
+if "$ORCH" update "$J" --rerun nope 2> "$T/err"; then fail "--rerun of no call accepted"; fi
+grep -q "has no call 'nope'" "$T/err" || fail "$(cat "$T/err")"
 
 # ---- an upstream port whose bytes were reclaimed -----------------------------------------------
 # With `output doc.out` and `output doc.n`, doc.text and the words are freed once read: an
