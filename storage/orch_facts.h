@@ -68,13 +68,15 @@ struct orch_root_row {
     const char *key;  /* orch_store_root_page only: valid during the call */
 };
 
-/* Records root entity e (of `domain`, key `key`) as the next revision of its key, live at
- * `position`; sig may be NULL. */
-int orch_store_root_put(orch_store *s, int64_t e, int domain, const char *key,
+/* Records root entity e (of `domain`; its key is the entity's) as revision `revision` of
+ * its key (orch_store_root_find says which), live at `position`; sig may be NULL. */
+int orch_store_root_put(orch_store *s, int64_t e, int domain, int64_t revision,
                         int64_t position, const struct orch_root_sig *sig);
 
-/* The live revision of `key` in `domain`: 1 and *r filled (r->key NULL), 0 if none. */
-int orch_store_root_find(orch_store *s, int domain, const char *key, struct orch_root_row *r);
+/* The live revision of `key` in `domain`: 1 and *r filled (r->key NULL), 0 if none;
+ * *next_revision: the revision a new root of that key would be (1 when it has none). */
+int orch_store_root_find(orch_store *s, int domain, const char *key, struct orch_root_row *r,
+                         int64_t *next_revision);
 
 /* Calls fn for at most `limit` live roots of `domain` after (after_position, after_id) in
  * (position, entity id) order: a page of a walk that stays correct while positions
@@ -84,6 +86,8 @@ int orch_store_root_page(orch_store *s, int domain, int64_t after_position, int6
                          void *ctx);
 
 int orch_store_root_position(orch_store *s, int64_t e, int64_t position);
+/* Whether `domain` has any root row, live or retired. */
+int orch_store_root_any(orch_store *s, int domain, bool *any);
 int orch_store_root_sig(orch_store *s, int64_t e, const struct orch_root_sig *sig);
 /* Retires live root e: reason "changed" or "removed". */
 int orch_store_root_retire(orch_store *s, int64_t e, const char *reason);

@@ -227,7 +227,7 @@ static int admit_chunk(struct orch_sched *d, struct orch_sched_source *s)
     char *vals[ADMIT_CHUNK], *keys[ADMIT_CHUNK];
     struct orch_iov iov[ADMIT_CHUNK];
     uint64_t ids[ADMIT_CHUNK];
-    int64_t pos[ADMIT_CHUNK];
+    int64_t pos[ADMIT_CHUNK], rev[ADMIT_CHUNK];
     struct orch_root_sig sigs[ADMIT_CHUNK];
     int n = 0, rc = 0, walked = 0;
     /* A chunk stops where its values would fill the byte budget, when they count (the
@@ -266,6 +266,7 @@ static int admit_chunk(struct orch_sched *d, struct orch_sched_source *s)
         if (files && orch_file_sig(vals[n], true, &sigs[n]) < 0)
             sigs[n].known = false;
         pos[n] = v.position;
+        rev[n] = v.revision;
         bytes += (int64_t)v.len;
         iov[n].data = vals[n];
         iov[n].len = v.len;
@@ -279,7 +280,7 @@ static int admit_chunk(struct orch_sched *d, struct orch_sched_source *s)
         int64_t e;
         rc = orch_prop_admit_root(d->prop, s->domain, s->next_ordinal, keys[k], ids[k], &e);
         if (rc == 0)
-            rc = orch_store_root_put(d->job->store, e, s->domain, keys[k], pos[k],
+            rc = orch_store_root_put(d->job->store, e, s->domain, rev[k], pos[k],
                                      sigs[k].known ? &sigs[k] : NULL);
         if (rc == 0)
             rc = orch_walk_admitted(s->walk, e);

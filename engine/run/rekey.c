@@ -156,7 +156,8 @@ static int new_key(struct orch_job *job, int domain, bool files, const char *pre
         if (n == 1 ? !(cand = strdup(old)) : asprintf(&cand, "%s#%ld", old, n) < 0)
             return -ENOMEM;
         struct orch_root_row r;
-        int rc = orch_store_root_find(job->store, domain, cand, &r);
+        int64_t next;
+        int rc = orch_store_root_find(job->store, domain, cand, &r, &next);
         if (rc == 0) {
             *buf = cand;
             return 0;
@@ -180,8 +181,7 @@ static int rekey_source(struct orch_job *job, int i, const char *prefix)
         if (rc == 0 && strcmp(key, roots[k].key) != 0)
             rc = rename_tree(job, roots[k].id, roots[k].key, key);
         if (rc == 0)
-            rc = orch_store_root_put(job->store, roots[k].id, src->domain, key, (int64_t)k,
-                                     NULL);
+            rc = orch_store_root_put(job->store, roots[k].id, src->domain, 1, (int64_t)k, NULL);
         free(key);
     }
     for (size_t k = 0; k < n; k++)

@@ -33,6 +33,7 @@ struct orch_walk_value {
     int64_t match;     /* the live root it is; 0: none (a new key) */
     bool in_order;     /* it matched the next unmatched live root in position order */
     int64_t match_position;
+    int64_t revision;  /* no match: the revision a new root of this key is */
     struct orch_root_sig stored; /* the matched root's signature */
 };
 

@@ -35,7 +35,7 @@ PIPE
 J=$T/a/job
 run_job "$T/a/p.orch" "$J"
 expect_eq "keys relative to the pipeline" "docs/b.txt docs/c.txt docs/d.txt docs/e.txt" \
-  "$(q "$J" "SELECT group_concat(key, ' ') FROM (SELECT key FROM root ORDER BY position)")"
+  "$(q "$J" "SELECT group_concat(key, ' ') FROM (SELECT key FROM revisions ORDER BY position)")"
 expect_eq "base_dir" "$T/a" "$(q "$J" "SELECT base_dir FROM job")"
 
 # Nothing changed: an update scans, runs nothing.
@@ -49,7 +49,7 @@ keep="SELECT g.id || ':' || g.generation || ':' || g.outcome FROM grain AS g
       JOIN entity AS x ON x.id = g.entity_id
       WHERE x.key LIKE 'docs/b.txt%' OR x.key LIKE 'docs/e.txt%' ORDER BY g.id"
 before=$(q "$J" "$keep")
-old_c=$(q "$J" "SELECT entity_id FROM root WHERE key = 'docs/c.txt'")
+old_c=$(q "$J" "SELECT entity_id FROM revisions WHERE key = 'docs/c.txt'")
 printf 'a new one\n' > "$T/a/docs/a.txt"            # new, sorts first
 printf 'z last\n' > "$T/a/docs/z.txt"               # new, sorts last
 printf 'c changed here\n' > "$T/a/docs/c.txt"       # changed
@@ -108,7 +108,7 @@ if "$ORCH" lineage "$J" docs/c.txt > /dev/null 2> "$T/err"; then fail "lineage: 
 grep -q "key 'docs/c.txt' names 2 entities" "$T/err" || fail "lineage: $(cat "$T/err")"
 # A file touched again with the same bytes: its signature is refreshed, nothing retired.
 expect_eq "e: the touch recorded" "$(stat -c %Y "$T/a/docs/e.txt")" \
-  "$(q "$J" "SELECT mtime_ns / 1000000000 FROM root WHERE key = 'docs/e.txt'")"
+  "$(q "$J" "SELECT r.mtime_ns / 1000000000 FROM root AS r JOIN entity AS e ON e.id = r.entity_id WHERE e.key = 'docs/e.txt'")"
 
 # ---- lines() -----------------------------------------------------------------------------
 printf 'x y\nq\nx y\nlast\n' > "$T/in.txt"
@@ -121,7 +121,7 @@ line.u = up(line.v)
 output line.u
 PIPE
 run_job "$T/l.orch" "$T/l"
-expect_eq "lines: keys" "x y|q|x y#2|last" "$(q "$T/l" "SELECT group_concat(key, '|') FROM (SELECT key FROM root ORDER BY position)")"
+expect_eq "lines: keys" "x y|q|x y#2|last" "$(q "$T/l" "SELECT group_concat(key, '|') FROM (SELECT key FROM revisions ORDER BY position)")"
 printf 'x y\nx y\nlast\nnew\nx y\n' > "$T/in.txt"   # q gone, a third x y, new
 "$ORCH" update "$T/l" --progress none 2> "$T/llog" || fail "update: $(cat "$T/llog")"
 grep -q "orch: update: 2 new, 0 changed, 1 removed" "$T/llog" || fail "$(cat "$T/llog")"
