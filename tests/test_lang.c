@@ -1414,6 +1414,34 @@ static void test_fingerprints(void **state)
     assert_string_not_equal(x, y);
 }
 
+/* `retired` statements: only in a job's plan (orch update), never in a pipeline. */
+static void test_retired(void **state)
+{
+    (void)state;
+    static const char *const src =
+        FP_BASE "call sp = split(sep=\" \")\ncall up = upper()\n"
+                "d.t = rd(d.p)\nw.x = expand sp(d.t)\nretired w.u = up(w.x)\n";
+    struct result r = compile(src);
+    assert_int_equal(r.rc, ORCH_ESYNTAX);
+    assert_non_null(strstr(r.diag, "'retired' marks a dropped statement in a job's plan"));
+    done(&r);
+    orch_plan *p = NULL;
+    assert_int_equal(orch_lang_compile_job_plan(src, &p), 0);
+    int u = orch_plan_find_port(p, "w.u"), x = orch_plan_find_port(p, "w.x");
+    const struct orch_stmt *s = orch_plan_stmt(p, orch_plan_port(p, u)->producer);
+    assert_true(s->retired);
+    /* It reads nothing (w.x has no consumer), its call is unused, its port keeps its id. */
+    assert_int_equal(orch_plan_port(p, x)->nconsumers, 0);
+    assert_int_equal(orch_plan_call(p, orch_plan_find_call(p, "up"))->stmt, -1);
+    assert_int_equal(u, 3);
+    assert_non_null(strstr(orch_plan_canonical(p), "\nretired w.u = up(w.x)\n"));
+    orch_plan *q = NULL;
+    assert_int_equal(orch_plan_from_canonical(orch_plan_canonical(p), &q), 0);
+    assert_string_equal(orch_plan_hash(p), orch_plan_hash(q));
+    orch_plan_free(p);
+    orch_plan_free(q);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1444,6 +1472,7 @@ int main(void)
         cmocka_unit_test(test_hostile_random),
         cmocka_unit_test(test_random_plans),
         cmocka_unit_test(test_fingerprints),
+        cmocka_unit_test(test_retired),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -212,6 +212,16 @@ int orch_cli_export(int argc, char **argv)
         orch_job_close(job);
         return ORCH_EXIT_FAIL;
     }
+    int producer = orch_plan_port(job->plan, port)->producer;
+    if (producer >= 0 && orch_plan_stmt(job->plan, producer)->retired) {
+        fprintf(stderr,
+                "orch: export: port '%s' left the pipeline at an edit (orch update); its "
+                "items stay in state.db as history: orch sql %s \"SELECT * FROM items WHERE "
+                "port = '%s'\"\n",
+                pos[1], pos[0], pos[1]);
+        orch_job_close(job);
+        return ORCH_EXIT_FAIL;
+    }
     rc = export_port(job, port, all, stdout);
     if (rc < 0)
         fprintf(stderr, "orch: export: %s\n",

@@ -81,7 +81,7 @@ static void update_said(struct orch_job *job, int64_t id)
  * those that left, and the structural changes no edit may make. Empty: nothing that
  * changes a result. */
 static int describe(const orch_plan *old, const orch_plan *new, struct orch__buf *b,
-                    struct orch__buf *refused)
+                    struct orch__buf *refused, struct orch__buf *gone)
 {
     char (*fo)[65], (*fn)[65];
     int rc = orch_plan_fingerprints(old, &fo);
@@ -112,20 +112,24 @@ static int describe(const orch_plan *old, const orch_plan *new, struct orch__buf
     for (int i = 0; i < orch_plan_nports(new); i++) {
         const char *q = orch_plan_port(new, i)->qualified;
         int j = orch_plan_find_port(old, q);
-        if (j < 0)
-            orch__buf_printf(b, "\n  new port %s", q);
+        int was = j >= 0 ? orch_plan_port(old, j)->producer : -1;
+        if (j < 0 || (was >= 0 && orch_plan_stmt(old, was)->retired))
+            orch__buf_printf(b, "\n  new port %s", q); /* or back after it was dropped */
         else if (strcmp(fo[j], fn[i]) != 0)
             orch__buf_printf(b, "\n  port %s: computed differently (its function, arguments, "
                                 "inputs or expansion changed)",
                              q);
     }
-    for (int j = 0; j < orch_plan_nports(old); j++)
-        if (orch_plan_find_port(new, orch_plan_port(old, j)->qualified) < 0)
-            orch__buf_printf(b, "\n  port %s: no longer in the pipeline",
+    for (int j = 0; j < orch_plan_nports(old); j++) {
+        int was = orch_plan_port(old, j)->producer;
+        if (orch_plan_find_port(new, orch_plan_port(old, j)->qualified) < 0 &&
+            !(was >= 0 && orch_plan_stmt(old, was)->retired))
+            orch__buf_printf(gone, "\n  port %s: dropped (its items stay as history)",
                              orch_plan_port(old, j)->qualified);
+    }
     free(fo);
     free(fn);
-    return b->oom || refused->oom ? -ENOMEM : 0;
+    return b->oom || refused->oom || gone->oom ? -ENOMEM : 0;
 }
 
 /* ---- aligning an edited plan with the job's ------------------------------------------- */
@@ -174,6 +178,8 @@ static void line_name(int kind, const char *line, char *buf, size_t cap)
         p += 7;
     else if (kind == L_CALL)
         p += 5;
+    if (kind == L_STMT && strncmp(p, "retired ", 8) == 0)
+        p += 8;
     size_t n = strcspn(p, kind == L_STMT ? " ," : " ");
     snprintf(buf, cap, "%.*s", (int)(n < cap ? n : cap - 1), p);
 }
@@ -226,12 +232,15 @@ static int align(const orch_plan *old, const orch_plan *new, orch_plan **out,
                 l->v[at] = NULL;
             } else if (kind == L_CALL) {
                 orch__buf_printf(&t, "%s\n", ok[kind].v[i]); /* kept, unused */
+            } else if (kind == L_STMT) {
+                /* Dropped by the edit: kept, retired, for its ports' ids and history. */
+                const char *old_line = ok[kind].v[i];
+                orch__buf_printf(&t, "%s%s\n",
+                                 strncmp(old_line, "retired ", 8) == 0 ? "" : "retired ",
+                                 old_line);
             } else {
                 orch__buf_printf(why, "\n  %s %s: no longer in the pipeline",
-                                 kind == L_DOMAIN   ? "domain"
-                                 : kind == L_SOURCE ? "source"
-                                                    : "the statement that makes",
-                                 name);
+                                 kind == L_DOMAIN ? "domain" : "source", name);
             }
         }
         for (size_t i = 0; i < l->n; i++) {
@@ -253,7 +262,7 @@ static int align(const orch_plan *old, const orch_plan *new, orch_plan **out,
         /* Compiled, not read as canonical: the reordered text is laid out by hand; the plan
          * it gives has its own canonical text, which is what the job adopts. Its paths are
          * all absolute already. */
-        if (orch_lang_compile("<aligned plan>", t.p, t.len, "/", NULL, &p) < 0) {
+        if (orch_lang_compile_job_plan(t.p, &p) < 0) {
             orch__buf_printf(why, "\n  the edited plan, reordered to keep the job's ids, does "
                                   "not compile: %s",
                              orch_error_detail());
@@ -336,9 +345,9 @@ static int plan_change(struct orch_job *job, const char *path, const char *rerun
                 job->dir);
         return ORCH_EXIT_FAIL;
     }
-    struct orch__buf why = {0}, changes = {0};
+    struct orch__buf why = {0}, changes = {0}, gone = {0};
     if (rc == 0)
-        rc = describe(job->plan, new, &changes, &why);
+        rc = describe(job->plan, new, &changes, &why, &gone);
     if (rc == 0)
         rc = align(job->plan, new, &al, &why);
     orch_plan_free(new);
@@ -346,6 +355,7 @@ static int plan_change(struct orch_job *job, const char *path, const char *rerun
         orch_plan_free(al);
         orch__buf_free(&why);
         orch__buf_free(&changes);
+        orch__buf_free(&gone);
         return fprintf(stderr, "orch: update: out of memory\n"), ORCH_EXIT_FAIL;
     }
     if (why.len > 0 || !al) {
@@ -357,9 +367,18 @@ static int plan_change(struct orch_job *job, const char *path, const char *rerun
         orch_plan_free(al);
         orch__buf_free(&why);
         orch__buf_free(&changes);
+        orch__buf_free(&gone);
         return ORCH_EXIT_FAIL;
     }
     orch__buf_free(&why);
+    if (!rerun && strcmp(orch_plan_hash(al), orch_plan_hash(job->plan)) == 0) {
+        /* The job's own plan, once aligned (a statement it had dropped already is still
+         * dropped): an update of the inputs. */
+        orch_plan_free(al);
+        orch__buf_free(&changes);
+        orch__buf_free(&gone);
+        return -1;
+    }
     bool recompute = changes.len > 0 || rerun;
     if (rerun)
         orch__buf_printf(&changes, "\n  --rerun %s, and what is downstream of it", rerun);
@@ -379,21 +398,25 @@ static int plan_change(struct orch_job *job, const char *path, const char *rerun
     if (rc < 0) {
         orch_plan_free(al);
         orch__buf_free(&changes);
+        orch__buf_free(&gone);
         fprintf(stderr, "orch: update: %s\n",
                 orch_error_detail()[0] ? orch_error_detail() : orch_strerror(rc));
         return ORCH_EXIT_FAIL;
     }
     orch_plan_free(job->plan);
     job->plan = al;
+    if (gone.len)
+        fprintf(stderr, "orch: update: %s drops:%s\n", path, gone.p);
     if (recompute)
         fprintf(stderr,
                 "orch: update: %s adopted; what it computes anew:%s\n"
                 "orch: every root gets a new revision that keeps what still holds\n",
                 path, changes.p);
     else
-        fprintf(stderr, "orch: update: %s adopted: only options changed, nothing runs again\n",
-                path);
+        fprintf(stderr, "orch: update: %s adopted: %s, nothing runs again\n", path,
+                gone.len ? "nothing computes anew" : "only options changed");
     orch__buf_free(&changes);
+    orch__buf_free(&gone);
     return -1;
 }
 

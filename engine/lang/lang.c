@@ -9,8 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static int compile(const char *file, const char *text, size_t len, const char *basedir,
-                   bool canonical, FILE *diag, orch_plan **out)
+static int compile_job(const char *file, const char *text, size_t len, const char *basedir,
+                       bool canonical, bool retired_ok, FILE *diag, orch_plan **out)
 {
     *out = NULL;
     orch_plan_builder *b;
@@ -19,7 +19,7 @@ static int compile(const char *file, const char *text, size_t len, const char *b
         return orch_error_set(-ENOMEM, "%s: out of memory", file);
     if (rc)
         return rc; /* the current directory is unknown: the detail says so */
-    if ((rc = orch__lang_parse(b, text, len, canonical)) == 0)
+    if ((rc = orch__lang_parse_job(b, text, len, canonical, retired_ok)) == 0)
         rc = orch_plan_build(b, out);
     if (rc == -ENOMEM) {
         orch_plan_builder_free(b);
@@ -41,10 +41,21 @@ static int compile(const char *file, const char *text, size_t len, const char *b
     return rc;
 }
 
+static int compile(const char *file, const char *text, size_t len, const char *basedir,
+                   bool canonical, FILE *diag, orch_plan **out)
+{
+    return compile_job(file, text, len, basedir, canonical, canonical, diag, out);
+}
+
 int orch_lang_compile(const char *file, const char *text, size_t len, const char *basedir,
                       FILE *diag, orch_plan **out)
 {
     return compile(file, text, len, basedir, false, diag, out);
+}
+
+int orch_lang_compile_job_plan(const char *text, orch_plan **out)
+{
+    return compile_job("<aligned plan>", text, strlen(text), "/", false, true, NULL, out);
 }
 
 /* Reads at most ORCH_LANG_MAX_BYTES + 1 bytes, so that a larger file is reported as such

@@ -64,5 +64,8 @@ orch_loc orch__lex_loc(const struct lexer *lx);
  * resolved when the plan was first compiled, or were kept as written by an orch that did
  * not resolve them: either way, resolving them again could only change the plan). */
 int orch__lang_parse(orch_plan_builder *b, const char *text, size_t len, bool canonical);
+/* The same; retired_ok: `retired` statements are allowed (a job's plan). */
+int orch__lang_parse_job(orch_plan_builder *b, const char *text, size_t len, bool canonical,
+                         bool retired_ok);
 
 #endif

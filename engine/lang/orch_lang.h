@@ -56,6 +56,10 @@
  * Diagnostics go to diag (may be NULL). On success *out is a new plan (orch_plan_free)
  * and 0 is returned, warnings or not; on compile errors, ORCH_ESYNTAX and *out = NULL
  * (orch_error_detail() then holds the first error, formatted as above); -ENOMEM. */
+/* A job's plan laid out by orch (an edited pipeline aligned with the job's: cli_update.c):
+ * compiled like a pipeline with absolute paths, `retired` statements allowed. */
+int orch_lang_compile_job_plan(const char *text, orch_plan **out);
+
 int orch_lang_compile(const char *file, const char *text, size_t len, const char *basedir,
                       FILE *diag, orch_plan **out);
 

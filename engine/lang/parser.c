@@ -47,6 +47,7 @@ struct parser {
     struct orch__map broken;
     bool seen_stmt;
     bool canonical; /* the text is a plan's canonical text: exec() lines are final */
+    bool retired_ok; /* `retired` statements are allowed: a job's plan (canonical, aligned) */
     bool oom;
 };
 
@@ -587,7 +588,7 @@ static enum orch_op rhs_op(struct parser *p)
 
 /* D.P1[, D.P2] = [op] CALL(INPUTS) or D.P = broadcast A.Q. The statement's position is
  * its call's name (for broadcast: the keyword). */
-static bool stmt_assign(struct parser *p)
+static bool stmt_assign(struct parser *p, bool retired)
 {
     struct plist *outs = NULL, *ins = NULL;
     const char *call = NULL;
@@ -616,6 +617,8 @@ static bool stmt_assign(struct parser *p)
     fed(p, orch_plan_add_stmt(p->b, op, call, loc, &si));
     if (si < 0)
         return true;
+    if (retired)
+        fed(p, orch_plan_stmt_retire(p->b, si));
     for (struct plist *l = outs; l; l = l->next)
         fed(p, orch_plan_stmt_output(p->b, si, l->ref.domain, l->ref.port, l->ref.loc));
     for (struct plist *l = ins; l; l = l->next)
@@ -646,8 +649,15 @@ static bool statement(struct parser *p)
         return stmt_call(p);
     if (keyword && is_word(t0, "output"))
         return stmt_output(p);
+    if (keyword && is_word(t0, "retired") && t1->kind == T_NAME && peek(p, 2)->kind == T_DOT) {
+        if (!p->retired_ok)
+            return syntax(p, t0, "a statement ('retired' marks a dropped statement in a "
+                                 "job's plan, not in a pipeline)");
+        advance(p);
+        return stmt_assign(p, true);
+    }
     if (!keyword)
-        return stmt_assign(p);
+        return stmt_assign(p, false);
     return syntax(p, t0,
                   "a statement (pipeline, domain, source, call, output or DOMAIN.PORT = ...)");
 }
@@ -659,7 +669,13 @@ int orch_lang_parse(orch_plan_builder *b, const char *text, size_t len)
 
 int orch__lang_parse(orch_plan_builder *b, const char *text, size_t len, bool canonical)
 {
-    struct parser p = {.b = b, .canonical = canonical};
+    return orch__lang_parse_job(b, text, len, canonical, canonical);
+}
+
+int orch__lang_parse_job(orch_plan_builder *b, const char *text, size_t len, bool canonical,
+                         bool retired_ok)
+{
+    struct parser p = {.b = b, .canonical = canonical, .retired_ok = retired_ok};
     orch__lex_init(&p.lx, text ? text : "", text ? len : 0, b, &p.line);
     if (len > ORCH_LANG_MAX_BYTES) {
         orch_plan_diag(b, ORCH_DIAG_ERROR, (orch_loc){1, 1},

@@ -25,7 +25,7 @@ static void check_expands(orch_plan_builder *b)
     char at[48];
     for (int si = 0; si < b->nstmts; si++) {
         struct b_stmt *s = &b->stmts[si];
-        if (s->op != ORCH_OP_EXPAND || s->nout == 0 || s->out[0].port < 0)
+        if (s->op != ORCH_OP_EXPAND || s->nout == 0 || s->out[0].port < 0 || s->retired)
             continue;
         struct b_domain *c = &b->domains[port_domain(b, s->out[0].port)];
         if (c->parent < 0)
@@ -251,7 +251,7 @@ static int freeze_ports(orch_plan_builder *b, struct orch_plan *p)
     if (!p->ports || !nc)
         return free(nc), -ENOMEM;
     for (int i = 0; i < b->nstmts; i++)
-        for (int j = 0; j < b->stmts[i].nin; j++)
+        for (int j = 0; j < b->stmts[i].nin && !b->stmts[i].retired; j++)
             nc[b->stmts[i].in[j].port]++;
     for (int i = 0; i < b->nports; i++) {
         const struct b_port *bp = &b->ports[i];
@@ -270,7 +270,7 @@ static int freeze_ports(orch_plan_builder *b, struct orch_plan *p)
     }
     free(nc);
     for (int i = 0; i < b->nstmts; i++)
-        for (int j = 0; j < b->stmts[i].nin; j++) {
+        for (int j = 0; j < b->stmts[i].nin && !b->stmts[i].retired; j++) {
             struct orch_port *q = &p->ports[b->ports[b->stmts[i].in[j].port].index];
             if (q->nconsumers == 0 || q->consumers[q->nconsumers - 1] != i)
                 ((int *)q->consumers)[q->nconsumers++] = i;
@@ -351,7 +351,8 @@ static int freeze_stmts(const orch_plan_builder *b, struct orch_plan *p)
                                          .in = in,
                                          .nout = bs->nout,
                                          .out = out,
-                                         .loc = bs->loc};
+                                         .loc = bs->loc,
+                                         .retired = bs->retired};
     }
     return 0;
 }

@@ -539,6 +539,16 @@ int orch_plan_add_stmt(orch_plan_builder *b, enum orch_op op, const char *call, 
     return orch__call_check_op(b, c, op, loc);
 }
 
+int orch_plan_stmt_retire(orch_plan_builder *b, int stmt)
+{
+    assert(stmt >= 0 && stmt < b->nstmts);
+    struct b_stmt *s = &b->stmts[stmt];
+    s->retired = true;
+    if (s->call >= 0 && b->calls[s->call].stmt == stmt)
+        b->calls[s->call].stmt = -1;
+    return 0;
+}
+
 static struct b_stmt *stmt_at(orch_plan_builder *b, int stmt)
 {
     assert(stmt >= 0 && stmt < b->nstmts);

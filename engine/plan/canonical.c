@@ -108,6 +108,8 @@ static void write_call(struct orch__buf *t, const struct orch_call *c)
 static void write_stmt(struct orch__buf *t, const struct orch_plan *p,
                        const struct orch_stmt *s)
 {
+    if (s->retired)
+        orch__buf_puts(t, "retired ");
     for (int i = 0; i < s->nout; i++)
         orch__buf_printf(t, "%s%s", i ? ", " : "", p->ports[s->out[i]].qualified);
     if (s->op == ORCH_OP_BROADCAST) {

@@ -179,6 +179,11 @@ struct orch_stmt {
     int nout;
     const int *out;        /* port indexes */
     orch_loc loc;
+    /* A statement an edited pipeline dropped (`orch update DIR PIPELINE`): kept in the
+     * job's plan so that its ports keep their ids and its items their names, as history;
+     * it makes no grain, reads nothing (no port lists it as a consumer), and its call is
+     * unused. Written `retired …` in the canonical text. */
+    bool retired;
 };
 
 typedef struct orch_plan orch_plan;
@@ -297,6 +302,8 @@ int orch_plan_stmt_output(orch_plan_builder *b, int stmt, const char *domain, co
                           orch_loc loc);
 int orch_plan_stmt_input(orch_plan_builder *b, int stmt, const char *domain, const char *port,
                          bool optional, orch_loc loc);
+/* Marks statement `stmt` retired (struct orch_stmt): its call is left unused. */
+int orch_plan_stmt_retire(orch_plan_builder *b, int stmt);
 
 int orch_plan_add_output(orch_plan_builder *b, const char *domain, const char *port,
                          orch_loc loc);

@@ -113,6 +113,7 @@ struct b_stmt {
     struct b_output *out;
     orch_loc loc;
     bool broken;
+    bool retired; /* orch_plan_stmt_retire */
     /* set by build */
     int domain, target;
     int child; /* reduce: the child domain of its inputs, else -1 */

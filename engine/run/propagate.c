@@ -51,6 +51,8 @@ int orch_prop_open(const orch_plan *plan, orch_store *store,
         goto nomem;
     for (int i = 0; i < orch_plan_nstmts(plan); i++) {
         const struct orch_stmt *s = orch_plan_stmt(plan, i);
+        if (s->retired)
+            continue; /* history only: it makes no grain, no broadcast item */
         if (s->op == ORCH_OP_BROADCAST)
             rc = push_int(&p->dom[s->target].bcast_stmts, &p->dom[s->target].nbcast,
                           &p->dom[s->target].cbcast, i);

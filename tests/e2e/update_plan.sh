@@ -121,13 +121,39 @@ sed -e 's/sep="+"/sep="-"/' "$T/out.orch" > "$T/out2.orch"
 expect_eq "reclaimed: the freed steps ran again, n did not" "rd=4 sp=3 up=12 keep=0 cat=4 n=0" "$(runs "$J" "$n")"
 same_as_fresh "$T/out2.orch"
 
-# ---- refused ---------------------------------------------------------------------------------
+# ---- a dropped statement: retired, its items history; back later -----------------------------
 J=$T/job
 n=$(last "$J")
-plans=$(q "$J" "SELECT count(*) FROM plan")
 grep -v '^doc.out = ' "$T/new.orch" > "$T/removed.orch"
-if "$ORCH" update "$J" "$T/removed.orch" 2> "$T/err"; then fail "a removed statement accepted"; fi
-grep -q "^  the statement that makes doc.out: no longer in the pipeline$" "$T/err" || fail "$(cat "$T/err")"
+"$ORCH" update "$J" "$T/removed.orch" --progress none 2> "$T/log" || fail "drop: $(cat "$T/log")"
+grep -q "^  port doc.out: dropped (its items stay as history)$" "$T/log" || fail "$(cat "$T/log")"
+grep -q "adopted: nothing computes anew, nothing runs again" "$T/log" || fail "$(cat "$T/log")"
+expect_eq "drop: nothing ran" "$n" "$(last "$J")"
+grep -q "^retired doc.out = reduce cat(word.k)$" <(q "$J" "SELECT plan_text FROM job") ||
+  fail "doc.out not retired in the job's plan"
+if "$ORCH" export "$J" doc.out 2> "$T/err"; then fail "export of a dropped port"; fi
+grep -q "port 'doc.out' left the pipeline at an edit" "$T/err" || fail "$(cat "$T/err")"
+expect_eq "drop: the live roots keep their items of it, as history" 4 \
+  "$(q "$J" "SELECT count(*) FROM item AS i JOIN port AS p ON p.id = i.port_id
+             JOIN root AS r ON r.entity_id = i.entity_id AND r.retired_at IS NULL
+             WHERE p.qualified = 'doc.out'")"
+# A new file: nothing computes the dropped port for it.
+printf 'd four\n' > "$T/docs/d.txt"
+"$ORCH" update "$J" "$T/removed.orch" --progress none 2> "$T/log" || fail "drop, new file: $(cat "$T/log")"
+grep -q "orch: update: 1 new, 0 changed, 0 removed" "$T/log" || fail "$(cat "$T/log")"
+expect_eq "drop: no cat for the new root" "rd=1 sp=1 up=2 keep=2 cat=0 n=1" "$(runs "$J" "$n")"
+same_as_fresh "$T/removed.orch"
+# Back: a port that was dropped is new again; the roots that had it take it over.
+n=$(last "$J")
+"$ORCH" update "$J" "$T/new.orch" --progress none 2> "$T/log" || fail "back: $(cat "$T/log")"
+grep -q "^  new port doc.out" "$T/log" || fail "$(cat "$T/log")"
+expect_eq "back: cat only for the root that never had doc.out" "rd=0 sp=0 up=0 keep=0 cat=1 n=0" \
+  "$(runs "$J" "$n")"
+same_as_fresh "$T/new.orch"
+
+# ---- refused ---------------------------------------------------------------------------------
+n=$(last "$J")
+plans=$(q "$J" "SELECT count(*) FROM plan")
 cat > "$T/parent.orch" <<'PIPE'
 pipeline p
 domain doc
