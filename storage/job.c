@@ -3,6 +3,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -193,6 +194,22 @@ int orch_store_plan_adopt(orch_store *s, const char *text, const char *hash, int
             *id = sqlite3_last_insert_rowid(s->db);
     }
     return 0;
+}
+
+int orch_store_ports_shift(orch_store *s, int first, int by)
+{
+    assert(first >= 0 && by > 0);
+    /* Through negative ids, so that no moved item meets one not moved yet on the primary
+     * key; the item rows briefly name port ids that do not exist: the foreign keys are
+     * checked at the commit (when they are enforced at all: ORCH_STORE_CHECKS). */
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "PRAGMA defer_foreign_keys = ON;"
+             "UPDATE item SET port_id = -(port_id + %d) - 1 WHERE port_id >= %d;"
+             "UPDATE item SET port_id = -port_id - 1 WHERE port_id < 0;"
+             "DELETE FROM port WHERE id >= %d",
+             by, first, first);
+    return orch_store_exec(s, sql);
 }
 
 int orch_store_job_base_dir(orch_store *s, char **out)

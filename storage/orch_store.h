@@ -209,6 +209,11 @@ int orch_store_job_get(orch_store *s, struct orch_job_info **out);
  * to the table `plan` (every plan the job has run), adopted now. In a transaction. */
 int orch_store_plan_adopt(orch_store *s, const char *text, const char *hash, int64_t *id);
 
+/* An edited plan with new sources (cli_update.c): the ports from `first` on move up by
+ * `by` ids (a source's ports come first): their items follow, and their port rows are
+ * deleted, for the caller to write again. In a transaction; O(the items moved). */
+int orch_store_ports_shift(orch_store *s, int first, int by);
+
 /* job.base_dir (migrations/0013_roots.sql): *out a malloc'd copy, or NULL for a job made
  * before schema 13 whose keys are not converted yet (engine/run/rekey.c). */
 int orch_store_job_base_dir(orch_store *s, char **out);

@@ -246,11 +246,6 @@ static int align(const orch_plan *old, const orch_plan *new, orch_plan **out,
         for (size_t i = 0; i < l->n; i++) {
             if (!l->v[i])
                 continue;
-            if (kind == L_SOURCE) {
-                char name[512];
-                line_name(kind, l->v[i], name, sizeof name);
-                orch__buf_printf(why, "\n  source %s: new (a new root domain)", name);
-            }
             orch__buf_printf(&t, "%s\n", l->v[i]);
         }
         orch__buf_putc(&t, '\n');
@@ -273,9 +268,17 @@ static int align(const orch_plan *old, const orch_plan *new, orch_plan **out,
                         orch_plan_ncalls(p) >= orch_plan_ncalls(old);
             for (int i = 0; same && i < orch_plan_ndomains(old); i++)
                 same = strcmp(orch_plan_domain(p, i)->name, orch_plan_domain(old, i)->name) == 0;
-            for (int i = 0; same && i < orch_plan_nports(old); i++)
-                same = strcmp(orch_plan_port(p, i)->qualified,
+            /* Ports: a new source's port comes before every statement's (ports are numbered
+             * sources first), so the ports after the old sources' may move up, in order:
+             * plan_change moves their items. Any other move is a change of what a statement
+             * makes. */
+            int shift = orch_plan_nsources(p) - orch_plan_nsources(old);
+            for (int i = 0; same && i < orch_plan_nports(old); i++) {
+                int at = orch_plan_port(old, i)->source >= 0 ? i : i + shift;
+                same = at < orch_plan_nports(p) &&
+                       strcmp(orch_plan_port(p, at)->qualified,
                               orch_plan_port(old, i)->qualified) == 0;
+            }
             for (int i = 0; same && i < orch_plan_ncalls(old); i++)
                 same = strcmp(orch_plan_call(p, i)->name, orch_plan_call(old, i)->name) == 0;
             if (same)
@@ -386,6 +389,10 @@ static int plan_change(struct orch_job *job, const char *path, const char *rerun
     if ((rc = orch_store_begin(job->store)) == 0) {
         rc = orch_store_plan_adopt(job->store, orch_plan_canonical(al), orch_plan_hash(al),
                                    &plan_id);
+        /* New sources: the statements' ports move up (align); their items follow. */
+        int shift = orch_plan_nsources(al) - orch_plan_nsources(job->plan);
+        if (rc == 0 && shift > 0)
+            rc = orch_store_ports_shift(job->store, orch_plan_nsources(job->plan), shift);
         if (rc == 0)
             rc = orch_job_write_plan_rows(job->store, al);
         if (rc == 0 && recompute)

@@ -86,11 +86,10 @@ int orch_sched_carry_open(struct orch_sched *d)
         const struct orch_stmt *s = orch_plan_stmt(d->plan, cl->stmt);
         bool same = true;
         for (int i = 0; i < s->nout && same; i++) {
+            /* By name: an edit that added a source moved the statements' ports up. */
             int port = s->out[i];
-            same = port < orch_plan_nports(old) &&
-                   strcmp(orch_plan_port(old, port)->qualified,
-                          orch_plan_port(d->plan, port)->qualified) == 0 &&
-                   strcmp(fo[port], fn[port]) == 0;
+            int was = orch_plan_find_port(old, orch_plan_port(d->plan, port)->qualified);
+            same = was >= 0 && strcmp(fo[was], fn[port]) == 0;
         }
         c->same[k] = same;
     }

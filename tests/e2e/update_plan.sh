@@ -7,8 +7,10 @@
 #   new call a new statement downstream: it runs alone;
 #   --rerun  a call named runs again with its downstream, nothing else;
 #   reclaimed an upstream port that was not `output` (its bytes freed) runs again;
-#   refused  a removed statement, a domain with a new parent, a new source, a broken
-#            pipeline: refused with why, the job unchanged;
+#   dropped  a statement dropped: retired, its items history, export refuses it; back later;
+#   source   a new source (a new root domain): the ports after it move up with their items;
+#   refused  a domain removed, a domain with a new parent, a broken pipeline: refused
+#            with why, the job unchanged;
 #   kill -9  during an edited update, then resume: the same export.
 source "$(dirname "$0")/lib.sh"
 
@@ -151,6 +153,27 @@ expect_eq "back: cat only for the root that never had doc.out" "rd=0 sp=0 up=0 k
   "$(runs "$J" "$n")"
 same_as_fresh "$T/new.orch"
 
+# ---- a new source: a new root domain --------------------------------------------------------
+# Its port takes an id before every statement's (sources come first): the items of the
+# ports after it move up, and keep their names.
+n=$(last "$J")
+# The items of the first revision of docs/a.txt, by port name: the same after the move.
+first=$(q "$J" "SELECT min(entity_id) FROM revisions WHERE key = 'docs/a.txt'")
+items_of() { q "$J" "SELECT group_concat(p.qualified || ':' || i.state || ':' || coalesce(i.payload_id, ''), ' ')
+                     FROM (SELECT * FROM item WHERE entity_id = $first) AS i
+                     JOIN port AS p ON p.id = i.port_id ORDER BY p.qualified"; }
+before=$(items_of)
+printf 'l1\nl2\n' > "$T/list.txt"
+cp "$T/new.orch" "$T/src.orch"
+printf 'domain item\nsource item.v = lines("list.txt")\ncall up2 = upper()\nitem.u = up2(item.v)\n' >> "$T/src.orch"
+"$ORCH" update "$J" "$T/src.orch" --progress none 2> "$T/log" || fail "new source: $(cat "$T/log")"
+grep -q "^  new port item.v$" "$T/log" || fail "$(cat "$T/log")"
+expect_eq "new source: only its call ran" "rd=0 sp=0 up=0 keep=0 cat=0 n=0 up2=2" "$(runs "$J" "$n")"
+expect_eq "new source: the old items kept their ports" "$before" "$(items_of)"
+expect_eq "new source: the ids" "doc.path=0 item.v=1" \
+  "$(q "$J" "SELECT group_concat(qualified || '=' || id, ' ') FROM (SELECT * FROM port WHERE id < 2 ORDER BY id)")"
+same_as_fresh "$T/src.orch"
+
 # ---- refused ---------------------------------------------------------------------------------
 n=$(last "$J")
 plans=$(q "$J" "SELECT count(*) FROM plan")
@@ -167,7 +190,7 @@ PIPE
 if "$ORCH" update "$J" "$T/parent.orch" 2> "$T/err"; then fail "a new parent accepted"; fi
 grep -q "domain word: its parent is now top (was doc): its entities cannot move" "$T/err" ||
   fail "$(cat "$T/err")"
-grep -q "source top.x: new (a new root domain)" "$T/err" || fail "$(cat "$T/err")"
+grep -q "^  domain item: no longer in the pipeline$" "$T/err" || fail "$(cat "$T/err")"
 printf 'pipeline broken\ndomain\n' > "$T/bad.orch"
 if "$ORCH" update "$J" "$T/bad.orch" 2> "$T/err"; then fail "a broken pipeline accepted"; fi
 grep -q "bad.orch:2:" "$T/err" || fail "no compiler error: $(cat "$T/err")"
