@@ -146,6 +146,8 @@
     X(UPDATE_START, "INSERT INTO job_update (started_at, plan_id, rerun) VALUES (?, ?, ?)")    \
     X(UPDATE_RERUN, "SELECT rerun FROM job_update WHERE id = ?")                               \
     X(UPDATE_REPLANNED, "UPDATE job_update SET replanned = ? WHERE id = ?")                     \
+    X(ROOT_RETIRE_DOMAIN, "UPDATE root SET retired_at = ?1, reason = ?2, position = NULL "    \
+                          "WHERE retired_at IS NULL AND domain_id = ?3")                       \
     X(ROOT_RETIRE_ALL, "UPDATE root SET retired_at = ?1, reason = ?2, position = NULL "          \
                        "WHERE retired_at IS NULL")                                             \
     X(ROOT_TWIN, "SELECT o.entity_id FROM root AS n JOIN entity AS ne ON ne.id = n.entity_id " \
@@ -495,6 +497,13 @@ int orch_store_root_retire_all(orch_store *s, const char *reason, int64_t *n)
     if (rc == 0 && (rc = run(s, st, NULL)) == 0)
         *n = sqlite3_changes(s->db);
     return rc;
+}
+
+int orch_store_root_retire_domain(orch_store *s, int domain, const char *reason)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_ROOT_RETIRE_DOMAIN, &st, "lsi", now_ms(), reason, domain);
+    return rc < 0 ? rc : run(s, st, NULL);
 }
 
 int orch_store_update_replanned(orch_store *s, int64_t id, int64_t n)

@@ -105,6 +105,8 @@ int orch_store_update_rerun(orch_store *s, int64_t id, char **calls);
 /* Retires every live root, for `reason`; *n: how many. */
 int orch_store_root_retire_all(orch_store *s, const char *reason, int64_t *n);
 int orch_store_update_replanned(orch_store *s, int64_t id, int64_t n);
+/* Retires every live root of `domain`, for `reason`. */
+int orch_store_root_retire_domain(orch_store *s, int domain, const char *reason);
 
 /* ---- an edited pipeline's new revisions (engine/run/carry.c) ---------------------------- */
 

@@ -213,7 +213,9 @@ int orch_cli_export(int argc, char **argv)
         return ORCH_EXIT_FAIL;
     }
     int producer = orch_plan_port(job->plan, port)->producer;
-    if (producer >= 0 && orch_plan_stmt(job->plan, producer)->retired) {
+    int source = orch_plan_port(job->plan, port)->source;
+    if ((producer >= 0 && orch_plan_stmt(job->plan, producer)->retired) ||
+        (source >= 0 && orch_plan_source(job->plan, source)->retired)) {
         fprintf(stderr,
                 "orch: export: port '%s' left the pipeline at an edit (orch update); its "
                 "items stay in state.db as history: orch sql %s \"SELECT * FROM items WHERE "

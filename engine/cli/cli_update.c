@@ -113,7 +113,9 @@ static int describe(const orch_plan *old, const orch_plan *new, struct orch__buf
         const char *q = orch_plan_port(new, i)->qualified;
         int j = orch_plan_find_port(old, q);
         int was = j >= 0 ? orch_plan_port(old, j)->producer : -1;
-        if (j < 0 || (was >= 0 && orch_plan_stmt(old, was)->retired))
+        int src = j >= 0 ? orch_plan_port(old, j)->source : -1;
+        if (j < 0 || (was >= 0 && orch_plan_stmt(old, was)->retired) ||
+            (src >= 0 && orch_plan_source(old, src)->retired))
             orch__buf_printf(b, "\n  new port %s", q); /* or back after it was dropped */
         else if (strcmp(fo[j], fn[i]) != 0)
             orch__buf_printf(b, "\n  port %s: computed differently (its function, arguments, "
@@ -121,9 +123,10 @@ static int describe(const orch_plan *old, const orch_plan *new, struct orch__buf
                              q);
     }
     for (int j = 0; j < orch_plan_nports(old); j++) {
-        int was = orch_plan_port(old, j)->producer;
+        int was = orch_plan_port(old, j)->producer, src = orch_plan_port(old, j)->source;
         if (orch_plan_find_port(new, orch_plan_port(old, j)->qualified) < 0 &&
-            !(was >= 0 && orch_plan_stmt(old, was)->retired))
+            !(was >= 0 && orch_plan_stmt(old, was)->retired) &&
+            !(src >= 0 && orch_plan_source(old, src)->retired))
             orch__buf_printf(gone, "\n  port %s: dropped (its items stay as history)",
                              orch_plan_port(old, j)->qualified);
     }
@@ -232,15 +235,14 @@ static int align(const orch_plan *old, const orch_plan *new, orch_plan **out,
                 l->v[at] = NULL;
             } else if (kind == L_CALL) {
                 orch__buf_printf(&t, "%s\n", ok[kind].v[i]); /* kept, unused */
-            } else if (kind == L_STMT) {
+            } else if (kind == L_DOMAIN) {
+                orch__buf_printf(&t, "%s\n", ok[kind].v[i]); /* dropped: kept, for its id */
+            } else if (kind == L_STMT || kind == L_SOURCE) {
                 /* Dropped by the edit: kept, retired, for its ports' ids and history. */
                 const char *old_line = ok[kind].v[i];
                 orch__buf_printf(&t, "%s%s\n",
                                  strncmp(old_line, "retired ", 8) == 0 ? "" : "retired ",
                                  old_line);
-            } else {
-                orch__buf_printf(why, "\n  %s %s: no longer in the pipeline",
-                                 kind == L_DOMAIN ? "domain" : "source", name);
             }
         }
         for (size_t i = 0; i < l->n; i++) {
@@ -395,6 +397,12 @@ static int plan_change(struct orch_job *job, const char *path, const char *rerun
             rc = orch_store_ports_shift(job->store, orch_plan_nsources(job->plan), shift);
         if (rc == 0)
             rc = orch_job_write_plan_rows(job->store, al);
+        /* A source the edit dropped: its domain's roots retire now, as removed (their
+         * items stay as history); no later scan reads it. */
+        for (int i = 0; rc == 0 && i < orch_plan_nsources(al); i++)
+            if (orch_plan_source(al, i)->retired)
+                rc = orch_store_root_retire_domain(job->store, orch_plan_source(al, i)->domain,
+                                                   "removed");
         if (rc == 0 && recompute)
             rc = orch_store_update_start(job->store, plan_id, rerun, update);
         if (rc == 0)

@@ -233,7 +233,7 @@ static bool stmt_domain(struct parser *p)
     return true;
 }
 
-static bool stmt_source(struct parser *p)
+static bool stmt_source(struct parser *p, bool retired)
 {
     struct pref r;
     const char *kind, *arg;
@@ -259,8 +259,12 @@ static bool stmt_source(struct parser *p)
     advance(p);
     if (!expect(p, T_RPAREN, "')'") || !end_of_line(p))
         return false;
-    if (!is_broken(p, 'd', r.domain))
+    if (!is_broken(p, 'd', r.domain)) {
+        int before = orch_plan_nsources_built(p->b);
         fed(p, orch_plan_add_source(p->b, r.domain, r.port, k, arg, r.loc));
+        if (retired && orch_plan_nsources_built(p->b) > before)
+            fed(p, orch_plan_source_retire(p->b));
+    }
     return true;
 }
 
@@ -644,16 +648,20 @@ static bool statement(struct parser *p)
     if (keyword && is_word(t0, "domain"))
         return stmt_domain(p);
     if (keyword && is_word(t0, "source"))
-        return stmt_source(p);
+        return stmt_source(p, false);
     if (keyword && is_word(t0, "call"))
         return stmt_call(p);
     if (keyword && is_word(t0, "output"))
         return stmt_output(p);
-    if (keyword && is_word(t0, "retired") && t1->kind == T_NAME && peek(p, 2)->kind == T_DOT) {
+    if (keyword && is_word(t0, "retired") && t1->kind == T_NAME &&
+        (peek(p, 2)->kind == T_DOT || is_word(t1, "source"))) {
         if (!p->retired_ok)
             return syntax(p, t0, "a statement ('retired' marks a dropped statement in a "
                                  "job's plan, not in a pipeline)");
         advance(p);
+        if (is_word(peek(p, 0), "source") && peek(p, 1)->kind == T_NAME &&
+            peek(p, 2)->kind == T_DOT)
+            return stmt_source(p, true);
         return stmt_assign(p, true);
     }
     if (!keyword)

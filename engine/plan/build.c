@@ -19,23 +19,27 @@ static bool strict_ancestor(const orch_plan_builder *b, int a, int d)
     return false;
 }
 
-/* The first plain expand into each child domain defines it; a second is an error. */
+/* The first plain expand into each child domain defines it; a second is an error. A
+ * retired expand (a job's plan) defines a domain only that no live one does: a domain an
+ * edit dropped with its expand. */
 static void check_expands(orch_plan_builder *b)
 {
     char at[48];
-    for (int si = 0; si < b->nstmts; si++) {
-        struct b_stmt *s = &b->stmts[si];
-        if (s->op != ORCH_OP_EXPAND || s->nout == 0 || s->out[0].port < 0 || s->retired)
-            continue;
-        struct b_domain *c = &b->domains[port_domain(b, s->out[0].port)];
-        if (c->parent < 0)
-            continue; /* reported by check_stmt */
-        if (c->expand < 0)
-            c->expand = si;
-        else
-            orch__error(b, s->loc, "domain '%s' already has a plain expand%s", c->name,
-                        orch__at(b->stmts[c->expand].loc, at));
-    }
+    for (int pass = 0; pass < 2; pass++)
+        for (int si = 0; si < b->nstmts; si++) {
+            struct b_stmt *s = &b->stmts[si];
+            if (s->op != ORCH_OP_EXPAND || s->nout == 0 || s->out[0].port < 0 ||
+                s->retired != (pass == 1))
+                continue;
+            struct b_domain *c = &b->domains[port_domain(b, s->out[0].port)];
+            if (c->parent < 0)
+                continue; /* reported by check_stmt */
+            if (c->expand < 0)
+                c->expand = si;
+            else if (pass == 0)
+                orch__error(b, s->loc, "domain '%s' already has a plain expand%s", c->name,
+                            orch__at(b->stmts[c->expand].loc, at));
+        }
 }
 
 /* Inputs of a map or filter must be ports of d. */
@@ -327,7 +331,8 @@ static int freeze_stmts(const orch_plan_builder *b, struct orch_plan *p)
                                              .port = b->ports[bs->port].index,
                                              .kind = bs->kind,
                                              .arg = ADUP(p, bs->arg),
-                                             .written = ADUP(p, bs->written)};
+                                             .written = ADUP(p, bs->written),
+                                             .retired = bs->retired};
         if (!p->sources[i].arg || !p->sources[i].written)
             return -ENOMEM;
     }

@@ -549,6 +549,18 @@ int orch_plan_stmt_retire(orch_plan_builder *b, int stmt)
     return 0;
 }
 
+int orch_plan_nsources_built(const orch_plan_builder *b)
+{
+    return b->nsources;
+}
+
+int orch_plan_source_retire(orch_plan_builder *b)
+{
+    if (b->nsources > 0)
+        b->sources[b->nsources - 1].retired = true;
+    return 0;
+}
+
 static struct b_stmt *stmt_at(orch_plan_builder *b, int stmt)
 {
     assert(stmt >= 0 && stmt < b->nstmts);

@@ -143,8 +143,8 @@ int orch__plan_canonicalize(struct orch_plan *p)
         orch__buf_putc(&t, '\n');
     for (int i = 0; i < p->nsources; i++) {
         const struct orch_source *s = &p->sources[i];
-        orch__buf_printf(&t, "source %s = %s(", p->ports[s->port].qualified,
-                         orch_source_kind_name(s->kind));
+        orch__buf_printf(&t, "%ssource %s = %s(", s->retired ? "retired " : "",
+                         p->ports[s->port].qualified, orch_source_kind_name(s->kind));
         orch__quote(&t, s->arg);
         orch__buf_puts(&t, ")\n");
     }

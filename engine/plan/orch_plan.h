@@ -127,6 +127,10 @@ struct orch_source {
     const char *arg;       /* the glob or file, resolved against the pipeline's directory */
     const char *written;   /* the glob or file as the pipeline wrote it (a plan rebuilt
                             * from its canonical text has only the resolved one) */
+    /* A source an edited pipeline dropped with its domain (`orch update DIR PIPELINE`):
+     * kept so that its port keeps its id; it admits no root, and the job's roots of its
+     * domain are retired. Written `retired source …` in the canonical text. */
+    bool retired;
 };
 
 struct orch_arg {
@@ -304,6 +308,10 @@ int orch_plan_stmt_input(orch_plan_builder *b, int stmt, const char *domain, con
                          bool optional, orch_loc loc);
 /* Marks statement `stmt` retired (struct orch_stmt): its call is left unused. */
 int orch_plan_stmt_retire(orch_plan_builder *b, int stmt);
+/* How many sources the builder holds. */
+int orch_plan_nsources_built(const orch_plan_builder *b);
+/* Marks the last source added retired (struct orch_source). */
+int orch_plan_source_retire(orch_plan_builder *b);
 
 int orch_plan_add_output(orch_plan_builder *b, const char *domain, const char *port,
                          orch_loc loc);

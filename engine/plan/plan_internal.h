@@ -75,6 +75,7 @@ struct b_source {
     const char *arg;
     const char *written;
     orch_loc loc;
+    bool retired; /* orch_plan_source_retire */
 };
 
 struct b_call {

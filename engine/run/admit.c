@@ -129,6 +129,8 @@ int orch_sched_sources_check(struct orch_job *job)
     bool scanned;
     int rc = orch_store_update_open(job->store, &update, &scanned, NULL);
     for (int i = 0; rc == 0 && !update && i < orch_plan_nsources(job->plan); i++) {
+        if (orch_plan_source(job->plan, i)->retired)
+            continue;
         struct orch_walk *w = NULL;
         if ((rc = orch_walk_open(job->store, job->plan, i, job->base_dir, &w)) == 0)
             rc = resume_check(job, w);
@@ -145,6 +147,10 @@ int orch_sched_sources_open(struct orch_sched *d)
         struct orch_sched_source *s = &d->sources[i];
         s->src = orch_plan_source(d->plan, i);
         s->domain = s->src->domain;
+        if (s->src->retired) { /* dropped by an edit: it admits nothing (cli_update.c) */
+            s->exhausted = true;
+            continue;
+        }
         if ((rc = orch_walk_open(st, d->plan, i, d->job->base_dir, &s->walk)) < 0 ||
             (rc = orch_store_root_next_ordinal(st, s->domain, &s->next_ordinal)) < 0)
             return rc;
@@ -158,7 +164,8 @@ int orch_sched_sources_open(struct orch_sched *d)
         if ((rc = orch_store_begin(st)) < 0)
             return rc;
         for (int i = 0; i < d->nsources && rc == 0; i++)
-            rc = rescan(d, &d->sources[i], d->update);
+            if (d->sources[i].walk)
+                rc = rescan(d, &d->sources[i], d->update);
         /* An edited plan: every root that is still live gets a new revision, which takes
          * over from this one what the edit left as it was (carry.c). */
         int64_t n;
@@ -174,7 +181,7 @@ int orch_sched_sources_open(struct orch_sched *d)
             return rc;
     }
     for (int i = 0; i < d->nsources; i++)
-        if ((rc = orch_walk_rewind(d->sources[i].walk, false)) < 0)
+        if (d->sources[i].walk && (rc = orch_walk_rewind(d->sources[i].walk, false)) < 0)
             return rc;
     return 0;
 }
@@ -186,7 +193,7 @@ int orch_sched_rescan(struct orch_sched *d)
     if (rc == 0)
         rc = orch_store_update_start(st, 0, NULL, &d->update);
     for (int i = 0; i < d->nsources && rc == 0; i++)
-        if ((rc = orch_walk_rewind(d->sources[i].walk, true)) == 0)
+        if (d->sources[i].walk && (rc = orch_walk_rewind(d->sources[i].walk, true)) == 0)
             rc = rescan(d, &d->sources[i], d->update);
     if (rc == 0)
         rc = orch_store_update_scanned(st, d->update);
@@ -200,6 +207,8 @@ int orch_sched_rescan(struct orch_sched *d)
     d->updates++;
     d->update_plan = 0;
     for (int i = 0; i < d->nsources && rc == 0; i++) {
+        if (!d->sources[i].walk)
+            continue; /* retired */
         rc = orch_walk_rewind(d->sources[i].walk, false);
         d->sources[i].exhausted = false;
     }

@@ -173,6 +173,22 @@ expect_eq "new source: the old items kept their ports" "$before" "$(items_of)"
 expect_eq "new source: the ids" "doc.path=0 item.v=1" \
   "$(q "$J" "SELECT group_concat(qualified || '=' || id, ' ') FROM (SELECT * FROM port WHERE id < 2 ORDER BY id)")"
 same_as_fresh "$T/src.orch"
+# Dropped again, with its domain: the source is retired, its roots too (removed), and a
+# line added to its file later is not admitted.
+n=$(last "$J")
+"$ORCH" update "$J" "$T/new.orch" --progress none 2> "$T/log" || fail "drop source: $(cat "$T/log")"
+grep -q "^  port item.v: dropped (its items stay as history)$" "$T/log" || fail "$(cat "$T/log")"
+grep -q "^retired source item.v = lines(" <(q "$J" "SELECT plan_text FROM job") ||
+  fail "item.v not retired in the job's plan"
+expect_eq "drop source: its roots retired" "2 removed" \
+  "$(q "$J" "SELECT count(*), reason FROM revisions WHERE domain = 'item' AND state = 'retired'" | tr '|' ' ')"
+if "$ORCH" export "$J" item.v 2> "$T/err"; then fail "export of a dropped source"; fi
+grep -q "left the pipeline" "$T/err" || fail "$(cat "$T/err")"
+printf 'l3\n' >> "$T/list.txt"
+"$ORCH" update "$J" --progress none 2> "$T/log" || fail "update after the drop: $(cat "$T/log")"
+grep -q "orch: update: 0 new, 0 changed, 0 removed" "$T/log" || fail "$(cat "$T/log")"
+expect_eq "drop source: nothing ran" "$n" "$(last "$J")"
+same_as_fresh "$T/new.orch"
 
 # ---- refused ---------------------------------------------------------------------------------
 n=$(last "$J")
@@ -190,7 +206,7 @@ PIPE
 if "$ORCH" update "$J" "$T/parent.orch" 2> "$T/err"; then fail "a new parent accepted"; fi
 grep -q "domain word: its parent is now top (was doc): its entities cannot move" "$T/err" ||
   fail "$(cat "$T/err")"
-grep -q "^  domain item: no longer in the pipeline$" "$T/err" || fail "$(cat "$T/err")"
+grep -q "domain word: its parent is now top" "$T/err" || fail "$(cat "$T/err")"
 printf 'pipeline broken\ndomain\n' > "$T/bad.orch"
 if "$ORCH" update "$J" "$T/bad.orch" 2> "$T/err"; then fail "a broken pipeline accepted"; fi
 grep -q "bad.orch:2:" "$T/err" || fail "no compiler error: $(cat "$T/err")"
