@@ -80,8 +80,23 @@ static void update_said(struct orch_job *job, int64_t id)
 /* What the edit changes, in words: the ports whose fingerprint differs, the new ones and
  * those that left, and the structural changes no edit may make. Empty: nothing that
  * changes a result. */
-static int describe(const orch_plan *old, const orch_plan *new, struct orch__buf *b,
-                    struct orch__buf *refused, struct orch__buf *gone)
+/* Whether the job has an entity of domain d: 1, 0, or an error. A scan that stops at the
+ * first one (a domain with none is read whole, once per edit). */
+static int has_entities(orch_store *s, int d)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(orch_store_db(s), "SELECT 1 FROM entity WHERE domain_id = ? LIMIT 1",
+                                -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return orch_store_error(s, rc, "update");
+    sqlite3_bind_int(st, 1, d);
+    rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : orch_store_error(s, rc, "update");
+}
+
+static int describe(orch_store *store, const orch_plan *old, const orch_plan *new,
+                    struct orch__buf *b, struct orch__buf *refused, struct orch__buf *gone)
 {
     char (*fo)[65], (*fn)[65];
     int rc = orch_plan_fingerprints(old, &fo);
@@ -99,12 +114,24 @@ static int describe(const orch_plan *old, const orch_plan *new, struct orch__buf
         const struct orch_domain *e = orch_plan_domain(old, j);
         const char *np = d->parent >= 0 ? orch_plan_domain(new, d->parent)->name : NULL;
         const char *op = e->parent >= 0 ? orch_plan_domain(old, e->parent)->name : NULL;
-        if ((np == NULL) != (op == NULL) || (np && strcmp(np, op) != 0))
+        bool moved = (np == NULL) != (op == NULL) || (np && strcmp(np, op) != 0);
+        bool rekind = d->source >= 0 && e->source >= 0 &&
+                      orch_plan_source(new, d->source)->kind !=
+                          orch_plan_source(old, e->source)->kind;
+        /* Only a domain that has entities is bound to its parent and source kind. */
+        int has = moved || rekind ? has_entities(store, j) : 0;
+        if (has < 0) {
+            free(fo);
+            free(fn);
+            return has;
+        }
+        if (has == 0)
+            continue;
+        if (moved)
             orch__buf_printf(refused, "\n  domain %s: its parent is now %s (was %s): its "
                                       "entities cannot move",
                              d->name, np ? np : "none", op ? op : "none");
-        if (d->source >= 0 && e->source >= 0 &&
-            orch_plan_source(new, d->source)->kind != orch_plan_source(old, e->source)->kind)
+        if (rekind)
             orch__buf_printf(refused, "\n  domain %s: its source is now %s() (was %s())", d->name,
                              orch_source_kind_name(orch_plan_source(new, d->source)->kind),
                              orch_source_kind_name(orch_plan_source(old, e->source)->kind));
@@ -352,7 +379,7 @@ static int plan_change(struct orch_job *job, const char *path, const char *rerun
     }
     struct orch__buf why = {0}, changes = {0}, gone = {0};
     if (rc == 0)
-        rc = describe(job->plan, new, &changes, &why, &gone);
+        rc = describe(job->store, job->plan, new, &changes, &why, &gone);
     if (rc == 0)
         rc = align(job->plan, new, &al, &why);
     orch_plan_free(new);

@@ -9,8 +9,8 @@
 #   reclaimed an upstream port that was not `output` (its bytes freed) runs again;
 #   dropped  a statement dropped: retired, its items history, export refuses it; back later;
 #   source   a new source (a new root domain): the ports after it move up with their items;
-#   refused  a domain removed, a domain with a new parent, a broken pipeline: refused
-#            with why, the job unchanged;
+#   refused  a domain with a new parent, a source of another kind, a broken pipeline:
+#            refused with why, the job unchanged;
 #   kill -9  during an edited update, then resume: the same export.
 source "$(dirname "$0")/lib.sh"
 
@@ -207,6 +207,13 @@ if "$ORCH" update "$J" "$T/parent.orch" 2> "$T/err"; then fail "a new parent acc
 grep -q "domain word: its parent is now top (was doc): its entities cannot move" "$T/err" ||
   fail "$(cat "$T/err")"
 grep -q "domain word: its parent is now top" "$T/err" || fail "$(cat "$T/err")"
+printf 'docs/a.txt\n' > "$T/names.txt"
+sed -e 's|^source doc.path = files("docs/\*.txt")$|source doc.path = lines("names.txt")|' \
+  "$T/new.orch" > "$T/kind.orch"
+grep -q 'lines("names.txt")' "$T/kind.orch" || fail "kind.orch: the sed did not apply"
+if "$ORCH" update "$J" "$T/kind.orch" 2> "$T/err"; then fail "a source of another kind accepted"; fi
+grep -q "^  domain doc: its source is now lines() (was files())$" "$T/err" || fail "$(cat "$T/err")"
+grep -q "Run the edited pipeline as a new job" "$T/err" || fail "$(cat "$T/err")"
 printf 'pipeline broken\ndomain\n' > "$T/bad.orch"
 if "$ORCH" update "$J" "$T/bad.orch" 2> "$T/err"; then fail "a broken pipeline accepted"; fi
 grep -q "bad.orch:2:" "$T/err" || fail "no compiler error: $(cat "$T/err")"
