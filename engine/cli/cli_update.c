@@ -515,11 +515,24 @@ int orch_cli_update(int argc, char **argv)
     }
     orch__buf_free(&rerun);
     /* The update is recorded before anything of it is done: a crash from here on leaves
-     * it unfinished, and the next start of a driver finishes it (admit.c). An update
-     * already under way whose scan is not done is the same update. */
+     * it unfinished, and the next start of a driver finishes it (admit.c). An update that
+     * a crash left unfinished is finished first, as `orch resume` would (it may be an
+     * edit's, whose revisions take results over from the previous plan: a new update row
+     * would end that), then this one starts. */
     bool scanned = false;
-    int rc = id ? 0 : orch_store_update_open(job->store, &id, &scanned, NULL);
-    if (rc == 0 && (!id || scanned)) {
+    int64_t open_id = 0;
+    int rc = id ? 0 : orch_store_update_open(job->store, &open_id, &scanned, NULL);
+    if (rc == 0 && open_id) {
+        fprintf(stderr, "orch: update: finishing the update that was under way (#%lld) first\n",
+                (long long)open_id);
+        struct orch_run_opts once = o;
+        once.watch_ms = 0;
+        if ((status = orch_cli_drive(job, &once)) != ORCH_EXIT_OK) {
+            orch_job_close(job);
+            return status;
+        }
+    }
+    if (rc == 0 && !id) {
         rc = orch_store_begin(job->store);
         if (rc == 0)
             rc = orch_store_update_start(job->store, 0, NULL, &id);

@@ -240,11 +240,15 @@ wait_until 60 "some of the edited update ran" some_ran
 kill -9 "$pid"
 wait "$pid" 2> /dev/null || true
 none_left 5 -f "$T/k/job"
-"$ORCH" resume "$J" --progress none 2> "$T/k/rlog" || fail "resume: $(cat "$T/k/rlog")"
+# The same command again (not `orch resume`): it finishes the edit's update, still taking
+# results over, before it starts one of its own.
+"$ORCH" update "$J" "$T/k/p2.orch" --progress none 2> "$T/k/rlog" || fail "update again: $(cat "$T/k/rlog")"
+grep -q "orch: update: finishing the update that was under way (#1) first" "$T/k/rlog" ||
+  fail "$(cat "$T/k/rlog")"
 job_done "$J"
 same_as_fresh "$T/k/p2.orch"
-expect_eq "kill -9: the update finished" "1 1" \
-  "$(q "$J" "SELECT count(*), min(finished_at IS NOT NULL) FROM job_update WHERE plan_id IS NOT NULL" | tr '|' ' ')"
+expect_eq "kill -9: the edit's update finished, then the command's own" "1 1 2" \
+  "$(q "$J" "SELECT count(*), min(finished_at IS NOT NULL), (SELECT count(*) FROM job_update) FROM job_update WHERE plan_id IS NOT NULL" | tr '|' ' ')"
 # rd and sp ran once per doc, in the first run: the update and its resume took them over.
 expect_eq "kill -9: rd and sp never ran again" "rd=40 sp=40" "$(runs "$J" 0 | cut -d' ' -f1-2)"
 echo "update_plan: ok"
