@@ -206,6 +206,7 @@ int orch_sched_rescan(struct orch_sched *d)
         return rc;
     d->updates++;
     d->update_plan = 0;
+    orch_sched_carry_free(d); /* an update of the inputs: nothing is taken over */
     for (int i = 0; i < d->nsources && rc == 0; i++) {
         if (!d->sources[i].walk)
             continue; /* retired */
