@@ -468,17 +468,28 @@ int orch_store_update_open(orch_store *s, int64_t *id, bool *scanned, int64_t *p
     return 0;
 }
 
+/* Steps st (bound, at most one row) and copies its first column's text into *out
+ * (malloc'd; NULL for no row or NULL): 1 when there was a row, 0 when none, or an error. */
+static int one_text(orch_store *s, sqlite3_stmt *st, char **out)
+{
+    *out = NULL;
+    int rc = one(s, st);
+    if (rc <= 0)
+        return rc;
+    const char *t = (const char *)sqlite3_column_text(st, 0);
+    rc = t && !(*out = strdup(t)) ? orch_error_set(-ENOMEM, "out of memory") : 1;
+    sqlite3_reset(st);
+    return rc;
+}
+
 int orch_store_update_rerun(orch_store *s, int64_t id, char **calls)
 {
     *calls = NULL;
     sqlite3_stmt *st;
     int rc = stmt(s, F_UPDATE_RERUN, &st, "l", id);
-    if (rc < 0 || (rc = one(s, st)) <= 0)
-        return rc;
-    const char *t = (const char *)sqlite3_column_text(st, 0);
-    rc = t && !(*calls = strdup(t)) ? orch_error_set(-ENOMEM, "out of memory") : 0;
-    sqlite3_reset(st);
-    return rc;
+    if (rc == 0)
+        rc = one_text(s, st, calls);
+    return rc < 0 ? rc : 0;
 }
 
 int orch_store_update_start(orch_store *s, int64_t plan, const char *rerun, int64_t *id)
@@ -593,12 +604,7 @@ int orch_store_plan_previous(orch_store *s, int64_t plan, char **text)
     *text = NULL;
     sqlite3_stmt *st;
     int rc = stmt(s, F_PLAN_PREVIOUS, &st, "l", plan);
-    if (rc < 0 || (rc = one(s, st)) <= 0)
-        return rc;
-    const char *t = (const char *)sqlite3_column_text(st, 0);
-    rc = t && !(*text = strdup(t)) ? orch_error_set(-ENOMEM, "out of memory") : 1;
-    sqlite3_reset(st);
-    return rc;
+    return rc < 0 ? rc : one_text(s, st, text);
 }
 
 int orch_store_update_count(orch_store *s, int64_t id, int64_t added, int64_t changed,

@@ -154,13 +154,14 @@ int orch_store_job_payload_identity(orch_store *s, char *buf, size_t cap)
     return rc;
 }
 
-int orch_store_job_set_payload_identity(orch_store *s, const char *id)
+/* Runs `sql`, an UPDATE of the job row with one text parameter, with v. */
+static int job_set_text(orch_store *s, const char *sql, const char *v)
 {
     sqlite3_stmt *st;
-    int rc = orch_store_prepare(s, "UPDATE job SET payload_identity = ? WHERE id = 1", &st);
+    int rc = orch_store_prepare(s, sql, &st);
     if (rc < 0)
         return rc;
-    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 1, v, -1, SQLITE_STATIC);
     rc = orch_store_step(s, st);
     sqlite3_reset(st);
     sqlite3_clear_bindings(st); /* the bound string is the caller's */
@@ -169,6 +170,11 @@ int orch_store_job_set_payload_identity(orch_store *s, const char *id)
     if (sqlite3_changes(s->db) == 0)
         return orch_error_set(ORCH_ENOTFOUND, "%s: no job row", s->path);
     return 0;
+}
+
+int orch_store_job_set_payload_identity(orch_store *s, const char *id)
+{
+    return job_set_text(s, "UPDATE job SET payload_identity = ? WHERE id = 1", id);
 }
 
 int orch_store_plan_adopt(orch_store *s, const char *text, const char *hash, int64_t *id)
@@ -234,17 +240,5 @@ int orch_store_job_base_dir(orch_store *s, char **out)
 
 int orch_store_job_set_base_dir(orch_store *s, const char *dir)
 {
-    sqlite3_stmt *st;
-    int rc = orch_store_prepare(s, "UPDATE job SET base_dir = ? WHERE id = 1", &st);
-    if (rc < 0)
-        return rc;
-    sqlite3_bind_text(st, 1, dir, -1, SQLITE_STATIC);
-    rc = orch_store_step(s, st);
-    sqlite3_reset(st);
-    sqlite3_clear_bindings(st);
-    if (rc < 0)
-        return rc;
-    if (sqlite3_changes(s->db) == 0)
-        return orch_error_set(ORCH_ENOTFOUND, "%s: no job row", s->path);
-    return 0;
+    return job_set_text(s, "UPDATE job SET base_dir = ? WHERE id = 1", dir);
 }

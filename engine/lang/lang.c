@@ -95,6 +95,19 @@ static int read_file(const char *path, char **text, size_t *len)
     return 0;
 }
 
+int orch_lang_compile_written(const char *path, orch_plan **out)
+{
+    *out = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    int rc = read_file(path, &text, &len);
+    if (rc)
+        return orch_error_set(rc, "%s: cannot read: %s", path, strerror(-rc));
+    rc = orch_lang_compile(path, text, len, "/", NULL, out);
+    free(text);
+    return rc;
+}
+
 int orch_lang_compile_file(const char *path, FILE *diag, orch_plan **out)
 {
     return orch_lang_compile_path(path, diag, out, NULL, NULL);

@@ -23,40 +23,16 @@
 #include "orch_lang.h"
 #include "support.h"
 
-/* Reads the whole file at path into a malloc'd, NUL-terminated buffer. */
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    struct orch__buf b = {0};
-    char chunk[4096];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        orch__buf_add(&b, chunk, n);
-    bool bad = ferror(f) || b.oom;
-    fclose(f);
-    if (bad) {
-        orch__buf_free(&b);
-        return NULL;
-    }
-    *len = b.len;
-    if (!b.p)
-        return strdup("");
-    return b.p;
-}
-
 /* The directory the job's relative paths were resolved against, malloc'd; "" when it
  * cannot be known (no relative files() glob, and the pipeline was named by a relative
  * path): keys then stay absolute. */
 static char *find_base(const struct orch_job *job)
 {
-    char *path = NULL, *text = NULL;
-    size_t len = 0;
+    char *path = NULL;
     orch_plan *written = NULL;
     char *base = NULL;
-    if (asprintf(&path, "%s/pipeline.orch", job->dir) >= 0 && (text = slurp(path, &len)) &&
-        orch_lang_compile(path, text, len, "/", NULL, &written) == 0 &&
+    if (asprintf(&path, "%s/pipeline.orch", job->dir) >= 0 &&
+        orch_lang_compile_written(path, &written) == 0 &&
         orch_plan_nsources(written) == orch_plan_nsources(job->plan)) {
         for (int i = 0; i < orch_plan_nsources(written) && !base; i++) {
             const struct orch_source *w = orch_plan_source(written, i);
@@ -70,7 +46,6 @@ static char *find_base(const struct orch_job *job)
         }
     }
     orch_plan_free(written);
-    free(text);
     free(path);
     if (base)
         return base;

@@ -118,7 +118,8 @@ static int claim_insert(char **tab, size_t cap, char *key)
 
 int orch_walk_claim(struct orch_walk *w, const char *key)
 {
-    if (claimed(w, key))
+    /* A listing has no repeats: only a line can take a key another value wants. */
+    if (w->src->kind == ORCH_SOURCE_FILES || claimed(w, key))
         return 0;
     if ((w->nclaims + 1) * 2 > w->cclaims) { /* keep the table at most half full */
         size_t cap = w->cclaims ? w->cclaims * 2 : 64;
