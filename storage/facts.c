@@ -91,8 +91,8 @@
     X(COUNTERS_GET, "SELECT next_ready_seq, live_bytes FROM job WHERE id = 1")                 \
     X(COUNTERS_SET, "UPDATE job SET next_ready_seq = ?, live_bytes = ? WHERE id = 1")          \
     X(BUDGETS_SET, "UPDATE job SET max_unsealed = ?, max_live_bytes = ? WHERE id = 1")         \
-    X(ATTEMPT_BEGIN, "INSERT INTO attempt (grain_id, generation, worker_pid, batch, "          \
-                     "started_at) VALUES (?, ?, ?, ?, ?)")                                     \
+    X(ATTEMPT_BEGIN, "INSERT INTO attempt (grain_id, generation, worker_pid, host, "          \
+                     "slurm_job, batch, started_at) VALUES (?, ?, ?, ?, ?, ?, ?)")             \
     X(ATTEMPT_END, "UPDATE attempt SET ended_at = ?, outcome = ?, message = ? WHERE id = ?")   \
     X(ATTEMPTS_END, "UPDATE attempt SET ended_at = ?, outcome = ?, message = NULL "            \
                     "WHERE id BETWEEN ? AND ?")                                                \
@@ -1025,10 +1025,13 @@ int orch_store_budgets_set(orch_store *s, int64_t max_unsealed, int64_t max_live
 /* ---- attempts, failures, barriers ------------------------------------------------------ */
 
 int orch_store_attempt_begin(orch_store *s, int64_t grain, uint32_t generation, int pid,
-                             uint64_t batch, int64_t *row)
+                             const char *host, const char *slurm_job, uint64_t batch,
+                             int64_t *row)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_ATTEMPT_BEGIN, &st, "llill", grain, (int64_t)generation, pid,
+    /* Both strings outlive the statement's run (bound SQLITE_STATIC). */
+    int rc = stmt(s, F_ATTEMPT_BEGIN, &st, "llissll", grain, (int64_t)generation, pid,
+                  host && *host ? host : NULL, slurm_job && *slurm_job ? slurm_job : NULL,
                   (int64_t)batch, now_ms());
     if (rc == 0 && (rc = run(s, st, NULL)) == 0)
         *row = sqlite3_last_insert_rowid(s->db);

@@ -234,8 +234,8 @@ static void test_recovery(void **state)
         assert_true(done);
     }
     int64_t a0, a1;
-    assert_int_equal(orch_store_attempt_begin(f->s, g[0].id, 0, 123, 5, &a0), 0);
-    assert_int_equal(orch_store_attempt_begin(f->s, g[1].id, 0, 124, 6, &a1), 0);
+    assert_int_equal(orch_store_attempt_begin(f->s, g[0].id, 0, 123, "h", NULL, 5, &a0), 0);
+    assert_int_equal(orch_store_attempt_begin(f->s, g[1].id, 0, 124, "h", "7.0", 6, &a1), 0);
     assert_int_equal(orch_store_attempt_end(f->s, a0, ORCH_ATTEMPT_CRASH, "boom"), 0);
     assert_int_equal(orch_store_failure_put(f->s, g[0].id, 0, ORCH_FAILURE_CRASH, "boom", 0), 0);
     uint64_t batch;

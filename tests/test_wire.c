@@ -473,11 +473,12 @@ static void test_semantic_refusals(void **state)
 {
     (void)state;
     /* BATCH claiming 2^32-1 records in a 12-byte body: refused before any allocation. */
-    uint8_t huge[] = {1, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff};
+    uint8_t huge[] = {1, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff};
     assert_int_equal(decode_raw(ORCH_WIRE_BATCH, huge, sizeof huge), -EPROTO);
     assert_non_null(strstr(orch_error_detail(), "does not fit"));
     /* A BATCH record whose value says present with payload 0. */
     uint8_t zero[] = {1, 0, 0, 0, 0, 0, 0, 0, /* id */
+                      0,                      /* values */
                       1, 0, 0, 0,             /* nrec */
                       9, 0, 0, 0, 0, 0, 0, 0, /* grain */
                       1, 0, 0, 0, 1, 0, 0, 0, /* generation, attempt */
@@ -492,6 +493,7 @@ static void test_semantic_refusals(void **state)
     uint8_t rep[] = {1, 0, 0, 0, 0, 0, 0, 0, /* batch */
                      3,                      /* status */
                      0, 0, 0, 0,             /* message "" */
+                     0,                      /* values */
                      0, 0, 0, 0};            /* nrec */
     assert_int_equal(decode_raw(ORCH_WIRE_REPORT, rep, sizeof rep), -EPROTO);
     rep[8] = ORCH_WIRE_STATUS_STORAGE;
@@ -511,6 +513,7 @@ static void test_semantic_refusals(void **state)
                      0,
                      0,
                      0,
+                     0, /* values */
                      1,
                      0,
                      0,
@@ -546,13 +549,13 @@ static void test_semantic_refusals(void **state)
                      0}; /* nfailed */
     assert_int_equal(decode_raw(ORCH_WIRE_REPORT, ans, sizeof ans), -EPROTO);
     assert_non_null(strstr(orch_error_detail(), "outcome"));
-    ans[29] = ORCH_WIRE_DROP;
+    ans[30] = ORCH_WIRE_DROP;
     assert_int_equal(decode_raw(ORCH_WIRE_REPORT, ans, sizeof ans), 0);
-    ans[34] = 1; /* nchild 1 */
-    ans[38] = 1; /* nout 1: a drop with a payload id... that is not even there */
+    ans[35] = 1; /* nchild 1 */
+    ans[39] = 1; /* nout 1: a drop with a payload id... that is not even there */
     assert_int_equal(decode_raw(ORCH_WIRE_REPORT, ans, sizeof ans), -EPROTO);
     /* A failed report with answers. */
-    uint8_t failed[] = {1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0};
+    uint8_t failed[] = {1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0};
     assert_int_equal(decode_raw(ORCH_WIRE_REPORT, failed, sizeof failed), -EPROTO);
     /* INITFAIL with a NUL inside its message. */
     uint8_t nul[] = {3, 0, 0, 0, 'a', 0, 'b'};

@@ -114,3 +114,30 @@ void orch_sha256_hex(const void *data, size_t n, char hex[65])
     }
     hex[64] = '\0';
 }
+
+void orch_hmac_sha256(const void *key, size_t klen, const void *msg, size_t mlen,
+                      unsigned char mac[32])
+{
+    unsigned char k[64] = {0}, pad[64], inner[32];
+    if (klen > sizeof k) { /* a long key is hashed first (RFC 2104, section 2) */
+        struct orch_sha256 c;
+        orch_sha256_init(&c);
+        orch_sha256_update(&c, key, klen);
+        orch_sha256_final(&c, k);
+    } else if (klen > 0) {
+        memcpy(k, key, klen);
+    }
+    struct orch_sha256 c;
+    for (size_t i = 0; i < sizeof pad; i++)
+        pad[i] = k[i] ^ 0x36;
+    orch_sha256_init(&c);
+    orch_sha256_update(&c, pad, sizeof pad);
+    orch_sha256_update(&c, msg, mlen);
+    orch_sha256_final(&c, inner);
+    for (size_t i = 0; i < sizeof pad; i++)
+        pad[i] = k[i] ^ 0x5c;
+    orch_sha256_init(&c);
+    orch_sha256_update(&c, pad, sizeof pad);
+    orch_sha256_update(&c, inner, sizeof inner);
+    orch_sha256_final(&c, mac);
+}

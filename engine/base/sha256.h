@@ -23,4 +23,9 @@ void orch_sha256_final(struct orch_sha256 *c, unsigned char digest[32]);
 /* hex receives 64 lowercase hex digits and a terminating NUL. */
 void orch_sha256_hex(const void *data, size_t n, char hex[65]);
 
+/* HMAC-SHA256 (RFC 2104) of msg under key: how a remote worker proves it holds the job's
+ * secret without sending it (engine/worker/launch.h). */
+void orch_hmac_sha256(const void *key, size_t klen, const void *msg, size_t mlen,
+                      unsigned char mac[32]);
+
 #endif

@@ -38,6 +38,15 @@ static const char run_help[] =
     "  --progress MODE    auto (a live display on a terminal, plain lines otherwise),\n"
     "                     live, plain, or none\n"
     "  --progress-interval MS   plain progress lines every MS milliseconds (default 5000)\n"
+    "  --launcher KIND    where workers run: local (default: processes of this machine)\n"
+    "                     or slurm (each worker a Slurm step started with srun, asking\n"
+    "                     for its call's cpus and gpus, connecting back over TCP: see\n"
+    "                     README, Workers on a Slurm cluster); the environment variable\n"
+    "                     ORCH_LAUNCHER gives the default\n"
+    "  --launcher-args S  srun's own options for every worker (partition, account, time\n"
+    "                     limit...), split as a shell would; default: $ORCH_LAUNCHER_ARGS\n"
+    "  --listen HOST:PORT where workers connect (default: this host's name, a free port;\n"
+    "                     $ORCH_LISTEN)\n"
     "\n"
     "Ablations, for benchmarks only (they make a job slower, never different: the same\n"
     "results, the same plan hash):\n"
@@ -98,6 +107,17 @@ static int parse_size(const char *v, int64_t *out)
     if (*end || n == 0 || n > ((unsigned long long)INT64_MAX >> shift))
         return -1;
     *out = (int64_t)(n << shift);
+    return 0;
+}
+
+static int parse_launcher(const char *v, enum orch_launcher_kind *out)
+{
+    if (strcmp(v, "local") == 0)
+        *out = ORCH_LAUNCHER_LOCAL;
+    else if (strcmp(v, "slurm") == 0)
+        *out = ORCH_LAUNCHER_SLURM;
+    else
+        return -1;
     return 0;
 }
 
@@ -162,6 +182,16 @@ static int parse_args(const char *cmd, int argc, char **argv, struct orch_run_op
                 return orch_cli_usage_error("%s: --seed needs a non-negative integer", cmd), -1;
             *seeded = true;
             i++;
+        } else if (strcmp(a, "--launcher") == 0 && v) {
+            if (parse_launcher(v, &o->launcher) < 0)
+                return orch_cli_usage_error("%s: --launcher is local or slurm", cmd), -1;
+            i++;
+        } else if (strcmp(a, "--launcher-args") == 0 && v) {
+            o->launcher_args = v;
+            i++;
+        } else if (strcmp(a, "--listen") == 0 && v) {
+            o->listen = v;
+            i++;
         } else if (strcmp(a, "--staged") == 0) {
             o->staged = true;
         } else if (strcmp(a, "--progress") == 0 && v) {
@@ -202,6 +232,16 @@ static int parse_opts(const char *cmd, int argc, char **argv, struct orch_run_op
                       const char **job, const char **positional, int *npos)
 {
     bool given = false;
+    /* Defaults from the environment, so that a site (or a test suite) can send every job
+     * through its cluster; the options override them. */
+    const char *env = getenv("ORCH_LAUNCHER");
+    if (env && *env && parse_launcher(env, &o->launcher) < 0)
+        return orch_cli_usage_error("%s: ORCH_LAUNCHER is local or slurm, not '%s'", cmd, env),
+               -1;
+    if ((env = getenv("ORCH_LAUNCHER_ARGS")) && *env)
+        o->launcher_args = env;
+    if ((env = getenv("ORCH_LISTEN")) && *env)
+        o->listen = env;
     int rc = parse_args(cmd, argc, argv, o, job, positional, npos, &given);
     if (rc == 0 && o->order == ORCH_ORDER_RANDOM && !given) {
         /* A seed of its own for each run, told so that the run can be repeated. */

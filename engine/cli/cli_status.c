@@ -415,6 +415,50 @@ static void history_print(FILE *out, struct orch_job *job)
     }
 }
 
+/* Where the workers run (DESIGN §11): the hosts that ran attempts, with how many worker
+ * processes and attempts each (a Slurm host says so), and, while a driver runs, each
+ * worker holding a batch now: its call, host, Slurm step and pid. Only open attempts
+ * (above the job's attempt floor) are read for the second. Best effort, as history_print. */
+static void workers_print(FILE *out, struct orch_job *job, bool live)
+{
+    sqlite3 *db = orch_store_db(job->store);
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "SELECT coalesce(host, '?'), count(DISTINCT worker_pid),"
+                               " count(*), max(slurm_job IS NOT NULL) FROM attempt"
+                               " GROUP BY host ORDER BY host",
+                           -1, &st, NULL) == SQLITE_OK) {
+        for (int i = 0; sqlite3_step(st) == SQLITE_ROW; i++)
+            fprintf(out, "%s%s: %lld worker process%s, %lld attempt%s%s\n",
+                    i ? "            " : "hosts:      ", (const char *)sqlite3_column_text(st, 0),
+                    (long long)sqlite3_column_int64(st, 1),
+                    sqlite3_column_int64(st, 1) == 1 ? "" : "es",
+                    (long long)sqlite3_column_int64(st, 2),
+                    sqlite3_column_int64(st, 2) == 1 ? "" : "s",
+                    sqlite3_column_int(st, 3) ? " (Slurm steps)" : "");
+        sqlite3_finalize(st);
+    }
+    if (!live)
+        return;
+    if (sqlite3_prepare_v2(db, "SELECT c.name, coalesce(a.host, '?'), a.slurm_job, a.worker_pid"
+                               " FROM attempt AS a JOIN grain AS g ON g.id = a.grain_id"
+                               " JOIN call AS c ON c.id = g.call_id"
+                               " WHERE a.id >= (SELECT attempt_floor FROM job)"
+                               " AND a.ended_at IS NULL"
+                               " GROUP BY c.name, a.host, a.slurm_job, a.worker_pid"
+                               " ORDER BY c.name, a.host, a.worker_pid",
+                           -1, &st, NULL) == SQLITE_OK) {
+        for (int i = 0; sqlite3_step(st) == SQLITE_ROW; i++) {
+            fprintf(out, "%s%s on %s", i ? "            " : "working:    ",
+                    (const char *)sqlite3_column_text(st, 0),
+                    (const char *)sqlite3_column_text(st, 1));
+            if (sqlite3_column_type(st, 2) != SQLITE_NULL)
+                fprintf(out, " (Slurm step %s)", (const char *)sqlite3_column_text(st, 2));
+            fprintf(out, ", pid %lld\n", (long long)sqlite3_column_int64(st, 3));
+        }
+        sqlite3_finalize(st);
+    }
+}
+
 static void status_print(FILE *out, struct orch_job *job, const struct status *s, bool live,
                          long pid, int64_t now_at)
 {
@@ -488,6 +532,7 @@ static void status_print(FILE *out, struct orch_job *job, const struct status *s
     busy_print(out, s);
     if (!finished)
         eta_print(out, total, sealed, span);
+    workers_print(out, job, live);
 }
 
 int orch_cli_status(int argc, char **argv)

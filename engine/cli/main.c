@@ -82,6 +82,9 @@ int main(int argc, char **argv)
     /* Hidden: a worker process of a pool (pool.h), started by the driver. */
     if (strcmp(cmd, "__worker") == 0 && argc == 3)
         return orch_worker_main(atoi(argv[2]));
+    if (strcmp(cmd, "__worker") == 0 && argc == 6 && strcmp(argv[2], "--connect") == 0 &&
+        strcmp(argv[4], "--token") == 0)
+        return orch_worker_remote_main(argv[3], strtoull(argv[5], NULL, 10));
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 ||
         (strcmp(cmd, "help") == 0 && argc == 2)) {
         help(stdout);

@@ -220,7 +220,10 @@ static int take(void *ctx, const struct orch_sched_qent *e)
     struct orch_sched_slot *s = &b->slot[b->n];
     s->g = e->g;
     if ((rc = orch_store_attempt_begin(d->job->store, e->g.grain, e->g.generation,
-                                       orch_worker_pid(b->worker), b->id, &s->attempt_row)) < 0)
+                                       orch_worker_pid(b->worker),
+                                       orch_worker_host(b->worker),
+                                       orch_worker_slurm_job(b->worker), b->id,
+                                       &s->attempt_row)) < 0)
         return rc;
     d->attempt_last = s->attempt_row;
     s->first_input = d->inputs.first_input;
@@ -445,6 +448,12 @@ void orch_sched_send(struct orch_sched *d)
         struct orch_wire_batch wb = {.id = b->id, .nrec = (uint32_t)b->n, .rec = b->rec};
         d->stats->batches++;
         int rc = orch_pool_dispatch(cr->pool, b->worker, &wb);
+        if (rc == -EIO) {
+            /* A remote worker's inputs could not be read from the payload store (pool.c,
+             * put_batch_values): not the batch's fault and no retry helps, so the job
+             * stops, as for a local worker's STORAGE report. */
+            orch_sched_set_fatal(d, rc);
+        }
         if (rc < 0) {
             /* The worker went away between reservation and sending: the batch never ran,
              * so its grains go back to their queue without being charged an attempt. */

@@ -33,6 +33,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "launch.h"
 #include "orch_job.h"
 #include "orch_states.h"
 
@@ -81,6 +82,12 @@ struct orch_run_opts {
      * again (a new update), and go on; SIGINT or SIGTERM while waiting stops the run
      * cleanly (it returns 0, the job finished). 0: the run stops when the job is done. */
     int64_t watch_ms;
+    /* Where workers run (DESIGN §11, launch.h): LOCAL (the default) or SLURM, with
+     * srun's own options (--launcher-args, or NULL) and the address workers connect to
+     * (--listen HOST:PORT, or NULL: this host's name and a free port). */
+    enum orch_launcher_kind launcher;
+    const char *launcher_args;
+    const char *listen;
 };
 
 struct orch_run_stats {

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "orch_error.h"
 #include "orch_facts.h"
@@ -614,8 +615,19 @@ int orch_driver_run(struct orch_job *job, const struct orch_run_opts *opts,
      * ORCH_WORKER_EXE names an orch binary to exec instead, for a driver that runs inside
      * another program: under valgrind, /proc/self/exe is valgrind (BENCHMARKS.md). */
     const char *exe = getenv("ORCH_WORKER_EXE");
+    char self[4096];
     if (!exe || !*exe)
         exe = "/proc/self/exe";
+    if (opts->launcher != ORCH_LAUNCHER_LOCAL && strcmp(exe, "/proc/self/exe") == 0) {
+        /* A remote worker runs the binary by its path on its own node (the shared
+         * filesystem of README, "Workers on a Slurm cluster"): the path it has here. */
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (n < 0)
+            return orch_error_set(-errno, "cannot find this binary's path: %s",
+                                  strerror(errno));
+        self[n] = '\0';
+        exe = self;
+    }
     if ((size_t)snprintf(d.exe, sizeof d.exe, "%s", exe) >= sizeof d.exe)
         return orch_error_set(-ENAMETOOLONG, "ORCH_WORKER_EXE is longer than %zu bytes",
                               sizeof d.exe - 1);

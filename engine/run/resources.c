@@ -21,13 +21,21 @@ static double detect_gpus(void)
     }
 }
 
+/* The budget of a resource that the workload manager accounts for (--launcher slurm). */
+#define REMOTE_UNBOUNDED 1e9
+
 void orch_sched_budgets(struct orch_sched *d)
 {
     const struct orch_run_opts *opts = d->opts;
-    d->cpu_total = opts->cpus > 0 ? opts->cpus : (double)sysconf(_SC_NPROCESSORS_ONLN);
+    /* Remote workers run on the cluster's cores and GPUs, which Slurm accounts for: this
+     * machine's count nothing, and only a budget given by the user bounds them here. */
+    bool remote = opts->launcher != ORCH_LAUNCHER_LOCAL;
+    d->cpu_total = opts->cpus > 0 ? opts->cpus
+                   : remote       ? REMOTE_UNBOUNDED
+                                  : (double)sysconf(_SC_NPROCESSORS_ONLN);
     if (d->cpu_total < 1)
         d->cpu_total = 1;
-    d->gpu_total = opts->gpus > 0 ? opts->gpus : detect_gpus();
+    d->gpu_total = opts->gpus > 0 ? opts->gpus : remote ? REMOTE_UNBOUNDED : detect_gpus();
 }
 
 /* A call's worker holds the call's cpus and gpus from the engine's budgets while it runs
@@ -132,6 +140,14 @@ static size_t queue_window(const struct orch_sched_call *cr)
 
 int orch_sched_start_pools(struct orch_sched *d, const struct orch_pool_callbacks *cb)
 {
+    if (d->opts->launcher != ORCH_LAUNCHER_LOCAL) {
+        struct orch_launcher_config lc = {.kind = d->opts->launcher,
+                                          .args = d->opts->launcher_args,
+                                          .listen = d->opts->listen};
+        int rc = orch_launcher_new(d->base, &lc, &d->launcher);
+        if (rc < 0)
+            return rc;
+    }
     for (int i = 0; i < d->ncalls; i++) {
         const struct orch_call *c = orch_plan_call(d->plan, i);
         int rc;
@@ -155,7 +171,9 @@ int orch_sched_start_pools(struct orch_sched *d, const struct orch_pool_callback
             cr->grows_bytes = cr->grows_bytes || orch_prop_port_counted(d->prop, cr->s->out[k]);
         cr->cpus = cr->c->opts.cpus > d->cpu_total ? d->cpu_total : cr->c->opts.cpus;
         cr->gpus = cr->c->opts.gpus;
-        int rc = cr->gpus > 0 ? assign_devices(d, cr) : hide_devices(cr);
+        int rc = d->launcher      ? 0 /* Slurm gives each step its devices */
+                 : cr->gpus > 0 ? assign_devices(d, cr)
+                                : hide_devices(cr);
         if (rc < 0)
             return rc;
         char dir[4096];
@@ -169,6 +187,10 @@ int orch_sched_start_pools(struct orch_sched *d, const struct orch_pool_callback
             .timeout_ms = cr->c->opts.timeout_ms,
             .max_init_failures = 3,
             .cuda_visible_devices = (const char *const *)cr->devices,
+            .launcher = d->launcher,
+            .store = d->job->payloads,
+            .cpus = cr->c->opts.cpus,
+            .gpus = cr->gpus,
         };
         rc = orch_pool_new(d->base, &pc, cb, cr, &cr->pool);
         if (rc < 0)
@@ -195,4 +217,6 @@ void orch_sched_calls_free(struct orch_sched *d, bool clean)
             free(cr->devices[w]);
         free(cr->devices);
     }
+    orch_launcher_free(d->launcher); /* after the pools: no worker waits to connect */
+    d->launcher = NULL;
 }

@@ -198,6 +198,7 @@ struct orch_sched {
     int ncalls;
     double cpu_total, cpu_busy;
     double gpu_total, gpu_busy;
+    orch_launcher *launcher; /* --launcher slurm; NULL: local workers */
     /* dispatch.c */
     int *order; /* call indexes, the most downstream first */
     int *ready; /* calls that may have queued grains (listed) */

@@ -58,7 +58,9 @@
 #define _GNU_SOURCE
 #include "pool.h"
 
+#include "launch.h"
 #include "orch_error.h"
+#include "orch_payload.h"
 #include "orch_udf.h"
 #include "support.h"
 #include "wire.h"
@@ -115,7 +117,8 @@ struct orch_worker {
     int index;
     enum wstate state;
     uint64_t incarnation; /* +1 for every process started in this slot */
-    pid_t pid;            /* the current process, or the last one when DEAD */
+    pid_t pid;            /* the current process, or the last one when DEAD (a remote
+                           * worker's: its srun, the driver's child) */
     bool running;         /* pid belongs to this slot: its loss is not declared yet, or it
                            * is STOPPING and not reaped yet (the slot is then on `live`) */
     int live_at;          /* its place in the pool's `live` list, or -1 */
@@ -123,7 +126,13 @@ struct orch_worker {
     int status;
     bool dying;         /* the socket is gone (EOF, error): waiting for the reap to report */
     const char *broken; /* why break_worker() killed it (static text), or NULL */
-    int fd;             /* -1 when closed */
+    int fd;             /* -1 when closed; a remote worker's is -1 until it connects */
+    /* Where the process runs: for a local worker its pid and the driver's host; for a
+     * remote one what its AUTH said (launch.h), once it has connected. */
+    pid_t wpid;
+    char host[256];
+    char slurm_job[64];
+    uint64_t token; /* remote: the token its start expects, until it connects; else 0 */
     struct event *ev_read, *ev_write;
     struct event *timer; /* STARTING: init timeout; BUSY: the batch's timeout; STOPPING:
                           * the deadline of its fini */
@@ -164,6 +173,12 @@ struct orch_pool {
     char *failure;
     int in_callback;
     bool closing;
+    /* Remote workers (pool.h, orch_pool_config.launcher): started through the launcher,
+     * connected over TCP, values in batches and reports, stored here in `store`. */
+    orch_launcher *launcher;
+    orch_payload *store;
+    double cpus, gpus;
+    char host[256]; /* this machine's name: where local workers run */
 };
 
 const char *orch_loss_kind_name(enum orch_loss_kind k)
@@ -214,6 +229,18 @@ static void kill_pid(pid_t pid)
 {
     if (pid > 0)
         kill(pid, SIGKILL);
+}
+
+/* Ends slot w's process. A remote worker's process is its srun: SIGTERM, which srun
+ * forwards to the step and then ends the step's allocation itself (a SIGKILLed srun
+ * cannot, and leaves the allocation to Slurm's own clean-up). The worker also exits when
+ * its connection closes, which follows. */
+static void kill_worker(orch_worker *w)
+{
+    if (w->pool->launcher == NULL)
+        kill_pid(w->pid);
+    else if (w->pid > 0)
+        kill(w->pid, SIGTERM);
 }
 
 /* waitpid(pid, WNOHANG). Returns 1 and sets *status when reaped (-1 when another waiter
@@ -357,6 +384,10 @@ static void close_channel(orch_worker *w)
         evtimer_del(w->timer);
     w->in.len = w->in_off = 0;
     w->out.len = w->out_off = 0;
+    if (w->token) { /* a remote start that never connected: refuse its token from now on */
+        orch_launcher_forget(w->pool->launcher, w->token);
+        w->token = 0;
+    }
 }
 
 static void break_worker(orch_worker *w, const char *why);
@@ -429,7 +460,7 @@ static void declare_lost(orch_worker *w, enum orch_loss_kind kind, const char *m
 static void kill_and_declare(orch_worker *w, enum orch_loss_kind kind, const char *msg)
 {
     if (w->running && !w->reaped)
-        kill_pid(w->pid);
+        kill_worker(w);
     declare_lost(w, kind, msg);
 }
 
@@ -473,7 +504,7 @@ static void socket_gone(orch_worker *w)
     if (!w->reaped) {
         /* Harmless to a process that is exiting already (its status stands); ends one that
          * closed its socket and lives on. */
-        kill_pid(w->pid);
+        kill_worker(w);
         w->reaped = reap_nohang(w->pid, &w->status);
     }
     if (w->reaped)
@@ -492,7 +523,7 @@ static void break_worker(orch_worker *w, const char *why)
     close_channel(w);
     set_dying(w, true);
     if (!w->reaped)
-        kill_pid(w->pid);
+        kill_worker(w);
     arm_poll(w->pool);
 }
 
@@ -562,7 +593,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
                  INIT_TIMEOUT_FACTOR, INIT_TIMEOUT_FACTOR * p->timeout_ms);
         kill_and_declare(w, ORCH_LOSS_INIT, msg);
     } else if (w->state == W_STOPPING && !w->reaped) {
-        kill_pid(w->pid); /* its fini ran past STOP_WAIT_MS; the reap frees the slot */
+        kill_worker(w); /* its fini ran past STOP_WAIT_MS; the reap frees the slot */
     }
 }
 
@@ -580,8 +611,8 @@ static void on_hello(orch_worker *w, const struct orch_wire_frame *f)
         protocol_error(w, "HELLO from a worker that is already running");
         return;
     }
-    if (h.pid != (uint32_t)w->pid) {
-        protocol_error(w, "HELLO says pid %" PRIu32 ", the worker is %d", h.pid, (int)w->pid);
+    if (h.pid != (uint32_t)w->wpid) {
+        protocol_error(w, "HELLO says pid %" PRIu32 ", the worker is %d", h.pid, (int)w->wpid);
         return;
     }
     evtimer_del(w->timer); /* the init timeout */
@@ -655,6 +686,59 @@ static int check_report(orch_worker *w, const struct orch_wire_report *r)
     return 0;
 }
 
+/* A remote worker's report carries values (values mode): writes them to the payload store
+ * in one transaction, before the driver commits anything that names them (the ordering
+ * rule of DESIGN §6, as a local worker's own write), and turns r into the report of ids the
+ * driver takes. A store that cannot take them turns it into a STORAGE report: the job
+ * stops, as when a local worker's write fails. Returns 0, or -ENOMEM. */
+static int store_values(orch_worker *w, struct orch__arena *a, struct orch_wire_report *r)
+{
+    orch_pool *p = w->pool;
+    size_t total = 0;
+    for (uint32_t i = 0; i < r->nrec; i++)
+        total += (size_t)r->rec[i].nchild * r->rec[i].nout;
+    struct orch_iov *iov = orch__arena_alloc(a, sizeof *iov * (total + 1));
+    uint64_t *ids = orch__arena_alloc(a, sizeof *ids * (total + 1));
+    if (!iov || !ids)
+        return -ENOMEM;
+    size_t nset = 0;
+    for (uint32_t i = 0; i < r->nrec; i++) {
+        const struct orch_wire_answer *an = &r->rec[i];
+        for (size_t k = 0; k < (size_t)an->nchild * an->nout; k++)
+            if (an->values[k].set)
+                iov[nset++] = (struct orch_iov){an->values[k].data, an->values[k].len};
+    }
+    int rc = orch_payload_put_many(p->store, iov, nset, ids);
+    if (rc < 0) {
+        char *why = orch__arena_alloc(a, 512);
+        if (!why)
+            return -ENOMEM;
+        snprintf(why, 512, "storing %zu outputs of worker %d on %s: %s", nset, (int)w->wpid,
+                 w->host, *orch_error_detail() ? orch_error_detail() : orch_strerror(rc));
+        r->status = ORCH_WIRE_STATUS_STORAGE;
+        r->message = why;
+        r->nrec = 0;
+        r->values = 0;
+        return 0;
+    }
+    /* Spread the ids over the answers' slots: 0 where a value was not set (failed
+     * children). The answers live in the arena the decoder filled: ours to change. */
+    size_t j = 0;
+    for (uint32_t i = 0; i < r->nrec; i++) {
+        struct orch_wire_answer *an = (struct orch_wire_answer *)&r->rec[i];
+        size_t n = (size_t)an->nchild * an->nout;
+        uint64_t *mine = orch__arena_alloc(a, sizeof *mine * (n + 1));
+        if (!mine)
+            return -ENOMEM;
+        for (size_t k = 0; k < n; k++)
+            mine[k] = an->values[k].set ? ids[j++] : 0;
+        an->payload = mine;
+        an->values = NULL;
+    }
+    r->values = 0;
+    return 0;
+}
+
 static void on_report(orch_worker *w, const struct orch_wire_frame *f)
 {
     orch_pool *p = w->pool;
@@ -662,7 +746,15 @@ static void on_report(orch_worker *w, const struct orch_wire_frame *f)
     struct orch_wire_report r;
     if (orch_wire_get_report(f, &a, &r) < 0) {
         protocol_error(w, "%s", orch_error_detail());
+    } else if (r.values != (p->launcher != NULL)) {
+        protocol_error(w, "a report %s values from a %s worker", r.values ? "with" : "without",
+                       p->launcher ? "remote" : "local");
     } else if (check_report(w, &r) == 0) {
+        if (r.values && store_values(w, &a, &r) < 0) {
+            protocol_error(w, "no memory to store the values of batch %" PRIu64, r.batch);
+            orch__arena_free(&a);
+            return;
+        }
         evtimer_del(w->timer);
         set_state(w, W_IDLE);
         w->batch = 0;
@@ -688,6 +780,8 @@ static void on_frame(orch_worker *w, const struct orch_wire_frame *f)
         break;
     case ORCH_WIRE_CONFIG:
     case ORCH_WIRE_BATCH:
+    case ORCH_WIRE_CHALLENGE:
+    case ORCH_WIRE_AUTH:
         protocol_error(w, "a worker sent a %s frame", orch_wire_type_name(f->type));
         break;
     }
@@ -773,7 +867,8 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
 
 /* What the child needs between its start and its exec. */
 struct child_args {
-    int sock;
+    int sock;      /* the socket to put on WORKER_FD; -1 for none (srun) */
+    int deathsig;  /* what the child gets when the driver dies */
     pid_t parent;
     const char *exe;
     char *const *argv;
@@ -788,7 +883,7 @@ struct child_args {
 __attribute__((noreturn, no_sanitize_address)) static void
 child_exec(const struct child_args *a)
 {
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != a->parent)
+    if (prctl(PR_SET_PDEATHSIG, a->deathsig) < 0 || getppid() != a->parent)
         _exit(127); /* the driver is already gone */
     /* Its own process group: a Ctrl-C at the terminal reaches the driver only, which then
      * closes its pools; an interruption must not look like a crash of every worker. */
@@ -797,16 +892,23 @@ child_exec(const struct child_args *a)
     sigemptyset(&dfl.sa_mask);
     for (int s = 1; s < NSIG; s++)
         sigaction(s, &dfl, NULL); /* SIGKILL, SIGSTOP and libc's own just fail */
-    if (a->sock == WORKER_FD) {
-        if (fcntl(a->sock, F_SETFD, 0) < 0)
-            _exit(127);
-    } else if (dup2(a->sock, WORKER_FD) < 0) {
-        _exit(127);
-    }
+    if (a->sock < 0) {
 #ifdef SYS_close_range
-    syscall(SYS_close_range, WORKER_FD + 1, ~0u, 0); /* a leaked descriptor of the driver
-                                                        must not keep a socket alive */
+        syscall(SYS_close_range, STDERR_FILENO + 1, ~0u, 0);
 #endif
+    } else {
+        if (a->sock == WORKER_FD) {
+            if (fcntl(a->sock, F_SETFD, 0) < 0)
+                _exit(127);
+        } else if (dup2(a->sock, WORKER_FD) < 0) {
+            _exit(127);
+        }
+#ifdef SYS_close_range
+        syscall(SYS_close_range, WORKER_FD + 1, ~0u, 0); /* a leaked descriptor of the
+                                                            driver must not keep a socket
+                                                            alive */
+#endif
+    }
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
@@ -843,11 +945,38 @@ static char **worker_env(orch_pool *p, int i, bool *owned)
     return env;
 }
 
+/* Starts the child of args (clone and exec, below). Returns 0 and *pid, or -errno. */
+static int start_child(struct child_args *args, pid_t *pid)
+{
+    /* The child shares the driver's memory until its exec, and the driver waits for that
+     * (CLONE_VM | CLONE_VFORK, as posix_spawn does): no page table is copied, and no page
+     * the driver writes afterwards faults to be copied. A fork did both for the whole of
+     * the driver's heap: most of the driver's time, measured, when workers start all
+     * along a job (BENCHMARKS.md, "Many calls, many workers"). Every signal is blocked
+     * across it, so that no handler of the driver (libevent's SIGCHLD, an interrupt
+     * handler) runs in the child before it resets them. */
+    char *stack = malloc(CHILD_STACK);
+    if (stack == NULL)
+        return -ENOMEM;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    *pid = clone(child_main, stack + CHILD_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, args);
+    int fork_errno = errno;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    free(stack); /* the child has exec'd or exited: it no longer runs on it */
+    return *pid < 0 ? -fork_errno : 0;
+}
+
+static int spawn_remote(orch_worker *w);
+
 /* Starts a process in dead slot w and sends it CONFIG. Returns 0 or a negative error
  * (nothing left running then). */
 static int spawn(orch_worker *w)
 {
     orch_pool *p = w->pool;
+    if (p->launcher)
+        return spawn_remote(w);
     assert(w->state == W_DEAD && w->fd < 0 && !w->running);
     struct orch_wire_config c = p->wcfg;
     c.worker = (uint32_t)w->index;
@@ -878,32 +1007,16 @@ static int spawn(orch_worker *w)
         rc = -errno;
         goto fail_env;
     }
-    /* The child shares the driver's memory until its exec, and the driver waits for that
-     * (CLONE_VM | CLONE_VFORK, as posix_spawn does): no page table is copied, and no page
-     * the driver writes afterwards faults to be copied. A fork did both for the whole of
-     * the driver's heap: most of the driver's time, measured, when workers start all
-     * along a job (BENCHMARKS.md, "Many calls, many workers"). Every signal is blocked
-     * across it, so that no handler of the driver (libevent's SIGCHLD, an interrupt
-     * handler) runs in the child before it resets them. */
-    struct child_args args = {
-        .sock = sv[1], .parent = getpid(), .exe = p->exe, .argv = argv, .envp = envp};
-    char *stack = malloc(CHILD_STACK);
-    if (stack == NULL) {
-        rc = -ENOMEM;
-        close(sv[0]);
-        close(sv[1]);
-        goto fail_env;
-    }
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    pid_t pid = clone(child_main, stack + CHILD_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
-    int fork_errno = errno;
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    free(stack); /* the child has exec'd or exited: it no longer runs on it */
+    struct child_args args = {.sock = sv[1],
+                              .deathsig = SIGKILL,
+                              .parent = getpid(),
+                              .exe = p->exe,
+                              .argv = argv,
+                              .envp = envp};
+    pid_t pid;
+    rc = start_child(&args, &pid);
     close(sv[1]);
-    if (pid < 0) {
-        rc = -fork_errno;
+    if (rc < 0) {
         close(sv[0]);
         goto fail_env;
     }
@@ -911,7 +1024,9 @@ static int spawn(orch_worker *w)
         free(envp);
 
     w->incarnation++;
-    w->pid = pid;
+    w->pid = w->wpid = pid;
+    snprintf(w->host, sizeof w->host, "%s", p->host);
+    w->slurm_job[0] = '\0';
     live_add(w);
     w->reaped = false;
     set_dying(w, false);
@@ -953,6 +1068,162 @@ fail_env:
         free(envp);
     w->out.len = 0;
     (void)watch_children(p);
+    return rc;
+}
+
+/* ---- remote workers (launch.h) --------------------------------------------------------- */
+
+/* The launcher hands over the connection of the worker started in w (its token). */
+static void on_attach(void *who, int fd, const struct orch_wire_auth *au)
+{
+    orch_worker *w = who;
+    orch_pool *p = w->pool;
+    /* close_channel() forgets the token of a start that ended, so the launcher only calls
+     * for a slot still waiting for it. */
+    if (ORCH_NEVER(w->state != W_STARTING || w->fd >= 0 || w->token != au->token)) {
+        close(fd);
+        return;
+    }
+    w->token = 0;
+    w->fd = fd;
+    w->wpid = (pid_t)au->pid;
+    snprintf(w->host, sizeof w->host, "%s", au->host);
+    snprintf(w->slurm_job, sizeof w->slurm_job, "%s", au->slurm_job);
+    w->ev_read = event_new(p->base, w->fd, EV_READ | EV_PERSIST, on_read, w);
+    w->ev_write = event_new(p->base, w->fd, EV_WRITE, on_write, w);
+    if (w->ev_read == NULL || w->ev_write == NULL || event_add(w->ev_read, NULL) < 0) {
+        break_worker(w, "the event loop cannot watch its connection (out of memory?)");
+        return;
+    }
+    /* Its init is timed from here: the time Slurm kept the step pending is not init. */
+    if (p->timeout_ms > 0) {
+        struct timeval tv = ms_tv(INIT_TIMEOUT_FACTOR * p->timeout_ms);
+        if (evtimer_add(w->timer, &tv) < 0) {
+            break_worker(w, "the event loop cannot time its init (out of memory?)");
+            return;
+        }
+    }
+    flush(w); /* the CONFIG queued by spawn_remote */
+}
+
+/* Starts srun for slot w (launch.h); the worker's CONFIG waits in w->out until it has
+ * connected and proved itself (on_attach). */
+static int spawn_remote(orch_worker *w)
+{
+    orch_pool *p = w->pool;
+    assert(w->state == W_DEAD && w->fd < 0 && !w->running);
+    struct orch_wire_config c = p->wcfg;
+    char **argv = NULL, **envp = NULL;
+    c.worker = (uint32_t)w->index;
+    c.values = 1;
+    c.payload_dir = "";
+    c.max_value = orch_payload_max_value(p->store);
+    w->out.len = w->out_off = 0;
+    int rc = orch_wire_put_config(&w->out, &c);
+    if (rc < 0)
+        return rc;
+    uint64_t token;
+    if ((rc = orch_launcher_expect(p->launcher, on_attach, w, &token)) < 0)
+        goto fail;
+    struct orch_launch_request req = {
+        .exe = p->exe, .call = c.call, .cpus = p->cpus, .gpus = p->gpus, .token = token};
+    if ((rc = orch_launcher_command(p->launcher, &req, &argv, &envp)) < 0)
+        goto fail_token;
+    if (!p->chld_watched) {
+        if (event_add(p->ev_chld, NULL) < 0) {
+            rc = -ENOMEM;
+            goto fail_cmd;
+        }
+        p->chld_watched = true;
+    }
+    /* srun gets SIGTERM when the driver dies: it forwards it to the step, and ends the
+     * step's allocation, which a SIGKILLed srun leaves behind. */
+    struct child_args args = {.sock = -1,
+                              .deathsig = SIGTERM,
+                              .parent = getpid(),
+                              .exe = argv[0],
+                              .argv = argv,
+                              .envp = envp};
+    pid_t pid;
+    if ((rc = start_child(&args, &pid)) < 0)
+        goto fail_cmd;
+    free(argv);
+    free(envp);
+    w->incarnation++;
+    w->pid = pid;
+    w->wpid = 0;
+    w->host[0] = w->slurm_job[0] = '\0';
+    live_add(w);
+    w->reaped = false;
+    set_dying(w, false);
+    set_state(w, W_STARTING);
+    w->batch = 0;
+    w->in.len = w->in_off = 0;
+    w->token = token;
+    return 0;
+
+fail_cmd:
+    free(argv);
+    free(envp);
+    (void)watch_children(p);
+fail_token:
+    orch_launcher_forget(p->launcher, token);
+fail:
+    w->out.len = 0;
+    return rc;
+}
+
+/* The batch b with every present value's bytes read from the store, encoded into out (a
+ * remote worker's batch: values mode). Returns 0, -EIO with the detail set (the store could
+ * not give a value: the job must stop, see orch_pool_dispatch), or an encoding error. */
+static int put_batch_values(orch_pool *p, struct orch_wire_buf *out,
+                            const struct orch_wire_batch *b)
+{
+    size_t total = 0;
+    for (uint32_t i = 0; i < b->nrec; i++)
+        for (uint32_t j = 0; j < b->rec[i].nin; j++)
+            total += b->rec[i].nval[j];
+    struct orch_wire_record *rec = malloc(sizeof *rec * b->nrec);
+    struct orch_wire_value *vals = malloc(sizeof *vals * (total + 1));
+    orch_payload_rtxn *r = NULL;
+    int rc = -ENOMEM;
+    if (!rec || !vals)
+        goto out;
+    if ((rc = orch_payload_read_begin(p->store, &r)) < 0) {
+        rc = orch_error_set(-EIO, "cannot read the inputs of batch %" PRIu64 ": %s", b->id,
+                            orch_error_detail());
+        goto out;
+    }
+    size_t k = 0;
+    for (uint32_t i = 0; i < b->nrec; i++) {
+        size_t nv = 0;
+        for (uint32_t j = 0; j < b->rec[i].nin; j++)
+            nv += b->rec[i].nval[j];
+        rec[i] = b->rec[i];
+        rec[i].vals = vals + k;
+        for (size_t v = 0; v < nv; v++, k++) {
+            vals[k] = b->rec[i].vals[v];
+            if (!vals[k].present)
+                continue;
+            rc = orch_payload_read(r, vals[k].payload, &vals[k].data, &vals[k].len);
+            if (rc < 0) {
+                rc = orch_error_set(-EIO, "cannot read payload %" PRIu64
+                                          " (an input of grain %" PRIu64 "): %s",
+                                    vals[k].payload, rec[i].grain,
+                                    rc == ORCH_ENOTFOUND ? "not in the payload store"
+                                                         : orch_error_detail());
+                goto out;
+            }
+        }
+    }
+    struct orch_wire_batch vb = *b;
+    vb.values = 1;
+    vb.rec = rec;
+    rc = orch_wire_put_batch(out, &vb);
+out:
+    orch_payload_read_end(r);
+    free(rec);
+    free(vals);
     return rc;
 }
 
@@ -1066,7 +1337,8 @@ int orch_pool_new(struct event_base *base, const struct orch_pool_config *cfg,
     *out = NULL;
     if (!base || !cfg || !cb || !cb->idle || !cb->report || !cb->lost || !cfg->exe ||
         !cfg->payload_dir || !cfg->plan || cfg->call < 0 ||
-        cfg->call >= orch_plan_ncalls(cfg->plan) || cfg->nworkers < 1 || cfg->timeout_ms < 0)
+        cfg->call >= orch_plan_ncalls(cfg->plan) || cfg->nworkers < 1 || cfg->timeout_ms < 0 ||
+        (cfg->launcher && !cfg->store))
         return orch_error_set(-EINVAL, "orch_pool_new: invalid configuration");
     orch_pool *p = calloc(1, sizeof *p);
     if (p == NULL)
@@ -1077,6 +1349,13 @@ int orch_pool_new(struct event_base *base, const struct orch_pool_config *cfg,
     p->timeout_ms = cfg->timeout_ms;
     p->max_init_failures = cfg->max_init_failures < 1 ? 1 : cfg->max_init_failures;
     p->nworkers = cfg->nworkers;
+    p->launcher = cfg->launcher;
+    p->store = cfg->store;
+    p->cpus = cfg->cpus;
+    p->gpus = cfg->gpus;
+    if (gethostname(p->host, sizeof p->host) < 0)
+        snprintf(p->host, sizeof p->host, "localhost");
+    p->host[sizeof p->host - 1] = '\0';
     int rc = copy_config(p, cfg);
     if (rc < 0)
         goto fail;
@@ -1148,7 +1427,7 @@ int orch_pool_stop(orch_pool *p, orch_worker *w)
     set_state(w, W_STOPPING);
     struct timeval tv = ms_tv(STOP_WAIT_MS);
     if (evtimer_add(w->timer, &tv) < 0)
-        kill_pid(w->pid); /* no deadline can be kept for its fini: end it now */
+        kill_worker(w); /* no deadline can be kept for its fini: end it now */
     arm_poll(p);
     return 0;
 }
@@ -1173,7 +1452,7 @@ int orch_pool_dispatch(orch_pool *p, orch_worker *w, const struct orch_wire_batc
     if (orch__grow_n(&w->held, &w->held_cap, b->nrec, sizeof *w->held) < 0)
         return -ENOMEM;
     size_t mark = w->out.len;
-    int rc = orch_wire_put_batch(&w->out, b);
+    int rc = p->launcher ? put_batch_values(p, &w->out, b) : orch_wire_put_batch(&w->out, b);
     if (rc < 0)
         return rc;
     /* Armed before anything is sent, so that a batch the pool cannot time out is refused
@@ -1229,9 +1508,21 @@ static bool wait_all(orch_pool *p, int64_t ms)
     }
 }
 
-/* SIGKILLs and reaps every process that is left. */
+/* SIGKILLs and reaps every process that is left. A remote pool's processes (srun) are
+ * first asked with SIGTERM, so that each ends its step and allocation (kill_worker). */
 static void kill_all(orch_pool *p)
 {
+    if (p->launcher) {
+        for (int i = 0; i < p->nlive; i++) {
+            close_channel(p->live[i]);
+            if (!p->live[i]->reaped)
+                kill_worker(p->live[i]);
+        }
+        for (int i = 0; i < p->ncorpses; i++)
+            kill(p->corpses[i], SIGTERM);
+        if (wait_all(p, CLOSE_WAIT_MS))
+            return;
+    }
     for (int i = 0; i < p->nlive; i++) {
         orch_worker *w = p->live[i];
         if (!w->reaped)
@@ -1277,7 +1568,17 @@ void orch_pool_close(orch_pool *p)
 
 int orch_worker_pid(const orch_worker *w)
 {
-    return (int)w->pid;
+    return (int)w->wpid;
+}
+
+const char *orch_worker_host(const orch_worker *w)
+{
+    return w->host;
+}
+
+const char *orch_worker_slurm_job(const orch_worker *w)
+{
+    return w->slurm_job;
 }
 
 int orch_worker_index(const orch_worker *w)

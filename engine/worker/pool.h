@@ -92,13 +92,18 @@
 #include "orch_plan.h"
 
 struct event_base;
+struct orch_launcher;
+struct orch_payload;
 
 /* ---- what travels: batches out, reports back --------------------------------------- */
 
-/* One input value of a record: a payload id, or absent (an optional Dropped input). */
+/* One input value of a record: a payload id, or absent (an optional Dropped input). In a
+ * batch for a remote worker (values mode) a present value also carries its bytes. */
 struct orch_wire_value {
     uint64_t payload; /* 0 when absent */
     uint8_t present;
+    const void *data; /* values mode: the value's bytes (len of them); else unused */
+    size_t len;
 };
 
 /* One record of a batch: one grain. `in` holds the record's input lists back to back:
@@ -114,6 +119,7 @@ struct orch_wire_record {
 
 struct orch_wire_batch {
     uint64_t id;
+    uint8_t values; /* 1: every present value carries its bytes (remote worker) */
     uint32_t nrec;
     const struct orch_wire_record *rec;
 };
@@ -134,6 +140,14 @@ const char *orch_wire_outcome_name(enum orch_wire_outcome o);
 
 /* A child of an expansion that exists but failed (orch_udf_fail_child): its outputs are
  * Failed with `message`. */
+/* One output value as a remote worker reports it (values mode): set 0 exactly where a
+ * local worker's report has id 0 (a failed child). */
+struct orch_wire_bytes {
+    const void *data;
+    size_t len;
+    uint8_t set;
+};
+
 struct orch_wire_failed_child {
     uint32_t child;      /* ordinal, < nchild */
     const char *message; /* NUL-terminated; "" when none */
@@ -151,7 +165,9 @@ struct orch_wire_answer {
     const char *message; /* NUL-terminated; "" when none */
     uint32_t nchild;
     uint32_t nout;
-    const uint64_t *payload; /* nchild * nout ids (or nout for map/reduce) */
+    const uint64_t *payload; /* nchild * nout ids (or nout for map/reduce); NULL in values
+                              * mode */
+    const struct orch_wire_bytes *values; /* values mode: nchild * nout values; else NULL */
     uint32_t nfailed;        /* failed children (expand only); 0 otherwise */
     const struct orch_wire_failed_child *failed;
 };
@@ -174,6 +190,9 @@ struct orch_wire_report {
     uint64_t batch;
     enum orch_wire_status status;
     const char *message;
+    uint8_t values; /* 1: answers carry values, not ids (a remote worker's report); the
+                     * pool stores them and hands the driver ids: its `report` callback
+                     * never sees values mode */
     uint32_t nrec;
     const struct orch_wire_answer *rec;
 };
@@ -219,8 +238,16 @@ struct orch_pool_config {
     /* Consecutive init failures after which the pool stops replacing workers and reports
      * every further loss as fatal (orch_pool_failed() returns true). */
     int max_init_failures;
-    /* One entry per worker or NULL: the CUDA_VISIBLE_DEVICES value each worker gets. */
+    /* One entry per worker or NULL: the CUDA_VISIBLE_DEVICES value each worker gets
+     * (local workers only: Slurm gives a remote worker its devices). */
     const char *const *cuda_visible_devices;
+    /* Remote workers (launch.h): NULL for local ones. With a launcher, each worker is
+     * started through it asking for `cpus` and `gpus`, connects back, and gets values
+     * (wire.h, values mode); the pool reads its inputs from, and writes its outputs to,
+     * `store` (the driver's own handle on the job's payload store). */
+    struct orch_launcher *launcher;
+    struct orch_payload *store;
+    double cpus, gpus;
 };
 
 /* Creates the pool, with no process: orch_pool_start() starts them. Returns 0, or a
@@ -268,8 +295,13 @@ void orch_pool_kill(orch_pool *p);
  * clean end of the job. A BUSY worker first finishes its batch (its report is dropped). */
 void orch_pool_close(orch_pool *p);
 
-/* The pid of w's current process (during `lost`: of the one that died). */
+/* The pid of w's current process (during `lost`: of the one that died), on its host: a
+ * remote worker's as it said when it connected (0 before). */
 int orch_worker_pid(const orch_worker *w);
+/* Where w runs: its host name (this machine's for a local worker; "" for a remote one
+ * that has not connected yet) and its Slurm step "JOBID.STEPID" ("" when none). */
+const char *orch_worker_host(const orch_worker *w);
+const char *orch_worker_slurm_job(const orch_worker *w);
 /* w's index in the pool, 0 .. nworkers-1; every process of the slot has it. */
 int orch_worker_index(const orch_worker *w);
 /* The number of slots that hold a process (STARTING, IDLE, BUSY or STOPPING), and of those
@@ -288,5 +320,11 @@ const char *orch_pool_failure(const orch_pool *p);
  * failure (INITFAIL sent) or a protocol error, 2 when FD is not an open descriptor > 2.
  * The frames are those of engine/worker/wire.h. */
 int orch_worker_main(int fd);
+/* The entry of `orch __worker --connect HOST:PORT --token T`: a remote worker (launch.h).
+ * Connects and proves itself to the driver, then runs as orch_worker_main() in values mode,
+ * and also exits as soon as the connection ends while a batch runs (its driver is gone:
+ * nothing it computes can be committed). Exit status as orch_worker_main(), and 1 when it
+ * cannot connect. */
+int orch_worker_remote_main(const char *addr, uint64_t token);
 
 #endif

@@ -106,6 +106,18 @@ static void enc_str(struct enc *e, const char *s)
     enc_bytes(e, s, n);
 }
 
+/* u32 n | n bytes: a value's bytes (values mode). */
+static void enc_blob(struct enc *e, const void *data, size_t n)
+{
+    if (n > UINT32_MAX || (n > 0 && data == NULL)) {
+        if (e->rc == 0)
+            e->rc = n > UINT32_MAX ? -E2BIG : -EINVAL;
+        return;
+    }
+    enc_u32(e, (uint32_t)n);
+    enc_bytes(e, data, n);
+}
+
 static void enc_begin(struct enc *e, struct orch_wire_buf *b, int type)
 {
     e->b = b;
@@ -140,6 +152,8 @@ int orch_wire_put_config(struct orch_wire_buf *b, const struct orch_wire_config 
     enc_u32(&e, c->nout);
     enc_u32(&e, c->worker);
     enc_str(&e, c->payload_dir);
+    enc_u8(&e, c->values ? 1 : 0);
+    enc_u64(&e, c->max_value);
     enc_u32(&e, c->nargs);
     if (c->nargs > 0 && (c->arg_keys == NULL || c->arg_values == NULL) && e.rc == 0)
         e.rc = -EINVAL;
@@ -172,6 +186,7 @@ int orch_wire_put_batch(struct orch_wire_buf *b, const struct orch_wire_batch *b
     struct enc e;
     enc_begin(&e, b, ORCH_WIRE_BATCH);
     enc_u64(&e, batch->id);
+    enc_u8(&e, batch->values ? 1 : 0);
     enc_u32(&e, batch->nrec);
     if (batch->nrec > 0 && batch->rec == NULL)
         e.rc = -EINVAL;
@@ -195,8 +210,11 @@ int orch_wire_put_batch(struct orch_wire_buf *b, const struct orch_wire_batch *b
             break;
         }
         for (uint64_t k = 0; k < nv && e.rc == 0; k++) {
-            enc_u8(&e, r->vals[k].present ? 1 : 0);
-            enc_u64(&e, r->vals[k].present ? r->vals[k].payload : 0);
+            const struct orch_wire_value *v = &r->vals[k];
+            enc_u8(&e, v->present ? 1 : 0);
+            enc_u64(&e, v->present ? v->payload : 0);
+            if (batch->values && v->present)
+                enc_blob(&e, v->data, v->len);
         }
     }
     return enc_end(&e);
@@ -209,6 +227,7 @@ int orch_wire_put_report(struct orch_wire_buf *b, const struct orch_wire_report 
     enc_u64(&e, r->batch);
     enc_u8(&e, (uint8_t)r->status);
     enc_str(&e, r->message ? r->message : "");
+    enc_u8(&e, r->values ? 1 : 0);
     enc_u32(&e, r->nrec);
     if (r->nrec > 0 && r->rec == NULL)
         e.rc = -EINVAL;
@@ -221,12 +240,19 @@ int orch_wire_put_report(struct orch_wire_buf *b, const struct orch_wire_report 
         enc_str(&e, a->message ? a->message : "");
         enc_u32(&e, a->nchild);
         enc_u32(&e, a->nout);
-        if (nid > 0 && a->payload == NULL) {
+        if (nid > 0 && (r->values ? a->values == NULL : a->payload == NULL)) {
             e.rc = -EINVAL;
             break;
         }
-        for (uint64_t k = 0; k < nid && e.rc == 0; k++)
-            enc_u64(&e, a->payload[k]);
+        for (uint64_t k = 0; k < nid && e.rc == 0; k++) {
+            if (!r->values) {
+                enc_u64(&e, a->payload[k]);
+                continue;
+            }
+            enc_u8(&e, a->values[k].set ? 1 : 0);
+            if (a->values[k].set)
+                enc_blob(&e, a->values[k].data, a->values[k].len);
+        }
         enc_u32(&e, a->nfailed);
         if (a->nfailed > 0 && a->failed == NULL) {
             e.rc = -EINVAL;
@@ -237,6 +263,27 @@ int orch_wire_put_report(struct orch_wire_buf *b, const struct orch_wire_report 
             enc_str(&e, a->failed[k].message ? a->failed[k].message : "");
         }
     }
+    return enc_end(&e);
+}
+
+int orch_wire_put_challenge(struct orch_wire_buf *b, const struct orch_wire_challenge *c)
+{
+    struct enc e;
+    enc_begin(&e, b, ORCH_WIRE_CHALLENGE);
+    enc_u32(&e, c->version);
+    enc_bytes(&e, c->nonce, ORCH_WIRE_NONCE);
+    return enc_end(&e);
+}
+
+int orch_wire_put_auth(struct orch_wire_buf *b, const struct orch_wire_auth *au)
+{
+    struct enc e;
+    enc_begin(&e, b, ORCH_WIRE_AUTH);
+    enc_u64(&e, au->token);
+    enc_bytes(&e, au->mac, ORCH_WIRE_NONCE);
+    enc_u32(&e, au->pid);
+    enc_str(&e, au->host);
+    enc_str(&e, au->slurm_job);
     return enc_end(&e);
 }
 
@@ -341,6 +388,23 @@ static const char *dec_str(struct dec *d, struct orch__arena *a, const char *fie
     return s;
 }
 
+/* u32 n | n bytes, pointing into the frame (values mode: see wire.h, Memory). */
+static const void *dec_blob(struct dec *d, size_t *len, const char *field)
+{
+    uint32_t n = dec_u32(d, field);
+    *len = 0;
+    if (d->rc == 0 && d->left < n)
+        d->rc = orch_error_set(-EPROTO, "malformed %s frame: %s of %u bytes is truncated",
+                               d->what, field, n);
+    if (d->rc < 0)
+        return NULL;
+    const void *p = d->p;
+    d->p += n;
+    d->left -= n;
+    *len = n;
+    return p;
+}
+
 /* Checks that count items of at least `least` bytes each can still fit in the body, so
  * that no count makes an allocation larger than the frame justifies. */
 static bool dec_fits(struct dec *d, uint64_t count, size_t least, const char *field)
@@ -405,6 +469,10 @@ int orch_wire_get_config(const struct orch_wire_frame *f, struct orch__arena *a,
     out->nout = dec_u32(&d, "nout");
     out->worker = dec_u32(&d, "worker");
     out->payload_dir = dec_str(&d, a, "payload_dir");
+    out->values = dec_u8(&d, "values");
+    if (d.rc == 0 && out->values > 1)
+        dec_fail(&d, "values is neither 0 nor 1");
+    out->max_value = dec_u64(&d, "max_value");
     out->nargs = dec_u32(&d, "nargs");
     if (!dec_fits(&d, out->nargs, 8, "nargs"))
         return d.rc;
@@ -449,7 +517,8 @@ int orch_wire_get_initfail(const struct orch_wire_frame *f, struct orch__arena *
 #define WIRE_VALUE_SIZE 9u
 #define WIRE_ANSWER_MIN 29u
 
-static void get_record(struct dec *d, struct orch__arena *a, struct orch_wire_record *r)
+static void get_record(struct dec *d, struct orch__arena *a, struct orch_wire_record *r,
+                       bool values)
 {
     r->grain = dec_u64(d, "grain");
     r->generation = dec_u32(d, "generation");
@@ -476,6 +545,10 @@ static void get_record(struct dec *d, struct orch__arena *a, struct orch_wire_re
                                 : "an absent value has a payload");
         v[k].present = present;
         v[k].payload = id;
+        v[k].data = NULL;
+        v[k].len = 0;
+        if (values && present)
+            v[k].data = dec_blob(d, &v[k].len, "value");
     }
     r->nval = nval;
     r->vals = v;
@@ -489,17 +562,21 @@ int orch_wire_get_batch(const struct orch_wire_frame *f, struct orch__arena *a,
     if (dec_start(&d, f, ORCH_WIRE_BATCH) < 0)
         return d.rc;
     out->id = dec_u64(&d, "id");
+    out->values = dec_u8(&d, "values");
+    if (d.rc == 0 && out->values > 1)
+        dec_fail(&d, "values is neither 0 nor 1");
     out->nrec = dec_u32(&d, "nrec");
     if (!dec_fits(&d, out->nrec, WIRE_RECORD_MIN, "nrec"))
         return d.rc;
     struct orch_wire_record *rec = dec_alloc(&d, a, sizeof *rec * out->nrec);
     for (uint32_t i = 0; i < out->nrec && d.rc == 0; i++)
-        get_record(&d, a, &rec[i]);
+        get_record(&d, a, &rec[i], out->values);
     out->rec = rec;
     return dec_end(&d);
 }
 
-static void get_answer(struct dec *d, struct orch__arena *a, struct orch_wire_answer *r)
+static void get_answer(struct dec *d, struct orch__arena *a, struct orch_wire_answer *r,
+                       bool values)
 {
     r->grain = dec_u64(d, "grain");
     r->generation = dec_u32(d, "generation");
@@ -513,12 +590,29 @@ static void get_answer(struct dec *d, struct orch__arena *a, struct orch_wire_an
     if (d->rc == 0 && r->outcome != ORCH_WIRE_OK && (r->nchild != 0 || r->nout != 0))
         dec_fail(d, "an answer that is not ok carries payloads");
     uint64_t n = (uint64_t)r->nchild * r->nout;
-    if (!dec_fits(d, n, 8, "nchild * nout"))
+    if (!dec_fits(d, n, values ? 1 : 8, "nchild * nout"))
         return;
-    uint64_t *ids = dec_alloc(d, a, sizeof(uint64_t) * (size_t)n);
-    for (uint64_t k = 0; k < n && d->rc == 0; k++)
-        ids[k] = dec_u64(d, "payload");
+    uint64_t *ids = NULL;
+    struct orch_wire_bytes *vals = NULL;
+    if (values)
+        vals = dec_alloc(d, a, sizeof *vals * (size_t)n);
+    else
+        ids = dec_alloc(d, a, sizeof(uint64_t) * (size_t)n);
+    for (uint64_t k = 0; k < n && d->rc == 0; k++) {
+        if (!values) {
+            ids[k] = dec_u64(d, "payload");
+            continue;
+        }
+        vals[k].set = dec_u8(d, "set");
+        if (d->rc == 0 && vals[k].set > 1)
+            dec_fail(d, "a value's set flag is neither 0 nor 1");
+        vals[k].data = NULL;
+        vals[k].len = 0;
+        if (vals[k].set)
+            vals[k].data = dec_blob(d, &vals[k].len, "output value");
+    }
     r->payload = ids;
+    r->values = vals;
     r->nfailed = dec_u32(d, "nfailed");
     if (d->rc == 0 && r->nfailed > r->nchild)
         dec_fail(d, "more failed children than children");
@@ -539,8 +633,12 @@ static void get_answer(struct dec *d, struct orch__arena *a, struct orch_wire_an
         bool failed = k < r->nfailed && fc[k].child == c;
         k += failed;
         for (uint32_t p = 0; p < r->nout && d->rc == 0; p++)
-            if ((ids[(uint64_t)c * r->nout + p] == 0) != failed)
-                dec_fail(d, failed ? "a failed child carries a payload id" : "payload id 0");
+            if ((values ? !vals[(uint64_t)c * r->nout + p].set
+                        : ids[(uint64_t)c * r->nout + p] == 0) != failed)
+                dec_fail(d, failed ? (values ? "a failed child carries a value"
+                                             : "a failed child carries a payload id")
+                            : values ? "a value that is not set"
+                                     : "payload id 0");
     }
 }
 
@@ -558,6 +656,9 @@ int orch_wire_get_report(const struct orch_wire_frame *f, struct orch__arena *a,
         dec_fail(&d, "status out of range");
     out->status = (enum orch_wire_status)status;
     out->message = dec_str(&d, a, "message");
+    out->values = dec_u8(&d, "values");
+    if (d.rc == 0 && out->values > 1)
+        dec_fail(&d, "values is neither 0 nor 1");
     out->nrec = dec_u32(&d, "nrec");
     if (d.rc == 0 && out->status != ORCH_WIRE_STATUS_OK && out->nrec != 0)
         dec_fail(&d, "a failed batch carries answers");
@@ -565,8 +666,41 @@ int orch_wire_get_report(const struct orch_wire_frame *f, struct orch__arena *a,
         return d.rc;
     struct orch_wire_answer *rec = dec_alloc(&d, a, sizeof *rec * out->nrec);
     for (uint32_t i = 0; i < out->nrec && d.rc == 0; i++)
-        get_answer(&d, a, &rec[i]);
+        get_answer(&d, a, &rec[i], out->values);
     out->rec = rec;
+    return dec_end(&d);
+}
+
+int orch_wire_get_challenge(const struct orch_wire_frame *f, struct orch_wire_challenge *out)
+{
+    struct dec d;
+    memset(out, 0, sizeof *out);
+    if (dec_start(&d, f, ORCH_WIRE_CHALLENGE) < 0)
+        return d.rc;
+    out->version = dec_u32(&d, "version");
+    if (d.rc == 0 && out->version != ORCH_WIRE_VERSION)
+        d.rc = orch_error_set(-EPROTO,
+                              "CHALLENGE of protocol version %u, this worker speaks %d",
+                              out->version, ORCH_WIRE_VERSION);
+    for (size_t i = 0; i < ORCH_WIRE_NONCE; i++)
+        out->nonce[i] = dec_u8(&d, "nonce");
+    return dec_end(&d);
+}
+
+int orch_wire_get_auth(const struct orch_wire_frame *f, struct orch__arena *a,
+                       struct orch_wire_auth *out)
+{
+    struct dec d;
+    memset(out, 0, sizeof *out);
+    out->host = out->slurm_job = "";
+    if (dec_start(&d, f, ORCH_WIRE_AUTH) < 0)
+        return d.rc;
+    out->token = dec_u64(&d, "token");
+    for (size_t i = 0; i < ORCH_WIRE_NONCE; i++)
+        out->mac[i] = dec_u8(&d, "mac");
+    out->pid = dec_u32(&d, "pid");
+    out->host = dec_str(&d, a, "host");
+    out->slurm_job = dec_str(&d, a, "slurm_job");
     return dec_end(&d);
 }
 

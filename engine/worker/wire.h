@@ -1,6 +1,11 @@
 /* wire.h — the frames that travel between the driver and a worker over their socketpair
  * (pool.h): encoding, and strict decoding.
  *
+ * The same frames travel over a TCP connection to a remote worker (launch.h: `--launcher
+ * slurm`), which first proves it holds the job's secret (CHALLENGE, AUTH) and then, since it
+ * cannot map the job's LMDB, gets input values in its batches and sends output values in
+ * its reports ("values" mode, set in CONFIG).
+ *
  * Frame. Every message is one frame:
  *
  *     u32 length | u8 type | body[length]
@@ -13,19 +18,28 @@
  *
  * Bodies (→ worker: sent by the driver; ← worker: sent by the worker):
  *
+ *   CHALLENGE→ u32 version | 32 bytes nonce            first frame on a remote connection
+ *   AUTH     ← u64 token | 32 bytes mac | u32 pid | str host | str slurm_job
+ *              (mac = HMAC-SHA256(secret, nonce | token as u64): launch.h)
  *   CONFIG   → u32 version | str call | u8 fn_kind | str function | str symbol ("" = none)
  *              | u8 op (enum orch_udf_op) | u32 nin | u32 nout | u32 worker
- *              | str payload_dir | u32 nargs | nargs × (str key | str value)
+ *              | str payload_dir | u8 values | u64 max_value
+ *              | u32 nargs | nargs × (str key | str value)
+ *              (values 1: a remote worker; payload_dir is "" and max_value is the largest
+ *              output value the driver's store takes)
  *   HELLO    ← u32 version | u32 pid                  init succeeded, ready for batches
  *   INITFAIL ← str message                             init failed; the worker exits
- *   BATCH    → u64 id | u32 nrec | nrec × record
+ *   BATCH    → u64 id | u8 values | u32 nrec | nrec × record
  *              record := u64 grain | u32 generation | u32 attempt | u32 nin
- *                        | nin × u32 nval | sum(nval) × (u8 present | u64 payload)
+ *                        | nin × u32 nval | sum(nval) × value
+ *              value  := u8 present | u64 payload [| u32 n | n bytes: values and present]
  *              (present 1: payload != 0; present 0: payload == 0)
- *   REPORT   ← u64 batch | u8 status | str message | u32 nrec | nrec × answer
+ *   REPORT   ← u64 batch | u8 status | str message | u8 values | u32 nrec | nrec × answer
  *              answer := u64 grain | u32 generation | u8 outcome | str message
- *                        | u32 nchild | u32 nout | nchild*nout × u64 payload
+ *                        | u32 nchild | u32 nout | nchild*nout × output
  *                        | u32 nfailed | nfailed × (u32 child | str message)
+ *              output := u64 payload                     (values 0)
+ *                      | u8 set [| u32 n | n bytes: set] (values 1; set 0 = id 0)
  *              (status 1: run() failed, an attempt failure of the batch; status 2: the
  *              outputs could not be stored (payload store full or broken), not the
  *              batch's fault: the driver stops the job; for both, nrec == 0; an answer
@@ -41,7 +55,9 @@
  *
  * Memory. Encoders append to a caller's orch_wire_buf. Decoders put everything they hand
  * out (arrays, NUL-terminated strings, aligned id arrays) in a caller's arena; the result
- * stays valid until the arena is freed, and never points into the frame.
+ * stays valid until the arena is freed, and never points into the frame — except the bytes
+ * of values (values mode), which point into the frame's body so that no page image is
+ * copied twice: they are valid as long as the frame is.
  */
 #ifndef ORCH_WIRE_H
 #define ORCH_WIRE_H
@@ -54,7 +70,8 @@
 #include "pool.h"
 #include "support.h"
 
-#define ORCH_WIRE_VERSION 2 /* 2: failed children in answers */
+#define ORCH_WIRE_VERSION 3 /* 2: failed children in answers; 3: remote workers */
+#define ORCH_WIRE_NONCE 32  /* bytes of a CHALLENGE's nonce and of an AUTH's mac */
 #define ORCH_WIRE_HEADER 5u                    /* u32 length + u8 type */
 #define ORCH_WIRE_MAX_BODY ((size_t)256 << 20) /* 256 MiB */
 
@@ -63,7 +80,9 @@
     X(ORCH_WIRE_HELLO, 2, "HELLO")                                                             \
     X(ORCH_WIRE_INITFAIL, 3, "INITFAIL")                                                       \
     X(ORCH_WIRE_BATCH, 4, "BATCH")                                                             \
-    X(ORCH_WIRE_REPORT, 5, "REPORT")
+    X(ORCH_WIRE_REPORT, 5, "REPORT")                                                           \
+    X(ORCH_WIRE_CHALLENGE, 6, "CHALLENGE")                                                     \
+    X(ORCH_WIRE_AUTH, 7, "AUTH")
 
 #define ORCH_WIRE_TYPE_ENUM(name, value, text) name = value,
 enum orch_wire_type { ORCH_WIRE_TYPES(ORCH_WIRE_TYPE_ENUM) };
@@ -82,7 +101,9 @@ struct orch_wire_config {
     uint32_t nin;
     uint32_t nout;
     uint32_t worker;
-    const char *payload_dir;
+    const char *payload_dir; /* "" for a remote worker */
+    uint8_t values;          /* 1: values travel in batches and reports (remote worker) */
+    uint64_t max_value;      /* values mode: the largest value the driver's store takes */
     uint32_t nargs;
     const char *const *arg_keys;
     const char *const *arg_values;
@@ -91,6 +112,20 @@ struct orch_wire_config {
 struct orch_wire_hello {
     uint32_t version;
     uint32_t pid;
+};
+
+struct orch_wire_challenge {
+    uint32_t version;
+    uint8_t nonce[ORCH_WIRE_NONCE];
+};
+
+/* A remote worker's proof: which launch it is (token) and that it holds the secret. */
+struct orch_wire_auth {
+    uint64_t token;
+    uint8_t mac[ORCH_WIRE_NONCE];
+    uint32_t pid;
+    const char *host;      /* the worker's host name */
+    const char *slurm_job; /* "JOBID.STEPID" of its Slurm step, "" when none */
 };
 
 /* ---- encoding -------------------------------------------------------------------------- */
@@ -112,6 +147,8 @@ int orch_wire_put_hello(struct orch_wire_buf *b, const struct orch_wire_hello *h
 int orch_wire_put_initfail(struct orch_wire_buf *b, const char *message);
 int orch_wire_put_batch(struct orch_wire_buf *b, const struct orch_wire_batch *batch);
 int orch_wire_put_report(struct orch_wire_buf *b, const struct orch_wire_report *r);
+int orch_wire_put_challenge(struct orch_wire_buf *b, const struct orch_wire_challenge *c);
+int orch_wire_put_auth(struct orch_wire_buf *b, const struct orch_wire_auth *au);
 
 /* ---- decoding -------------------------------------------------------------------------- */
 
@@ -141,5 +178,8 @@ int orch_wire_get_batch(const struct orch_wire_frame *f, struct orch__arena *a,
                         struct orch_wire_batch *out);
 int orch_wire_get_report(const struct orch_wire_frame *f, struct orch__arena *a,
                          struct orch_wire_report *out);
+int orch_wire_get_challenge(const struct orch_wire_frame *f, struct orch_wire_challenge *out);
+int orch_wire_get_auth(const struct orch_wire_frame *f, struct orch__arena *a,
+                       struct orch_wire_auth *out);
 
 #endif

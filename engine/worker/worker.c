@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include "pool.h"
 
+#include "launch.h"
 #include "orch_error.h"
 #include "orch_payload.h"
 #include "orch_udf_host.h"
@@ -19,6 +20,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -46,6 +49,9 @@ struct worker {
     struct big_child *big; /* expand: the children with an output over the limit, in
                               (record, child) order; nbig of them (too_big_check) */
     size_t nbig;
+    /* values mode (a remote worker): outputs go into the report, not the store */
+    struct orch_wire_bytes *outv;
+    volatile int in_batch; /* the watch thread's cue (remote_watch) */
 };
 
 /* ---- the socket ------------------------------------------------------------------------ */
@@ -182,7 +188,7 @@ static int worker_init(struct worker *w)
      * this process loses nothing: LMDB's commit is in the page cache either way. */
     struct orch_payload_opts popts;
     orch_payload_job_opts(&popts);
-    rc = orch_payload_open(c->payload_dir, &popts, &w->store);
+    rc = c->values ? 0 : orch_payload_open(c->payload_dir, &popts, &w->store);
     if (rc < 0)
         return initfail(w, "cannot open the payload store: %s",
                         *orch_error_detail() ? orch_error_detail() : orch_strerror(rc));
@@ -357,9 +363,9 @@ static int build_records(struct worker *w, const struct orch_wire_batch *b,
                     *v = (struct orch_udf_value){NULL, 0, 0};
                     continue;
                 }
-                const void *data;
-                size_t len;
-                int rc = orch_payload_read(r, wv->payload, &data, &len);
+                const void *data = wv->data;
+                size_t len = wv->len;
+                int rc = b->values ? 0 : orch_payload_read(r, wv->payload, &data, &len);
                 if (rc == ORCH_ENOTFOUND) {
                     snprintf(msg, msgsz,
                              "payload %" PRIu64 " (input %" PRIu32 " of grain %" PRIu64
@@ -458,7 +464,7 @@ static int expand_too_big(struct worker *w, size_t max)
 
 static int too_big_check(struct worker *w, char *msg, size_t msgsz)
 {
-    size_t max = orch_payload_max_value(w->store);
+    size_t max = w->cfg.values ? (size_t)w->cfg.max_value : orch_payload_max_value(w->store);
     char **why = NULL;
     if (is_expand(w->cfg.op)) {
         if (expand_too_big(w, max) < 0) {
@@ -488,6 +494,55 @@ static int too_big_check(struct worker *w, char *msg, size_t msgsz)
         }
     }
     w->too_big = why;
+    return 0;
+}
+
+/* Values mode: the report carries the output values themselves (wire.h), answer by answer
+ * in answer_values order, not set where a local worker's id would be 0. */
+static int remote_values(struct worker *w, const struct orch_wire_batch *b, struct batch_mem *m,
+                         struct orch_wire_report *rep, size_t total, char *msg, size_t msgsz)
+{
+    free(w->outv);
+    w->outv = calloc(total + 1, sizeof *w->outv);
+    if (!w->outv) {
+        snprintf(msg, msgsz, "out of memory for the outputs of batch %" PRIu64, b->id);
+        return -1;
+    }
+    size_t t = 0, fpos = 0;
+    for (uint32_t i = 0; i < b->nrec; i++) {
+        const struct orch_udf_answer *a = &w->ans.rec[i];
+        struct orch_wire_answer *o = &m->answers[i];
+        const struct orch_udf_out *vals;
+        size_t n;
+        answer_values(w, a, &vals, &n);
+        o->grain = b->rec[i].grain;
+        o->generation = b->rec[i].generation;
+        o->outcome = wire_outcome(a->outcome);
+        o->message = a->msg ? a->msg : "";
+        if (too_big_of(w, a)) {
+            o->outcome = ORCH_WIRE_RECORD_FAILURE;
+            o->message = too_big_of(w, a);
+            continue;
+        }
+        if (a->outcome != ORCH_UDF_OK)
+            continue;
+        o->nout = w->cfg.nout;
+        o->nchild = is_expand(w->cfg.op) ? (uint32_t)a->nchildren : 1;
+        o->values = w->outv + t;
+        for (size_t j = 0; j < n; j++, t++)
+            if (value_stored(w, i, vals, j))
+                w->outv[t] = (struct orch_wire_bytes){vals[j].data, vals[j].len, 1};
+        o->failed = m->failed + fpos;
+        for (size_t c = 0; is_expand(w->cfg.op) && c < a->nchildren; c++) {
+            const char *why = child_failure(w, i, c);
+            if (why != NULL)
+                m->failed[fpos++] = (struct orch_wire_failed_child){(uint32_t)c, why};
+        }
+        o->nfailed = (uint32_t)(m->failed + fpos - o->failed);
+    }
+    rep->values = 1;
+    rep->nrec = b->nrec;
+    rep->rec = m->answers;
     return 0;
 }
 
@@ -525,6 +580,8 @@ static int store_outputs(struct worker *w, const struct orch_wire_batch *b, stru
                 m->iov[k++] = (struct orch_iov){vals[j].data, vals[j].len};
     }
     size_t nset = k;
+    if (w->cfg.values) /* the driver stores them (remote_values) */
+        return remote_values(w, b, m, rep, total, msg, msgsz);
     int rc = orch_payload_put_many(w->store, m->iov, nset, m->ids);
     if (rc < 0) {
         snprintf(msg, msgsz, "storing %zu outputs: %s", total,
@@ -584,10 +641,12 @@ static int run_batch(struct worker *w, const struct orch_wire_batch *b)
 {
     char msg[1024] = "";
     struct batch_mem m = {0};
-    struct orch_wire_report rep = {
-        .batch = b->id, .status = ORCH_WIRE_STATUS_FAILED, .message = msg};
+    struct orch_wire_report rep = {.batch = b->id,
+                                   .status = ORCH_WIRE_STATUS_FAILED,
+                                   .message = msg,
+                                   .values = w->cfg.values};
     orch_payload_rtxn *r = NULL;
-    int rc = orch_payload_read_begin(w->store, &r);
+    int rc = w->cfg.values ? 0 : orch_payload_read_begin(w->store, &r);
     if (rc < 0) {
         /* No reader slot (-EUSERS), or a broken store: a limit or fault of ours, never a
          * failure of the user's records; the driver stops and the batch runs on resume. */
@@ -636,8 +695,10 @@ report:
     w->out.len = 0;
     rc = orch_wire_put_report(&w->out, &rep);
     if (rc == -E2BIG) {
-        struct orch_wire_report big = {
-            .batch = b->id, .status = ORCH_WIRE_STATUS_FAILED, .message = msg};
+        struct orch_wire_report big = {.batch = b->id,
+                                       .status = ORCH_WIRE_STATUS_FAILED,
+                                       .message = msg,
+                                       .values = w->cfg.values};
         snprintf(msg, sizeof msg, "the report of batch %" PRIu64 " is over %zu bytes", b->id,
                  ORCH_WIRE_MAX_BODY);
         rc = orch_wire_put_report(&w->out, &big);
@@ -666,7 +727,16 @@ static int worker_loop(struct worker *w)
             orch__arena_free(&a);
             return 1;
         }
+        if (b.values != w->cfg.values) {
+            fprintf(stderr, "orch worker %d: protocol error: a batch %s values for a %s worker\n",
+                    (int)getpid(), b.values ? "with" : "without",
+                    w->cfg.values ? "remote" : "local");
+            orch__arena_free(&a);
+            return 1;
+        }
+        w->in_batch = 1;
         rc = run_batch(w, &b);
+        w->in_batch = 0;
         orch__arena_free(&a);
         if (rc < 0) {
             fprintf(stderr, "orch worker %d: cannot encode a report: %s\n", (int)getpid(),
@@ -689,6 +759,7 @@ static void worker_free(struct worker *w)
     orch__arena_free(&w->cfg_arena);
     orch_wire_buf_free(&w->out);
     free(w->body);
+    free(w->outv);
     close(w->fd);
 }
 
@@ -706,6 +777,53 @@ static void quiet_stdio(void)
     dup2(STDERR_FILENO, STDOUT_FILENO);
 }
 
+/* A remote worker's watch (values mode): its driver may be gone while a batch runs for
+ * minutes (killed, its machine lost). A local worker dies with it (PR_SET_PDEATHSIG); a
+ * remote one learns it from its connection: this thread waits for the peer's end of the
+ * stream and, if a batch is running then, ends the process at once (its step with it).
+ * Between batches the main thread sees the end itself and runs the UDF's fini. The driver
+ * sends nothing while a batch runs (a worker holds one batch), so POLLRDHUP there is the
+ * end and nothing else. */
+static void *remote_watch(void *arg)
+{
+    struct worker *w = arg;
+    for (;;) {
+        struct pollfd pfd = {.fd = w->fd, .events = POLLRDHUP};
+        int n = poll(&pfd, 1, -1);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 || (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))) {
+            if (w->in_batch)
+                _exit(1);
+            return NULL;
+        }
+    }
+}
+
+static int worker_run(struct worker *w)
+{
+    int status = worker_init(w);
+    if (status == 0 && w->cfg.values) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, remote_watch, w) == 0)
+            pthread_detach(t);
+    }
+    if (status == 0)
+        status = worker_loop(w);
+    worker_free(w);
+    return status;
+}
+
+int orch_worker_remote_main(const char *addr, uint64_t token)
+{
+    quiet_stdio();
+    int fd = orch_launch_connect(addr, token);
+    if (fd < 0)
+        return 1;
+    struct worker w = {.fd = fd};
+    return worker_run(&w);
+}
+
 int orch_worker_main(int fd)
 {
     int flags = fd > STDERR_FILENO ? fcntl(fd, F_GETFL) : -1;
@@ -720,9 +838,5 @@ int orch_worker_main(int fd)
     quiet_stdio();
 
     struct worker w = {.fd = fd};
-    int status = worker_init(&w);
-    if (status == 0)
-        status = worker_loop(&w);
-    worker_free(&w);
-    return status;
+    return worker_run(&w);
 }

@@ -1,0 +1,102 @@
+/* launch.h — workers on other machines (DESIGN §11): the driver's side of `--launcher
+ * slurm`.
+ *
+ * With the local launcher (the default, no orch_launcher at all) a pool starts each worker
+ * itself, connected by a socketpair, and the worker maps the job's LMDB (pool.h). With a
+ * launcher, a pool starts each worker through the workload manager — `srun` — and the
+ * worker connects back to the driver over TCP:
+ *
+ *   1. The pool asks for a token (orch_launcher_expect) and starts
+ *        srun --ntasks=1 --cpus-per-task=C [--gpus=G] --job-name=orch-CALL --quiet
+ *             [--launcher-args ...] EXE __worker --connect HOST:PORT --token T
+ *      with ORCH_WORKER_SECRET=<hex> added to srun's environment, which Slurm passes on to
+ *      the step. The secret is in no command line, so `ps` on the node does not show it;
+ *      /proc/PID/environ is readable by the job's own user and root only.
+ *   2. The worker connects; the launcher sends CHALLENGE (a fresh random nonce); the
+ *      worker answers AUTH: its token and HMAC-SHA256(secret, nonce | token), its pid, host
+ *      and Slurm step. A wrong mac, an unknown or used token, a frame that is not AUTH, or
+ *      no AUTH within AUTH_WAIT_MS: the connection is closed and one line is written to
+ *      stderr; nothing else happens (no state of the job is touched, no slot changes).
+ *   3. On a good AUTH the connection is handed to the pool that asked for the token
+ *      (its `attach` callback), which from then on speaks to it as to a local worker, in
+ *      values mode (wire.h): input values travel in batches, output values in reports,
+ *      and the pool writes them to LMDB before the report reaches the driver.
+ *
+ * What the secret protects: the driver's port against strangers (another user on a node, a
+ * port scanner) who would otherwise feed it reports. What it does not: the connection is
+ * not encrypted, so payload bytes cross the network in the clear, and anyone who can read
+ * the job owner's processes' environments (the owner, root) can read the secret. One
+ * secret per driver start: a resume makes a new one.
+ *
+ * The srun process is the driver's child: the pool reaps it like a local worker's process,
+ * and its exit is the worker's death (a step cancelled by `scancel` or a time limit ends
+ * srun). It gets SIGTERM when the driver dies (PR_SET_PDEATHSIG), which srun forwards to the
+ * step before it ends, and the worker itself exits as soon as its connection ends, even in
+ * the middle of a batch: no step outlives the driver.
+ */
+#ifndef ORCH_LAUNCH_H
+#define ORCH_LAUNCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wire.h"
+
+struct event_base;
+
+typedef struct orch_launcher orch_launcher;
+
+enum orch_launcher_kind { ORCH_LAUNCHER_LOCAL, ORCH_LAUNCHER_SLURM };
+
+struct orch_launcher_config {
+    enum orch_launcher_kind kind; /* SLURM: the only kind that makes a launcher */
+    const char *args;             /* --launcher-args, split like a shell's words; or NULL */
+    const char *listen;           /* --listen HOST:PORT, HOST:0, or NULL: every address, a
+                                   * free port, advertised under this host's name */
+    const char *srun;             /* the srun command; NULL: "srun" (ORCH_SRUN overrides) */
+};
+
+/* Opens the listening socket and makes the secret. Returns 0, or a negative error with the
+ * detail set: -EINVAL (a bad --listen or --launcher-args), a bind/listen error, -ENOMEM. */
+int orch_launcher_new(struct event_base *base, const struct orch_launcher_config *cfg,
+                      orch_launcher **out);
+/* Closes the listening socket and every connection not yet handed over. */
+void orch_launcher_free(orch_launcher *l);
+
+/* "HOST:PORT": where workers connect. */
+const char *orch_launcher_address(const orch_launcher *l);
+
+/* Called with the authenticated connection (non-blocking, close-on-exec; the callee owns
+ * it) of the worker that was given `token`. */
+typedef void (*orch_launcher_attach_fn)(void *who, int fd, const struct orch_wire_auth *au);
+
+/* A new token that a worker about to be started will present; attach(who, ...) is called
+ * once when it has connected and proved itself. Returns 0 (and *token), or -ENOMEM. */
+int orch_launcher_expect(orch_launcher *l, orch_launcher_attach_fn attach, void *who,
+                         uint64_t *token);
+/* The worker of token will not connect (its process ended first): a connection presenting
+ * it later is refused. */
+void orch_launcher_forget(orch_launcher *l, uint64_t token);
+
+/* What a worker needs from the launcher. */
+struct orch_launch_request {
+    const char *exe;  /* the orch binary, at the same path on every node */
+    const char *call; /* the call's name: part of the Slurm job name */
+    double cpus;      /* the call's cpus (rounded up, at least 1) */
+    double gpus;      /* the call's gpus (rounded up; 0: none asked) */
+    uint64_t token;
+};
+
+/* The command line (NULL-terminated argv) and environment (environ plus the secret) that
+ * start one worker. Both are malloc'd, with their strings, in one block each: free() them.
+ * Returns 0 or -ENOMEM. */
+int orch_launcher_command(const orch_launcher *l, const struct orch_launch_request *req,
+                          char ***argv, char ***envp);
+
+/* The worker's side: connects to addr ("HOST:PORT"), answers the CHALLENGE with the secret
+ * of ORCH_WORKER_SECRET (removed from the environment, so that nothing the UDF starts
+ * inherits it) and token. Returns the connected socket (blocking), or -1 after writing why
+ * to stderr. */
+int orch_launch_connect(const char *addr, uint64_t token);
+
+#endif
