@@ -1558,9 +1558,14 @@ void orch_pool_close(orch_pool *p)
         return;
     assert(p->in_callback == 0 && "a pool must not be freed from its own callback");
     p->closing = true;
-    /* EOF on its socket tells a worker to run fini and exit. */
-    for (int i = 0; i < p->nlive; i++)
-        close_channel(p->live[i]);
+    /* EOF on its socket tells a worker to run fini and exit. A remote worker that has not
+     * connected yet (its step pending in Slurm's queue) has no socket: its srun is ended. */
+    for (int i = 0; i < p->nlive; i++) {
+        orch_worker *w = p->live[i];
+        if (p->launcher && w->fd < 0 && w->state == W_STARTING && !w->reaped)
+            kill_worker(w);
+        close_channel(w);
+    }
     if (!wait_all(p, CLOSE_WAIT_MS))
         kill_all(p);
     pool_free(p);
