@@ -444,6 +444,38 @@ static void test_enum_names(void **state)
     assert_int_equal(o.reserve, ORCH_RESERVE_ELASTIC);
 }
 
+/* RFC 4231 test cases 1, 2 and 6 (a key longer than the 64-byte block, hashed first). */
+static void test_hmac_sha256(void **state)
+{
+    (void)state;
+    unsigned char key[131], mac[32];
+    static const unsigned char case1[32] = {0xb0, 0x34, 0x4c, 0x61, 0xd8, 0xdb, 0x38, 0x53,
+                                            0x5c, 0xa8, 0xaf, 0xce, 0xaf, 0x0b, 0xf1, 0x2b,
+                                            0x88, 0x1d, 0xc2, 0x00, 0xc9, 0x83, 0x3d, 0xa7,
+                                            0x26, 0xe9, 0x37, 0x6c, 0x2e, 0x32, 0xcf, 0xf7};
+    memset(key, 0x0b, 20);
+    orch_hmac_sha256(key, 20, "Hi There", 8, mac);
+    assert_memory_equal(mac, case1, 32);
+    static const unsigned char case2[32] = {0x5b, 0xdc, 0xc1, 0x46, 0xbf, 0x60, 0x75, 0x4e,
+                                            0x6a, 0x04, 0x24, 0x26, 0x08, 0x95, 0x75, 0xc7,
+                                            0x5a, 0x00, 0x3f, 0x08, 0x9d, 0x27, 0x39, 0x83,
+                                            0x9d, 0xec, 0x58, 0xb9, 0x64, 0xec, 0x38, 0x43};
+    const char *what = "what do ya want for nothing?";
+    orch_hmac_sha256("Jefe", 4, what, strlen(what), mac);
+    assert_memory_equal(mac, case2, 32);
+    static const unsigned char case6[32] = {0x60, 0xe4, 0x31, 0x59, 0x1e, 0xe0, 0xb6, 0x7f,
+                                            0x0d, 0x8a, 0x26, 0xaa, 0xcb, 0xf5, 0xb7, 0x7f,
+                                            0x8e, 0x0b, 0xc6, 0x21, 0x37, 0x28, 0xc5, 0x14,
+                                            0x05, 0x46, 0x04, 0x0f, 0x0e, 0xe3, 0x7f, 0x54};
+    const char *first = "Test Using Larger Than Block-Size Key - Hash Key First";
+    memset(key, 0xaa, sizeof key);
+    orch_hmac_sha256(key, sizeof key, first, strlen(first), mac);
+    assert_memory_equal(mac, case6, 32);
+    /* The key matters to the last byte: a key one byte shorter gives another mac. */
+    orch_hmac_sha256(key, sizeof key - 1, first, strlen(first), mac);
+    assert_memory_not_equal(mac, case6, 32);
+}
+
 /* FIPS 180-2 appendix B vectors, and the incremental interface with odd chunk sizes. */
 static void test_sha256(void **state)
 {
@@ -577,6 +609,7 @@ int main(void)
         cmocka_unit_test(test_diagnostics_sorted_and_capped),
         cmocka_unit_test(test_enum_names),
         cmocka_unit_test(test_sha256),
+        cmocka_unit_test(test_hmac_sha256),
         cmocka_unit_test(test_grow),
         cmocka_unit_test(test_le),
     };

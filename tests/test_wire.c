@@ -1,6 +1,8 @@
 /* test_wire.c — unit tests of the driver <-> worker frames (engine/worker/wire.h): every frame
- * type round-trips; truncated, oversized, mistyped and trailing-garbage frames are clean
- * errors; and a fixed-seed fuzz loop of mutated frames never crashes a decoder. */
+ * type round-trips, in ids mode and in values mode (a remote worker's batches and reports,
+ * whose value bytes point into the frame), and so do the handshake's CHALLENGE and AUTH;
+ * truncated, oversized, mistyped and trailing-garbage frames are clean errors; and a
+ * fixed-seed fuzz loop of mutated frames never crashes a decoder. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -92,18 +94,147 @@ static const struct orch_wire_answer sample_answers[] = {
 static const struct orch_wire_report sample_report = {
     .batch = 42, .status = 0, .message = "", .nrec = 8, .rec = sample_answers};
 
+/* ---- values mode (a remote worker): the same messages, with their bytes ---------------- */
+
+static const char *const remote_keys[] = {"model"};
+static const char *const remote_values[] = {"small"};
+
+static const struct orch_wire_config remote_config = {
+    .call = "ocr",
+    .fn_kind = ORCH_FN_EXEC,
+    .function = "python3 ocr.py",
+    .symbol = NULL,
+    .op = ORCH_UDF_OP_MAP,
+    .nin = 2,
+    .nout = 1,
+    .worker = 3,
+    .payload_dir = "",
+    .values = 1,
+    .max_value = (5ull << 32) | 7, /* every byte of the u64 counts */
+    .nargs = 1,
+    .arg_keys = remote_keys,
+    .arg_values = remote_values,
+};
+
+/* A page image with a NUL and a 0xff inside; a value of 300 bytes (filled by fill_big()). */
+static const uint8_t page[] = {'%', 'P', 'D', 'F', 0, 1, 2, 0xff};
+static uint8_t big_value[300];
+
+static void fill_big(void)
+{
+    for (size_t i = 0; i < sizeof big_value; i++)
+        big_value[i] = (uint8_t)(i * 31 + 7);
+}
+
+/* Three records: a map of two inputs (a page, and an absent value), a map whose value is
+ * empty (0 bytes), and a reduce of one list of three values. */
+static const uint32_t vnval0[] = {1, 1};
+static const struct orch_wire_value vvals0[] = {
+    {.payload = 11, .present = 1, .data = page, .len = sizeof page},
+    {.payload = 0, .present = 0}};
+static const uint32_t vnval1[] = {1, 1};
+static const struct orch_wire_value vvals1[] = {
+    {.payload = 12, .present = 1, .data = NULL, .len = 0},
+    {.payload = 13, .present = 1, .data = "x", .len = 1}};
+static const uint32_t vnval2[] = {3, 0};
+static const struct orch_wire_value vvals2[] = {
+    {.payload = 21, .present = 1, .data = "hello", .len = 5},
+    {.payload = 22, .present = 1, .data = big_value, .len = sizeof big_value},
+    {.payload = 1ull << 40, .present = 1, .data = "", .len = 0}};
+static const struct orch_wire_record values_records[] = {
+    {.grain = 5, .generation = 2, .attempt = 3, .nin = 2, .nval = vnval0, .vals = vvals0},
+    {.grain = 6, .generation = 1, .attempt = 1, .nin = 2, .nval = vnval1, .vals = vvals1},
+    {.grain = UINT64_MAX,
+     .generation = UINT32_MAX,
+     .attempt = 1,
+     .nin = 2,
+     .nval = vnval2,
+     .vals = vvals2},
+};
+static const struct orch_wire_batch values_batch = {
+    .id = 44, .values = 1, .nrec = 3, .rec = values_records};
+
+/* A map answer of two outputs (one empty), an expansion of three children of two outputs
+ * whose second child failed (set 0 exactly there), an expansion of no child, a failure. */
+static const struct orch_wire_bytes out_map[] = {{.data = "abc", .len = 3, .set = 1},
+                                                 {.data = NULL, .len = 0, .set = 1}};
+static const struct orch_wire_bytes out_expand[] = {
+    {.data = "p1a", .len = 3, .set = 1},
+    {.data = page, .len = sizeof page, .set = 1},
+    {.set = 0},
+    {.set = 0},
+    {.data = big_value, .len = sizeof big_value, .set = 1},
+    {.data = "p3b", .len = 3, .set = 1}};
+static const struct orch_wire_failed_child failed_values[] = {{1, "page 2: too large"}};
+static const struct orch_wire_answer values_answers[] = {
+    {.grain = 1,
+     .generation = 1,
+     .outcome = ORCH_WIRE_OK,
+     .message = "",
+     .nchild = 1,
+     .nout = 2,
+     .values = out_map},
+    {.grain = 2,
+     .generation = 4,
+     .outcome = ORCH_WIRE_OK,
+     .message = "",
+     .nchild = 3,
+     .nout = 2,
+     .values = out_expand,
+     .nfailed = 1,
+     .failed = failed_values},
+    {.grain = 3,
+     .generation = 1,
+     .outcome = ORCH_WIRE_OK,
+     .message = "",
+     .nchild = 0,
+     .nout = 2,
+     .values = NULL},
+    {.grain = 7, .generation = 1, .outcome = ORCH_WIRE_RECORD_FAILURE, .message = "bad page"},
+};
+static const struct orch_wire_report values_report = {
+    .batch = 44, .status = 0, .message = "", .values = 1, .nrec = 4, .rec = values_answers};
+
+static const struct orch_wire_challenge sample_challenge = {
+    .version = ORCH_WIRE_VERSION,
+    .nonce = {0x00, 0xff, 0x01, 0xfe, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70,
+              0x80, 0x90, 0xa0, 0xb0, 0xc0, 0xd0, 0xe0, 0xf0, 0x0f, 0x1f, 0x2f,
+              0x3f, 0x4f, 0x5f, 0x6f, 0x7f, 0x8f, 0x9f, 0xaf, 0xbf, 0x00}};
+
+static const struct orch_wire_auth sample_auth = {
+    .token = 0x0123456789abcdefull,
+    .mac = {0xde, 0xad, 0xbe, 0xef, 0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06,
+            0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0x0f, 0x10, 0x11,
+            0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1a, 0xff},
+    .pid = 4242,
+    .host = "node-07.cluster.example",
+    .slurm_job = "81234.0"};
+
+/* The frames of encode_all(), in order. */
+static const int all_types[] = {ORCH_WIRE_CONFIG,    ORCH_WIRE_HELLO,  ORCH_WIRE_INITFAIL,
+                                ORCH_WIRE_BATCH,     ORCH_WIRE_REPORT, ORCH_WIRE_REPORT,
+                                ORCH_WIRE_CHALLENGE, ORCH_WIRE_AUTH,   ORCH_WIRE_CONFIG,
+                                ORCH_WIRE_BATCH,     ORCH_WIRE_REPORT};
+#define NFRAMES (sizeof all_types / sizeof all_types[0])
+
 /* Encodes one frame of each type into b, in the order CONFIG, HELLO, INITFAIL, BATCH,
- * REPORT, REPORT(failed). */
+ * REPORT, REPORT(failed), CHALLENGE, AUTH, then values mode: CONFIG, BATCH, REPORT. */
 static void encode_all(struct orch_wire_buf *b)
 {
     struct orch_wire_hello h = {.version = ORCH_WIRE_VERSION, .pid = 4321};
     struct orch_wire_report failed = {.batch = 43, .status = 1, .message = "flaky: attempt 1"};
+    fill_big();
     assert_int_equal(orch_wire_put_config(b, &sample_config), 0);
     assert_int_equal(orch_wire_put_hello(b, &h), 0);
     assert_int_equal(orch_wire_put_initfail(b, "split: argument sep is required"), 0);
     assert_int_equal(orch_wire_put_batch(b, &sample_batch), 0);
     assert_int_equal(orch_wire_put_report(b, &sample_report), 0);
     assert_int_equal(orch_wire_put_report(b, &failed), 0);
+    assert_int_equal(orch_wire_put_challenge(b, &sample_challenge), 0);
+    assert_int_equal(orch_wire_put_auth(b, &sample_auth), 0);
+    assert_int_equal(orch_wire_put_config(b, &remote_config), 0);
+    assert_int_equal(orch_wire_put_batch(b, &values_batch), 0);
+    assert_int_equal(orch_wire_put_report(b, &values_report), 0);
 }
 
 /* ---- round trips ----------------------------------------------------------------------- */
@@ -119,6 +250,8 @@ static void check_config(const struct orch_wire_config *c)
     assert_int_equal(c->nout, 3);
     assert_int_equal(c->worker, 7);
     assert_string_equal(c->payload_dir, "/jobs/j1/payloads");
+    assert_int_equal(c->values, 0);
+    assert_true(c->max_value == 0);
     assert_int_equal(c->nargs, 2);
     assert_string_equal(c->arg_keys[0], "sep");
     assert_string_equal(c->arg_values[0], "\n");
@@ -129,6 +262,7 @@ static void check_config(const struct orch_wire_config *c)
 static void check_batch(const struct orch_wire_batch *b)
 {
     assert_int_equal(b->id, 42);
+    assert_int_equal(b->values, 0);
     assert_int_equal(b->nrec, 2);
     for (uint32_t i = 0; i < 2; i++) {
         const struct orch_wire_record *x = &b->rec[i], *y = &sample_records[i];
@@ -144,6 +278,8 @@ static void check_batch(const struct orch_wire_batch *b)
         for (uint32_t k = 0; k < nv; k++) {
             assert_int_equal(x->vals[k].present, y->vals[k].present);
             assert_true(x->vals[k].payload == y->vals[k].payload);
+            assert_null(x->vals[k].data); /* no bytes travel outside values mode */
+            assert_int_equal(x->vals[k].len, 0);
         }
     }
 }
@@ -153,6 +289,7 @@ static void check_report(const struct orch_wire_report *r)
     assert_true(r->batch == 42);
     assert_int_equal(r->status, 0);
     assert_string_equal(r->message, "");
+    assert_int_equal(r->values, 0);
     assert_int_equal(r->nrec, 8);
     for (uint32_t i = 0; i < r->nrec; i++) {
         const struct orch_wire_answer *x = &r->rec[i], *y = &sample_answers[i];
@@ -162,12 +299,111 @@ static void check_report(const struct orch_wire_report *r)
         assert_string_equal(x->message, y->message);
         assert_int_equal(x->nchild, y->nchild);
         assert_int_equal(x->nout, y->nout);
+        assert_null(x->values);
         for (uint32_t k = 0; k < x->nchild * x->nout; k++)
             assert_true(x->payload[k] == y->payload[k]);
         assert_int_equal(x->nfailed, y->nfailed);
         for (uint32_t k = 0; k < x->nfailed; k++) {
             assert_int_equal(x->failed[k].child, y->failed[k].child);
             assert_string_equal(x->failed[k].message, y->failed[k].message);
+        }
+    }
+}
+
+static void check_remote_config(const struct orch_wire_config *c)
+{
+    assert_string_equal(c->call, "ocr");
+    assert_int_equal(c->fn_kind, ORCH_FN_EXEC);
+    assert_string_equal(c->function, "python3 ocr.py");
+    assert_string_equal(c->symbol, "");
+    assert_int_equal(c->op, ORCH_UDF_OP_MAP);
+    assert_int_equal(c->nin, 2);
+    assert_int_equal(c->nout, 1);
+    assert_int_equal(c->worker, 3);
+    assert_string_equal(c->payload_dir, "");
+    assert_int_equal(c->values, 1);
+    assert_true(c->max_value == ((5ull << 32) | 7));
+    assert_int_equal(c->nargs, 1);
+    assert_string_equal(c->arg_keys[0], "model");
+    assert_string_equal(c->arg_values[0], "small");
+}
+
+/* A decoded value's bytes: those that were sent, lying in the frame's body (wire.h,
+ * Memory: they are not copied). */
+static void check_bytes(const void *got, size_t got_len, const void *want, size_t want_len,
+                        const struct orch_wire_frame *f)
+{
+    assert_int_equal(got_len, want_len);
+    assert_non_null(got);
+    const uint8_t *p = got;
+    assert_true(p >= f->body && p + got_len <= f->body + f->len);
+    if (want_len > 0)
+        assert_memory_equal(got, want, want_len);
+}
+
+static void check_values_batch(const struct orch_wire_batch *x, const struct orch_wire_frame *f)
+{
+    const struct orch_wire_batch *y = &values_batch;
+    assert_true(x->id == y->id);
+    assert_int_equal(x->values, 1);
+    assert_int_equal(x->nrec, y->nrec);
+    for (uint32_t i = 0; i < x->nrec; i++) {
+        const struct orch_wire_record *xr = &x->rec[i], *yr = &y->rec[i];
+        assert_true(xr->grain == yr->grain);
+        assert_int_equal(xr->generation, yr->generation);
+        assert_int_equal(xr->attempt, yr->attempt);
+        assert_int_equal(xr->nin, yr->nin);
+        uint32_t nv = 0;
+        for (uint32_t j = 0; j < xr->nin; j++) {
+            assert_int_equal(xr->nval[j], yr->nval[j]);
+            nv += xr->nval[j];
+        }
+        for (uint32_t k = 0; k < nv; k++) {
+            const struct orch_wire_value *u = &xr->vals[k], *v = &yr->vals[k];
+            assert_int_equal(u->present, v->present);
+            assert_true(u->payload == v->payload);
+            if (!v->present) {
+                assert_null(u->data);
+                assert_int_equal(u->len, 0);
+                continue;
+            }
+            check_bytes(u->data, u->len, v->data, v->len, f);
+        }
+    }
+}
+
+static void check_values_report(const struct orch_wire_report *r,
+                                const struct orch_wire_frame *f)
+{
+    const struct orch_wire_report *y = &values_report;
+    assert_true(r->batch == y->batch);
+    assert_int_equal(r->status, 0);
+    assert_string_equal(r->message, "");
+    assert_int_equal(r->values, 1);
+    assert_int_equal(r->nrec, y->nrec);
+    for (uint32_t i = 0; i < r->nrec; i++) {
+        const struct orch_wire_answer *x = &r->rec[i], *w = &y->rec[i];
+        assert_true(x->grain == w->grain);
+        assert_int_equal(x->generation, w->generation);
+        assert_int_equal(x->outcome, w->outcome);
+        assert_string_equal(x->message, w->message);
+        assert_int_equal(x->nchild, w->nchild);
+        assert_int_equal(x->nout, w->nout);
+        assert_null(x->payload); /* values mode: no ids */
+        for (uint32_t k = 0; k < x->nchild * x->nout; k++) {
+            assert_int_equal(x->values[k].set, w->values[k].set);
+            if (!w->values[k].set) {
+                assert_null(x->values[k].data);
+                assert_int_equal(x->values[k].len, 0);
+                continue;
+            }
+            check_bytes(x->values[k].data, x->values[k].len, w->values[k].data,
+                        w->values[k].len, f);
+        }
+        assert_int_equal(x->nfailed, w->nfailed);
+        for (uint32_t k = 0; k < x->nfailed; k++) {
+            assert_int_equal(x->failed[k].child, w->failed[k].child);
+            assert_string_equal(x->failed[k].message, w->failed[k].message);
         }
     }
 }
@@ -232,12 +468,10 @@ static void test_roundtrip(void **state)
     encode_all(&b);
     struct orch__arena a = {0};
     size_t off = 0;
-    int types[] = {ORCH_WIRE_CONFIG, ORCH_WIRE_HELLO,  ORCH_WIRE_INITFAIL,
-                   ORCH_WIRE_BATCH,  ORCH_WIRE_REPORT, ORCH_WIRE_REPORT};
-    for (int i = 0; i < 6; i++) {
+    for (size_t i = 0; i < NFRAMES; i++) {
         struct orch_wire_frame f;
         assert_int_equal(orch_wire_next(b.data + off, b.len - off, &f), 1);
-        assert_int_equal(f.type, types[i]);
+        assert_int_equal(f.type, all_types[i]);
         off += f.size;
         switch (i) {
         case 0: {
@@ -278,6 +512,42 @@ static void test_roundtrip(void **state)
             assert_int_equal(r.status, 1);
             assert_string_equal(r.message, "flaky: attempt 1");
             assert_int_equal(r.nrec, 0);
+            break;
+        }
+        case 6: {
+            struct orch_wire_challenge c;
+            assert_int_equal(orch_wire_get_challenge(&f, &c), 0);
+            assert_int_equal(f.len, 4 + ORCH_WIRE_NONCE);
+            assert_int_equal(c.version, ORCH_WIRE_VERSION);
+            assert_memory_equal(c.nonce, sample_challenge.nonce, ORCH_WIRE_NONCE);
+            break;
+        }
+        case 7: {
+            struct orch_wire_auth au;
+            assert_int_equal(orch_wire_get_auth(&f, &a, &au), 0);
+            assert_true(au.token == sample_auth.token);
+            assert_memory_equal(au.mac, sample_auth.mac, ORCH_WIRE_NONCE);
+            assert_int_equal(au.pid, 4242);
+            assert_string_equal(au.host, "node-07.cluster.example");
+            assert_string_equal(au.slurm_job, "81234.0");
+            break;
+        }
+        case 8: {
+            struct orch_wire_config c;
+            assert_int_equal(orch_wire_get_config(&f, &a, &c), 0);
+            check_remote_config(&c);
+            break;
+        }
+        case 9: {
+            struct orch_wire_batch x;
+            assert_int_equal(orch_wire_get_batch(&f, &a, &x), 0);
+            check_values_batch(&x, &f);
+            break;
+        }
+        case 10: {
+            struct orch_wire_report r;
+            assert_int_equal(orch_wire_get_report(&f, &a, &r), 0);
+            check_values_report(&r, &f);
             break;
         }
         }
@@ -347,6 +617,14 @@ static int decode_any(const struct orch_wire_frame *f, struct orch__arena *a)
     case ORCH_WIRE_REPORT: {
         struct orch_wire_report r;
         return orch_wire_get_report(f, a, &r);
+    }
+    case ORCH_WIRE_CHALLENGE: {
+        struct orch_wire_challenge c;
+        return orch_wire_get_challenge(f, &c);
+    }
+    case ORCH_WIRE_AUTH: {
+        struct orch_wire_auth au;
+        return orch_wire_get_auth(f, a, &au);
     }
     }
     return -EPROTO;
@@ -456,15 +734,20 @@ static size_t frame(uint8_t *out, int type, const uint8_t *body, size_t n)
     return n + 5;
 }
 
+/* Decodes a hand-made frame from a buffer of its exact size, so that ASan sees any read
+ * past it. */
 static int decode_raw(int type, const uint8_t *body, size_t n)
 {
-    uint8_t buf[256];
+    uint8_t *buf = malloc(ORCH_WIRE_HEADER + n);
+    assert_non_null(buf);
     size_t len = frame(buf, type, body, n);
     struct orch_wire_frame f;
     assert_int_equal(orch_wire_next(buf, len, &f), 1);
     struct orch__arena a = {0};
+    orch_error_clear();
     int rc = decode_any(&f, &a);
     orch__arena_free(&a);
+    free(buf);
     return rc;
 }
 
@@ -570,6 +853,236 @@ static void test_semantic_refusals(void **state)
     assert_int_equal(decode_raw(ORCH_WIRE_INITFAIL, past, sizeof past), -EPROTO);
 }
 
+/* A body written by hand, field by field (little-endian): frames the encoder would never
+ * make. */
+struct body {
+    uint8_t d[512];
+    size_t n;
+};
+
+static void put_le(struct body *b, uint64_t v, size_t n)
+{
+    assert_true(b->n + n <= sizeof b->d);
+    for (size_t i = 0; i < n; i++)
+        b->d[b->n++] = (uint8_t)(v >> (8 * i));
+}
+
+static void put_bytes(struct body *b, const void *p, size_t n)
+{
+    assert_true(b->n + n <= sizeof b->d);
+    memcpy(b->d + b->n, p, n);
+    b->n += n;
+}
+
+/* A string or a value: u32 n | n bytes. */
+static void put_blob(struct body *b, const void *p, size_t n)
+{
+    put_le(b, n, 4);
+    put_bytes(b, p, n);
+}
+
+/* REPORT head (batch 1, ok, no message, `values`, one answer) and the answer's head (ok,
+ * nchild, nout); its outputs and failed children follow. */
+static void report_answer_head(struct body *b, uint8_t values, uint32_t nchild, uint32_t nout)
+{
+    b->n = 0;
+    put_le(b, 1, 8); /* batch */
+    put_le(b, ORCH_WIRE_STATUS_OK, 1);
+    put_blob(b, "", 0);
+    put_le(b, values, 1);
+    put_le(b, 1, 4); /* nrec */
+    put_le(b, 9, 8); /* grain */
+    put_le(b, 1, 4); /* generation */
+    put_le(b, ORCH_WIRE_OK, 1);
+    put_blob(b, "", 0);
+    put_le(b, nchild, 4);
+    put_le(b, nout, 4);
+}
+
+static int decode_body(int type, const struct body *b)
+{
+    return decode_raw(type, b->d, b->n);
+}
+
+static void assert_detail(const char *part)
+{
+    if (strstr(orch_error_detail(), part) == NULL)
+        fail_msg("detail \"%s\" does not say \"%s\"", orch_error_detail(), part);
+}
+
+/* Values mode: what a remote worker (or anyone who reaches the port) may not send. */
+static void test_values_refusals(void **state)
+{
+    (void)state;
+    struct body b;
+    /* The reference: two children of one output, the second failed: accepted. Then the
+     * same bytes with the values flag off are not a report of ids. */
+    report_answer_head(&b, 1, 2, 1);
+    put_le(&b, 1, 1);
+    put_blob(&b, "a", 1);
+    put_le(&b, 0, 1);
+    put_le(&b, 1, 4); /* nfailed */
+    put_le(&b, 1, 4);
+    put_blob(&b, "", 0);
+    assert_int_equal(decode_body(ORCH_WIRE_REPORT, &b), 0);
+    b.d[13] = 0; /* the values flag: batch 8, status 1, message 4 */
+    assert_int_equal(decode_body(ORCH_WIRE_REPORT, &b), -EPROTO);
+    b.d[13] = 2;
+    assert_int_equal(decode_body(ORCH_WIRE_REPORT, &b), -EPROTO);
+    assert_detail("values is neither 0 nor 1");
+
+    /* A set flag of 2. */
+    report_answer_head(&b, 1, 1, 1);
+    put_le(&b, 2, 1);
+    put_blob(&b, "x", 1);
+    put_le(&b, 0, 4);
+    assert_int_equal(decode_body(ORCH_WIRE_REPORT, &b), -EPROTO);
+    assert_detail("set flag is neither 0 nor 1");
+
+    /* A value whose length runs past the body. */
+    report_answer_head(&b, 1, 1, 1);
+    put_le(&b, 1, 1);
+    put_le(&b, 100, 4);
+    put_bytes(&b, "abc", 3);
+    assert_int_equal(decode_body(ORCH_WIRE_REPORT, &b), -EPROTO);
+    assert_detail("output value of 100 bytes is truncated");
+    report_answer_head(&b, 1, 1, 1);
+    put_le(&b, 1, 1);
+    put_le(&b, UINT32_MAX, 4);
+    assert_int_equal(decode_body(ORCH_WIRE_REPORT, &b), -EPROTO);
+    assert_detail("truncated");
+
+    /* A failed child that carries a value. */
+    report_answer_head(&b, 1, 2, 1);
+    put_le(&b, 1, 1);
+    put_blob(&b, "a", 1);
+    put_le(&b, 1, 1);
+    put_blob(&b, "b", 1);
+    put_le(&b, 1, 4);
+    put_le(&b, 1, 4);
+    put_blob(&b, "gone", 4);
+    assert_int_equal(decode_body(ORCH_WIRE_REPORT, &b), -EPROTO);
+    assert_detail("a failed child carries a value");
+
+    /* A value that is not set on a child that did not fail. */
+    report_answer_head(&b, 1, 2, 1);
+    put_le(&b, 1, 1);
+    put_blob(&b, "a", 1);
+    put_le(&b, 0, 1);
+    put_le(&b, 0, 4);
+    assert_int_equal(decode_body(ORCH_WIRE_REPORT, &b), -EPROTO);
+    assert_detail("a value that is not set");
+
+    /* BATCH: a values flag of 2; a value whose length runs past the body. */
+    b.n = 0;
+    put_le(&b, 1, 8);
+    put_le(&b, 2, 1);
+    put_le(&b, 0, 4);
+    assert_int_equal(decode_body(ORCH_WIRE_BATCH, &b), -EPROTO);
+    assert_detail("values is neither 0 nor 1");
+    b.d[8] = 1;
+    assert_int_equal(decode_body(ORCH_WIRE_BATCH, &b), 0);
+    b.n = 0;
+    put_le(&b, 1, 8);
+    put_le(&b, 1, 1); /* values */
+    put_le(&b, 1, 4); /* nrec */
+    put_le(&b, 5, 8); /* grain */
+    put_le(&b, 1, 4);
+    put_le(&b, 1, 4);
+    put_le(&b, 1, 4); /* nin */
+    put_le(&b, 1, 4); /* nval */
+    put_le(&b, 1, 1); /* present */
+    put_le(&b, 77, 8);
+    put_le(&b, 50, 4);
+    put_bytes(&b, "abcd", 4);
+    assert_int_equal(decode_body(ORCH_WIRE_BATCH, &b), -EPROTO);
+    assert_detail("value of 50 bytes is truncated");
+
+    /* CONFIG: a values flag of 2 (it sits 13 bytes before the end with no arguments). */
+    struct orch_wire_config c = remote_config;
+    c.nargs = 0;
+    struct orch_wire_buf w = {0};
+    assert_int_equal(orch_wire_put_config(&w, &c), 0);
+    assert_int_equal(w.data[w.len - 13], 1);
+    w.data[w.len - 13] = 2;
+    assert_int_equal(
+        decode_raw(ORCH_WIRE_CONFIG, w.data + ORCH_WIRE_HEADER, w.len - ORCH_WIRE_HEADER),
+        -EPROTO);
+    assert_detail("values is neither 0 nor 1");
+    orch_wire_buf_free(&w);
+}
+
+/* CHALLENGE and AUTH, the two frames of a remote worker's handshake. */
+static void test_challenge_auth(void **state)
+{
+    (void)state;
+    struct orch_wire_buf w = {0};
+    struct orch__arena a = {0};
+    struct orch_wire_frame f;
+
+    /* A CHALLENGE of another protocol version encodes, and is refused. */
+    struct orch_wire_challenge old = sample_challenge;
+    old.version = ORCH_WIRE_VERSION - 1;
+    assert_int_equal(orch_wire_put_challenge(&w, &old), 0);
+    assert_int_equal(orch_wire_next(w.data, w.len, &f), 1);
+    struct orch_wire_challenge c;
+    orch_error_clear();
+    assert_int_equal(orch_wire_get_challenge(&f, &c), -EPROTO);
+    char want[64];
+    snprintf(want, sizeof want, "CHALLENGE of protocol version %d", ORCH_WIRE_VERSION - 1);
+    assert_detail(want);
+    orch_wire_buf_free(&w);
+
+    /* An AUTH with an empty Slurm step (not under Slurm) round-trips. */
+    struct orch_wire_auth au = sample_auth, got;
+    au.slurm_job = "";
+    au.host = "h";
+    au.token = UINT64_MAX;
+    assert_int_equal(orch_wire_put_auth(&w, &au), 0);
+    assert_int_equal(orch_wire_next(w.data, w.len, &f), 1);
+    assert_int_equal(orch_wire_get_auth(&f, &a, &got), 0);
+    assert_true(got.token == UINT64_MAX);
+    assert_string_equal(got.host, "h");
+    assert_string_equal(got.slurm_job, "");
+    orch_wire_buf_free(&w);
+    orch__arena_free(&a);
+
+    /* AUTH cut inside its mac, and with a host that runs past the body. */
+    struct body b = {.n = 0};
+    put_le(&b, 7, 8);
+    put_bytes(&b, sample_auth.mac, 10);
+    assert_int_equal(decode_body(ORCH_WIRE_AUTH, &b), -EPROTO);
+    assert_detail("truncated at mac");
+    b.n = 0;
+    put_le(&b, 7, 8);
+    put_bytes(&b, sample_auth.mac, ORCH_WIRE_NONCE);
+    put_le(&b, 99, 4);
+    put_le(&b, 40, 4);
+    put_bytes(&b, "node-", 5);
+    assert_int_equal(decode_body(ORCH_WIRE_AUTH, &b), -EPROTO);
+    assert_detail("host of 40 bytes is truncated");
+
+    /* AUTH with a NUL inside its host, then inside its Slurm step. */
+    b.n = 0;
+    put_le(&b, 7, 8);
+    put_bytes(&b, sample_auth.mac, ORCH_WIRE_NONCE);
+    put_le(&b, 99, 4);
+    put_blob(&b, "no\0de", 5);
+    put_blob(&b, "1.0", 3);
+    assert_int_equal(decode_body(ORCH_WIRE_AUTH, &b), -EPROTO);
+    assert_detail("host holds a NUL");
+    b.n = 0;
+    put_le(&b, 7, 8);
+    put_bytes(&b, sample_auth.mac, ORCH_WIRE_NONCE);
+    put_le(&b, 99, 4);
+    put_blob(&b, "node", 4);
+    put_blob(&b, "1\0.0", 4);
+    assert_int_equal(decode_body(ORCH_WIRE_AUTH, &b), -EPROTO);
+    assert_detail("slurm_job holds a NUL");
+    b.d[b.n - 3] = '.'; /* the same frame without the NUL is fine */
+    assert_int_equal(decode_body(ORCH_WIRE_AUTH, &b), 0);
+}
+
 /* Encoders refuse what they cannot encode, leaving the buffer as it was. */
 static void test_encode_refusals(void **state)
 {
@@ -587,6 +1100,37 @@ static void test_encode_refusals(void **state)
     struct orch_wire_answer a = {.grain = 1, .outcome = ORCH_WIRE_OK, .nchild = 1, .nout = 1};
     struct orch_wire_report r = {.batch = 1, .nrec = 1, .rec = &a};
     assert_int_equal(orch_wire_put_report(&b, &r), -EINVAL);
+    assert_int_equal(b.len, len);
+
+    /* Values mode: a value of len > 0 without its bytes. Outside values mode the bytes are
+     * not sent, so the same record encodes. */
+    const uint32_t one[] = {1};
+    const struct orch_wire_value nobytes[] = {{.payload = 3, .present = 1, .len = 4}};
+    const struct orch_wire_record rec[] = {
+        {.grain = 1, .generation = 1, .attempt = 1, .nin = 1, .nval = one, .vals = nobytes}};
+    struct orch_wire_batch vb = {.id = 1, .values = 1, .nrec = 1, .rec = rec};
+    assert_int_equal(orch_wire_put_batch(&b, &vb), -EINVAL);
+    assert_int_equal(b.len, len);
+    vb.values = 0;
+    assert_int_equal(orch_wire_put_batch(&b, &vb), 0);
+    len = b.len;
+    const struct orch_wire_bytes out[] = {{.data = NULL, .len = 3, .set = 1}};
+    struct orch_wire_answer va = {
+        .grain = 1, .outcome = ORCH_WIRE_OK, .nchild = 1, .nout = 1, .values = out};
+    struct orch_wire_report vr = {.batch = 1, .values = 1, .nrec = 1, .rec = &va};
+    assert_int_equal(orch_wire_put_report(&b, &vr), -EINVAL);
+    assert_int_equal(b.len, len);
+    /* ... and a values-mode answer with outputs but no values (only ids). */
+    const uint64_t ids[] = {5};
+    struct orch_wire_answer ia = {
+        .grain = 1, .outcome = ORCH_WIRE_OK, .nchild = 1, .nout = 1, .payload = ids};
+    vr.rec = &ia;
+    assert_int_equal(orch_wire_put_report(&b, &vr), -EINVAL);
+    assert_int_equal(b.len, len);
+    /* An AUTH without a host. */
+    struct orch_wire_auth au = sample_auth;
+    au.host = NULL;
+    assert_int_equal(orch_wire_put_auth(&b, &au), -EINVAL);
     assert_int_equal(b.len, len);
     orch_wire_buf_free(&b);
 }
@@ -610,7 +1154,7 @@ static void test_fuzz(void **state)
     struct orch_wire_buf b = {0};
     encode_all(&b);
     /* The frames' offsets. */
-    size_t offs[8], sizes[8];
+    size_t offs[NFRAMES], sizes[NFRAMES];
     int n = 0;
     for (size_t off = 0; off < b.len; n++) {
         struct orch_wire_frame f;
@@ -682,6 +1226,8 @@ int main(void)
         cmocka_unit_test(test_bad_headers),
         cmocka_unit_test(test_semantic_refusals),
         cmocka_unit_test(test_failed_children),
+        cmocka_unit_test(test_values_refusals),
+        cmocka_unit_test(test_challenge_auth),
         cmocka_unit_test(test_encode_refusals),
         cmocka_unit_test(test_fuzz),
     };

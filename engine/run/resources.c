@@ -147,6 +147,9 @@ int orch_sched_start_pools(struct orch_sched *d, const struct orch_pool_callback
         int rc = orch_launcher_new(d->base, &lc, &d->launcher);
         if (rc < 0)
             return rc;
+        /* Said always (not a progress line): the port a firewall must let through. */
+        fprintf(stderr, "orch: --launcher slurm: workers connect to %s\n",
+                orch_launcher_address(d->launcher));
     }
     for (int i = 0; i < d->ncalls; i++) {
         const struct orch_call *c = orch_plan_call(d->plan, i);

@@ -429,7 +429,13 @@ static void stop_idle(struct orch_sched *d)
         struct orch_sched_wk *k = &cr->wk[e.index];
         if (k->stamp != e.stamp || !k->idle)
             continue; /* it worked, stopped or died since */
-        if (orch_sched_queue_count(&cr->q) > 0) {
+        /* A local worker whose call has grains queued (held by a budget) keeps its term:
+         * it holds nothing while idle. A remote one holds its Slurm allocation, which the
+         * workers of the calls downstream, the ones that would lift the hold, may be
+         * pending for: kept, it would deadlock a cluster the job fills (measured: a
+         * 2-core node, an expand held by admission kept both cores while the calls that
+         * drain it waited in Slurm's queue). */
+        if (orch_sched_queue_count(&cr->q) > 0 && !d->launcher) {
             idle_arm(d, cr, k->w, now);
             continue;
         }

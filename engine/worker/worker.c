@@ -52,6 +52,7 @@ struct worker {
     /* values mode (a remote worker): outputs go into the report, not the store */
     struct orch_wire_bytes *outv;
     volatile int in_batch; /* the watch thread's cue (remote_watch) */
+    bool remote;           /* started by orch_worker_remote_main */
 };
 
 /* ---- the socket ------------------------------------------------------------------------ */
@@ -177,6 +178,10 @@ static int worker_init(struct worker *w)
 {
     struct orch_wire_frame f;
     int rc = read_frame(w, &f);
+    if (rc == 0 && w->remote)
+        fprintf(stderr, "orch worker %d: the driver ended the connection before sending "
+                        "its configuration\n",
+                (int)getpid());
     if (rc <= 0)
         return 1;
     if (orch_wire_get_config(&f, &w->cfg_arena, &w->cfg) < 0)
@@ -793,8 +798,13 @@ static void *remote_watch(void *arg)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 || (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))) {
-            if (w->in_batch)
+            if (w->in_batch) {
+                static const char msg[] = "orch worker: the driver's connection ended "
+                                          "during a batch; stopping\n";
+                ssize_t k = write(STDERR_FILENO, msg, sizeof msg - 1);
+                (void)k;
                 _exit(1);
+            }
             return NULL;
         }
     }
@@ -820,7 +830,11 @@ int orch_worker_remote_main(const char *addr, uint64_t token)
     int fd = orch_launch_connect(addr, token);
     if (fd < 0)
         return 1;
-    struct worker w = {.fd = fd};
+    /* Static, not on this stack: the watch thread may still look at it while the process
+     * exits (a frame that returned would be reused under it). */
+    static struct worker w;
+    w.fd = fd;
+    w.remote = true;
     return worker_run(&w);
 }
 

@@ -8,12 +8,15 @@
  *   - round trip: the decoder is strict, so it accepts only the encoder's own output, and
  *     the matching orch_wire_put_* must give back the very bytes of the frame; decoding
  *     those again and encoding once more gives the same bytes;
- *   - the result never points into the frame (wire.h "Memory"): the frame is decoded from
- *     a copy that is scribbled over and freed before the result is encoded, so AddressSanitizer
- *     reports any pointer that was kept into it;
+ *   - the result never points into the frame (wire.h "Memory"), except the bytes of values
+ *     in values mode, which must lie inside the body: the frame is decoded from a copy;
+ *     those bytes are checked to lie in its body and copied out, then the copy is
+ *     scribbled over and freed before the result is encoded, so AddressSanitizer reports
+ *     any other pointer that was kept into it;
  *   - no allocation larger than a small multiple of the body (wire.h): every byte the
- *     decoder allocates is counted, and must stay within 16 times the body plus 20 KiB (the
- *     arena's first chunk is 16 KiB);
+ *     decoder allocates is counted, and must stay within 32 times the body plus 20 KiB (the
+ *     arena's first chunk is 16 KiB; a values-mode output takes a 24-byte struct
+ *     orch_wire_bytes for its 1-byte set flag, the largest ratio of any field);
  *   - every other type's decoder refuses the frame with -EPROTO;
  *   - orch_wire_next() says how much a partial frame will take, exactly.
  *
@@ -22,6 +25,7 @@
  * (scripts/fuzz); tests/fuzz/gen_wire_seeds.c writes its seeds.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,6 +81,89 @@ static void check_refusal(int rc, const char *what)
     }
 }
 
+/* Aborts unless the n bytes at p lie inside f's body (the values-mode exception of wire.h
+ * "Memory"). */
+static void check_in_body(const struct orch_wire_frame *f, const void *p, size_t n)
+{
+    const uint8_t *q = p;
+    if (q == NULL || q < f->body || n > f->len || q - f->body > (ptrdiff_t)(f->len - n)) {
+        fprintf(stderr, "a %s frame's value of %zu bytes does not lie in its body\n",
+                orch_wire_type_name(f->type), n);
+        abort();
+    }
+}
+
+/* A copy of n bytes in arena a (n may be 0). */
+static const void *copy_out(struct orch__arena *a, const void *p, size_t n)
+{
+    void *q = orch__arena_alloc(a, n > 0 ? n : 1);
+    if (q == NULL)
+        abort();
+    if (n > 0)
+        memcpy(q, p, n);
+    return q;
+}
+
+/* Values mode: checks that the bytes of every present value lie in f's body, and points
+ * them at copies in arena a instead, so that the frame can go. */
+static void move_batch_values(const struct orch_wire_frame *f, struct orch__arena *a,
+                              struct orch_wire_batch *batch)
+{
+    if (!batch->values || batch->nrec == 0)
+        return;
+    struct orch_wire_record *rec = orch__arena_alloc(a, sizeof *rec * batch->nrec);
+    if (rec == NULL)
+        abort();
+    for (uint32_t i = 0; i < batch->nrec; i++) {
+        rec[i] = batch->rec[i];
+        size_t nv = 0;
+        for (uint32_t j = 0; j < rec[i].nin; j++)
+            nv += rec[i].nval[j];
+        if (nv == 0)
+            continue;
+        struct orch_wire_value *v = orch__arena_alloc(a, sizeof *v * nv);
+        if (v == NULL)
+            abort();
+        for (size_t k = 0; k < nv; k++) {
+            v[k] = rec[i].vals[k];
+            if (!v[k].present)
+                continue;
+            check_in_body(f, v[k].data, v[k].len);
+            v[k].data = copy_out(a, v[k].data, v[k].len);
+        }
+        rec[i].vals = v;
+    }
+    batch->rec = rec;
+}
+
+static void move_report_values(const struct orch_wire_frame *f, struct orch__arena *a,
+                               struct orch_wire_report *report)
+{
+    if (!report->values || report->nrec == 0)
+        return;
+    struct orch_wire_answer *rec = orch__arena_alloc(a, sizeof *rec * report->nrec);
+    if (rec == NULL)
+        abort();
+    for (uint32_t i = 0; i < report->nrec; i++) {
+        rec[i] = report->rec[i];
+        size_t n = (size_t)rec[i].nchild * rec[i].nout;
+        if (n == 0)
+            continue;
+        struct orch_wire_bytes *v = orch__arena_alloc(a, sizeof *v * n);
+        if (v == NULL)
+            abort();
+        for (size_t k = 0; k < n; k++) {
+            v[k] = rec[i].values[k];
+            if (!v[k].set)
+                continue;
+            check_in_body(f, v[k].data, v[k].len);
+            v[k].data = copy_out(a, v[k].data, v[k].len);
+        }
+        rec[i].values = v;
+    }
+    report->rec = rec;
+}
+
 /* Decodes f as a frame of type `as` into arena a and, when that succeeds and b is not NULL,
  * encodes the result into b. Returns the decoder's result, or aborts when the encoder
  * refuses what the decoder accepted. The source frame may be freed between the two: the
@@ -90,6 +177,8 @@ static int decode_encode(enum orch_wire_type as, const struct orch_wire_frame *f
     const char *message = NULL;
     struct orch_wire_batch batch = {0};
     struct orch_wire_report report = {0};
+    struct orch_wire_challenge challenge = {0};
+    struct orch_wire_auth auth = {0};
     int rc = 0, put = 0;
 
     orch_error_clear();
@@ -111,13 +200,23 @@ static int decode_encode(enum orch_wire_type as, const struct orch_wire_frame *f
     case ORCH_WIRE_REPORT:
         rc = orch_wire_get_report(f, a, &report);
         break;
+    case ORCH_WIRE_CHALLENGE:
+        rc = orch_wire_get_challenge(f, &challenge);
+        break;
+    case ORCH_WIRE_AUTH:
+        rc = orch_wire_get_auth(f, a, &auth);
+        break;
     }
     counting = 0;
-    if (allocated > 16 * f->len + ((size_t)20 << 10)) {
+    if (allocated > 32 * f->len + ((size_t)20 << 10)) {
         fprintf(stderr, "decoding a %s frame of %zu body bytes as %s allocated %zu bytes\n",
                 orch_wire_type_name(f->type), f->len, orch_wire_type_name((int)as), allocated);
         abort();
     }
+    if (rc == 0 && as == ORCH_WIRE_BATCH)
+        move_batch_values(f, a, &batch);
+    if (rc == 0 && as == ORCH_WIRE_REPORT)
+        move_report_values(f, a, &report);
     if (release != NULL)
         release();
     if (rc != 0 || b == NULL)
@@ -138,6 +237,12 @@ static int decode_encode(enum orch_wire_type as, const struct orch_wire_frame *f
         break;
     case ORCH_WIRE_REPORT:
         put = orch_wire_put_report(b, &report);
+        break;
+    case ORCH_WIRE_CHALLENGE:
+        put = orch_wire_put_challenge(b, &challenge);
+        break;
+    case ORCH_WIRE_AUTH:
+        put = orch_wire_put_auth(b, &auth);
         break;
     }
     if (put != 0) {

@@ -1,5 +1,7 @@
 /* gen_wire_seeds.c — writes the seeds of fuzz_wire: small valid frames of every type, made
- * by the real encoder (orch_wire_put_*), one file each, and a stream of several frames.
+ * by the real encoder (orch_wire_put_*), one file each, in ids mode and in values mode (a
+ * remote worker's), and two streams of several frames: a local worker's life and a remote
+ * one's (the handshake first).
  *
  *     build-fuzz/tests/fuzz/gen_wire_seeds tests/fuzz/seeds/wire
  *
@@ -17,6 +19,7 @@
 
 static const char *dir;
 static struct orch_wire_buf stream; /* hello, batch, report: as a worker's life goes */
+static struct orch_wire_buf remote; /* challenge, auth, config, hello, batch, report */
 
 static void check(int rc, const char *what)
 {
@@ -83,6 +86,43 @@ static void configs(void)
                                        .worker = 1,
                                        .payload_dir = "p"};
     seed("config-library", &b, orch_wire_put_config(&b, &library));
+
+    struct orch_wire_config rem = {.call = "ocr",
+                                   .fn_kind = ORCH_FN_EXEC,
+                                   .function = "python3 ocr.py",
+                                   .symbol = "",
+                                   .op = ORCH_UDF_OP_MAP,
+                                   .nin = 1,
+                                   .nout = 1,
+                                   .worker = 2,
+                                   .payload_dir = "",
+                                   .values = 1,
+                                   .max_value = (uint64_t)64 << 20,
+                                   .nargs = 2,
+                                   .arg_keys = keys,
+                                   .arg_values = values};
+    seed("config-remote", &b, orch_wire_put_config(&b, &rem));
+    check(orch_wire_put_config(&remote, &rem), "remote config");
+}
+
+/* The handshake of a remote worker. */
+static void handshake(void)
+{
+    struct orch_wire_buf b = {0};
+    struct orch_wire_challenge ch = {.version = ORCH_WIRE_VERSION};
+    for (size_t i = 0; i < ORCH_WIRE_NONCE; i++)
+        ch.nonce[i] = (uint8_t)(i * 37 + 11);
+    seed("challenge", &b, orch_wire_put_challenge(&b, &ch));
+    check(orch_wire_put_challenge(&remote, &ch), "remote challenge");
+
+    struct orch_wire_auth au = {
+        .token = 3, .pid = 5151, .host = "node-07", .slurm_job = "812.3"};
+    for (size_t i = 0; i < ORCH_WIRE_NONCE; i++)
+        au.mac[i] = (uint8_t)(255 - i * 5);
+    seed("auth", &b, orch_wire_put_auth(&b, &au));
+    check(orch_wire_put_auth(&remote, &au), "remote auth");
+    struct orch_wire_auth local = {.token = 1, .pid = 1, .host = "login1", .slurm_job = ""};
+    seed("auth-no-slurm", &b, orch_wire_put_auth(&b, &local));
 }
 
 static void hello_initfail(void)
@@ -91,6 +131,7 @@ static void hello_initfail(void)
     struct orch_wire_hello hello = {.version = ORCH_WIRE_VERSION, .pid = 4242};
     seed("hello", &b, orch_wire_put_hello(&b, &hello));
     check(orch_wire_put_hello(&stream, &hello), "stream hello");
+    check(orch_wire_put_hello(&remote, &hello), "remote hello");
     seed("initfail", &b, orch_wire_put_initfail(&b, "the model did not load"));
 }
 
@@ -126,7 +167,7 @@ static void batches(void)
     struct orch_wire_value wide_v[200];
     for (uint32_t k = 0; k < 200; k++) {
         wide_n[k] = 1;
-        wide_v[k] = k % 3 == 2 ? (struct orch_wire_value){0, 0}
+        wide_v[k] = k % 3 == 2 ? (struct orch_wire_value){.payload = 0, .present = 0}
                                : (struct orch_wire_value){.payload = 100 + k, .present = 1};
     }
     const struct orch_wire_record wide[] = {{.grain = 7,
@@ -137,6 +178,35 @@ static void batches(void)
                                              .vals = wide_v}};
     struct orch_wire_batch wid = {.id = 4, .nrec = 1, .rec = wide};
     seed("batch-wide", &b, orch_wire_put_batch(&b, &wid));
+}
+
+/* Values mode: the same shapes, each present value with its bytes (an empty one among
+ * them). */
+static void value_batches(void)
+{
+    struct orch_wire_buf b = {0};
+    const uint32_t one[] = {1};
+    const struct orch_wire_value page[] = {
+        {.payload = 7, .present = 1, .data = "%PDF-1.4\0\xff", .len = 10}};
+    const struct orch_wire_value empty[] = {{.payload = 8, .present = 1, .data = "", .len = 0}};
+    const struct orch_wire_value absent[] = {{.payload = 0, .present = 0}};
+    const struct orch_wire_record maps[] = {
+        {.grain = 10, .generation = 1, .attempt = 1, .nin = 1, .nval = one, .vals = page},
+        {.grain = 11, .generation = 1, .attempt = 2, .nin = 1, .nval = one, .vals = empty},
+        {.grain = 12, .generation = 2, .attempt = 1, .nin = 1, .nval = one, .vals = absent}};
+    struct orch_wire_batch map = {.id = 2, .values = 1, .nrec = 3, .rec = maps};
+    seed("batch-values-map", &b, orch_wire_put_batch(&b, &map));
+    check(orch_wire_put_batch(&remote, &map), "remote batch");
+
+    const uint32_t lists[] = {3, 0};
+    const struct orch_wire_value vals[] = {
+        {.payload = 5, .present = 1, .data = "a", .len = 1},
+        {.payload = 0, .present = 0},
+        {.payload = 9, .present = 1, .data = "bc", .len = 2}};
+    const struct orch_wire_record reduce[] = {
+        {.grain = 99, .generation = 1, .attempt = 2, .nin = 2, .nval = lists, .vals = vals}};
+    struct orch_wire_batch red = {.id = 3, .values = 1, .nrec = 1, .rec = reduce};
+    seed("batch-values-reduce", &b, orch_wire_put_batch(&b, &red));
 }
 
 static void reports(void)
@@ -249,6 +319,91 @@ static void reports(void)
     seed("report-storage", &b, orch_wire_put_report(&b, &storage));
 }
 
+/* Values mode: a map answer, and an expansion of three children whose second failed (its
+ * outputs are not set, and no other is unset). */
+static void value_reports(void)
+{
+    struct orch_wire_buf b = {0};
+    const struct orch_wire_bytes text[] = {{.data = "HELLO", .len = 5, .set = 1},
+                                           {.data = "", .len = 0, .set = 1},
+                                           {.data = "WORLD\n", .len = 6, .set = 1}};
+    const struct orch_wire_answer map[] = {
+        {.grain = 10,
+         .generation = 1,
+         .outcome = ORCH_WIRE_OK,
+         .message = "",
+         .nchild = 1,
+         .nout = 1,
+         .values = text},
+        {.grain = 11,
+         .generation = 1,
+         .outcome = ORCH_WIRE_OK,
+         .message = "",
+         .nchild = 1,
+         .nout = 1,
+         .values = text + 1},
+        {.grain = 12, .generation = 2, .outcome = ORCH_WIRE_DROP, .message = ""}};
+    struct orch_wire_report ok = {.batch = 2,
+                                  .status = ORCH_WIRE_STATUS_OK,
+                                  .message = "",
+                                  .values = 1,
+                                  .nrec = 3,
+                                  .rec = map};
+    seed("report-values-map", &b, orch_wire_put_report(&b, &ok));
+    check(orch_wire_put_report(&remote, &ok), "remote report");
+
+    const struct orch_wire_bytes pages[] = {{.data = "p1", .len = 2, .set = 1},
+                                            {.data = "t1", .len = 2, .set = 1},
+                                            {.set = 0},
+                                            {.set = 0},
+                                            {.data = "p3", .len = 2, .set = 1},
+                                            {.data = "", .len = 0, .set = 1}};
+    const struct orch_wire_failed_child failed[] = {{.child = 1, .message = "page 2: no"}};
+    const struct orch_wire_answer expand[] = {{.grain = 30,
+                                               .generation = 1,
+                                               .outcome = ORCH_WIRE_OK,
+                                               .message = "",
+                                               .nchild = 3,
+                                               .nout = 2,
+                                               .values = pages,
+                                               .nfailed = 1,
+                                               .failed = failed},
+                                              {.grain = 31,
+                                               .generation = 1,
+                                               .outcome = ORCH_WIRE_OK,
+                                               .message = "",
+                                               .nchild = 0,
+                                               .nout = 2,
+                                               .values = NULL}};
+    struct orch_wire_report exp = {.batch = 4,
+                                   .status = ORCH_WIRE_STATUS_OK,
+                                   .message = "",
+                                   .values = 1,
+                                   .nrec = 2,
+                                   .rec = expand};
+    seed("report-values-expand", &b, orch_wire_put_report(&b, &exp));
+
+    /* Refused, but only after its outputs are allocated: 5000 outputs that are not set,
+     * with no failed child. At one byte each on the wire and a 24-byte struct
+     * orch_wire_bytes each once decoded, the largest ratio of allocation to body of any
+     * frame (the bound that fuzz_wire checks). */
+    static struct orch_wire_bytes unset[5000]; /* zero: set 0 */
+    const struct orch_wire_answer bare[] = {{.grain = 35,
+                                             .generation = 1,
+                                             .outcome = ORCH_WIRE_OK,
+                                             .message = "",
+                                             .nchild = 5000,
+                                             .nout = 1,
+                                             .values = unset}};
+    struct orch_wire_report ratio = {.batch = 11,
+                                     .status = ORCH_WIRE_STATUS_OK,
+                                     .message = "",
+                                     .values = 1,
+                                     .nrec = 1,
+                                     .rec = bare};
+    seed("regress-report-values-unset", &b, orch_wire_put_report(&b, &ratio));
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -256,11 +411,16 @@ int main(int argc, char **argv)
         return 2;
     }
     dir = argv[1];
+    handshake();
     configs();
     hello_initfail();
     batches();
+    value_batches();
     reports();
+    value_reports();
     write_file("stream", &stream);
+    write_file("stream-remote", &remote);
+    orch_wire_buf_free(&remote);
     /* The stream cut inside its last frame: a partial frame at the end. */
     stream.len -= 3;
     write_file("stream-partial", &stream);

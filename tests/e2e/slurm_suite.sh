@@ -1,0 +1,24 @@
+# The model, text and crash-loop tests again, every run of orch sent through a real Slurm
+# (DESIGN §11): ORCH_LAUNCHER=slurm makes each `orch run`, `resume` and `update` of those
+# tests start its workers with srun, and each must pass as it does with local workers —
+# the same exports, byte for byte, and in the crash loop the same committed facts. The
+# workers ask for the cluster's `shared` partition (scripts/slurm-cluster), whose cores
+# take several jobs each: a model pipeline has eleven calls, and on this 2-core node the
+# strict partition would make most of them wait for a core (slurm_workers.sh uses it).
+source "$SRCDIR/tests/e2e/lib.sh"
+source "$SRCDIR/tests/e2e/slurm_lib.sh"
+slurm_up
+
+export ORCH_LAUNCHER=slurm ORCH_LAUNCHER_ARGS="--partition=shared"
+for t in run_text.sh model.sh crash_loop.sh; do
+  start=$SECONDS
+  bash "$SRCDIR/tests/e2e/$t" > "$T/$t.log" 2>&1 ||
+    { cat "$T/$t.log" >&2; fail "$t failed with every worker placed by Slurm"; }
+  echo "slurm_suite: $t passed through Slurm in $((SECONDS - start)) s"
+done
+# Slurm really ran them: slurmctld logs each allocation it made (at once, or later from
+# its queue).
+n=$(grep -cE "sched: (_slurm_rpc_allocate_resources|Allocate) JobId=" "$SLURM_DIR/slurmctld.log" || true)
+[ "$n" -ge 50 ] || fail "slurmctld allocated $n jobs; the tests did not all go through Slurm"
+echo "slurm_suite: slurmctld allocated $n jobs for workers"
+slurm_idle 20

@@ -1,0 +1,131 @@
+# Workers placed by a real Slurm (DESIGN §11, `--launcher slurm`): a one-node cluster of
+# this test's own. Each worker is a step started with srun, connected back over TCP.
+#   1. a run through Slurm exports what a local run exports, and every attempt records its
+#      host and Slurm step;
+#   2. `scancel` of a worker's step in the middle of its batch: the attempt is a crash, the
+#      grain is retried, the job finishes with the same exports;
+#   3. kill -9 of the driver: no step is left (squeue empty, no worker process), and
+#      `orch resume` finishes the job;
+#   4. strangers on the driver's port — a wrong secret, a stolen token, garbage — are
+#      refused and logged, and change nothing: the job ends as it would have.
+source "$SRCDIR/tests/e2e/lib.sh"
+source "$SRCDIR/tests/e2e/slurm_lib.sh"
+slurm_up
+
+cd "$T"
+seq 1 24 > in.txt
+cat > p.orch << 'EOF'
+pipeline slurm_faults
+domain w
+source w.v = lines("in.txt")
+call nap = sleep(ms=400)   with workers=2, batch=1, retries=2
+call up  = upper()         with batch=4
+w.slow = nap(w.v)
+w.out  = up(w.slow)
+output w.out
+EOF
+
+run_job p.orch "$T/ref" --launcher local
+"$ORCH" export "$T/ref" w.out > ref.out
+[ "$(wc -l < ref.out)" -eq 24 ] || fail "the local run exported $(wc -l < ref.out) lines"
+
+# ---- 1. a plain run through Slurm --------------------------------------------------------
+run_job p.orch "$T/s1" --launcher slurm
+"$ORCH" export "$T/s1" w.out > s1.out
+cmp -s ref.out s1.out || fail "slurm export differs: $(diff ref.out s1.out)"
+grep -q "workers connect to 127.0.0.1:" "$T/s1.log" || fail "no listen line: $(cat "$T/s1.log")"
+expect_eq "every attempt on this host, in a Slurm step" "$(hostname)|0" \
+  "$(q "$T/s1" "SELECT group_concat(DISTINCT host), sum(slurm_job IS NULL OR slurm_job NOT GLOB '[0-9]*.[0-9]*') FROM attempt")"
+expect_eq "status lists the host" "hosts:      $(hostname): yes" \
+  "$("$ORCH" status "$T/s1" | grep '^hosts:' | sed 's/: [0-9]* worker process.*(Slurm steps)$/: yes/')"
+slurm_idle 20
+
+# ---- 2. scancel of a step in the middle of a batch ---------------------------------------
+"$ORCH" run p.orch --job "$T/s2" --progress none --launcher slurm 2> "$T/s2.log" &
+drv=$!
+open_step() {
+  step=$(qlive "$T/s2" "SELECT slurm_job FROM attempt AS a JOIN grain AS g ON g.id = a.grain_id
+                         JOIN call AS c ON c.id = g.call_id
+                         WHERE c.name = 'nap' AND a.ended_at IS NULL AND a.slurm_job IS NOT NULL
+                         LIMIT 1" 2> /dev/null) && [ -n "$step" ]
+}
+wait_until 60 "an attempt of nap running in a Slurm step" open_step
+scancel "${step%%.*}"
+wait "$drv" || fail "run after scancel exited $?: $(cat "$T/s2.log")"
+expect_eq "the cancelled step's attempt is a crash" "crash" \
+  "$(q "$T/s2" "SELECT group_concat(DISTINCT outcome) FROM attempt WHERE slurm_job = '$step'")"
+"$ORCH" export "$T/s2" w.out > s2.out
+cmp -s ref.out s2.out || fail "export after scancel differs: $(diff ref.out s2.out)"
+expect_eq "no record failed" 0 "$(q "$T/s2" "SELECT count(*) FROM failure WHERE kind IN ('record', 'exhausted')")"
+slurm_idle 20
+
+# ---- 3. kill -9 of the driver -------------------------------------------------------------
+"$ORCH" run p.orch --job "$T/s3" --progress none --launcher slurm 2> "$T/s3.log" &
+drv=$!
+two_open() {
+  [ "$(qlive "$T/s3" "SELECT count(*) FROM attempt WHERE ended_at IS NULL AND slurm_job IS NOT NULL" 2> /dev/null)" = 2 ]
+}
+wait_until 60 "two attempts running in Slurm steps" two_open
+kill -9 "$drv"
+wait "$drv" 2> /dev/null || true
+slurm_idle 20 # no step outlives the driver
+workers_left() { pgrep -f "__worker --connect" > /dev/null; }
+wait_until 10 "no worker process left" eval '! workers_left'
+"$ORCH" resume "$T/s3" --progress none --launcher slurm 2> "$T/s3r.log" ||
+  fail "resume after kill -9 exited $?: $(cat "$T/s3r.log")"
+"$ORCH" export "$T/s3" w.out > s3.out
+cmp -s ref.out s3.out || fail "export after kill -9 and resume differs: $(diff ref.out s3.out)"
+slurm_idle 20
+
+# ---- 4. strangers on the driver's port -----------------------------------------------------
+"$ORCH" run p.orch --job "$T/s4" --progress none --launcher slurm 2> "$T/s4.log" &
+drv=$!
+listen_line() { grep -q "workers connect to" "$T/s4.log"; }
+wait_until 30 "the driver's listen line" listen_line
+addr=$(sed -n 's/.*workers connect to \([^ ]*\)$/\1/p' "$T/s4.log")
+# Each stranger reads the CHALLENGE (41 bytes: a frame of 36) and then sends its lie; the
+# driver must close the connection. Token 1 is not stolen; the second takes a real one
+# from a worker's command line (tokens are public: only the secret proves anything).
+python3 - "$addr" << 'PY' || fail "a stranger was not refused"
+import os, socket, struct, sys, re, subprocess
+host, port = sys.argv[1].rsplit(":", 1)
+
+def stranger(payload, read_challenge=True):
+    s = socket.create_connection((host, int(port)), timeout=15)
+    if read_challenge:
+        got = b""
+        while len(got) < 41:
+            chunk = s.recv(41 - len(got))
+            assert chunk, "no challenge"
+            got += chunk
+        assert struct.unpack("<IB", got[:5]) == (36, 6), got[:5]
+    s.sendall(payload)
+    # Refused: the driver closes (EOF), without sending anything more.
+    assert s.recv(100) == b"", "the driver answered a stranger"
+    s.close()
+
+def auth(token, mac):
+    host_b, job = b"evil", b""
+    body = struct.pack("<Q", token) + mac + struct.pack("<I", 4242)
+    body += struct.pack("<I", len(host_b)) + host_b + struct.pack("<I", len(job)) + job
+    return struct.pack("<IB", len(body), 7) + body
+
+stranger(auth(1, b"\0" * 32))
+tokens = re.findall(rb"__worker --connect \S+ --token (\d+)",
+                    subprocess.run(["ps", "-eo", "args"], capture_output=True).stdout)
+if tokens:
+    stranger(auth(int(tokens[0]), os.urandom(32)))
+stranger(b"GET / HTTP/1.0\r\n\r\n")
+stranger(b"", read_challenge=True)  # says nothing at all: closed after its time
+PY
+wait "$drv" || fail "run with strangers exited $?: $(cat "$T/s4.log")"
+grep -q "refused a worker connection from 127.0.0.1:[0-9]*: wrong secret" "$T/s4.log" ||
+  fail "no refusal logged: $(cat "$T/s4.log")"
+grep -q "refused a worker connection from .*: not an orch worker" "$T/s4.log" ||
+  fail "garbage not refused: $(cat "$T/s4.log")"
+"$ORCH" export "$T/s4" w.out > s4.out
+cmp -s ref.out s4.out || fail "export with strangers differs: $(diff ref.out s4.out)"
+expect_eq "strangers changed nothing: every attempt ok, none by them" "0|0" \
+  "$(q "$T/s4" "SELECT sum(outcome != 'ok'), sum(host = 'evil' OR worker_pid = 4242) FROM attempt")"
+expect_eq "as many attempts as grains" "48" "$(q "$T/s4" "SELECT count(*) FROM attempt")"
+slurm_idle 20
