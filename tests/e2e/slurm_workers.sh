@@ -2,8 +2,9 @@
 # this test's own. Each worker is a step started with srun, connected back over TCP.
 #   1. a run through Slurm exports what a local run exports, and every attempt records its
 #      host and Slurm step;
-#   2. `scancel` of a worker's step in the middle of its batch: the attempt is a crash, the
-#      grain is retried, the job finishes with the same exports;
+#   2. `orch status` of the running job shows each busy worker's host and step; `scancel`
+#      of a worker's step in the middle of its batch: the attempt is a crash, the grain is
+#      retried, the job finishes with the same exports;
 #   3. kill -9 of the driver: no step is left (squeue empty, no worker process), and
 #      `orch resume` finishes the job;
 #   4. strangers on the driver's port — a wrong secret, a stolen token, garbage — are
@@ -50,6 +51,11 @@ open_step() {
                          LIMIT 1" 2> /dev/null) && [ -n "$step" ]
 }
 wait_until 60 "an attempt of nap running in a Slurm step" open_step
+# While it runs, status names the busy workers, where they run and in which step.
+"$ORCH" status "$T/s2" > "$T/s2.status" || fail "status of a running job"
+grep -q "^working:    nap on $(hostname) (Slurm step $step), pid [0-9]*$" "$T/s2.status" ||
+  grep -q "^            nap on $(hostname) (Slurm step $step), pid [0-9]*$" "$T/s2.status" ||
+  fail "status does not show the worker in step $step: $(cat "$T/s2.status")"
 scancel "${step%%.*}"
 wait "$drv" || fail "run after scancel exited $?: $(cat "$T/s2.log")"
 expect_eq "the cancelled step's attempt is a crash" "crash" \

@@ -1,0 +1,267 @@
+/* test_launch.c — the driver's side of remote workers (engine/worker/launch.h) without a
+ * cluster: the srun command a worker is started with (options, rounding, the user's words,
+ * the secret in the environment and never in argv), bad options, and the handshake over
+ * real TCP on loopback: a worker with the secret is handed over with what it said; a wrong
+ * secret, an unknown token and garbage are refused and hand nothing over. */
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "launch.h"
+#include "orch_error.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int nargv(char **argv)
+{
+    int n = 0;
+    while (argv[n])
+        n++;
+    return n;
+}
+
+static const char *env_get(char **envp, const char *key)
+{
+    size_t k = strlen(key);
+    for (int i = 0; envp[i]; i++)
+        if (strncmp(envp[i], key, k) == 0 && envp[i][k] == '=')
+            return envp[i] + k + 1;
+    return NULL;
+}
+
+static void test_command(void **state)
+{
+    (void)state;
+    struct event_base *base = event_base_new();
+    orch_launcher *l;
+    struct orch_launcher_config cfg = {
+        .kind = ORCH_LAUNCHER_SLURM,
+        .args = "--partition=gpu --account 'my proj' --comment=\"a b\" x\\ y",
+        .listen = "127.0.0.1:0",
+        .srun = "/bin/true",
+    };
+    assert_int_equal(orch_launcher_new(base, &cfg, &l), 0);
+    const char *addr = orch_launcher_address(l);
+    assert_memory_equal(addr, "127.0.0.1:", 10);
+    assert_true(atoi(addr + 10) > 0);
+
+    struct orch_launch_request req = {
+        .exe = "/opt/orch/bin/orch", .call = "ocr", .cpus = 1.5, .gpus = 0.5, .token = 77};
+    char **argv, **envp;
+    assert_int_equal(orch_launcher_command(l, &req, &argv, &envp), 0);
+    const char *want[] = {"/bin/true", "--ntasks=1", "--cpus-per-task=2", "--gpus=1",
+                          "--job-name=orch-ocr", "--quiet", "--partition=gpu", "--account",
+                          "my proj", "--comment=a b", "x y", "/opt/orch/bin/orch",
+                          "__worker", "--connect", addr, "--token", "77"};
+    int n = (int)(sizeof want / sizeof *want);
+    assert_int_equal(nargv(argv), n);
+    for (int i = 0; i < n; i++)
+        assert_string_equal(argv[i], want[i]);
+    const char *secret = env_get(envp, "ORCH_WORKER_SECRET");
+    assert_non_null(secret);
+    assert_int_equal(strlen(secret), 64);
+    assert_int_equal(strspn(secret, "0123456789abcdef"), 64);
+    for (int i = 0; i < n; i++)
+        assert_null(strstr(argv[i], secret));
+    free(argv);
+    free(envp);
+
+    /* No GPUs asked: no --gpus; fewer than one CPU asks for one. */
+    req.cpus = 0.25;
+    req.gpus = 0;
+    assert_int_equal(orch_launcher_command(l, &req, &argv, &envp), 0);
+    assert_string_equal(argv[2], "--cpus-per-task=1");
+    assert_string_equal(argv[3], "--job-name=orch-ocr");
+    free(argv);
+    free(envp);
+    orch_launcher_free(l);
+    event_base_free(base);
+}
+
+static void test_bad_options(void **state)
+{
+    (void)state;
+    struct event_base *base = event_base_new();
+    orch_launcher *l = NULL;
+    struct orch_launcher_config cfg = {.kind = ORCH_LAUNCHER_SLURM,
+                                       .args = "--comment='open",
+                                       .listen = "127.0.0.1:0",
+                                       .srun = "/bin/true"};
+    assert_int_equal(orch_launcher_new(base, &cfg, &l), -EINVAL);
+    assert_non_null(strstr(orch_error_detail(), "unclosed"));
+    cfg.args = NULL;
+    cfg.listen = "no-port-here";
+    assert_int_equal(orch_launcher_new(base, &cfg, &l), -EINVAL);
+    assert_non_null(strstr(orch_error_detail(), "HOST:PORT"));
+    cfg.listen = "127.0.0.1:0";
+    cfg.srun = "no-such-srun-anywhere";
+    assert_true(orch_launcher_new(base, &cfg, &l) < 0);
+    assert_non_null(strstr(orch_error_detail(), "not in PATH"));
+    assert_null(l);
+    event_base_free(base);
+}
+
+/* ---- the handshake ----------------------------------------------------------------------- */
+
+struct attached {
+    int calls;
+    int fd;
+    struct orch_wire_auth au;
+    char host[64], job[64];
+    struct event_base *base;
+};
+
+static void on_attach(void *who, int fd, const struct orch_wire_auth *au)
+{
+    struct attached *a = who;
+    a->calls++;
+    a->fd = fd;
+    a->au = *au;
+    snprintf(a->host, sizeof a->host, "%s", au->host);
+    snprintf(a->job, sizeof a->job, "%s", au->slurm_job);
+    event_base_loopbreak(a->base);
+}
+
+/* A child that connects as a worker with token and the secret `secret`, then waits for the
+ * driver to close (so that its socket is still open when the parent looks). */
+static pid_t worker_child(const char *addr, uint64_t token, const char *secret)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("ORCH_WORKER_SECRET", secret, 1);
+        setenv("SLURM_JOB_ID", "41", 1);
+        setenv("SLURM_STEP_ID", "0", 1);
+        int fd = orch_launch_connect(addr, token);
+        if (fd < 0)
+            _exit(3);
+        if (getenv("ORCH_WORKER_SECRET") != NULL)
+            _exit(4); /* the secret must not reach what the worker starts */
+        char c;
+        _exit(read(fd, &c, 1) == 0 ? 0 : 5); /* EOF: closed by the driver */
+    }
+    return pid;
+}
+
+/* Runs the loop until attach is called or ms pass. */
+static void loop_for(struct event_base *base, int ms)
+{
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    event_base_loopexit(base, &tv);
+    event_base_dispatch(base);
+}
+
+static int child_status(pid_t pid)
+{
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void test_handshake(void **state)
+{
+    (void)state;
+    struct event_base *base = event_base_new();
+    orch_launcher *l;
+    struct orch_launcher_config cfg = {
+        .kind = ORCH_LAUNCHER_SLURM, .listen = "127.0.0.1:0", .srun = "/bin/true"};
+    assert_int_equal(orch_launcher_new(base, &cfg, &l), 0);
+    char addr[128];
+    snprintf(addr, sizeof addr, "%s", orch_launcher_address(l));
+    struct orch_launch_request req = {.exe = "/x", .call = "c", .cpus = 1, .token = 0};
+    struct attached a = {.fd = -1, .base = base};
+    uint64_t token;
+    assert_int_equal(orch_launcher_expect(l, on_attach, &a, &token), 0);
+    req.token = token;
+    char **argv, **envp;
+    assert_int_equal(orch_launcher_command(l, &req, &argv, &envp), 0);
+    char secret[65];
+    snprintf(secret, sizeof secret, "%s", env_get(envp, "ORCH_WORKER_SECRET"));
+    free(argv);
+    free(envp);
+
+    /* A wrong secret, then the right secret with a token nobody waits for: both refused,
+     * nothing handed over; the driver closes them, so the children see EOF. */
+    char wrong[65];
+    snprintf(wrong, sizeof wrong, "%s", secret);
+    wrong[0] = wrong[0] == '0' ? '1' : '0';
+    pid_t p1 = worker_child(addr, token, wrong);
+    pid_t p2 = worker_child(addr, token + 1000, secret);
+    /* Garbage: a stranger that is not a worker at all. */
+    pid_t p3 = fork();
+    if (p3 == 0) {
+        char host[128];
+        snprintf(host, sizeof host, "%s", addr);
+        char *colon = strrchr(host, ':');
+        *colon = '\0';
+        struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res;
+        if (getaddrinfo(host, colon + 1, &hints, &res) != 0)
+            _exit(7);
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (fd < 0 || connect(fd, res->ai_addr, res->ai_addrlen) < 0)
+            _exit(8);
+        char buf[64];
+        size_t got = 0;
+        while (got < 41) { /* the CHALLENGE */
+            ssize_t r = read(fd, buf, 41 - got);
+            if (r <= 0)
+                _exit(9);
+            got += (size_t)r;
+        }
+        static const char junk[] = "GET / HTTP/1.0\r\n\r\n";
+        if (write(fd, junk, sizeof junk - 1) < 0)
+            _exit(10);
+        _exit(read(fd, buf, sizeof buf) == 0 ? 0 : 11); /* refused: closed, no answer */
+    }
+    for (int i = 0; i < 20 && a.calls == 0; i++)
+        loop_for(base, 50);
+    assert_int_equal(a.calls, 0);
+    assert_int_equal(child_status(p3), 0);
+
+    /* The real worker: handed over once, with what its AUTH said. */
+    pid_t p4 = worker_child(addr, token, secret);
+    for (int i = 0; i < 200 && a.calls == 0; i++)
+        loop_for(base, 50);
+    assert_int_equal(a.calls, 1);
+    assert_int_equal(a.au.token, token);
+    assert_int_equal(a.au.pid, (uint32_t)p4);
+    assert_string_equal(a.job, "41.0");
+    char me[64];
+    gethostname(me, sizeof me);
+    me[sizeof me - 1] = '\0';
+    assert_string_equal(a.host, me);
+    close(a.fd); /* the child reads EOF: it was connected */
+    assert_int_equal(child_status(p4), 0);
+    assert_int_equal(child_status(p1), 0);
+    assert_int_equal(child_status(p2), 0);
+
+    /* Used once: the same token again is refused. */
+    pid_t p5 = worker_child(addr, token, secret);
+    for (int i = 0; i < 10; i++)
+        loop_for(base, 50);
+    assert_int_equal(a.calls, 1);
+    assert_int_equal(child_status(p5), 0);
+    orch_launcher_free(l);
+    event_base_free(base);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_command),
+        cmocka_unit_test(test_bad_options),
+        cmocka_unit_test(test_handshake),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
