@@ -454,6 +454,26 @@ void orch_sched_send(struct orch_sched *d)
              * stops, as for a local worker's STORAGE report. */
             orch_sched_set_fatal(d, rc);
         }
+        if (rc == -E2BIG) {
+            /* A remote worker's batch carries its input values, and these are over what
+             * one frame holds: the batch's fault, as an attempt failure (a batch of
+             * several grains is split, a grain alone is charged), not a lost worker,
+             * whose requeue would send it again forever. The worker got nothing and is
+             * idle again. */
+            char why[256];
+            snprintf(why, sizeof why,
+                     "the inputs of the batch are over %zu MiB, the most a batch for a "
+                     "remote worker carries",
+                     (size_t)ORCH_WIRE_MAX_BODY >> 20);
+            orch_sched_batch_take(cr, b->id);
+            orch_sched_settle(d, b);
+            rc = orch_sched_batch_failed(d, cr, b, ORCH_FAILURE_ERROR, why);
+            if (rc < 0)
+                orch_sched_set_fatal(d, rc);
+            orch_sched_worker_back(cr, b->worker);
+            b = next;
+            continue;
+        }
         if (rc < 0) {
             /* The worker went away between reservation and sending: the batch never ran,
              * so its grains go back to their queue without being charged an attempt. */

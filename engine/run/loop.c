@@ -68,6 +68,11 @@ static void on_idle(void *ctx, orch_pool *pool, orch_worker *w)
     cr->idle[cr->nidle++] = w;
 }
 
+void orch_sched_worker_back(struct orch_sched_call *cr, orch_worker *w)
+{
+    on_idle(cr, cr->pool, w);
+}
+
 /* The attempt outcome of an answer that was accepted as it came. */
 static enum orch_attempt_outcome answer_attempt(enum orch_wire_outcome o)
 {

@@ -353,6 +353,9 @@ void orch_sched_release(struct orch_sched *d, const struct orch_sched_call *cr);
 int orch_sched_start_pools(struct orch_sched *d, const struct orch_pool_callbacks *cb);
 /* Closes (clean) or kills the pools, and frees the calls' run time state. */
 void orch_sched_calls_free(struct orch_sched *d, bool clean);
+/* loop.c: worker w, reserved for a batch that could not be sent to it (dispatch.c: too big
+ * for a remote worker), is idle again. */
+void orch_sched_worker_back(struct orch_sched_call *cr, orch_worker *w);
 
 /* ---- workers.c ------------------------------------------------------------------------- */
 
