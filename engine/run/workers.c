@@ -104,12 +104,18 @@
 #define LOOKAHEAD 4
 /* The least time a worker is kept idle before rule 2 stops it (ORCH_IDLE_STOP_MS). */
 #define IDLE_MIN_MS 10000
-/* The same for a remote worker (--launcher slurm), which is not kept longer for a slow
- * start either: an idle remote worker holds its Slurm allocation (cores, GPUs) from the
- * cluster, where the job's other workers may be pending for them (with a 2-core node and
- * six calls, measured: a run of 0.2 s took 22 s at the local floor), and its start time
- * counts time spent pending in Slurm's queue, not a cost of the worker. */
-#define IDLE_MIN_REMOTE_MS 1000
+/* Rule 3, remote workers (--launcher slurm): an idle remote worker holds its Slurm
+ * allocation (cores, GPUs), which the job's other workers may be pending for. When a
+ * worker of the job has been starting for PENDING_MS (its step waits in Slurm's queue;
+ * a start on a free node connects in some 50 ms), every remote worker idle for
+ * IDLE_CONTENDED_MS is stopped, even one whose call has grains queued (held by a
+ * budget: the calls that would lift the budget may be the ones pending, so keeping it
+ * could deadlock a cluster the job fills; measured, a 2-core node: an expand held by
+ * admission kept both cores while the calls that drain it waited). Without contention the
+ * rules above hold as for local workers, so that a model is not loaded again and again
+ * (measured: a 1-s floor for every remote worker cost the OCR pipeline 9%). */
+#define PENDING_MS 1000
+#define IDLE_CONTENDED_MS 1000
 
 /* The node that creates the entities of domain `dom`: its defining expand, or the source
  * of a root domain; -1 when the plan names neither (it does not build then). */
@@ -235,9 +241,7 @@ int orch_sched_workers_init(struct orch_sched *d)
     const char *idle = getenv("ORCH_IDLE_STOP_MS");
     char *end = NULL;
     long long ms = idle && *idle ? strtoll(idle, &end, 10) : -1;
-    d->idle_min_ms = end && *end == '\0' && ms > 0 ? ms
-                     : d->launcher                   ? IDLE_MIN_REMOTE_MS
-                                                     : IDLE_MIN_MS;
+    d->idle_min_ms = end && *end == '\0' && ms > 0 ? ms : IDLE_MIN_MS;
     return d->fatal;
 }
 
@@ -402,8 +406,6 @@ static struct orch_sched_idle idle_pop(struct orch_sched *d)
  * floor (see rule 2). */
 static int64_t idle_limit(const struct orch_sched *d, const struct orch_sched_call *cr)
 {
-    if (d->launcher)
-        return d->idle_min_ms;
     return cr->start_ms > d->idle_min_ms ? cr->start_ms : d->idle_min_ms;
 }
 
@@ -429,13 +431,7 @@ static void stop_idle(struct orch_sched *d)
         struct orch_sched_wk *k = &cr->wk[e.index];
         if (k->stamp != e.stamp || !k->idle)
             continue; /* it worked, stopped or died since */
-        /* A local worker whose call has grains queued (held by a budget) keeps its term:
-         * it holds nothing while idle. A remote one holds its Slurm allocation, which the
-         * workers of the calls downstream, the ones that would lift the hold, may be
-         * pending for: kept, it would deadlock a cluster the job fills (measured: a
-         * 2-core node, an expand held by admission kept both cores while the calls that
-         * drain it waited in Slurm's queue). */
-        if (orch_sched_queue_count(&cr->q) > 0 && !d->launcher) {
+        if (orch_sched_queue_count(&cr->q) > 0) {
             idle_arm(d, cr, k->w, now);
             continue;
         }
@@ -448,6 +444,43 @@ static void stop_idle(struct orch_sched *d)
             }
         }
         (void)stop_worker(cr, k->w);
+    }
+}
+
+/* Whether a worker of the job has been starting for PENDING_MS (rule 3). Looks only at the
+ * calls whose pool has a start under way. */
+static bool remote_contended(struct orch_sched *d, int64_t now)
+{
+    for (int c = 0; c < d->ncalls; c++) {
+        struct orch_sched_call *cr = &d->calls[c];
+        if (!cr->pool || orch_pool_starting(cr->pool) == 0)
+            continue;
+        for (int i = 0; i < cr->c->opts.workers; i++)
+            if (cr->wk[i].starting && now - cr->wk[i].since_ms >= PENDING_MS)
+                return true;
+    }
+    return false;
+}
+
+/* Rule 3: under contention, stops every remote worker idle for IDLE_CONTENDED_MS. */
+static void stop_idle_contended(struct orch_sched *d)
+{
+    int64_t now = orch_sched_mono_ms();
+    if (!d->launcher || !remote_contended(d, now))
+        return;
+    for (int c = 0; c < d->ncalls; c++) {
+        struct orch_sched_call *cr = &d->calls[c];
+        for (int i = 0; i < cr->nidle;) {
+            orch_worker *w = cr->idle[i];
+            if (now - wk_of(cr, w)->since_ms < IDLE_CONTENDED_MS) {
+                i++;
+                continue;
+            }
+            memmove(&cr->idle[i], &cr->idle[i + 1],
+                    (size_t)(cr->nidle - i - 1) * sizeof *cr->idle);
+            cr->nidle--;
+            (void)stop_worker(cr, w);
+        }
     }
 }
 
@@ -590,6 +623,7 @@ int orch_sched_workers(struct orch_sched *d)
             check_node(d, ns + i);
     settle_done(d);
     stop_idle(d);
+    stop_idle_contended(d);
     int rc = start_wanted(d);
     return rc < 0 ? rc : start_consumers(d);
 }

@@ -11,6 +11,17 @@
  * transaction, and sends one REPORT carrying only payload ids. Payload bytes never cross
  * the socket (DESIGN §6).
  *
+ * A pool given a launcher (orch_pool_config.launcher: `--launcher slurm`) starts its workers
+ * through it instead (launch.h): the slot's process is srun, the worker runs on a node of
+ * the cluster, connects back over TCP and, once it has proved itself, is attached to the
+ * slot that started it. It cannot map the job's LMDB, so the pool reads each batch's input
+ * values from the store and sends them, and writes the output values of each report to
+ * the store before the driver sees the report (as ids, like a local worker's): the
+ * driver's callbacks are the same for both. Everything below holds for remote workers,
+ * with srun's pid as the slot's pid; a remote worker that has not connected yet is
+ * STARTING (its init timeout runs from the connection: time pending in Slurm's queue is
+ * not init), and is ended with SIGTERM to its srun, which ends the step and its allocation.
+ *
  * The pool never blocks the driver: sockets are non-blocking and driven by the driver's
  * libevent base; everything the pool learns is handed to the driver through callbacks,
  * called from the event loop. A worker holds at most one batch at a time.
