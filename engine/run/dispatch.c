@@ -462,8 +462,8 @@ void orch_sched_send(struct orch_sched *d)
              * idle again. */
             char why[256];
             snprintf(why, sizeof why,
-                     "the inputs of the batch are over %zu MiB, the most a batch for a "
-                     "remote worker carries",
+                     "the inputs of the batch are over what a batch for a remote worker "
+                     "carries (%zu MiB)",
                      (size_t)ORCH_WIRE_MAX_BODY >> 20);
             orch_sched_batch_take(cr, b->id);
             orch_sched_settle(d, b);

@@ -1173,12 +1173,25 @@ fail:
     return rc;
 }
 
+/* The most bytes of input values one remote batch carries: what one frame holds, or
+ * less with ORCH_REMOTE_BATCH_MAX (tests: the refusal of a batch too big to send, without
+ * making 256 MiB of payloads). */
+static size_t batch_values_max(void)
+{
+    const char *env = getenv("ORCH_REMOTE_BATCH_MAX");
+    char *end;
+    unsigned long long v = env && *env ? strtoull(env, &end, 10) : 0;
+    return v > 0 && !*end && v < ORCH_WIRE_MAX_BODY ? (size_t)v : ORCH_WIRE_MAX_BODY;
+}
+
 /* The batch b with every present value's bytes read from the store, encoded into out (a
  * remote worker's batch: values mode). Returns 0, -EIO with the detail set (the store could
- * not give a value: the job must stop, see orch_pool_dispatch), or an encoding error. */
+ * not give a value: the job must stop, see orch_pool_dispatch), -E2BIG (the values are over
+ * what one batch carries), or an encoding error. */
 static int put_batch_values(orch_pool *p, struct orch_wire_buf *out,
                             const struct orch_wire_batch *b)
 {
+    size_t bytes = 0, max = batch_values_max();
     size_t total = 0;
     for (uint32_t i = 0; i < b->nrec; i++)
         for (uint32_t j = 0; j < b->rec[i].nin; j++)
@@ -1214,7 +1227,12 @@ static int put_batch_values(orch_pool *p, struct orch_wire_buf *out,
                                                          : orch_error_detail());
                 goto out;
             }
+            bytes += vals[k].len;
         }
+    }
+    if (bytes > max) {
+        rc = -E2BIG;
+        goto out;
     }
     struct orch_wire_batch vb = *b;
     vb.values = 1;

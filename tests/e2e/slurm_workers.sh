@@ -135,3 +135,31 @@ expect_eq "strangers changed nothing: every attempt ok, none by them" "0|0" \
   "$(q "$T/s4" "SELECT sum(outcome != 'ok'), sum(host = 'evil' OR worker_pid = 4242) FROM attempt")"
 expect_eq "as many attempts as grains" "48" "$(q "$T/s4" "SELECT count(*) FROM attempt")"
 slurm_idle 20
+
+# ---- 5. a batch too big to send to a remote worker ----------------------------------------
+# A remote batch carries its input values, at most one frame's worth (256 MiB), here
+# lowered to 1000 bytes: the reduce of the long document cannot be sent. Its batch fails as
+# an attempt, is split, and the grain alone is charged until it is Failed; the documents
+# beside it are joined as usual (and never resent forever).
+long=$(seq -f 'wxyz%02g' 1 20 | paste -sd' ')
+printf 'a b c\n%s\nd e\n' "$long" > docs.txt
+cat > big.orch << 'EOF2'
+pipeline slurm_big
+domain d
+domain w in d
+source d.v = lines("docs.txt")
+call sp = split(sep=" ")
+call j  = concat(sep="-") with batch=4, retries=1
+w.t   = expand sp(d.v)
+w.f   = broadcast d.v
+d.out = reduce j(w.f)
+output d.out
+EOF2
+# The reduce reads its line once per word: 20 x 139 bytes for the long one, over 1000;
+# every other batch is under.
+ORCH_REMOTE_BATCH_MAX=1000 run_job big.orch "$T/s5" --launcher slurm
+expect_eq "too big for one remote batch: failed alone; the others joined" \
+"a b c|present|a b c-a b c-a b c
+$long|failed|gave up after 2 attempts; last: the inputs of the batch are over what a batch for a remote worker carries (256 MiB)
+d e|present|d e-d e" "$(states "$T/s5" d.out)"
+slurm_idle 20
