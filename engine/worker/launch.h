@@ -31,8 +31,11 @@
  * The srun process is the driver's child: the pool reaps it like a local worker's process,
  * and its exit is the worker's death (a step cancelled by `scancel` or a time limit ends
  * srun). It gets SIGTERM when the driver dies (PR_SET_PDEATHSIG), which srun forwards to the
- * step before it ends, and the worker itself exits as soon as its connection ends, even in
- * the middle of a batch: no step outlives the driver.
+ * step before it ends the job; and the worker itself exits as soon as its connection ends,
+ * even in the middle of a batch: no step outlives the driver. (SIGKILL was tried: srun's
+ * "shepherd" process then cancels the job, but under load jobs were left RUNNING without
+ * a step, measured; with SIGTERM, srun took over 10 s to end once, on a loaded machine
+ * under ASan, while Slurm ended its step.)
  */
 #ifndef ORCH_LAUNCH_H
 #define ORCH_LAUNCH_H

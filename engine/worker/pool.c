@@ -232,9 +232,9 @@ static void kill_pid(pid_t pid)
 }
 
 /* Ends slot w's process. A remote worker's process is its srun: SIGTERM, which srun
- * forwards to the step and then ends the step's allocation itself (a SIGKILLed srun
- * cannot, and leaves the allocation to Slurm's own clean-up). The worker also exits when
- * its connection closes, which follows. */
+ * forwards to the step before it ends the job itself (launch.h). The worker also exits
+ * when its connection closes, which follows. kill_all() ends with SIGKILL what SIGTERM did
+ * not end in time. */
 static void kill_worker(orch_worker *w)
 {
     if (w->pool->launcher == NULL)
@@ -1137,7 +1137,7 @@ static int spawn_remote(orch_worker *w)
         p->chld_watched = true;
     }
     /* srun gets SIGTERM when the driver dies: it forwards it to the step, and ends the
-     * step's allocation, which a SIGKILLed srun leaves behind. */
+     * job (launch.h). */
     struct child_args args = {.sock = -1,
                               .deathsig = SIGTERM,
                               .parent = getpid(),

@@ -10,6 +10,10 @@ source "$SRCDIR/tests/e2e/slurm_lib.sh"
 slurm_up
 
 export ORCH_LAUNCHER=slurm ORCH_LAUNCHER_ARGS="--partition=shared"
+# A killed driver's srun ends once Slurm has ended its step: allow it 30 s, not the 10 s a
+# local worker gets (scripts/crash-loop, WORKER_WAIT); no step may be left either way
+# (slurm_idle below, and run.sh's check that no process outlives the test).
+export CRASH_LOOP_WORKER_WAIT=30
 for t in run_text.sh model.sh crash_loop.sh; do
   start=$SECONDS
   bash "$SRCDIR/tests/e2e/$t" > "$T/$t.log" 2>&1 ||

@@ -75,7 +75,25 @@ wait_until 60 "two attempts running in Slurm steps" two_open
 kill -9 "$drv"
 wait "$drv" 2> /dev/null || true
 slurm_idle 20 # no step outlives the driver
-workers_left() { pgrep -f "__worker --connect" > /dev/null; }
+# This test's workers only (other tests may run their own clusters meanwhile): srun and
+# the worker inherit SLURM_CONF, which names this test's cluster.
+workers_left() {
+  python3 - "SLURM_CONF=$SLURM_CONF" << 'PY'
+import os, sys
+tag = sys.argv[1].encode()
+for d in os.listdir("/proc"):
+    try:
+        with open("/proc/%s/cmdline" % d, "rb") as f:
+            if b"__worker\0--connect" not in f.read():
+                continue
+        with open("/proc/%s/environ" % d, "rb") as f:
+            if tag in f.read().split(b"\0"):
+                sys.exit(0)
+    except (OSError, ValueError):
+        continue
+sys.exit(1)
+PY
+}
 wait_until 10 "no worker process left" eval '! workers_left'
 "$ORCH" resume "$T/s3" --progress none --launcher slurm 2> "$T/s3r.log" ||
   fail "resume after kill -9 exited $?: $(cat "$T/s3r.log")"
