@@ -970,6 +970,22 @@ static int start_child(struct child_args *args, pid_t *pid)
 
 static int spawn_remote(orch_worker *w);
 
+/* Dead slot w holds process pid from now on, STARTING; where it runs is not known yet
+ * (the caller says: at once for a local worker, at its AUTH for a remote one). */
+static void occupy(orch_worker *w, pid_t pid)
+{
+    w->incarnation++;
+    w->pid = pid;
+    w->wpid = 0;
+    w->host[0] = w->slurm_job[0] = '\0';
+    live_add(w);
+    w->reaped = false;
+    set_dying(w, false);
+    set_state(w, W_STARTING);
+    w->batch = 0;
+    w->in.len = w->in_off = 0;
+}
+
 /* Starts a process in dead slot w and sends it CONFIG. Returns 0 or a negative error
  * (nothing left running then). */
 static int spawn(orch_worker *w)
@@ -1023,17 +1039,10 @@ static int spawn(orch_worker *w)
     if (owned)
         free(envp);
 
-    w->incarnation++;
-    w->pid = w->wpid = pid;
+    occupy(w, pid);
+    w->wpid = pid;
     snprintf(w->host, sizeof w->host, "%s", p->host);
-    w->slurm_job[0] = '\0';
-    live_add(w);
-    w->reaped = false;
-    set_dying(w, false);
     w->fd = sv[0];
-    set_state(w, W_STARTING);
-    w->batch = 0;
-    w->in.len = w->in_off = 0;
     int fl = fcntl(w->fd, F_GETFL);
     if (fl < 0 || fcntl(w->fd, F_SETFL, fl | O_NONBLOCK) < 0) {
         rc = -errno;
@@ -1149,16 +1158,7 @@ static int spawn_remote(orch_worker *w)
         goto fail_cmd;
     free(argv);
     free(envp);
-    w->incarnation++;
-    w->pid = pid;
-    w->wpid = 0;
-    w->host[0] = w->slurm_job[0] = '\0';
-    live_add(w);
-    w->reaped = false;
-    set_dying(w, false);
-    set_state(w, W_STARTING);
-    w->batch = 0;
-    w->in.len = w->in_off = 0;
+    occupy(w, pid);
     w->token = token;
     return 0;
 

@@ -502,6 +502,37 @@ static int too_big_check(struct worker *w, char *msg, size_t msgsz)
     return 0;
 }
 
+/* Fills answer i of the report but its outputs (the caller points o->payload or o->values
+ * at them); *fpos is the next free entry of m->failed. Returns true when the answer has
+ * outputs (OK, and storable). */
+static bool fill_answer(struct worker *w, const struct orch_wire_batch *b, uint32_t i,
+                        struct batch_mem *m, size_t *fpos)
+{
+    const struct orch_udf_answer *a = &w->ans.rec[i];
+    struct orch_wire_answer *o = &m->answers[i];
+    o->grain = b->rec[i].grain;
+    o->generation = b->rec[i].generation;
+    o->outcome = wire_outcome(a->outcome);
+    o->message = a->msg ? a->msg : "";
+    if (too_big_of(w, a)) {
+        o->outcome = ORCH_WIRE_RECORD_FAILURE;
+        o->message = too_big_of(w, a);
+        return false;
+    }
+    if (a->outcome != ORCH_UDF_OK)
+        return false;
+    o->nout = w->cfg.nout;
+    o->nchild = is_expand(w->cfg.op) ? (uint32_t)a->nchildren : 1;
+    o->failed = m->failed + *fpos;
+    for (size_t c = 0; is_expand(w->cfg.op) && c < a->nchildren; c++) {
+        const char *why = child_failure(w, i, c);
+        if (why != NULL)
+            m->failed[(*fpos)++] = (struct orch_wire_failed_child){(uint32_t)c, why};
+    }
+    o->nfailed = (uint32_t)(m->failed + *fpos - o->failed);
+    return true;
+}
+
 /* Values mode: the report carries the output values themselves (wire.h), answer by answer
  * in answer_values order, not set where a local worker's id would be 0. */
 static int remote_values(struct worker *w, const struct orch_wire_batch *b, struct batch_mem *m,
@@ -515,35 +546,15 @@ static int remote_values(struct worker *w, const struct orch_wire_batch *b, stru
     }
     size_t t = 0, fpos = 0;
     for (uint32_t i = 0; i < b->nrec; i++) {
-        const struct orch_udf_answer *a = &w->ans.rec[i];
-        struct orch_wire_answer *o = &m->answers[i];
         const struct orch_udf_out *vals;
         size_t n;
-        answer_values(w, a, &vals, &n);
-        o->grain = b->rec[i].grain;
-        o->generation = b->rec[i].generation;
-        o->outcome = wire_outcome(a->outcome);
-        o->message = a->msg ? a->msg : "";
-        if (too_big_of(w, a)) {
-            o->outcome = ORCH_WIRE_RECORD_FAILURE;
-            o->message = too_big_of(w, a);
+        answer_values(w, &w->ans.rec[i], &vals, &n);
+        if (!fill_answer(w, b, i, m, &fpos))
             continue;
-        }
-        if (a->outcome != ORCH_UDF_OK)
-            continue;
-        o->nout = w->cfg.nout;
-        o->nchild = is_expand(w->cfg.op) ? (uint32_t)a->nchildren : 1;
-        o->values = w->outv + t;
+        m->answers[i].values = w->outv + t;
         for (size_t j = 0; j < n; j++, t++)
             if (value_stored(w, i, vals, j))
                 w->outv[t] = (struct orch_wire_bytes){vals[j].data, vals[j].len, 1};
-        o->failed = m->failed + fpos;
-        for (size_t c = 0; is_expand(w->cfg.op) && c < a->nchildren; c++) {
-            const char *why = child_failure(w, i, c);
-            if (why != NULL)
-                m->failed[fpos++] = (struct orch_wire_failed_child){(uint32_t)c, why};
-        }
-        o->nfailed = (uint32_t)(m->failed + fpos - o->failed);
     }
     rep->values = 1;
     rep->nrec = b->nrec;
@@ -610,30 +621,11 @@ static int store_outputs(struct worker *w, const struct orch_wire_batch *b, stru
     k = 0;
     size_t f = 0;
     for (uint32_t i = 0; i < b->nrec; i++) {
-        const struct orch_udf_answer *a = &ans->rec[i];
-        struct orch_wire_answer *o = &m->answers[i];
-        o->grain = b->rec[i].grain;
-        o->generation = b->rec[i].generation;
-        o->outcome = wire_outcome(a->outcome);
-        o->message = a->msg ? a->msg : "";
-        if (too_big_of(w, a)) {
-            o->outcome = ORCH_WIRE_RECORD_FAILURE;
-            o->message = too_big_of(w, a);
+        if (!fill_answer(w, b, i, m, &f))
             continue;
-        }
-        if (a->outcome == ORCH_UDF_OK) {
-            o->nout = w->cfg.nout;
-            o->nchild = is_expand(w->cfg.op) ? (uint32_t)a->nchildren : 1;
-            o->payload = m->ids + k;
-            k += (size_t)o->nchild * o->nout;
-            o->failed = m->failed + f;
-            for (size_t c = 0; is_expand(w->cfg.op) && c < a->nchildren; c++) {
-                const char *why = child_failure(w, i, c);
-                if (why != NULL)
-                    m->failed[f++] = (struct orch_wire_failed_child){(uint32_t)c, why};
-            }
-            o->nfailed = (uint32_t)(m->failed + f - o->failed);
-        }
+        struct orch_wire_answer *o = &m->answers[i];
+        o->payload = m->ids + k;
+        k += (size_t)o->nchild * o->nout;
     }
     rep->nrec = b->nrec;
     rep->rec = m->answers;
