@@ -54,7 +54,9 @@
                    "FROM grain AS g JOIN entity AS e ON e.id = g.entity_id WHERE g.id = ?")    \
     X(GRAIN_SET_PENDING, "UPDATE grain SET pending = ? WHERE id = ?")                          \
     X(GRAIN_READY, "UPDATE grain SET phase = ?3, ready_seq = ?2, pending = 0, ready_at = ?4 "  \
-                   "WHERE id = ?1")                                                            \
+                   "WHERE id = ?1 AND phase = ?5")                                             \
+    X(GRAIN_DISPATCH_READY, "UPDATE grain SET phase = ?4, ready_seq = ?5, pending = 0, "        \
+                            "ready_at = ?6 WHERE id = ?1 AND phase = ?3 AND generation = ?2")  \
     X(GRAIN_DISPATCH, "UPDATE grain SET phase = ?4 WHERE id = ?1 AND phase = ?3 "              \
                       "AND generation = ?2")                                                   \
     X(GRAIN_REQUEUE, "UPDATE grain SET phase = ?5, generation = generation + 1, "              \
@@ -190,20 +192,173 @@ static int64_t now_ms(void)
  * order (every parameter, every time: so the previous use's bindings need no clearing,
  * which cost 1% of the driver's instructions): i (int), I (int index, < 0 binds NULL), l (int64_t), L (int64_t id, 0 binds NULL), t (const char *, NULL binds NULL; copied),
  * s (a static string, not copied). Every bind is checked. */
+/* ---- READY written late ---------------------------------------------------------------
+ * Most grains that become READY are dispatched in the same transaction (the report that
+ * makes them READY and the dispatch to the call's idle worker share a turn: 83% and 99%
+ * of the second and third calls of scripts/bench/scheduler). A READY is therefore held
+ * back until the transaction commits, and a dispatch in between writes READY and
+ * IN_FLIGHT in one UPDATE of the row instead of two. Nothing else can tell: a look-up of
+ * the grain here sees it READY (grain_read), a seal of it forgets it, and any statement
+ * not known to leave such grains alone writes the held ones first (stmt, and
+ * orch_store_prepare for the store's other statements), as does the commit. At most
+ * READY_HELD are held; past them a READY is written at once. */
+#define READY_HELD 65536
+
+/* Statements that read nothing a late READY changes: they run with READYs held. */
+static const bool ready_safe[F__COUNT] = {
+    [F_ENTITY_PUT] = true,      [F_ENTITY_PARENT] = true,      [F_CHILDREN] = true,
+    [F_CHILDREN_COUNT] = true,  [F_ITEM_GET] = true,           [F_ITEM_PUT] = true,
+    [F_CHILD_ITEMS] = true,     [F_EXPANSION_PUT] = true,      [F_EXPANSION_GET] = true,
+    [F_GRAIN_CREATE] = true,    [F_GRAIN_GET_ROOT] = true,     [F_GRAIN_GET] = true,
+    [F_GRAIN_BY_ID] = true,     [F_GRAIN_SET_PENDING] = true,  [F_GRAIN_READY] = true,
+    [F_GRAIN_DISPATCH] = true,  [F_GRAIN_DISPATCH_READY] = true,
+    [F_GRAIN_SEAL_IN_FLIGHT] = true, [F_GRAIN_SEAL_UNRUN] = true, [F_ATTEMPT_END] = true,
+    [F_ATTEMPTS_END] = true,    [F_FAILURE_PUT] = true,        [F_BARRIER_PUT] = true,
+    [F_BARRIER_COVERS] = true,  [F_RECLAIMED_PUT] = true,      [F_ROOT_PUT] = true,
+    [F_ROOT_FIND] = true,       [F_PAYLOAD_RECLAIMED] = true,
+};
+
+static size_t ready_hash(const orch_store *s, int64_t grain)
+{
+    return (size_t)(((uint64_t)grain * UINT64_C(0x9e3779b97f4a7c15)) >> 32) &
+           (s->ready_ix_size - 1);
+}
+
+/* The held READY of grain, or NULL. */
+static struct orch_store_ready *ready_find(orch_store *s, int64_t grain)
+{
+    if (s->nready == 0)
+        return NULL;
+    for (size_t h = ready_hash(s, grain);; h = (h + 1) & (s->ready_ix_size - 1)) {
+        uint32_t i = s->ready_ix[h];
+        if (i == 0)
+            return NULL;
+        if (s->ready[i - 1].grain == grain && s->ready[i - 1].live)
+            return &s->ready[i - 1];
+    }
+}
+
+/* Holds grain's READY back: 1, or 0 when no more can be held (write it now). */
+static int ready_hold(orch_store *s, int64_t grain, int64_t seq, int64_t at)
+{
+    if (s->nready == READY_HELD)
+        return 0;
+    if (s->nready == s->capready) {
+        size_t cap = s->capready ? s->capready * 2 : 1024;
+        struct orch_store_ready *v = realloc(s->ready, cap * sizeof *v);
+        uint32_t *ix = calloc(cap * 2, sizeof *ix);
+        if (!v || !ix) {
+            if (v)
+                s->ready = v;
+            free(ix);
+            return 0; /* no memory to hold it: written now */
+        }
+        s->ready = v;
+        s->capready = cap;
+        free(s->ready_ix);
+        s->ready_ix = ix;
+        s->ready_ix_size = cap * 2;
+        for (size_t i = 0; i < s->nready; i++) { /* index the held ones again */
+            size_t h = ready_hash(s, s->ready[i].grain);
+            while (s->ready_ix[h])
+                h = (h + 1) & (s->ready_ix_size - 1);
+            s->ready_ix[h] = (uint32_t)i + 1;
+        }
+    }
+    size_t h = ready_hash(s, grain);
+    while (s->ready_ix[h])
+        h = (h + 1) & (s->ready_ix_size - 1);
+    s->ready[s->nready] = (struct orch_store_ready){grain, seq, at, true};
+    s->ready_ix[h] = (uint32_t)++s->nready;
+    return 1;
+}
+
+void orch_store__ready_forget(orch_store *s)
+{
+    /* Empties the index slot by slot: as many as were held, not the whole index. */
+    for (size_t i = 0; i < s->nready; i++) {
+        size_t h = ready_hash(s, s->ready[i].grain);
+        while (s->ready_ix[h] != i + 1)
+            h = (h + 1) & (s->ready_ix_size - 1);
+        s->ready_ix[h] = 0;
+    }
+    s->nready = 0;
+}
+
+static int stmt_raw(orch_store *s, enum fact_slot slot, sqlite3_stmt **out, const char *fmt,
+                    va_list ap);
+
+/* orch_store_prepare of a statement that the caller knows to leave held READYs alone: its
+ * first use does not write them (the caller may hold one it is about to use). */
+static int prepare_held(orch_store *s, const char *sql, sqlite3_stmt **out)
+{
+    bool was = s->flushing;
+    s->flushing = true;
+    int rc = orch_store_prepare(s, sql, out);
+    s->flushing = was;
+    return rc;
+}
+static int run(orch_store *s, sqlite3_stmt *st, bool *changed);
+
+static int stmt_of(orch_store *s, enum fact_slot slot, sqlite3_stmt **out, const char *fmt,
+                   ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = stmt_raw(s, slot, out, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+int orch_store__ready_flush(orch_store *s)
+{
+    if (s->nready == 0)
+        return 0;
+    int rc = 0;
+    s->flushing = true;
+    for (size_t i = 0; i < s->nready && rc == 0; i++) {
+        const struct orch_store_ready *r = &s->ready[i];
+        sqlite3_stmt *st;
+        if (!r->live)
+            continue;
+        if ((rc = stmt_of(s, F_GRAIN_READY, &st, "llsls", r->grain, r->seq,
+                          orch_grain_phase_name(ORCH_PHASE_READY), r->at,
+                          orch_grain_phase_name(ORCH_PHASE_WAITING))) == 0)
+            rc = run(s, st, NULL);
+    }
+    s->flushing = false;
+    if (rc == 0)
+        orch_store__ready_forget(s);
+    return rc; /* on failure the caller rolls back, which forgets them */
+}
+
 static int stmt(orch_store *s, enum fact_slot slot, sqlite3_stmt **out, const char *fmt, ...)
+{
+    if (s->nready > 0 && !ready_safe[slot] && !s->flushing) {
+        int rc = orch_store__ready_flush(s);
+        if (rc < 0)
+            return rc;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = stmt_raw(s, slot, out, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+static int stmt_raw(orch_store *s, enum fact_slot slot, sqlite3_stmt **out, const char *fmt,
+                    va_list ap)
 {
     sqlite3_stmt *st = s->fact[slot];
     int rc;
     if (st) {
         sqlite3_reset(st);
     } else {
-        if ((rc = orch_store_prepare(s, fact_sql[slot], &st)) < 0)
+        if ((rc = prepare_held(s, fact_sql[slot], &st)) < 0)
             return rc;
         s->fact[slot] = st;
     }
     assert(sqlite3_bind_parameter_count(st) == (int)strlen(fmt) && "bind every parameter");
-    va_list ap;
-    va_start(ap, fmt);
     rc = SQLITE_OK;
     for (int i = 0; fmt[i] && rc == SQLITE_OK; i++) {
         switch (fmt[i]) {
@@ -241,11 +396,41 @@ static int stmt(orch_store *s, enum fact_slot slot, sqlite3_stmt **out, const ch
             assert(!"unknown bind letter");
         }
     }
-    va_end(ap);
     if (rc != SQLITE_OK)
         return orch_store_error(s, rc, "bind");
     *out = st;
     return 0;
+}
+
+/* ---- the attempt rows of a batch ------------------------------------------------------
+ * A statement per grain paid SQLite's fixed cost of a statement (the step, the reset, the
+ * statement's end) every time, about half of what inserting a small row costs. One
+ * INSERT takes up to 64 rows of a batch (measured: 3.3 us a row alone, 1.5 us in
+ * statements of 64). A statement of 2^k rows is prepared once per size, so that n rows
+ * take at most n / 64 + 6 statements. */
+
+/* The INSERT of 2^size attempt rows: ?1 .. ?5 the batch's worker pid, host, Slurm step,
+ * batch id and start; then grain and generation of each row in turn. */
+static int attempts_stmt(orch_store *s, int size, sqlite3_stmt **out)
+{
+    if ((*out = s->attempt_rows[size]) != NULL) {
+        sqlite3_reset(*out);
+        return 0;
+    }
+    size_t cap = 256 + ((size_t)1 << size) * 48, len;
+    char *sql = malloc(cap);
+    if (!sql)
+        return orch_error_set(-ENOMEM, "out of memory");
+    len = (size_t)snprintf(sql, cap, "INSERT INTO attempt (grain_id, generation, worker_pid, "
+                                     "host, slurm_job, batch, started_at) VALUES ");
+    for (int r = 0; r < 1 << size; r++)
+        len += (size_t)snprintf(sql + len, cap - len, "%s(?%d, ?%d, ?1, ?2, ?3, ?4, ?5)",
+                                r ? ", " : "", 6 + 2 * r, 7 + 2 * r);
+    int rc = prepare_held(s, sql, out);
+    free(sql);
+    if (rc == 0)
+        s->attempt_rows[size] = *out;
+    return rc;
 }
 
 /* Steps a statement that returns no row; *changed (may be NULL) = rows it changed. */
@@ -745,12 +930,106 @@ int orch_store_expansion_take_back(orch_store *s, int call, int64_t parent)
 
 /* ---- grains ---------------------------------------------------------------------------- */
 
-int orch_store_grain_create(orch_store *s, int call, int64_t e, int64_t pending)
+/* ---- the waiting grains -----------------------------------------------------------------
+ * Each input of a grain that becomes terminal looks the grain up by (call, entity)
+ * (grain_input in propagate.c): a SELECT that cost 6,000 instructions of the driver's
+ * ~90,000 per grain (callgrind, scripts/bench/scheduler's pipeline). The grains this
+ * connection creates are kept here while they wait, with what the look-up needs; a
+ * grain leaves when it becomes READY or is sealed unrun, every write of its pending
+ * count is applied here too, and a rollback forgets them all. A grain that is not here
+ * (made by an earlier run, re-opened, or past WAITING_MAX) is read from its row, as
+ * always. With ORCH_STORE_CHECKS every look-up that is answered here is compared with
+ * the row. */
+#define WAITING_MAX ((size_t)1 << 18)
+
+static size_t wait_hash(const orch_store *s, int call, int64_t e)
+{
+    uint64_t k = (uint64_t)e * UINT64_C(0x9e3779b97f4a7c15) ^ (uint64_t)call;
+    return (size_t)((k * UINT64_C(0xbf58476d1ce4e5b9)) >> 32) & (s->wait_size - 1);
+}
+
+static struct orch_store_waiting *wait_find(orch_store *s, int call, int64_t e)
+{
+    if (s->nwait == 0)
+        return NULL;
+    for (size_t h = wait_hash(s, call, e);; h = (h + 1) & (s->wait_size - 1)) {
+        struct orch_store_waiting *w = &s->wait[h];
+        if (w->id == 0)
+            return NULL;
+        if (w->entity == e && w->call == call)
+            return w;
+    }
+}
+
+static void wait_put(orch_store *s, const struct orch_store_waiting *v)
+{
+    if (s->nwait >= WAITING_MAX)
+        return;
+    if ((s->nwait + 1) * 2 > s->wait_size) { /* at most half full */
+        size_t size = s->wait_size ? s->wait_size * 2 : 4096;
+        struct orch_store_waiting *t = calloc(size, sizeof *t), *old = s->wait;
+        if (!t)
+            return; /* not kept: looked up in its row */
+        size_t old_size = s->wait_size;
+        s->wait = t;
+        s->wait_size = size;
+        for (size_t i = 0; i < old_size; i++) {
+            if (old[i].id == 0)
+                continue;
+            size_t h = wait_hash(s, old[i].call, old[i].entity);
+            while (t[h].id)
+                h = (h + 1) & (size - 1);
+            t[h] = old[i];
+        }
+        free(old);
+    }
+    size_t h = wait_hash(s, v->call, v->entity);
+    while (s->wait[h].id)
+        h = (h + 1) & (s->wait_size - 1);
+    s->wait[h] = *v;
+    s->nwait++;
+}
+
+/* Removes (call, e), moving later entries of its probe run back (no tombstones). */
+static void wait_drop(orch_store *s, int call, int64_t e)
+{
+    struct orch_store_waiting *w = wait_find(s, call, e);
+    if (!w)
+        return;
+    size_t mask = s->wait_size - 1, hole = (size_t)(w - s->wait);
+    s->wait[hole].id = 0;
+    s->nwait--;
+    for (size_t i = (hole + 1) & mask; s->wait[i].id; i = (i + 1) & mask) {
+        size_t home = wait_hash(s, s->wait[i].call, s->wait[i].entity);
+        /* It may fill the hole if its home is not in the cyclic range (hole, i]. */
+        if (((i - home) & mask) >= ((i - hole) & mask)) {
+            s->wait[hole] = s->wait[i];
+            s->wait[i].id = 0;
+            hole = i;
+        }
+    }
+}
+
+void orch_store__waiting_forget(orch_store *s)
+{
+    if (s->nwait)
+        memset(s->wait, 0, s->wait_size * sizeof *s->wait);
+    s->nwait = 0;
+}
+
+int orch_store_grain_create(orch_store *s, int call, int64_t e, int64_t parent, int64_t pending)
 {
     sqlite3_stmt *st;
     int rc = stmt(s, F_GRAIN_CREATE, &st, "ilsl", call, e,
                   orch_grain_phase_name(ORCH_PHASE_WAITING), pending);
-    return rc < 0 ? rc : run(s, st, NULL);
+    if (rc < 0 || (rc = run(s, st, NULL)) < 0)
+        return rc;
+    wait_put(s, &(struct orch_store_waiting){.entity = e,
+                                             .id = sqlite3_last_insert_rowid(s->db),
+                                             .parent = parent,
+                                             .pending = pending,
+                                             .call = call});
+    return 0;
 }
 
 /* Reads the columns of GRAIN_GET / GRAIN_BY_ID into g. */
@@ -773,10 +1052,47 @@ static int grain_read(orch_store *s, sqlite3_stmt *st, struct orch_grain_row *g)
     if (bad)
         return corrupt_text(s, "grain phase or outcome");
     g->phase = (enum orch_grain_phase)phase;
+    const struct orch_store_ready *r;
+    if (g->phase == ORCH_PHASE_WAITING && (r = ready_find(s, g->id)) != NULL) {
+        g->phase = ORCH_PHASE_READY; /* as it will be written */
+        g->pending = 0;
+        g->seq = r->seq;
+    }
     return 0;
 }
 
+static int grain_get_row(orch_store *s, int call, int64_t e, bool root,
+                         struct orch_grain_row *g);
+
 int orch_store_grain_get(orch_store *s, int call, int64_t e, bool root,
+                         struct orch_grain_row *g)
+{
+    const struct orch_store_waiting *w = wait_find(s, call, e);
+    if (!w)
+        return grain_get_row(s, call, e, root, g);
+    *g = (struct orch_grain_row){.id = w->id,
+                                 .call = call,
+                                 .entity = e,
+                                 .parent = w->parent,
+                                 .phase = ORCH_PHASE_WAITING,
+                                 .outcome = -1,
+                                 .pending = w->pending};
+    if (!s->checks)
+        return 0;
+    struct orch_grain_row r;
+    int rc = grain_get_row(s, call, e, root, &r);
+    if (rc == 0 && (r.id != g->id || r.parent != g->parent || r.phase != g->phase ||
+                    r.pending != g->pending || r.generation != 0 || r.outcome != -1))
+        rc = orch_error_set(ORCH_ECORRUPT,
+                            "%s: grain %lld as kept (parent %lld, pending %lld) is not its "
+                            "row (grain %lld, parent %lld, phase %d, pending %lld)",
+                            s->path, (long long)g->id, (long long)g->parent,
+                            (long long)g->pending, (long long)r.id, (long long)r.parent,
+                            (int)r.phase, (long long)r.pending);
+    return rc;
+}
+
+static int grain_get_row(orch_store *s, int call, int64_t e, bool root,
                          struct orch_grain_row *g)
 {
     sqlite3_stmt *st;
@@ -801,27 +1117,50 @@ int orch_store_grain_by_id(orch_store *s, int64_t id, struct orch_grain_row *g)
     return grain_read(s, st, g);
 }
 
-int orch_store_grain_set_pending(orch_store *s, int64_t grain, int64_t pending)
+int orch_store_grain_set_pending(orch_store *s, const struct orch_grain_row *g,
+                                 int64_t pending)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_GRAIN_SET_PENDING, &st, "ll", pending, grain);
-    return rc < 0 ? rc : run(s, st, NULL);
+    int rc = stmt(s, F_GRAIN_SET_PENDING, &st, "ll", pending, g->id);
+    if (rc < 0 || (rc = run(s, st, NULL)) < 0)
+        return rc;
+    struct orch_store_waiting *w = wait_find(s, g->call, g->entity);
+    if (w)
+        w->pending = pending;
+    return 0;
 }
 
-int orch_store_grain_ready(orch_store *s, int64_t grain, int64_t seq)
+int orch_store_grain_ready(orch_store *s, const struct orch_grain_row *g, int64_t seq)
 {
+    assert(orch_store_in_txn(s));
+    wait_drop(s, g->call, g->entity);
+    int64_t grain = g->id;
+    int64_t at = now_ms();
+    if (ready_hold(s, grain, seq, at))
+        return 0;
     sqlite3_stmt *st;
-    int rc = stmt(s, F_GRAIN_READY, &st, "llsl", grain, seq,
-                  orch_grain_phase_name(ORCH_PHASE_READY), now_ms());
+    int rc = stmt(s, F_GRAIN_READY, &st, "llsls", grain, seq,
+                  orch_grain_phase_name(ORCH_PHASE_READY), at,
+                  orch_grain_phase_name(ORCH_PHASE_WAITING));
     return rc < 0 ? rc : run(s, st, NULL);
 }
 
 int orch_store_grain_dispatch(orch_store *s, int64_t grain, uint32_t generation, bool *done)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_GRAIN_DISPATCH, &st, "llss", grain, (int64_t)generation,
-                  orch_grain_phase_name(ORCH_PHASE_READY),
-                  orch_grain_phase_name(ORCH_PHASE_IN_FLIGHT));
+    struct orch_store_ready *r = ready_find(s, grain);
+    int rc;
+    if (r) { /* READY in this transaction, not written yet: both in one */
+        rc = stmt(s, F_GRAIN_DISPATCH_READY, &st, "llssll", grain, (int64_t)generation,
+                  orch_grain_phase_name(ORCH_PHASE_WAITING),
+                  orch_grain_phase_name(ORCH_PHASE_IN_FLIGHT), r->seq, r->at);
+        if (rc == 0 && (rc = run(s, st, done)) == 0 && *done)
+            r->live = false;
+        return rc;
+    }
+    rc = stmt(s, F_GRAIN_DISPATCH, &st, "llss", grain, (int64_t)generation,
+              orch_grain_phase_name(ORCH_PHASE_READY),
+              orch_grain_phase_name(ORCH_PHASE_IN_FLIGHT));
     return rc < 0 ? rc : run(s, st, done);
 }
 
@@ -835,8 +1174,9 @@ int orch_store_grain_requeue(orch_store *s, int64_t grain, uint32_t generation, 
     return rc < 0 ? rc : run(s, st, done);
 }
 
-int orch_store_grain_seal(orch_store *s, int64_t grain, enum orch_grain_outcome o,
-                          bool in_flight, uint32_t generation, bool *done)
+int orch_store_grain_seal(orch_store *s, int64_t grain, int call, int64_t e,
+                          enum orch_grain_outcome o, bool in_flight, uint32_t generation,
+                          bool *done)
 {
     sqlite3_stmt *st;
     const char *sealed = orch_grain_phase_name(ORCH_PHASE_SEALED);
@@ -847,7 +1187,13 @@ int orch_store_grain_seal(orch_store *s, int64_t grain, enum orch_grain_outcome 
                               orch_grain_outcome_name(o),
                               orch_grain_phase_name(ORCH_PHASE_WAITING),
                               orch_grain_phase_name(ORCH_PHASE_READY), sealed);
-    return rc < 0 ? rc : run(s, st, done);
+    if (rc == 0 && (rc = run(s, st, done)) == 0 && *done && !in_flight) {
+        wait_drop(s, call, e);
+        struct orch_store_ready *r = ready_find(s, grain);
+        if (r) /* sealed before its READY was written: it never will be */
+            r->live = false;
+    }
+    return rc;
 }
 
 int orch_store_grain_reopen(orch_store *s, int64_t grain, bool *done)
@@ -1036,6 +1382,56 @@ int orch_store_attempt_begin(orch_store *s, int64_t grain, uint32_t generation, 
     if (rc == 0 && (rc = run(s, st, NULL)) == 0)
         *row = sqlite3_last_insert_rowid(s->db);
     return rc;
+}
+
+int orch_store_attempts_begin(orch_store *s, const struct orch_grain_at *g, size_t n, int pid,
+                              const char *host, const char *slurm_job, uint64_t batch,
+                              int64_t *first)
+{
+    assert(orch_store_in_txn(s) && n > 0);
+    const int64_t now = now_ms();
+    *first = 0;
+    for (size_t done = 0; done < n;) {
+        int size = 0; /* the largest power of two rows left, at most 2^(SIZES - 1) */
+        while (size + 1 < ORCH_STORE_ATTEMPT_SIZES && ((size_t)2 << size) <= n - done)
+            size++;
+        sqlite3_stmt *st;
+        int rc = attempts_stmt(s, size, &st), b = SQLITE_OK;
+        /* Both strings outlive the statement's run (bound SQLITE_STATIC). */
+        if (rc == 0) {
+            b = sqlite3_bind_int(st, 1, pid);
+            if (b == SQLITE_OK)
+                b = sqlite3_bind_text(st, 2, host && *host ? host : NULL, -1, SQLITE_STATIC);
+            if (b == SQLITE_OK)
+                b = sqlite3_bind_text(st, 3, slurm_job && *slurm_job ? slurm_job : NULL, -1,
+                                      SQLITE_STATIC);
+            if (b == SQLITE_OK)
+                b = sqlite3_bind_int64(st, 4, (int64_t)batch);
+            if (b == SQLITE_OK)
+                b = sqlite3_bind_int64(st, 5, now);
+            for (int r = 0; r < 1 << size && b == SQLITE_OK; r++) {
+                b = sqlite3_bind_int64(st, 6 + 2 * r, g[done + (size_t)r].grain);
+                if (b == SQLITE_OK)
+                    b = sqlite3_bind_int64(st, 7 + 2 * r, g[done + (size_t)r].generation);
+            }
+            if (b != SQLITE_OK)
+                rc = orch_store_error(s, b, "bind");
+        }
+        if (rc < 0 || (rc = run(s, st, NULL)) < 0)
+            return rc;
+        /* One INSERT numbers its rows one after the other, in the order of VALUES, and
+         * nothing else inserts attempts meanwhile: the rows are consecutive. */
+        int64_t last = sqlite3_last_insert_rowid(s->db);
+        done += (size_t)1 << size;
+        if (*first == 0)
+            *first = last - ((int64_t)1 << size) + 1;
+        if (last != *first + (int64_t)done - 1)
+            return orch_error_set(ORCH_ECORRUPT,
+                                  "%s: the attempt rows of a batch are not consecutive "
+                                  "(%lld after %lld for %zu rows)",
+                                  s->path, (long long)last, (long long)*first, done);
+    }
+    return 0;
 }
 
 int orch_store_attempt_end(orch_store *s, int64_t row, enum orch_attempt_outcome o,

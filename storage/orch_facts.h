@@ -183,8 +183,10 @@ struct orch_grain_row {
     uint32_t attempts; /* filled only by orch_store_grains_ready (see there) */
 };
 
-/* Creates the WAITING grain (call, e) with `pending` inputs not terminal. */
-int orch_store_grain_create(orch_store *s, int call, int64_t e, int64_t pending);
+/* Creates the WAITING grain (call, e), e a child of `parent` (0 for a root), with
+ * `pending` inputs not terminal. */
+int orch_store_grain_create(orch_store *s, int call, int64_t e, int64_t parent,
+                            int64_t pending);
 
 /* Reads grain (call, e) (root: the entity has no parent, and the look-up skips the join).
  * ORCH_ECORRUPT when it does not exist. */
@@ -194,10 +196,11 @@ int orch_store_grain_get(orch_store *s, int call, int64_t e, bool root,
 /* Reads grain `id`. ORCH_ECORRUPT when it does not exist. */
 int orch_store_grain_by_id(orch_store *s, int64_t id, struct orch_grain_row *g);
 
-int orch_store_grain_set_pending(orch_store *s, int64_t grain, int64_t pending);
+int orch_store_grain_set_pending(orch_store *s, const struct orch_grain_row *g,
+                                 int64_t pending);
 
-/* WAITING (or re-opened) → READY with ready_seq `seq`. */
-int orch_store_grain_ready(orch_store *s, int64_t grain, int64_t seq);
+/* g, WAITING (or re-opened) → READY with ready_seq `seq`. */
+int orch_store_grain_ready(orch_store *s, const struct orch_grain_row *g, int64_t seq);
 
 /* READY → IN_FLIGHT, if the grain is READY at `generation`; *done tells. */
 int orch_store_grain_dispatch(orch_store *s, int64_t grain, uint32_t generation, bool *done);
@@ -206,10 +209,11 @@ int orch_store_grain_dispatch(orch_store *s, int64_t grain, uint32_t generation,
 int orch_store_grain_requeue(orch_store *s, int64_t grain, uint32_t generation, int64_t seq,
                              bool *done);
 
-/* Seals grain with outcome o. in_flight: only if IN_FLIGHT at `generation` (a report);
+/* Seals grain (call, e) with outcome o. in_flight: only if IN_FLIGHT at `generation` (a report);
  * else only if WAITING or READY (sealed without running). *done tells. */
-int orch_store_grain_seal(orch_store *s, int64_t grain, enum orch_grain_outcome o,
-                          bool in_flight, uint32_t generation, bool *done);
+int orch_store_grain_seal(orch_store *s, int64_t grain, int call, int64_t e,
+                          enum orch_grain_outcome o, bool in_flight, uint32_t generation,
+                          bool *done);
 
 /* `orch retry`: SEALED → WAITING with generation+1 and no outcome; *done tells. */
 int orch_store_grain_reopen(orch_store *s, int64_t grain, bool *done);
@@ -263,6 +267,18 @@ int orch_store_budgets_set(orch_store *s, int64_t max_unsealed, int64_t max_live
 int orch_store_attempt_begin(orch_store *s, int64_t grain, uint32_t generation, int pid,
                              const char *host, const char *slurm_job,
                              uint64_t batch, int64_t *row);
+
+/* A grain at a generation: what the statements over a whole batch take. */
+struct orch_grain_at {
+    int64_t grain;
+    uint32_t generation;
+};
+
+/* attempt_begin of the n grains of one batch, in a few statements: their rows are
+ * *first, *first + 1, ... in the order of g. */
+int orch_store_attempts_begin(orch_store *s, const struct orch_grain_at *g, size_t n, int pid,
+                              const char *host, const char *slurm_job, uint64_t batch,
+                              int64_t *first);
 
 /* Ends attempt `row` now with outcome o and message (NULL or "" for none). */
 int orch_store_attempt_end(orch_store *s, int64_t row, enum orch_attempt_outcome o,

@@ -242,6 +242,7 @@ static int configure(orch_store *s)
 {
     sqlite3_extended_result_codes(s->db, 1);
     sqlite3_busy_timeout(s->db, ORCH_STORE_BUSY_TIMEOUT_MS);
+    s->checks = enforce_checks();
     int rc;
     const char *sql = s->flags & ORCH_STORE_SYNC_FULL ? "PRAGMA synchronous = FULL;"
                                                       : "PRAGMA synchronous = NORMAL;";
@@ -368,6 +369,9 @@ static char *immutable_uri(const char *path)
 static void free_store(orch_store *s)
 {
     free(s->cache);
+    free(s->ready);
+    free(s->ready_ix);
+    free(s->wait);
     free(s->path);
     free(s);
 }
@@ -495,6 +499,12 @@ int orch_store_schema_found(const orch_store *s)
 int orch_store_exec(orch_store *s, const char *sql)
 {
     assert_owner(s);
+    if (s->nready > 0 && !s->flushing) { /* any SQL may read what they change */
+        int rc = orch_store__ready_flush(s);
+        if (rc < 0)
+            return rc;
+    }
+    orch_store__waiting_forget(s); /* and it may change the grains kept for look-ups */
     char *err = NULL;
     int rc = sqlite3_exec(s->db, sql, NULL, NULL, &err);
     if (rc == SQLITE_OK)
@@ -517,6 +527,12 @@ static unsigned hash_text(const char *s)
 int orch_store_prepare(orch_store *s, const char *sql, sqlite3_stmt **out)
 {
     assert_owner(s);
+    /* A statement that facts.c did not make may read what a late READY would change. */
+    if (s->nready > 0 && !s->flushing) {
+        int rc = orch_store__ready_flush(s);
+        if (rc < 0)
+            return rc;
+    }
     unsigned h = hash_text(sql);
     /* A linear scan: the engine has a few dozen fixed texts, and one step of any of them
      * costs far more than this loop. */
@@ -582,7 +598,9 @@ int orch_store_commit(orch_store *s)
 {
     assert_owner(s);
     assert(s->in_txn && "commit without orch_store_begin");
-    int rc = orch_store__payload_mark_raise(s);
+    int rc = orch_store__ready_flush(s);
+    if (rc == 0)
+        rc = orch_store__payload_mark_raise(s);
     if (rc == 0)
         rc = run_control(s, "COMMIT");
     if (rc == 0)
@@ -595,6 +613,8 @@ int orch_store_commit(orch_store *s)
          * failure is kept: it is the one that matters. */
         char keep[1024];
         snprintf(keep, sizeof keep, "%s", orch_error_detail());
+        orch_store__ready_forget(s);
+        orch_store__waiting_forget(s);
         (void)run_control(s, "ROLLBACK"); /* prepared by open: needs no memory */
         orch_error_set(rc, "%s", keep);
     }
@@ -608,6 +628,8 @@ int orch_store_rollback(orch_store *s)
     assert_owner(s);
     assert(s->in_txn && "rollback without orch_store_begin");
     int rc = 0;
+    orch_store__ready_forget(s);
+    orch_store__waiting_forget(s);
     /* SQLite rolls back by itself after some errors (SQLITE_FULL, SQLITE_NOMEM, ...):
      * then there is nothing left to roll back. */
     if (!sqlite3_get_autocommit(s->db))

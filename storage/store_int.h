@@ -36,6 +36,22 @@ struct orch_store_cached {
 /* Statement slots of facts.c (one per statement it runs): pointers into the cache. */
 #define ORCH_STORE_FACT_SLOTS 80
 
+/* facts.c inserts a batch's attempt rows 2^0 .. 2^(SIZES - 1) rows a statement. */
+#define ORCH_STORE_ATTEMPT_SIZES 7
+
+/* A READY not written yet (facts.c, "READY written late"). */
+struct orch_store_ready {
+    int64_t grain, seq, at;
+    bool live; /* false once dispatched or sealed in the same transaction */
+};
+
+/* A WAITING grain as facts.c keeps it for look-ups by (call, entity) ("the waiting
+ * grains", facts.c). id 0: an empty slot. */
+struct orch_store_waiting {
+    int64_t entity, id, parent, pending;
+    int call;
+};
+
 /* Fields are written by the store's own functions only. */
 struct orch_store {
     sqlite3 *db;
@@ -53,7 +69,30 @@ struct orch_store {
      * included; payload_mark: the largest this connection has committed to job.payload_mark
      * (0 until it raises it). The commit raises the row when payload_named is above. */
     uint64_t payload_named, payload_mark;
+    /* facts.c: the INSERTs of 1, 2, 4, ... attempt rows (attempts_stmt): pointers into
+     * the cache above, prepared on first use. */
+    sqlite3_stmt *attempt_rows[ORCH_STORE_ATTEMPT_SIZES];
+    /* facts.c: the grains made READY in the open transaction and not written yet, in that
+     * order, and an open-addressing index of them by grain id (entry + 1; 0 is empty). */
+    struct orch_store_ready *ready;
+    size_t nready, capready;
+    uint32_t *ready_ix;
+    size_t ready_ix_size; /* a power of two, twice capready at least; 0 before first use */
+    bool flushing;
+    /* facts.c: the waiting grains made by this connection, open addressing by (call,
+     * entity) with linear probing; wait_size a power of two (0 before first use). */
+    struct orch_store_waiting *wait;
+    size_t nwait, wait_size;
+    bool checks; /* ORCH_STORE_CHECKS: every cached look-up is compared with the row */
 };
+
+/* Writes the READY transitions held back in the open transaction (facts.c): called
+ * before any statement that may read them, and by commit. Returns 0 or an error. */
+int orch_store__ready_flush(orch_store *s);
+/* Forgets them (rollback). */
+void orch_store__ready_forget(orch_store *s);
+/* Forgets the waiting grains kept for look-ups (rollback). */
+void orch_store__waiting_forget(orch_store *s);
 
 /* orch_store_open with a given migration list, for tests of the migration machinery
  * (older, newer and failing schemas). migs[i].version must be i + 1. */

@@ -141,7 +141,7 @@ static void test_grain_transitions(void **state)
     struct fx *f = *state;
     int64_t root, kids[2];
     hierarchy(f->s, &root, kids);
-    assert_int_equal(orch_store_grain_create(f->s, 1, kids[0], 1), 0);
+    assert_int_equal(orch_store_grain_create(f->s, 1, kids[0], root, 1), 0);
     struct orch_grain_row g;
     assert_int_equal(orch_store_grain_get(f->s, 1, kids[0], false, &g), 0);
     assert_int_equal(g.phase, ORCH_PHASE_WAITING);
@@ -155,7 +155,7 @@ static void test_grain_transitions(void **state)
     /* not READY yet: no dispatch */
     assert_int_equal(orch_store_grain_dispatch(f->s, g.id, 0, &done), 0);
     assert_false(done);
-    assert_int_equal(orch_store_grain_ready(f->s, g.id, 7), 0);
+    assert_int_equal(orch_store_grain_ready(f->s, &g, 7), 0);
     /* a wrong generation: no dispatch */
     assert_int_equal(orch_store_grain_dispatch(f->s, g.id, 1, &done), 0);
     assert_false(done);
@@ -173,11 +173,11 @@ static void test_grain_transitions(void **state)
     assert_int_equal(orch_store_grain_dispatch(f->s, g.id, 1, &done), 0);
     assert_true(done);
     /* a stale report (generation 0) seals nothing; the current one seals */
-    assert_int_equal(orch_store_grain_seal(f->s, g.id, ORCH_OUTCOME_OK, true, 0, &done), 0);
+    assert_int_equal(orch_store_grain_seal(f->s, g.id, 1, kids[0], ORCH_OUTCOME_OK, true, 0, &done), 0);
     assert_false(done);
-    assert_int_equal(orch_store_grain_seal(f->s, g.id, ORCH_OUTCOME_OK, true, 1, &done), 0);
+    assert_int_equal(orch_store_grain_seal(f->s, g.id, 1, kids[0], ORCH_OUTCOME_OK, true, 1, &done), 0);
     assert_true(done);
-    assert_int_equal(orch_store_grain_seal(f->s, g.id, ORCH_OUTCOME_FAILED, true, 1, &done), 0);
+    assert_int_equal(orch_store_grain_seal(f->s, g.id, 1, kids[0], ORCH_OUTCOME_FAILED, true, 1, &done), 0);
     assert_false(done); /* a sealed grain is never sealed again */
     assert_int_equal(orch_store_grain_by_id(f->s, g.id, &g), 0);
     assert_int_equal(g.phase, ORCH_PHASE_SEALED);
@@ -190,7 +190,7 @@ static void test_grain_transitions(void **state)
     assert_int_equal(g.generation, 2);
     assert_int_equal(g.outcome, -1);
     /* sealed without running: only from WAITING or READY */
-    assert_int_equal(orch_store_grain_seal(f->s, g.id, ORCH_OUTCOME_SUPPRESSED, false, 0, &done),
+    assert_int_equal(orch_store_grain_seal(f->s, g.id, 1, kids[0], ORCH_OUTCOME_SUPPRESSED, false, 0, &done),
                      0);
     assert_true(done);
 }
@@ -207,6 +207,128 @@ static const char *outcome_of(orch_store *s, int64_t row)
     snprintf(buf, sizeof buf, "%s", (const char *)sqlite3_column_text(st, 0));
     sqlite3_reset(st);
     return buf;
+}
+
+/* The grain's row as stored, read on the raw handle (no held READY is written first):
+ * "phase ready_seq pending", ready_seq -1 for NULL. */
+static const char *raw_row(orch_store *s, int64_t grain)
+{
+    static char buf[64];
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(orch_store_db(s),
+                                        "SELECT phase, coalesce(ready_seq, -1), pending, "
+                                        "ready_at IS NOT NULL FROM grain WHERE id = ?",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_bind_int64(st, 1, grain), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    snprintf(buf, sizeof buf, "%s %lld %lld%s", (const char *)sqlite3_column_text(st, 0),
+             (long long)sqlite3_column_int64(st, 1), (long long)sqlite3_column_int64(st, 2),
+             sqlite3_column_int(st, 3) ? " at" : "");
+    sqlite3_finalize(st);
+    return buf;
+}
+
+/* A READY is held until the commit: look-ups see it, a dispatch in the same transaction
+ * writes READY and IN_FLIGHT at once, a seal forgets it, a rollback loses it. */
+static void test_ready_held(void **state)
+{
+    struct fx *f = *state;
+    int64_t root, kids[2];
+    hierarchy(f->s, &root, kids);
+    struct orch_grain_row g[2], r;
+    bool done;
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(orch_store_grain_create(f->s, 1, kids[i], root, 1), 0);
+        assert_int_equal(orch_store_grain_get(f->s, 1, kids[i], false, &g[i]), 0);
+        assert_int_equal(orch_store_grain_ready(f->s, &g[i], 30 + i), 0);
+    }
+    assert_string_equal(raw_row(f->s, g[0].id), "waiting -1 1"); /* not written yet */
+    assert_int_equal(orch_store_grain_get(f->s, 1, kids[0], false, &r), 0);
+    assert_int_equal(r.phase, ORCH_PHASE_READY);
+    assert_int_equal(r.seq, 30);
+    assert_int_equal(r.pending, 0);
+    assert_int_equal(orch_store_grain_by_id(f->s, g[1].id, &r), 0);
+    assert_int_equal(r.phase, ORCH_PHASE_READY);
+    /* a wrong generation takes nothing; the right one writes both steps in one */
+    assert_int_equal(orch_store_grain_dispatch(f->s, g[0].id, 1, &done), 0);
+    assert_false(done);
+    assert_int_equal(orch_store_grain_dispatch(f->s, g[0].id, 0, &done), 0);
+    assert_true(done);
+    assert_string_equal(raw_row(f->s, g[0].id), "in_flight 30 0 at");
+    assert_int_equal(orch_store_grain_dispatch(f->s, g[0].id, 0, &done), 0);
+    assert_false(done); /* once */
+    /* any other statement writes what is held first */
+    assert_int_equal(orch_store_exec(f->s, "SELECT 1"), 0);
+    assert_string_equal(raw_row(f->s, g[1].id), "ready 31 0 at");
+    assert_int_equal(orch_store_commit(f->s), 0);
+
+    /* sealed before the commit: the held READY is never written */
+    int64_t third;
+    assert_int_equal(orch_store_begin(f->s), 0);
+    assert_int_equal(orch_store_entity_put(f->s, 1, root, 2, NULL, &third), 0);
+    assert_int_equal(orch_store_grain_create(f->s, 1, third, root, 1), 0);
+    assert_int_equal(orch_store_grain_get(f->s, 1, third, false, &r), 0);
+    assert_int_equal(orch_store_grain_ready(f->s, &r, 40), 0);
+    assert_int_equal(orch_store_grain_seal(f->s, r.id, 1, third, ORCH_OUTCOME_SUPPRESSED, false,
+                                           0, &done),
+                     0);
+    assert_true(done);
+    assert_int_equal(orch_store_grain_dispatch(f->s, r.id, 0, &done), 0);
+    assert_false(done);
+    assert_int_equal(orch_store_commit(f->s), 0);
+    assert_string_equal(raw_row(f->s, r.id), "sealed -1 0");
+
+    /* rolled back: neither the grain nor its READY, and no look-up finds it */
+    assert_int_equal(orch_store_begin(f->s), 0);
+    int64_t fourth;
+    assert_int_equal(orch_store_entity_put(f->s, 1, root, 3, NULL, &fourth), 0);
+    assert_int_equal(orch_store_grain_create(f->s, 1, fourth, root, 2), 0);
+    assert_int_equal(orch_store_grain_get(f->s, 1, fourth, false, &r), 0);
+    assert_int_equal(r.pending, 2);
+    assert_int_equal(orch_store_grain_set_pending(f->s, &r, 1), 0);
+    assert_int_equal(orch_store_grain_get(f->s, 1, fourth, false, &r), 0);
+    assert_int_equal(r.pending, 1); /* the count kept follows the row's */
+    assert_int_equal(orch_store_grain_ready(f->s, &r, 50), 0);
+    assert_int_equal(orch_store_rollback(f->s), 0);
+    assert_int_equal(orch_store_begin(f->s), 0);
+    assert_int_equal(orch_store_grain_get(f->s, 1, fourth, false, &r), ORCH_ECORRUPT);
+}
+
+/* A batch's attempt rows, begun together: consecutive, in the order given, past the
+ * sizes of one statement (64) and in their remainders. */
+static void test_attempts_of_a_batch(void **state)
+{
+    struct fx *f = *state;
+    int64_t root, kids[2];
+    hierarchy(f->s, &root, kids);
+    assert_int_equal(orch_store_grain_create(f->s, 1, kids[0], root, 1), 0);
+    struct orch_grain_row g;
+    assert_int_equal(orch_store_grain_get(f->s, 1, kids[0], false, &g), 0);
+    int64_t one, first;
+    assert_int_equal(orch_store_attempt_begin(f->s, g.id, 0, 1, "h", NULL, 1, &one), 0);
+    enum { N = 64 + 32 + 4 + 1 };
+    struct orch_grain_at at[N];
+    for (int i = 0; i < N; i++) /* any grain ids: the rows take them as given */
+        at[i] = (struct orch_grain_at){g.id, (uint32_t)i};
+    assert_int_equal(orch_store_attempts_begin(f->s, at, N, 77, "host", "9.1", 2, &first), 0);
+    assert_int_equal(first, one + 1);
+    sqlite3_stmt *st;
+    assert_int_equal(orch_store_prepare(f->s, "SELECT count(*), min(id), max(id), "
+                                              "sum(generation = id - ?1), "
+                                              "sum(worker_pid = 77 AND host = 'host' AND "
+                                              "slurm_job = '9.1' AND batch = 2 AND "
+                                              "outcome IS NULL) FROM attempt WHERE id >= ?1",
+                                        &st),
+                     0);
+    assert_int_equal(sqlite3_bind_int64(st, 1, first), SQLITE_OK);
+    assert_int_equal(orch_store_step(f->s, st), 1);
+    assert_int_equal(sqlite3_column_int64(st, 0), N);
+    assert_int_equal(sqlite3_column_int64(st, 1), first);
+    assert_int_equal(sqlite3_column_int64(st, 2), first + N - 1);
+    assert_int_equal(sqlite3_column_int64(st, 3), N); /* row first + i has generation i */
+    assert_int_equal(sqlite3_column_int64(st, 4), N);
+    sqlite3_reset(st);
 }
 
 static int collect_ready(void *ctx, const struct orch_grain_row *g)
@@ -227,9 +349,9 @@ static void test_recovery(void **state)
     struct orch_grain_row g[2];
     bool done;
     for (int i = 0; i < 2; i++) {
-        assert_int_equal(orch_store_grain_create(f->s, 1, kids[i], 1), 0);
+        assert_int_equal(orch_store_grain_create(f->s, 1, kids[i], root, 1), 0);
         assert_int_equal(orch_store_grain_get(f->s, 1, kids[i], false, &g[i]), 0);
-        assert_int_equal(orch_store_grain_ready(f->s, g[i].id, 20 - i), 0);
+        assert_int_equal(orch_store_grain_ready(f->s, &g[i], 20 - i), 0);
         assert_int_equal(orch_store_grain_dispatch(f->s, g[i].id, 0, &done), 0);
         assert_true(done);
     }
@@ -268,8 +390,8 @@ static void test_barriers(void **state)
     int64_t root, kids[2];
     hierarchy(f->s, &root, kids);
     struct orch_grain_row g;
-    assert_int_equal(orch_store_grain_create(f->s, 1, kids[0], 1), 0);
-    assert_int_equal(orch_store_grain_create(f->s, 1, kids[1], 1), 0);
+    assert_int_equal(orch_store_grain_create(f->s, 1, kids[0], root, 1), 0);
+    assert_int_equal(orch_store_grain_create(f->s, 1, kids[1], root, 1), 0);
     assert_int_equal(orch_store_grain_get(f->s, 1, kids[0], false, &g), 0);
     bool covered, taken;
     assert_int_equal(orch_store_barrier_covers(f->s, 1, root, &covered), 0);
@@ -353,6 +475,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_expansions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_grain_transitions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_recovery, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ready_held, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_attempts_of_a_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_barriers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_next_seq, setup, teardown),
         cmocka_unit_test_setup_teardown(test_job_stop, setup, teardown),

@@ -205,8 +205,9 @@ static int look(void *ctx, const struct orch_sched_qent *e, uint64_t *bytes)
     return 0;
 }
 
-/* The entry whose inputs look() loaded goes IN_FLIGHT with an attempt row, and into the
- * batch; unless it left READY meanwhile (sealed by a barrier): stale, 0. */
+/* The entry whose inputs look() loaded goes IN_FLIGHT, and into the batch; unless it left
+ * READY meanwhile (sealed by a barrier): stale, 0. Its attempt row is begun with the
+ * batch's others (begin_attempts). */
 static int take(void *ctx, const struct orch_sched_qent *e)
 {
     struct reserving *r = ctx;
@@ -219,13 +220,7 @@ static int take(void *ctx, const struct orch_sched_qent *e)
     assert(b->n < b->cap);
     struct orch_sched_slot *s = &b->slot[b->n];
     s->g = e->g;
-    if ((rc = orch_store_attempt_begin(d->job->store, e->g.grain, e->g.generation,
-                                       orch_worker_pid(b->worker),
-                                       orch_worker_host(b->worker),
-                                       orch_worker_slurm_job(b->worker), b->id,
-                                       &s->attempt_row)) < 0)
-        return rc;
-    d->attempt_last = s->attempt_row;
+    s->attempt_row = 0; /* begun with the batch's others once it is complete (reserve) */
     s->first_input = d->inputs.first_input;
     /* Append the wire record; its pointers are fixed up when the batch is complete. The
      * values are counted as they come (nvals), so that n adds cost O(n). The +1: a reduce
@@ -258,6 +253,28 @@ static int take(void *ctx, const struct orch_sched_qent *e)
            sizeof d->inputs.nval);
     b->n++;
     return 1;
+}
+
+/* The attempt rows of a complete batch, in slot order, a few statements for the whole
+ * batch (orch_store_attempts_begin). */
+static int begin_attempts(struct orch_sched *d, struct orch_sched_batch *b)
+{
+    struct orch_grain_at *g = malloc((size_t)b->n * sizeof *g);
+    if (!g)
+        return -ENOMEM;
+    for (int i = 0; i < b->n; i++)
+        g[i] = (struct orch_grain_at){b->slot[i].g.grain, b->slot[i].g.generation};
+    int64_t first;
+    int rc = orch_store_attempts_begin(d->job->store, g, (size_t)b->n,
+                                       orch_worker_pid(b->worker), orch_worker_host(b->worker),
+                                       orch_worker_slurm_job(b->worker), b->id, &first);
+    free(g);
+    if (rc < 0)
+        return rc;
+    for (int i = 0; i < b->n; i++)
+        b->slot[i].attempt_row = first + i;
+    d->attempt_last = first + b->n - 1;
+    return 0;
 }
 
 /* A batch for up to min(batch, queued) grains: a reservation never adds more than it
@@ -320,6 +337,10 @@ static int reserve(struct orch_sched *d, struct orch_sched_call *cr, orch_worker
         return rc;
     }
     assert(rc == b->n);
+    if ((rc = begin_attempts(d, b)) < 0) {
+        batch_free(b);
+        return rc;
+    }
     /* Fix up the record pointers now that the arrays no longer move. */
     size_t off = 0;
     for (int k = 0; k < b->n; k++) {

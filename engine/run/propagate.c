@@ -220,7 +220,7 @@ static int make_ready(orch_prop *p, int stmt, const struct orch_grain_row *g, in
                                  .generation = g->generation,
                                  .in0_state = in0_state,
                                  .in0 = in0};
-    int rc = orch_store_grain_ready(p->store, g->id, ref.seq);
+    int rc = orch_store_grain_ready(p->store, g, ref.seq);
     return rc < 0 ? rc : p->hooks.ready(p->hooks.ctx, &ref);
 }
 
@@ -243,7 +243,7 @@ static int settle(orch_prop *p, int stmt, const struct orch_grain_row *g, const 
     case FATE_WAIT:
         return k->pending == g->pending
                    ? 0
-                   : orch_store_grain_set_pending(p->store, g->id, k->pending);
+                   : orch_store_grain_set_pending(p->store, g, k->pending);
     case FATE_DROPPED:
         return seal_unrun(p, stmt, g->id, g->entity, ORCH_OUTCOME_DROPPED);
     case FATE_READY:
@@ -384,14 +384,14 @@ static int grain_input(orch_prop *p, int stmt, int64_t e, enum orch_item_state s
 /* Creates the grain of `stmt` on a newly published entity e. A new entity has no items
  * and no expansions yet (they are published after it, and count down `pending` then), so
  * every input is pending: no look-ups. */
-static int grain_create(orch_prop *p, int stmt, int64_t e)
+static int grain_create(orch_prop *p, int stmt, int64_t e, int64_t parent)
 {
     const struct orch_stmt *s = orch_plan_stmt(p->plan, stmt);
     int64_t pending = s->op == ORCH_OP_REDUCE ? -1 : s->nin;
     if (s->op == ORCH_OP_EXPAND_ALIGNED)
         pending++; /* and the plain expansion of e into the target domain */
     assert(pending != 0); /* a statement has at least one input */
-    int rc = orch_store_grain_create(p->store, s->call, e, pending);
+    int rc = orch_store_grain_create(p->store, s->call, e, parent, pending);
     if (rc < 0)
         return rc;
     p->counts[s->call].created++;
@@ -431,7 +431,7 @@ int prop__seal(orch_prop *p, int stmt, int64_t grain, int64_t e, enum orch_grain
                bool in_flight, uint32_t generation, uint64_t in0, bool *sealed)
 {
     const struct orch_stmt *s = orch_plan_stmt(p->plan, stmt);
-    int rc = orch_store_grain_seal(p->store, grain, o, in_flight, generation, sealed);
+    int rc = orch_store_grain_seal(p->store, grain, s->call, e, o, in_flight, generation, sealed);
     if (rc < 0 || !*sealed)
         return rc;
     count_sealed(p, s->call, o);
@@ -468,7 +468,7 @@ int prop__entity_publish(orch_prop *p, int d, int64_t parent, int64_t ordinal, c
     *out = e;
     const struct dom_topo *t = &p->dom[d];
     for (int i = 0; i < t->ngrain; i++)
-        if ((rc = grain_create(p, t->grain_stmts[i], e)) < 0)
+        if ((rc = grain_create(p, t->grain_stmts[i], e, parent)) < 0)
             return rc;
     /* Broadcasts whose ancestor item is already terminal reach the new entity now; the
      * others reach it when that item is published (notify, below). */
