@@ -111,7 +111,9 @@ void orch_store_close(orch_store *s);
 
 /* The raw connection, for the engine's own queries. Owned by the store: do not close it,
  * do not run BEGIN/COMMIT/ROLLBACK on it (use the functions below). Valid until
- * orch_store_close(). */
+ * orch_store_close(). Inside a transaction, the writes the store holds back (facts.c:
+ * grains, READYs and items written late) are written first, so that queries on the
+ * connection see them; if that fails, the commit fails too. */
 sqlite3 *orch_store_db(orch_store *s);
 
 /* The path given to orch_store_open(); valid until orch_store_close(). */

@@ -371,6 +371,8 @@ static void free_store(orch_store *s)
     free(s->cache);
     free(s->ready);
     free(s->ready_ix);
+    free(s->created);
+    free(s->items);
     free(s->wait);
     free(s->path);
     free(s);
@@ -471,6 +473,8 @@ void orch_store_close(orch_store *s)
 
 sqlite3 *orch_store_db(orch_store *s)
 {
+    if (orch_store__holds(s) && !s->flushing)
+        (void)orch_store__held_flush(s); /* a failure stays held: the commit fails on it */
     return s->db;
 }
 
@@ -499,12 +503,13 @@ int orch_store_schema_found(const orch_store *s)
 int orch_store_exec(orch_store *s, const char *sql)
 {
     assert_owner(s);
-    if (s->nready > 0 && !s->flushing) { /* any SQL may read what they change */
-        int rc = orch_store__ready_flush(s);
+    if (orch_store__holds(s) && !s->flushing) { /* any SQL may read what they change */
+        int rc = orch_store__held_flush(s);
         if (rc < 0)
             return rc;
     }
     orch_store__waiting_forget(s); /* and it may change the grains kept for look-ups */
+    s->next_grain = 0;             /* or add grains */
     char *err = NULL;
     int rc = sqlite3_exec(s->db, sql, NULL, NULL, &err);
     if (rc == SQLITE_OK)
@@ -528,8 +533,8 @@ int orch_store_prepare(orch_store *s, const char *sql, sqlite3_stmt **out)
 {
     assert_owner(s);
     /* A statement that facts.c did not make may read what a late READY would change. */
-    if (s->nready > 0 && !s->flushing) {
-        int rc = orch_store__ready_flush(s);
+    if (orch_store__holds(s) && !s->flushing) {
+        int rc = orch_store__held_flush(s);
         if (rc < 0)
             return rc;
     }
@@ -559,6 +564,12 @@ int orch_store_prepare(orch_store *s, const char *sql, sqlite3_stmt **out)
 
 int orch_store_step(orch_store *s, sqlite3_stmt *stmt)
 {
+    /* After some errors (SQLITE_FULL, SQLITE_IOERR, SQLITE_NOMEM) SQLite rolls the whole
+     * transaction back by itself: a statement run after that would commit on its own,
+     * one fact without the others of its turn. Every statement fails instead, with the
+     * first error, until the caller's rollback. */
+    if (s->txn_lost)
+        return orch_error_set(s->txn_lost, "%s", s->txn_lost_why);
     int rc = sqlite3_step(stmt);
     if (rc == SQLITE_ROW)
         return 1;
@@ -566,6 +577,10 @@ int orch_store_step(orch_store *s, sqlite3_stmt *stmt)
         return 0;
     int code = orch_store_error(s, rc, NULL);
     sqlite3_reset(stmt); /* release its locks; the detail is already recorded */
+    if (s->in_txn && sqlite3_get_autocommit(s->db)) {
+        s->txn_lost = code;
+        snprintf(s->txn_lost_why, sizeof s->txn_lost_why, "%s", orch_error_detail());
+    }
     return code;
 }
 
@@ -591,6 +606,7 @@ int orch_store_begin(orch_store *s)
     int rc = run_control(s, "BEGIN IMMEDIATE");
     if (rc == 0)
         s->in_txn = true;
+    s->next_grain = 0; /* read again inside: grains may have been added between */
     return rc;
 }
 
@@ -598,7 +614,7 @@ int orch_store_commit(orch_store *s)
 {
     assert_owner(s);
     assert(s->in_txn && "commit without orch_store_begin");
-    int rc = orch_store__ready_flush(s);
+    int rc = orch_store__held_flush(s);
     if (rc == 0)
         rc = orch_store__payload_mark_raise(s);
     if (rc == 0)
@@ -613,12 +629,13 @@ int orch_store_commit(orch_store *s)
          * failure is kept: it is the one that matters. */
         char keep[1024];
         snprintf(keep, sizeof keep, "%s", orch_error_detail());
-        orch_store__ready_forget(s);
+        orch_store__held_forget(s);
         orch_store__waiting_forget(s);
         (void)run_control(s, "ROLLBACK"); /* prepared by open: needs no memory */
         orch_error_set(rc, "%s", keep);
     }
     s->in_txn = false;
+    s->txn_lost = 0;
     assert(sqlite3_get_autocommit(s->db));
     return rc;
 }
@@ -628,13 +645,14 @@ int orch_store_rollback(orch_store *s)
     assert_owner(s);
     assert(s->in_txn && "rollback without orch_store_begin");
     int rc = 0;
-    orch_store__ready_forget(s);
+    orch_store__held_forget(s);
     orch_store__waiting_forget(s);
     /* SQLite rolls back by itself after some errors (SQLITE_FULL, SQLITE_NOMEM, ...):
      * then there is nothing left to roll back. */
     if (!sqlite3_get_autocommit(s->db))
         rc = run_control(s, "ROLLBACK");
     s->in_txn = false;
+    s->txn_lost = 0;
     s->payload_named = s->payload_mark;
     return rc;
 }

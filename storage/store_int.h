@@ -36,8 +36,23 @@ struct orch_store_cached {
 /* Statement slots of facts.c (one per statement it runs): pointers into the cache. */
 #define ORCH_STORE_FACT_SLOTS 80
 
-/* facts.c inserts a batch's attempt rows 2^0 .. 2^(SIZES - 1) rows a statement. */
+/* facts.c inserts a batch's attempt rows, and held grains, 2^0 .. 2^(SIZES - 1) rows a
+ * statement. */
 #define ORCH_STORE_ATTEMPT_SIZES 7
+
+/* A grain created but not written yet (facts.c, "grains written late"): seq 0 while it
+ * waits, else READY at ready_seq seq since `at`. */
+struct orch_store_created {
+    int64_t id, entity, pending, seq, at;
+    int call;
+};
+
+/* An item not written yet (facts.c, "items written late"). */
+struct orch_store_item {
+    int64_t entity, payload, size; /* payload 0: none; size -1: none */
+    int port;
+    int state; /* an orch_item_state */
+};
 
 /* A READY not written yet (facts.c, "READY written late"). */
 struct orch_store_ready {
@@ -79,18 +94,44 @@ struct orch_store {
     uint32_t *ready_ix;
     size_t ready_ix_size; /* a power of two, twice capready at least; 0 before first use */
     bool flushing;
+    /* facts.c: the grains created in the open transaction and not written yet, with
+     * consecutive ids from created[0].id; next_grain: the id the next one takes (0: not
+     * known, read from the table). */
+    struct orch_store_created *created;
+    size_t ncreated, capcreated;
+    int64_t next_grain;
+    sqlite3_stmt *created_rows[ORCH_STORE_ATTEMPT_SIZES]; /* their INSERTs, as attempt_rows */
+    /* facts.c: the items put in the open transaction and not written yet, in that order. */
+    struct orch_store_item *items;
+    size_t nitems, capitems;
+    sqlite3_stmt *item_rows[ORCH_STORE_ATTEMPT_SIZES];
     /* facts.c: the waiting grains made by this connection, open addressing by (call,
      * entity) with linear probing; wait_size a power of two (0 before first use). */
     struct orch_store_waiting *wait;
     size_t nwait, wait_size;
     bool checks; /* ORCH_STORE_CHECKS: every cached look-up is compared with the row */
+    /* The open transaction was rolled back by SQLite itself after an error (orch_store_step):
+     * that error, and its detail; 0 while the transaction stands. */
+    int txn_lost;
+    char txn_lost_why[256];
 };
 
-/* Writes the READY transitions held back in the open transaction (facts.c): called
- * before any statement that may read them, and by commit. Returns 0 or an error. */
-int orch_store__ready_flush(orch_store *s);
+/* Writes the grains and READY transitions held back in the open transaction (facts.c):
+ * called before any statement that may read them, and by commit. Returns 0 or an error
+ * (then the caller rolls back). */
+int orch_store__held_flush(orch_store *s);
 /* Forgets them (rollback). */
-void orch_store__ready_forget(orch_store *s);
+void orch_store__held_forget(orch_store *s);
+/* The connection as it is, held writes not written (tests that look at what is held). */
+static inline sqlite3 *orch_store__db_as_is(orch_store *s)
+{
+    return s->db;
+}
+/* Whether any is held. */
+static inline bool orch_store__holds(const orch_store *s)
+{
+    return s->nready > 0 || s->ncreated > 0 || s->nitems > 0;
+}
 /* Forgets the waiting grains kept for look-ups (rollback). */
 void orch_store__waiting_forget(orch_store *s);
 

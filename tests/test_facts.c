@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include "orch_error.h"
 #include "orch_facts.h"
 #include "orch_store.h"
+#include "store_int.h" /* orch_store__db_as_is: what the store holds back, unwritten */
 #include "testutil.h"
 
 struct fx {
@@ -101,9 +103,6 @@ static void test_items_once(void **state)
     assert_int_equal(orch_store_item_get(f->s, 1, kids[0], &st, &payload), 1);
     assert_int_equal(st, ORCH_ITEM_PRESENT);
     assert_int_equal(payload, 42);
-    /* a terminal fact is published once */
-    assert_int_equal(orch_store_item_put(f->s, 1, kids[0], ORCH_ITEM_DROPPED, 0, -1),
-                     ORCH_ECONSTRAINT);
     int64_t terminal, bad;
     assert_int_equal(orch_store_child_items(f->s, 1, root, 1, &terminal, &bad), 0);
     assert_int_equal(terminal, 2);
@@ -115,6 +114,12 @@ static void test_items_once(void **state)
     assert_int_equal(orch_store_item_take_back(f->s, 1, kids[1], &taken), 0);
     assert_true(taken);
     assert_int_equal(orch_store_item_get(f->s, 1, kids[1], &st, NULL), 0);
+    /* a terminal fact is published once: a second put breaks the table's key when the
+     * items are written (held until a statement reads items, or the commit) */
+    assert_int_equal(orch_store_item_put(f->s, 1, kids[0], ORCH_ITEM_DROPPED, 0, -1), 0);
+    assert_int_equal(orch_store_commit(f->s), ORCH_ECONSTRAINT);
+    assert_int_equal(orch_store_begin(f->s), 0);
+    assert_int_equal(orch_store_item_get(f->s, 1, kids[0], &st, NULL), 0); /* rolled back */
 }
 
 static void test_expansions(void **state)
@@ -209,13 +214,13 @@ static const char *outcome_of(orch_store *s, int64_t row)
     return buf;
 }
 
-/* The grain's row as stored, read on the raw handle (no held READY is written first):
+/* The grain's row as stored, read on the connection as it is (nothing held is written):
  * "phase ready_seq pending", ready_seq -1 for NULL. */
 static const char *raw_row(orch_store *s, int64_t grain)
 {
     static char buf[64];
     sqlite3_stmt *st;
-    assert_int_equal(sqlite3_prepare_v2(orch_store_db(s),
+    assert_int_equal(sqlite3_prepare_v2(orch_store__db_as_is(s),
                                         "SELECT phase, coalesce(ready_seq, -1), pending, "
                                         "ready_at IS NOT NULL FROM grain WHERE id = ?",
                                         -1, &st, NULL),
@@ -241,9 +246,12 @@ static void test_ready_held(void **state)
     for (int i = 0; i < 2; i++) {
         assert_int_equal(orch_store_grain_create(f->s, 1, kids[i], root, 1), 0);
         assert_int_equal(orch_store_grain_get(f->s, 1, kids[i], false, &g[i]), 0);
-        assert_int_equal(orch_store_grain_ready(f->s, &g[i], 30 + i), 0);
     }
-    assert_string_equal(raw_row(f->s, g[0].id), "waiting -1 1"); /* not written yet */
+    assert_int_equal(orch_store_commit(f->s), 0); /* the grains are written */
+    assert_int_equal(orch_store_begin(f->s), 0);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(orch_store_grain_ready(f->s, &g[i], 30 + i), 0);
+    assert_string_equal(raw_row(f->s, g[0].id), "waiting -1 1"); /* READY not written yet */
     assert_int_equal(orch_store_grain_get(f->s, 1, kids[0], false, &r), 0);
     assert_int_equal(r.phase, ORCH_PHASE_READY);
     assert_int_equal(r.seq, 30);
@@ -269,6 +277,8 @@ static void test_ready_held(void **state)
     assert_int_equal(orch_store_entity_put(f->s, 1, root, 2, NULL, &third), 0);
     assert_int_equal(orch_store_grain_create(f->s, 1, third, root, 1), 0);
     assert_int_equal(orch_store_grain_get(f->s, 1, third, false, &r), 0);
+    assert_int_equal(orch_store_commit(f->s), 0);
+    assert_int_equal(orch_store_begin(f->s), 0);
     assert_int_equal(orch_store_grain_ready(f->s, &r, 40), 0);
     assert_int_equal(orch_store_grain_seal(f->s, r.id, 1, third, ORCH_OUTCOME_SUPPRESSED, false,
                                            0, &done),
@@ -293,6 +303,114 @@ static void test_ready_held(void **state)
     assert_int_equal(orch_store_rollback(f->s), 0);
     assert_int_equal(orch_store_begin(f->s), 0);
     assert_int_equal(orch_store_grain_get(f->s, 1, fourth, false, &r), ORCH_ECORRUPT);
+}
+
+/* Whether grain `id` has a row yet, on the connection as it is. */
+static bool raw_exists(orch_store *s, int64_t id)
+{
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(orch_store__db_as_is(s), "SELECT 1 FROM grain WHERE id = ?",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_bind_int64(st, 1, id), SQLITE_OK);
+    bool found = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    return found;
+}
+
+/* New grains are held and written together, READY in their INSERT when they became
+ * READY meanwhile; look-ups find them; ids follow the table's, whoever inserted last. */
+static void test_grains_held(void **state)
+{
+    struct fx *f = *state;
+    int64_t root, kids[2];
+    hierarchy(f->s, &root, kids);
+    struct orch_grain_row g[2], r;
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(orch_store_grain_create(f->s, 1, kids[i], root, 2), 0);
+        assert_int_equal(orch_store_grain_get(f->s, 1, kids[i], false, &g[i]), 0);
+        assert_int_equal(g[i].pending, 2);
+        assert_int_equal(g[i].parent, root);
+    }
+    assert_int_equal(g[1].id, g[0].id + 1);
+    assert_false(raw_exists(f->s, g[0].id)); /* held */
+    assert_int_equal(orch_store_grain_set_pending(f->s, &g[0], 1), 0);
+    assert_int_equal(orch_store_grain_ready(f->s, &g[1], 61), 0);
+    assert_int_equal(orch_store_grain_get(f->s, 1, kids[0], false, &r), 0);
+    assert_int_equal(r.pending, 1);
+    /* a look-up of the READY one misses the table: written first, READY in the row */
+    assert_int_equal(orch_store_grain_get(f->s, 1, kids[1], false, &r), 0);
+    assert_int_equal(r.phase, ORCH_PHASE_READY);
+    assert_int_equal(r.seq, 61);
+    assert_string_equal(raw_row(f->s, g[0].id), "waiting -1 1");
+    assert_string_equal(raw_row(f->s, g[1].id), "ready 61 0 at");
+    bool done;
+    assert_int_equal(orch_store_grain_dispatch(f->s, g[1].id, 0, &done), 0);
+    assert_true(done);
+
+    /* a grain another statement inserted: the next held one comes after it */
+    int64_t third, fourth, x;
+    assert_int_equal(orch_store_entity_put(f->s, 1, root, 2, NULL, &third), 0);
+    assert_int_equal(orch_store_entity_put(f->s, 1, root, 3, NULL, &fourth), 0);
+    assert_int_equal(orch_store_exec(f->s, "INSERT INTO grain (call_id, entity_id, phase) "
+                                           "SELECT 0, id, 'waiting' FROM entity "
+                                           "WHERE parent_id IS NULL"),
+                     0);
+    assert_int_equal(orch_store_grain_get(f->s, 0, root, true, &r), 0);
+    x = r.id;
+    assert_int_equal(orch_store_grain_create(f->s, 1, third, root, 1), 0);
+    assert_int_equal(orch_store_grain_get(f->s, 1, third, false, &r), 0);
+    assert_int_equal(r.id, x + 1);
+    assert_int_equal(orch_store_grain_ready(f->s, &r, 62), 0);
+    assert_int_equal(orch_store_commit(f->s), 0);
+    assert_string_equal(raw_row(f->s, x + 1), "ready 62 0 at");
+
+    /* rolled back: the held grain is gone, and its id is taken again */
+    assert_int_equal(orch_store_begin(f->s), 0);
+    assert_int_equal(orch_store_grain_create(f->s, 1, fourth, root, 1), 0);
+    assert_int_equal(orch_store_grain_get(f->s, 1, fourth, false, &r), 0);
+    assert_int_equal(r.id, x + 2);
+    assert_int_equal(orch_store_rollback(f->s), 0);
+    assert_int_equal(orch_store_begin(f->s), 0);
+    assert_int_equal(orch_store_grain_get(f->s, 1, fourth, false, &r), ORCH_ECORRUPT);
+    assert_int_equal(orch_store_grain_create(f->s, 1, fourth, root, 1), 0);
+    assert_int_equal(orch_store_grain_get(f->s, 1, fourth, false, &r), 0);
+    assert_int_equal(r.id, x + 2);
+    assert_int_equal(orch_store_commit(f->s), 0);
+    assert_true(raw_exists(f->s, x + 2));
+    assert_int_equal(orch_store_begin(f->s), 0);
+}
+
+/* state.db full in the middle of a transaction: SQLite may roll the whole transaction
+ * back by itself; whatever it did, no later statement of the turn commits on its own, and
+ * after the rollback nothing of the transaction is there. */
+static void test_full_stops_the_transaction(void **state)
+{
+    struct fx *f = *state;
+    assert_int_equal(orch_store_commit(f->s), 0); /* the fixture's plan rows stay */
+    int64_t pages;
+    assert_int_equal(orch_store__pragma_int(f->s, "page_count", &pages), 0);
+    assert_int_equal(orch_store_set_max_pages(f->s, pages + 2), 0);
+    assert_int_equal(orch_store_begin(f->s), 0);
+    int rc = 0;
+    char key[600];
+    int64_t e;
+    for (int i = 0; i < 100000 && rc == 0; i++) {
+        snprintf(key, sizeof key, "%0500d", i); /* long keys fill pages fast */
+        rc = orch_store_entity_put(f->s, 0, 0, i, key, &e);
+    }
+    assert_int_equal(rc, -ENOSPC);
+    /* a small statement after the error fails too, rather than committing alone */
+    assert_int_equal(orch_store_item_put(f->s, 0, 1, ORCH_ITEM_FAILED, 0, -1), 0); /* held */
+    assert_int_not_equal(orch_store_entity_put(f->s, 0, 0, 999999, "x", &e), 0);
+    assert_int_equal(orch_store_rollback(f->s), 0);
+    assert_int_equal(orch_store_set_max_pages(f->s, 1000000), 0);
+    sqlite3_stmt *st;
+    assert_int_equal(orch_store_prepare(f->s, "SELECT count(*) FROM entity", &st), 0);
+    assert_int_equal(orch_store_step(f->s, st), 1);
+    assert_int_equal(sqlite3_column_int64(st, 0), 0);
+    sqlite3_reset(st);
+    assert_int_equal(orch_store_begin(f->s), 0);
 }
 
 /* A batch's attempt rows, begun together: consecutive, in the order given, past the
@@ -476,6 +594,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_grain_transitions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_recovery, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ready_held, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_grains_held, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_full_stops_the_transaction, setup, teardown),
         cmocka_unit_test_setup_teardown(test_attempts_of_a_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_barriers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_next_seq, setup, teardown),
