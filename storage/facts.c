@@ -204,6 +204,8 @@ static int64_t now_ms(void)
  * orch_store_prepare for the store's other statements), as does the commit. At most
  * READY_HELD are held; past them a READY is written at once. */
 #define READY_HELD 65536
+/* At most this many grains, and items, are held (below). */
+#define HELD_MAX 16384
 
 /* Statements that read nothing that a late READY (SAFE_READY), a grain created late
  * (SAFE_CREATE) or an item put late (SAFE_ITEM) changes: they run with those held. */
@@ -1028,6 +1030,11 @@ int orch_store_item_put(orch_store *s, int port, int64_t e, enum orch_item_state
     assert(orch_store_in_txn(s));
     /* Only a Present item names a payload (0 binds NULL: ids are never 0), and has a size. */
     bool present = state == ORCH_ITEM_PRESENT;
+    if (s->nitems == HELD_MAX && !s->flushing) { /* as created_hold */
+        int rc = held_flush(s, false, false, true);
+        if (rc < 0)
+            return rc;
+    }
     if (s->nitems == s->capitems &&
         orch__grow_n(&s->items, &s->capitems, s->nitems + 1, sizeof *s->items) < 0) {
         sqlite3_stmt *st; /* no memory to hold it: written now */
@@ -1140,7 +1147,7 @@ int orch_store_expansion_take_back(orch_store *s, int call, int64_t parent)
  * (made by an earlier run, re-opened, or past WAITING_MAX) is read from its row, as
  * always. With ORCH_STORE_CHECKS every look-up that is answered here is compared with
  * the row. */
-#define WAITING_MAX ((size_t)1 << 18)
+#define WAITING_MAX ((size_t)1 << 16) /* a table of at most 2^17 slots: 5 MiB */
 
 static size_t wait_hash(const orch_store *s, int call, int64_t e)
 {
@@ -1222,10 +1229,14 @@ void orch_store__waiting_forget(orch_store *s)
 /* Holds the new grain (call, e): 1, or 0 when it cannot be held (then it is INSERTed). */
 static int created_hold(orch_store *s, int call, int64_t e, int64_t parent, int64_t pending)
 {
+    int rc;
+    /* A million children of one expansion are written HELD_MAX at a time: the memory
+     * held stays small whatever the turn publishes. */
+    if (s->ncreated == HELD_MAX && (rc = held_flush(s, true, false, false)) < 0)
+        return rc;
     if (s->ncreated == s->capcreated &&
         orch__grow_n(&s->created, &s->capcreated, s->ncreated + 1, sizeof *s->created) < 0)
         return 0;
-    int rc;
     if (s->next_grain == 0) { /* the first since a grain was INSERTed another way */
         sqlite3_stmt *st;
         if ((rc = stmt(s, F_GRAIN_NEXT_ID, &st, "")) < 0 || (rc = one(s, st)) < 0)

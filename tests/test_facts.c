@@ -381,6 +381,60 @@ static void test_grains_held(void **state)
     assert_int_equal(orch_store_begin(f->s), 0);
 }
 
+/* More grains and items in one transaction than are held at once: written as they pass
+ * the bound, every one there after the commit, READY where it was made READY. */
+static void test_many_held(void **state)
+{
+    struct fx *f = *state;
+    int64_t root, kids[2];
+    hierarchy(f->s, &root, kids);
+    enum { N = 40000 }; /* past the bound (16,384) twice */
+    int64_t first = 0;
+    for (int i = 0; i < N; i++) {
+        int64_t e;
+        struct orch_grain_row g;
+        assert_int_equal(orch_store_entity_put(f->s, 1, root, 2 + i, NULL, &e), 0);
+        assert_int_equal(orch_store_grain_create(f->s, 1, e, root, 1), 0);
+        assert_int_equal(orch_store_item_put(f->s, 1, e, ORCH_ITEM_PRESENT, 1000 + (uint64_t)i,
+                                             3),
+                         0);
+        assert_int_equal(orch_store_grain_get(f->s, 1, e, false, &g), 0);
+        if (i == 0)
+            first = g.id;
+        assert_int_equal(g.id, first + i);
+        if (i % 3 == 0)
+            assert_int_equal(orch_store_grain_ready(f->s, &g, 100000 + i), 0);
+    }
+    assert_int_equal(orch_store_commit(f->s), 0);
+    sqlite3_stmt *st;
+    assert_int_equal(orch_store_prepare(f->s, "SELECT count(*), min(id), max(id), "
+                                              "sum(phase = 'ready' AND ready_seq = 100000 + "
+                                              "id - ?1 AND (id - ?1) % 3 = 0), "
+                                              "sum(phase = 'waiting' AND pending = 1) "
+                                              "FROM grain WHERE call_id = 1",
+                                        &st),
+                     0);
+    assert_int_equal(sqlite3_bind_int64(st, 1, first), SQLITE_OK);
+    assert_int_equal(orch_store_step(f->s, st), 1);
+    assert_int_equal(sqlite3_column_int64(st, 0), N);
+    assert_int_equal(sqlite3_column_int64(st, 1), first);
+    assert_int_equal(sqlite3_column_int64(st, 2), first + N - 1);
+    assert_int_equal(sqlite3_column_int64(st, 3), (N + 2) / 3);
+    assert_int_equal(sqlite3_column_int64(st, 4), N - (N + 2) / 3);
+    sqlite3_reset(st);
+    assert_int_equal(orch_store_prepare(f->s, "SELECT count(*), sum(payload_id - 1000 = "
+                                              "(SELECT ordinal - 2 FROM entity "
+                                              "WHERE id = entity_id)) FROM item "
+                                              "WHERE port_id = 1",
+                                        &st),
+                     0);
+    assert_int_equal(orch_store_step(f->s, st), 1);
+    assert_int_equal(sqlite3_column_int64(st, 0), N);
+    assert_int_equal(sqlite3_column_int64(st, 1), N);
+    sqlite3_reset(st);
+    assert_int_equal(orch_store_begin(f->s), 0);
+}
+
 /* state.db full in the middle of a transaction: SQLite may roll the whole transaction
  * back by itself; whatever it did, no later statement of the turn commits on its own, and
  * after the rollback nothing of the transaction is there. */
@@ -596,6 +650,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ready_held, setup, teardown),
         cmocka_unit_test_setup_teardown(test_grains_held, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_stops_the_transaction, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_many_held, setup, teardown),
         cmocka_unit_test_setup_teardown(test_attempts_of_a_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_barriers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_next_seq, setup, teardown),
