@@ -189,10 +189,6 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* The statement of `slot`, reset, then bound from `fmt`, one letter per parameter in
- * order (every parameter, every time: so the previous use's bindings need no clearing,
- * which cost 1% of the driver's instructions): i (int), I (int index, < 0 binds NULL), l (int64_t), L (int64_t id, 0 binds NULL), t (const char *, NULL binds NULL; copied),
- * s (a static string, not copied). Every bind is checked. */
 /* ---- READY written late ---------------------------------------------------------------
  * Most grains that become READY are dispatched in the same transaction (the report that
  * makes them READY and the dispatch to the call's idle worker share a turn: 83% and 99%
@@ -216,7 +212,7 @@ static const unsigned char held_safe[F__COUNT] = {
     [F_ITEM_GET] = SAFE_READY | SAFE_CREATE,
     [F_ITEM_PUT] = SAFE_ALL,          [F_CHILD_ITEMS] = SAFE_READY | SAFE_CREATE,
     [F_EXPANSION_PUT] = SAFE_ALL,     [F_EXPANSION_GET] = SAFE_ALL,
-    [F_GRAIN_CREATE] = SAFE_ALL,      [F_GRAIN_NEXT_ID] = SAFE_ALL,
+    [F_GRAIN_CREATE] = SAFE_ALL,      [F_GRAIN_NEXT_ID] = SAFE_READY | SAFE_ITEM,
     [F_GRAIN_GET_ROOT] = SAFE_ALL,    /* a miss writes the created ones first: */
     [F_GRAIN_GET] = SAFE_ALL,         /* grain_get_row */
     [F_GRAIN_BY_ID] = SAFE_READY | SAFE_ITEM,
@@ -304,8 +300,8 @@ static void ready_forget(orch_store *s)
 static int stmt_raw(orch_store *s, enum fact_slot slot, sqlite3_stmt **out, const char *fmt,
                     va_list ap);
 
-/* orch_store_prepare of a statement that the caller knows to leave held READYs alone: its
- * first use does not write them (the caller may hold one it is about to use). */
+/* orch_store_prepare of a statement that the caller knows to leave the held writes alone:
+ * its first use does not write them (the caller may hold one it is about to use). */
 static int prepare_held(orch_store *s, const char *sql, sqlite3_stmt **out)
 {
     bool was = s->flushing;
@@ -522,6 +518,11 @@ void orch_store__held_forget(orch_store *s)
     s->next_grain = 0; /* the rows the ids counted on may be gone */
 }
 
+/* The statement of `slot`, reset, then bound from `fmt`, one letter per parameter in
+ * order (every parameter, every time: so the previous use's bindings need no clearing,
+ * which cost 1% of the driver's instructions): i (int), I (int index, < 0 binds NULL), l (int64_t), L (int64_t id, 0 binds NULL), t (const char *, NULL binds NULL; copied),
+ * s (a static string, not copied). Every bind is checked. Held writes that the
+ * statement could see are written first (held_safe). */
 static int stmt(orch_store *s, enum fact_slot slot, sqlite3_stmt **out, const char *fmt, ...)
 {
     if (!s->flushing && orch_store__holds(s)) {
@@ -1058,6 +1059,7 @@ int orch_store_item_put(orch_store *s, int port, int64_t e, enum orch_item_state
 
 int orch_store_item_take_back(orch_store *s, int port, int64_t e, bool *taken)
 {
+    *taken = false; /* also when a statement fails: callers read it */
     sqlite3_stmt *st;
     int rc = stmt(s, F_ITEM_TAKE_BACK, &st, "ilss", port, e,
                   orch_item_state_name(ORCH_ITEM_FAILED),
@@ -1408,6 +1410,7 @@ int orch_store_grain_ready(orch_store *s, const struct orch_grain_row *g, int64_
 
 int orch_store_grain_dispatch(orch_store *s, int64_t grain, uint32_t generation, bool *done)
 {
+    *done = false; /* also when a statement fails: callers read it */
     sqlite3_stmt *st;
     struct orch_store_ready *r = ready_find(s, grain);
     int rc;
@@ -1428,6 +1431,7 @@ int orch_store_grain_dispatch(orch_store *s, int64_t grain, uint32_t generation,
 int orch_store_grain_requeue(orch_store *s, int64_t grain, uint32_t generation, int64_t seq,
                              bool *done)
 {
+    *done = false; /* also when a statement fails: callers read it */
     sqlite3_stmt *st;
     int rc = stmt(s, F_GRAIN_REQUEUE, &st, "lllssl", grain, (int64_t)generation, seq,
                   orch_grain_phase_name(ORCH_PHASE_IN_FLIGHT),
@@ -1439,6 +1443,7 @@ int orch_store_grain_seal(orch_store *s, int64_t grain, int call, int64_t e,
                           enum orch_grain_outcome o, bool in_flight, uint32_t generation,
                           bool *done)
 {
+    *done = false; /* also when a statement fails: callers read it */
     sqlite3_stmt *st;
     const char *sealed = orch_grain_phase_name(ORCH_PHASE_SEALED);
     int rc = in_flight ? stmt(s, F_GRAIN_SEAL_IN_FLIGHT, &st, "lslss", grain,
@@ -1459,6 +1464,7 @@ int orch_store_grain_seal(orch_store *s, int64_t grain, int call, int64_t e,
 
 int orch_store_grain_reopen(orch_store *s, int64_t grain, bool *done)
 {
+    *done = false; /* also when a statement fails: callers read it */
     sqlite3_stmt *st;
     int rc = stmt(s, F_GRAIN_REOPEN, &st, "lss", grain, orch_grain_phase_name(ORCH_PHASE_WAITING),
                   orch_grain_phase_name(ORCH_PHASE_SEALED));
@@ -1764,6 +1770,7 @@ int orch_store_barrier_covers(orch_store *s, int call, int64_t parent, bool *cov
 
 int orch_store_barrier_take_back(orch_store *s, int64_t grain, bool *taken)
 {
+    *taken = false; /* also when a statement fails: callers read it */
     sqlite3_stmt *st;
     int rc = stmt(s, F_BARRIER_TAKE_BACK, &st, "l", grain);
     return rc < 0 ? rc : run(s, st, taken);
@@ -1918,6 +1925,7 @@ int orch_store_payload_mark(orch_store *s, uint64_t *mark)
 
 int orch_store_reclaimed_put(orch_store *s, uint64_t payload, bool *added)
 {
+    *added = false; /* also when a statement fails: callers read it */
     sqlite3_stmt *st;
     int rc = stmt(s, F_RECLAIMED_PUT, &st, "l", (int64_t)payload);
     return rc < 0 ? rc : run(s, st, added);

@@ -113,7 +113,8 @@ void orch_store_close(orch_store *s);
  * do not run BEGIN/COMMIT/ROLLBACK on it (use the functions below). Valid until
  * orch_store_close(). Inside a transaction, the writes the store holds back (facts.c:
  * grains, READYs and items written late) are written first, so that queries on the
- * connection see them; if that fails, the commit fails too. */
+ * connection see them; if that fails, the commit fails too. What the store keeps in memory
+ * of the grains is dropped: the connection may change them. */
 sqlite3 *orch_store_db(orch_store *s);
 
 /* The path given to orch_store_open(); valid until orch_store_close(). */

@@ -475,6 +475,10 @@ sqlite3 *orch_store_db(orch_store *s)
 {
     if (orch_store__holds(s) && !s->flushing)
         (void)orch_store__held_flush(s); /* a failure stays held: the commit fails on it */
+    /* What is done with the connection may change or add grains: the waiting grains kept
+     * for look-ups and the next grain id are read again from the table. */
+    orch_store__waiting_forget(s);
+    s->next_grain = 0;
     return s->db;
 }
 

@@ -202,7 +202,7 @@ static int publish_ok(orch_prop *p, const struct orch_grain_ref *g, const struct
 static int seal_report(orch_prop *p, const struct orch_grain_ref *g, enum orch_grain_outcome o,
                        enum orch_verdict_kind kind, uint64_t first_input, struct orch_verdict *v)
 {
-    bool sealed;
+    bool sealed = false;
     int rc = prop__seal(p, stmt_of(p, g->call), g->grain, g->entity, o, true, g->generation,
                         first_input, &sealed);
     v->kind = sealed ? kind : ORCH_VERDICT_STALE;
@@ -212,7 +212,7 @@ static int seal_report(orch_prop *p, const struct orch_grain_ref *g, enum orch_g
 static int fail_report(orch_prop *p, const struct orch_grain_ref *g, enum orch_failure_kind kind,
                        const char *message, enum orch_verdict_kind vk, struct orch_verdict *v)
 {
-    bool accepted;
+    bool accepted = false;
     int rc = orch_prop_fail(p, g, kind, message, &accepted);
     v->kind = accepted ? vk : ORCH_VERDICT_STALE;
     return rc;
