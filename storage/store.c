@@ -256,6 +256,13 @@ static int configure(orch_store *s)
     /* Keep the WAL file from staying huge after one big transaction. */
     if (rc == SQLITE_OK)
         rc = sqlite3_exec(s->db, "PRAGMA journal_size_limit = 67108864", NULL, NULL, NULL);
+    /* Checkpoint every 8,000 WAL pages (32 MiB) rather than SQLite's 1,000: each commit of
+     * the driver rewrites the same hot pages (the tails of the grain, item and attempt
+     * B-trees), and a checkpoint copies each page once however often the log holds it.
+     * scripts/bench/scheduler, three runs each alternated: 34.4k -> 38.3k grains/s
+     * (median, process durability), 31.7k -> 33.3k (machine). */
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(s->db, "PRAGMA wal_autocheckpoint = 8000", NULL, NULL, NULL);
     return rc == SQLITE_OK ? 0 : open_error(s, rc);
 }
 
