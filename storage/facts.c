@@ -94,8 +94,6 @@
     X(COUNTERS_GET, "SELECT next_ready_seq, live_bytes FROM job WHERE id = 1")                 \
     X(COUNTERS_SET, "UPDATE job SET next_ready_seq = ?, live_bytes = ? WHERE id = 1")          \
     X(BUDGETS_SET, "UPDATE job SET max_unsealed = ?, max_live_bytes = ? WHERE id = 1")         \
-    X(ATTEMPT_BEGIN, "INSERT INTO attempt (grain_id, generation, worker_pid, host, "          \
-                     "slurm_job, batch, started_at) VALUES (?, ?, ?, ?, ?, ?, ?)")             \
     X(ATTEMPT_END, "UPDATE attempt SET ended_at = ?, outcome = ?, message = ? WHERE id = ?")   \
     X(ATTEMPTS_END, "UPDATE attempt SET ended_at = ?, outcome = ?, message = NULL "            \
                     "WHERE id BETWEEN ? AND ?")                                                \
@@ -187,6 +185,109 @@ static int64_t now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int prepare_held(orch_store *s, const char *sql, sqlite3_stmt **out);
+static int run(orch_store *s, sqlite3_stmt *st, bool *changed);
+
+/* ---- INSERTs of many rows -----------------------------------------------------------------
+ * A statement per row paid SQLite's fixed cost of a statement (the step, the reset, the
+ * statement's end) every time, about half of what inserting a small row costs. One
+ * INSERT takes up to 64 rows (measured: 3.3 us a row alone, 1.5 us in statements of 64):
+ * a batch's attempt rows, and the grains and items held back (below). A statement of 2^k
+ * rows is prepared once per size, so that n rows take at most n / 64 + 6 statements. */
+enum rows_kind { ROWS_ATTEMPT, ROWS_GRAIN, ROWS_ITEM };
+
+_Static_assert(ROWS_ITEM < ORCH_STORE_ROW_KINDS, "raise ORCH_STORE_ROW_KINDS");
+
+/* Each kind: the INSERT up to VALUES, and one row, '#' standing for each of the row's own
+ * parameters; they are numbered after ?1 .. ?nfixed, which every row of a statement shares. */
+static const struct {
+    const char *head, *row;
+    int nfixed, per;
+    bool rowids; /* rows take consecutive rowids, which the caller is told */
+} row_kinds[] = {
+    [ROWS_ATTEMPT] = {"INSERT INTO attempt (grain_id, generation, worker_pid, host, slurm_job, "
+                      "batch, started_at) VALUES ",
+                      "(#, #, ?1, ?2, ?3, ?4, ?5)", 5, 2, true},
+    [ROWS_GRAIN] = {"INSERT INTO grain (id, call_id, entity_id, phase, generation, pending, "
+                    "ready_seq, ready_at) VALUES ",
+                    "(#, #, #, #, 0, #, #, #)", 0, 7, false},
+    [ROWS_ITEM] = {"INSERT INTO item (port_id, entity_id, state, payload_id, payload_size) "
+                   "VALUES ",
+                   "(#, #, #, #, #)", 0, 5, false},
+};
+
+/* The INSERT of 2^size rows of `kind`. */
+static int rows_stmt(orch_store *s, enum rows_kind kind, int size, sqlite3_stmt **out)
+{
+    if ((*out = s->rows[kind][size]) != NULL) {
+        sqlite3_reset(*out);
+        return 0;
+    }
+    size_t cap = strlen(row_kinds[kind].head) + 1 +
+                 ((size_t)1 << size) * (strlen(row_kinds[kind].row) + 2 + 8 * 6);
+    char *sql = malloc(cap);
+    if (!sql)
+        return orch_error_set(-ENOMEM, "out of memory");
+    size_t len = (size_t)snprintf(sql, cap, "%s", row_kinds[kind].head);
+    int p = row_kinds[kind].nfixed;
+    for (int r = 0; r < 1 << size; r++) {
+        if (r)
+            len += (size_t)snprintf(sql + len, cap - len, ", ");
+        for (const char *c = row_kinds[kind].row; *c; c++)
+            len += *c == '#' ? (size_t)snprintf(sql + len, cap - len, "?%d", ++p)
+                             : (size_t)snprintf(sql + len, cap - len, "%c", *c);
+    }
+    int rc = prepare_held(s, sql, out);
+    free(sql);
+    if (rc == 0)
+        s->rows[kind][size] = *out;
+    return rc;
+}
+
+/* Binds the shared parameters of a statement, or row i's own from parameter p on: an
+ * SQLite result code. */
+typedef int (*rows_fixed)(sqlite3_stmt *st, const void *ctx);
+typedef int (*rows_binder)(sqlite3_stmt *st, int p, size_t i, const void *ctx);
+
+/* Inserts rows 0 .. n-1 of `kind`. For a kind with rowids, *first receives the first
+ * row's, and the rows' are checked to be consecutive (one INSERT numbers its rows one
+ * after the other, in the order of VALUES, and nothing else inserts meanwhile). */
+static int rows_insert(orch_store *s, enum rows_kind kind, size_t n, rows_fixed fixed,
+                       rows_binder bind, const void *ctx, int64_t *first)
+{
+    const int per = row_kinds[kind].per, nfixed = row_kinds[kind].nfixed;
+    int64_t first_id = 0;
+    for (size_t done = 0; done < n;) {
+        int size = 0; /* the largest power of two rows left, at most 2^(SIZES - 1) */
+        while (size + 1 < ORCH_STORE_ROW_SIZES && ((size_t)2 << size) <= n - done)
+            size++;
+        sqlite3_stmt *st;
+        int rc = rows_stmt(s, kind, size, &st), b = SQLITE_OK;
+        if (rc == 0 && fixed)
+            b = fixed(st, ctx);
+        for (int r = 0; rc == 0 && r < 1 << size && b == SQLITE_OK; r++)
+            b = bind(st, nfixed + per * r + 1, done + (size_t)r, ctx);
+        if (rc == 0 && b != SQLITE_OK)
+            rc = orch_store_error(s, b, "bind");
+        if (rc < 0 || (rc = run(s, st, NULL)) < 0)
+            return rc;
+        done += (size_t)1 << size;
+        if (!row_kinds[kind].rowids)
+            continue;
+        int64_t last = sqlite3_last_insert_rowid(s->db);
+        if (first_id == 0)
+            first_id = last - ((int64_t)1 << size) + 1;
+        if (last != first_id + (int64_t)done - 1)
+            return orch_error_set(ORCH_ECORRUPT,
+                                  "%s: the rows a batch inserted are not consecutive "
+                                  "(%lld after %lld for %zu rows)",
+                                  s->path, (long long)last, (long long)first_id, done);
+    }
+    if (first)
+        *first = first_id;
+    return 0;
 }
 
 /* ---- READY written late ---------------------------------------------------------------
@@ -310,7 +411,6 @@ static int prepare_held(orch_store *s, const char *sql, sqlite3_stmt **out)
     s->flushing = was;
     return rc;
 }
-static int run(orch_store *s, sqlite3_stmt *st, bool *changed);
 
 static int stmt_of(orch_store *s, enum fact_slot slot, sqlite3_stmt **out, const char *fmt,
                    ...)
@@ -359,68 +459,34 @@ static struct orch_store_created *created_find(orch_store *s, int64_t id)
     return &s->created[id - s->created[0].id];
 }
 
-/* The INSERT of 2^size held grains: id, call, entity, phase, pending, ready_seq,
- * ready_at of each row in turn. */
-static int created_stmt(orch_store *s, int size, sqlite3_stmt **out)
+/* Binds held grain i (s->created): id, call, entity, phase, pending, ready_seq, ready_at. */
+static int bind_created(sqlite3_stmt *st, int p, size_t i, const void *ctx)
 {
-    if ((*out = s->created_rows[size]) != NULL) {
-        sqlite3_reset(*out);
-        return 0;
-    }
-    size_t cap = 256 + ((size_t)1 << size) * 64, len;
-    char *sql = malloc(cap);
-    if (!sql)
-        return orch_error_set(-ENOMEM, "out of memory");
-    len = (size_t)snprintf(sql, cap, "INSERT INTO grain (id, call_id, entity_id, phase, "
-                                     "generation, pending, ready_seq, ready_at) VALUES ");
-    for (int r = 0; r < 1 << size; r++) {
-        int p = 7 * r + 1;
-        len += (size_t)snprintf(sql + len, cap - len, "%s(?%d, ?%d, ?%d, ?%d, 0, ?%d, ?%d, ?%d)",
-                                r ? ", " : "", p, p + 1, p + 2, p + 3, p + 4, p + 5, p + 6);
-    }
-    int rc = prepare_held(s, sql, out);
-    free(sql);
-    if (rc == 0)
-        s->created_rows[size] = *out;
-    return rc;
+    const struct orch_store_created *c = &((const orch_store *)ctx)->created[i];
+    int b = sqlite3_bind_int64(st, p, c->id);
+    if (b == SQLITE_OK)
+        b = sqlite3_bind_int(st, p + 1, c->call);
+    if (b == SQLITE_OK)
+        b = sqlite3_bind_int64(st, p + 2, c->entity);
+    if (b == SQLITE_OK)
+        b = sqlite3_bind_text(st, p + 3,
+                              orch_grain_phase_name(c->seq ? ORCH_PHASE_READY : ORCH_PHASE_WAITING),
+                              -1, SQLITE_STATIC);
+    if (b == SQLITE_OK)
+        b = sqlite3_bind_int64(st, p + 4, c->seq ? 0 : c->pending);
+    if (b == SQLITE_OK)
+        b = c->seq ? sqlite3_bind_int64(st, p + 5, c->seq) : sqlite3_bind_null(st, p + 5);
+    if (b == SQLITE_OK)
+        b = c->seq ? sqlite3_bind_int64(st, p + 6, c->at) : sqlite3_bind_null(st, p + 6);
+    return b;
 }
 
 static int created_flush(orch_store *s)
 {
-    for (size_t done = 0; done < s->ncreated;) {
-        int size = 0;
-        while (size + 1 < ORCH_STORE_ATTEMPT_SIZES && ((size_t)2 << size) <= s->ncreated - done)
-            size++;
-        sqlite3_stmt *st;
-        int rc = created_stmt(s, size, &st), b = SQLITE_OK;
-        for (int r = 0; rc == 0 && r < 1 << size && b == SQLITE_OK; r++) {
-            const struct orch_store_created *c = &s->created[done + (size_t)r];
-            int p = 7 * r + 1;
-            b = sqlite3_bind_int64(st, p, c->id);
-            if (b == SQLITE_OK)
-                b = sqlite3_bind_int(st, p + 1, c->call);
-            if (b == SQLITE_OK)
-                b = sqlite3_bind_int64(st, p + 2, c->entity);
-            if (b == SQLITE_OK)
-                b = sqlite3_bind_text(
-                    st, p + 3,
-                    orch_grain_phase_name(c->seq ? ORCH_PHASE_READY : ORCH_PHASE_WAITING), -1,
-                    SQLITE_STATIC);
-            if (b == SQLITE_OK)
-                b = sqlite3_bind_int64(st, p + 4, c->seq ? 0 : c->pending);
-            if (b == SQLITE_OK)
-                b = c->seq ? sqlite3_bind_int64(st, p + 5, c->seq) : sqlite3_bind_null(st, p + 5);
-            if (b == SQLITE_OK)
-                b = c->seq ? sqlite3_bind_int64(st, p + 6, c->at) : sqlite3_bind_null(st, p + 6);
-        }
-        if (rc == 0 && b != SQLITE_OK)
-            rc = orch_store_error(s, b, "bind");
-        if (rc < 0 || (rc = run(s, st, NULL)) < 0)
-            return rc;
-        done += (size_t)1 << size;
-    }
-    s->ncreated = 0;
-    return 0;
+    int rc = rows_insert(s, ROWS_GRAIN, s->ncreated, NULL, bind_created, s, NULL);
+    if (rc == 0)
+        s->ncreated = 0;
+    return rc;
 }
 
 /* ---- items written late ------------------------------------------------------------------
@@ -429,64 +495,29 @@ static int created_flush(orch_store *s)
  * breaks the table's key then, not at the second put: the same error, a little later,
  * and the turn is rolled back either way. */
 
-/* The INSERT of 2^size held items: port, entity, state, payload, size of each row. */
-static int items_stmt(orch_store *s, int size, sqlite3_stmt **out)
+/* Binds held item i (s->items): port, entity, state, payload, size. */
+static int bind_item(sqlite3_stmt *st, int p, size_t i, const void *ctx)
 {
-    if ((*out = s->item_rows[size]) != NULL) {
-        sqlite3_reset(*out);
-        return 0;
-    }
-    size_t cap = 256 + ((size_t)1 << size) * 48, len;
-    char *sql = malloc(cap);
-    if (!sql)
-        return orch_error_set(-ENOMEM, "out of memory");
-    len = (size_t)snprintf(sql, cap, "INSERT INTO item (port_id, entity_id, state, payload_id, "
-                                     "payload_size) VALUES ");
-    for (int r = 0; r < 1 << size; r++) {
-        int p = 5 * r + 1;
-        len += (size_t)snprintf(sql + len, cap - len, "%s(?%d, ?%d, ?%d, ?%d, ?%d)",
-                                r ? ", " : "", p, p + 1, p + 2, p + 3, p + 4);
-    }
-    int rc = prepare_held(s, sql, out);
-    free(sql);
-    if (rc == 0)
-        s->item_rows[size] = *out;
-    return rc;
+    const struct orch_store_item *it = &((const orch_store *)ctx)->items[i];
+    int b = sqlite3_bind_int(st, p, it->port);
+    if (b == SQLITE_OK)
+        b = sqlite3_bind_int64(st, p + 1, it->entity);
+    if (b == SQLITE_OK)
+        b = sqlite3_bind_text(st, p + 2, orch_item_state_name((enum orch_item_state)it->state),
+                              -1, SQLITE_STATIC);
+    if (b == SQLITE_OK)
+        b = it->payload ? sqlite3_bind_int64(st, p + 3, it->payload) : sqlite3_bind_null(st, p + 3);
+    if (b == SQLITE_OK)
+        b = it->size >= 0 ? sqlite3_bind_int64(st, p + 4, it->size) : sqlite3_bind_null(st, p + 4);
+    return b;
 }
 
 static int items_flush(orch_store *s)
 {
-    for (size_t done = 0; done < s->nitems;) {
-        int size = 0;
-        while (size + 1 < ORCH_STORE_ATTEMPT_SIZES && ((size_t)2 << size) <= s->nitems - done)
-            size++;
-        sqlite3_stmt *st;
-        int rc = items_stmt(s, size, &st), b = SQLITE_OK;
-        for (int r = 0; rc == 0 && r < 1 << size && b == SQLITE_OK; r++) {
-            const struct orch_store_item *it = &s->items[done + (size_t)r];
-            int p = 5 * r + 1;
-            b = sqlite3_bind_int(st, p, it->port);
-            if (b == SQLITE_OK)
-                b = sqlite3_bind_int64(st, p + 1, it->entity);
-            if (b == SQLITE_OK)
-                b = sqlite3_bind_text(st, p + 2,
-                                      orch_item_state_name((enum orch_item_state)it->state), -1,
-                                      SQLITE_STATIC);
-            if (b == SQLITE_OK)
-                b = it->payload ? sqlite3_bind_int64(st, p + 3, it->payload)
-                                : sqlite3_bind_null(st, p + 3);
-            if (b == SQLITE_OK)
-                b = it->size >= 0 ? sqlite3_bind_int64(st, p + 4, it->size)
-                                  : sqlite3_bind_null(st, p + 4);
-        }
-        if (rc == 0 && b != SQLITE_OK)
-            rc = orch_store_error(s, b, "bind");
-        if (rc < 0 || (rc = run(s, st, NULL)) < 0)
-            return rc;
-        done += (size_t)1 << size;
-    }
-    s->nitems = 0;
-    return 0;
+    int rc = rows_insert(s, ROWS_ITEM, s->nitems, NULL, bind_item, s, NULL);
+    if (rc == 0)
+        s->nitems = 0;
+    return rc;
 }
 
 /* Writes the held grains (creates), READYs (readies) and items asked for. */
@@ -592,37 +623,6 @@ static int stmt_raw(orch_store *s, enum fact_slot slot, sqlite3_stmt **out, cons
         return orch_store_error(s, rc, "bind");
     *out = st;
     return 0;
-}
-
-/* ---- the attempt rows of a batch ------------------------------------------------------
- * A statement per grain paid SQLite's fixed cost of a statement (the step, the reset, the
- * statement's end) every time, about half of what inserting a small row costs. One
- * INSERT takes up to 64 rows of a batch (measured: 3.3 us a row alone, 1.5 us in
- * statements of 64). A statement of 2^k rows is prepared once per size, so that n rows
- * take at most n / 64 + 6 statements. */
-
-/* The INSERT of 2^size attempt rows: ?1 .. ?5 the batch's worker pid, host, Slurm step,
- * batch id and start; then grain and generation of each row in turn. */
-static int attempts_stmt(orch_store *s, int size, sqlite3_stmt **out)
-{
-    if ((*out = s->attempt_rows[size]) != NULL) {
-        sqlite3_reset(*out);
-        return 0;
-    }
-    size_t cap = 256 + ((size_t)1 << size) * 48, len;
-    char *sql = malloc(cap);
-    if (!sql)
-        return orch_error_set(-ENOMEM, "out of memory");
-    len = (size_t)snprintf(sql, cap, "INSERT INTO attempt (grain_id, generation, worker_pid, "
-                                     "host, slurm_job, batch, started_at) VALUES ");
-    for (int r = 0; r < 1 << size; r++)
-        len += (size_t)snprintf(sql + len, cap - len, "%s(?%d, ?%d, ?1, ?2, ?3, ?4, ?5)",
-                                r ? ", " : "", 6 + 2 * r, 7 + 2 * r);
-    int rc = prepare_held(s, sql, out);
-    free(sql);
-    if (rc == 0)
-        s->attempt_rows[size] = *out;
-    return rc;
 }
 
 /* Steps a statement that returns no row; *changed (may be NULL) = rows it changed. */
@@ -1637,18 +1637,34 @@ int orch_store_budgets_set(orch_store *s, int64_t max_unsealed, int64_t max_live
 
 /* ---- attempts, failures, barriers ------------------------------------------------------ */
 
-int orch_store_attempt_begin(orch_store *s, int64_t grain, uint32_t generation, int pid,
-                             const char *host, const char *slurm_job, uint64_t batch,
-                             int64_t *row)
+/* What the attempt rows of a batch share, and their grains. */
+struct attempts_ctx {
+    const struct orch_grain_at *g;
+    int pid;
+    const char *host, *slurm_job; /* NULL for none; they outlive the statement's run */
+    int64_t batch, now;
+};
+
+static int bind_attempts_fixed(sqlite3_stmt *st, const void *ctx)
 {
-    sqlite3_stmt *st;
-    /* Both strings outlive the statement's run (bound SQLITE_STATIC). */
-    int rc = stmt(s, F_ATTEMPT_BEGIN, &st, "llissll", grain, (int64_t)generation, pid,
-                  host && *host ? host : NULL, slurm_job && *slurm_job ? slurm_job : NULL,
-                  (int64_t)batch, now_ms());
-    if (rc == 0 && (rc = run(s, st, NULL)) == 0)
-        *row = sqlite3_last_insert_rowid(s->db);
-    return rc;
+    const struct attempts_ctx *a = ctx;
+    int b = sqlite3_bind_int(st, 1, a->pid);
+    if (b == SQLITE_OK)
+        b = sqlite3_bind_text(st, 2, a->host, -1, SQLITE_STATIC);
+    if (b == SQLITE_OK)
+        b = sqlite3_bind_text(st, 3, a->slurm_job, -1, SQLITE_STATIC);
+    if (b == SQLITE_OK)
+        b = sqlite3_bind_int64(st, 4, a->batch);
+    if (b == SQLITE_OK)
+        b = sqlite3_bind_int64(st, 5, a->now);
+    return b;
+}
+
+static int bind_attempt(sqlite3_stmt *st, int p, size_t i, const void *ctx)
+{
+    const struct orch_grain_at *g = &((const struct attempts_ctx *)ctx)->g[i];
+    int b = sqlite3_bind_int64(st, p, g->grain);
+    return b == SQLITE_OK ? sqlite3_bind_int64(st, p + 1, g->generation) : b;
 }
 
 int orch_store_attempts_begin(orch_store *s, const struct orch_grain_at *g, size_t n, int pid,
@@ -1656,52 +1672,17 @@ int orch_store_attempts_begin(orch_store *s, const struct orch_grain_at *g, size
                               int64_t *first)
 {
     assert(orch_store_in_txn(s) && n > 0);
-    const int64_t now = now_ms();
     *first = 0;
-    int hrc = held_flush(s, true, false, false); /* the rows name grains */
-    if (hrc < 0)
-        return hrc;
-    for (size_t done = 0; done < n;) {
-        int size = 0; /* the largest power of two rows left, at most 2^(SIZES - 1) */
-        while (size + 1 < ORCH_STORE_ATTEMPT_SIZES && ((size_t)2 << size) <= n - done)
-            size++;
-        sqlite3_stmt *st;
-        int rc = attempts_stmt(s, size, &st), b = SQLITE_OK;
-        /* Both strings outlive the statement's run (bound SQLITE_STATIC). */
-        if (rc == 0) {
-            b = sqlite3_bind_int(st, 1, pid);
-            if (b == SQLITE_OK)
-                b = sqlite3_bind_text(st, 2, host && *host ? host : NULL, -1, SQLITE_STATIC);
-            if (b == SQLITE_OK)
-                b = sqlite3_bind_text(st, 3, slurm_job && *slurm_job ? slurm_job : NULL, -1,
-                                      SQLITE_STATIC);
-            if (b == SQLITE_OK)
-                b = sqlite3_bind_int64(st, 4, (int64_t)batch);
-            if (b == SQLITE_OK)
-                b = sqlite3_bind_int64(st, 5, now);
-            for (int r = 0; r < 1 << size && b == SQLITE_OK; r++) {
-                b = sqlite3_bind_int64(st, 6 + 2 * r, g[done + (size_t)r].grain);
-                if (b == SQLITE_OK)
-                    b = sqlite3_bind_int64(st, 7 + 2 * r, g[done + (size_t)r].generation);
-            }
-            if (b != SQLITE_OK)
-                rc = orch_store_error(s, b, "bind");
-        }
-        if (rc < 0 || (rc = run(s, st, NULL)) < 0)
-            return rc;
-        /* One INSERT numbers its rows one after the other, in the order of VALUES, and
-         * nothing else inserts attempts meanwhile: the rows are consecutive. */
-        int64_t last = sqlite3_last_insert_rowid(s->db);
-        done += (size_t)1 << size;
-        if (*first == 0)
-            *first = last - ((int64_t)1 << size) + 1;
-        if (last != *first + (int64_t)done - 1)
-            return orch_error_set(ORCH_ECORRUPT,
-                                  "%s: the attempt rows of a batch are not consecutive "
-                                  "(%lld after %lld for %zu rows)",
-                                  s->path, (long long)last, (long long)*first, done);
-    }
-    return 0;
+    int rc = held_flush(s, true, false, false); /* the rows name grains */
+    if (rc < 0)
+        return rc;
+    struct attempts_ctx a = {.g = g,
+                             .pid = pid,
+                             .host = host && *host ? host : NULL,
+                             .slurm_job = slurm_job && *slurm_job ? slurm_job : NULL,
+                             .batch = (int64_t)batch,
+                             .now = now_ms()};
+    return rows_insert(s, ROWS_ATTEMPT, n, bind_attempts_fixed, bind_attempt, &a, first);
 }
 
 int orch_store_attempt_end(orch_store *s, int64_t row, enum orch_attempt_outcome o,

@@ -262,12 +262,6 @@ int orch_store_budgets_set(orch_store *s, int64_t max_unsealed, int64_t max_live
 
 /* ---- attempts, failures, barriers ------------------------------------------------------ */
 
-/* Begins an attempt of grain at generation by worker pid on host (its Slurm step
- * slurm_job, or NULL/"" for a local worker) in batch: *row is its id. */
-int orch_store_attempt_begin(orch_store *s, int64_t grain, uint32_t generation, int pid,
-                             const char *host, const char *slurm_job,
-                             uint64_t batch, int64_t *row);
-
 /* A grain at a generation: what the statements over a whole batch take. */
 struct orch_grain_at {
     int64_t grain;

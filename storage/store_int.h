@@ -36,9 +36,10 @@ struct orch_store_cached {
 /* Statement slots of facts.c (one per statement it runs): pointers into the cache. */
 #define ORCH_STORE_FACT_SLOTS 80
 
-/* facts.c inserts a batch's attempt rows, and held grains, 2^0 .. 2^(SIZES - 1) rows a
- * statement. */
-#define ORCH_STORE_ATTEMPT_SIZES 7
+/* facts.c inserts many rows of a kind (attempts, held grains, held items) 2^0 ..
+ * 2^(SIZES - 1) rows a statement. */
+#define ORCH_STORE_ROW_KINDS 3
+#define ORCH_STORE_ROW_SIZES 7
 
 /* A grain created but not written yet (facts.c, "grains written late"): seq 0 while it
  * waits, else READY at ready_seq seq since `at`. */
@@ -84,9 +85,9 @@ struct orch_store {
      * included; payload_mark: the largest this connection has committed to job.payload_mark
      * (0 until it raises it). The commit raises the row when payload_named is above. */
     uint64_t payload_named, payload_mark;
-    /* facts.c: the INSERTs of 1, 2, 4, ... attempt rows (attempts_stmt): pointers into
+    /* facts.c: the INSERTs of 1, 2, 4, ... rows of each kind (rows_stmt): pointers into
      * the cache above, prepared on first use. */
-    sqlite3_stmt *attempt_rows[ORCH_STORE_ATTEMPT_SIZES];
+    sqlite3_stmt *rows[ORCH_STORE_ROW_KINDS][ORCH_STORE_ROW_SIZES];
     /* facts.c: the grains made READY in the open transaction and not written yet, in that
      * order, and an open-addressing index of them by grain id (entry + 1; 0 is empty). */
     struct orch_store_ready *ready;
@@ -100,11 +101,9 @@ struct orch_store {
     struct orch_store_created *created;
     size_t ncreated, capcreated;
     int64_t next_grain;
-    sqlite3_stmt *created_rows[ORCH_STORE_ATTEMPT_SIZES]; /* their INSERTs, as attempt_rows */
     /* facts.c: the items put in the open transaction and not written yet, in that order. */
     struct orch_store_item *items;
     size_t nitems, capitems;
-    sqlite3_stmt *item_rows[ORCH_STORE_ATTEMPT_SIZES];
     /* facts.c: the waiting grains made by this connection, open addressing by (call,
      * entity) with linear probing; wait_size a power of two (0 before first use). */
     struct orch_store_waiting *wait;

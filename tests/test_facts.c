@@ -214,7 +214,8 @@ static const char *outcome_of(orch_store *s, int64_t row)
     return buf;
 }
 
-/* The grain's row as stored, read on the connection as it is (nothing held is written):
+/* The grain's row as stored, read on the connection as it is (nothing held is written),
+ * or NULL while it has none:
  * "phase ready_seq pending", ready_seq -1 for NULL. */
 static const char *raw_row(orch_store *s, int64_t grain)
 {
@@ -226,12 +227,13 @@ static const char *raw_row(orch_store *s, int64_t grain)
                                         -1, &st, NULL),
                      SQLITE_OK);
     assert_int_equal(sqlite3_bind_int64(st, 1, grain), SQLITE_OK);
-    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-    snprintf(buf, sizeof buf, "%s %lld %lld%s", (const char *)sqlite3_column_text(st, 0),
-             (long long)sqlite3_column_int64(st, 1), (long long)sqlite3_column_int64(st, 2),
-             sqlite3_column_int(st, 3) ? " at" : "");
+    bool found = sqlite3_step(st) == SQLITE_ROW;
+    if (found)
+        snprintf(buf, sizeof buf, "%s %lld %lld%s", (const char *)sqlite3_column_text(st, 0),
+                 (long long)sqlite3_column_int64(st, 1), (long long)sqlite3_column_int64(st, 2),
+                 sqlite3_column_int(st, 3) ? " at" : "");
     sqlite3_finalize(st);
-    return buf;
+    return found ? buf : NULL;
 }
 
 /* A READY is held until the commit: look-ups see it, a dispatch in the same transaction
@@ -305,19 +307,6 @@ static void test_ready_held(void **state)
     assert_int_equal(orch_store_grain_get(f->s, 1, fourth, false, &r), ORCH_ECORRUPT);
 }
 
-/* Whether grain `id` has a row yet, on the connection as it is. */
-static bool raw_exists(orch_store *s, int64_t id)
-{
-    sqlite3_stmt *st;
-    assert_int_equal(sqlite3_prepare_v2(orch_store__db_as_is(s), "SELECT 1 FROM grain WHERE id = ?",
-                                        -1, &st, NULL),
-                     SQLITE_OK);
-    assert_int_equal(sqlite3_bind_int64(st, 1, id), SQLITE_OK);
-    bool found = sqlite3_step(st) == SQLITE_ROW;
-    sqlite3_finalize(st);
-    return found;
-}
-
 /* New grains are held and written together, READY in their INSERT when they became
  * READY meanwhile; look-ups find them; ids follow the table's, whoever inserted last. */
 static void test_grains_held(void **state)
@@ -333,7 +322,7 @@ static void test_grains_held(void **state)
         assert_int_equal(g[i].parent, root);
     }
     assert_int_equal(g[1].id, g[0].id + 1);
-    assert_false(raw_exists(f->s, g[0].id)); /* held */
+    assert_null(raw_row(f->s, g[0].id)); /* held */
     assert_int_equal(orch_store_grain_set_pending(f->s, &g[0], 1), 0);
     assert_int_equal(orch_store_grain_ready(f->s, &g[1], 61), 0);
     assert_int_equal(orch_store_grain_get(f->s, 1, kids[0], false, &r), 0);
@@ -377,7 +366,7 @@ static void test_grains_held(void **state)
     assert_int_equal(orch_store_grain_get(f->s, 1, fourth, false, &r), 0);
     assert_int_equal(r.id, x + 2);
     assert_int_equal(orch_store_commit(f->s), 0);
-    assert_true(raw_exists(f->s, x + 2));
+    assert_non_null(raw_row(f->s, x + 2));
     assert_int_equal(orch_store_begin(f->s), 0);
 }
 
@@ -478,7 +467,7 @@ static void test_attempts_of_a_batch(void **state)
     struct orch_grain_row g;
     assert_int_equal(orch_store_grain_get(f->s, 1, kids[0], false, &g), 0);
     int64_t one, first;
-    assert_int_equal(orch_store_attempt_begin(f->s, g.id, 0, 1, "h", NULL, 1, &one), 0);
+    assert_int_equal(orch_store_attempts_begin(f->s, &(struct orch_grain_at){g.id, 0}, 1, 1, "h", NULL, 1, &one), 0);
     enum { N = 64 + 32 + 4 + 1 };
     struct orch_grain_at at[N];
     for (int i = 0; i < N; i++) /* any grain ids: the rows take them as given */
@@ -528,8 +517,10 @@ static void test_recovery(void **state)
         assert_true(done);
     }
     int64_t a0, a1;
-    assert_int_equal(orch_store_attempt_begin(f->s, g[0].id, 0, 123, "h", NULL, 5, &a0), 0);
-    assert_int_equal(orch_store_attempt_begin(f->s, g[1].id, 0, 124, "h", "7.0", 6, &a1), 0);
+    assert_int_equal(orch_store_attempts_begin(f->s, &(struct orch_grain_at){g[0].id, 0}, 1, 123, "h", NULL, 5,
+                                               &a0), 0);
+    assert_int_equal(orch_store_attempts_begin(f->s, &(struct orch_grain_at){g[1].id, 0}, 1, 124, "h", "7.0", 6,
+                                               &a1), 0);
     assert_int_equal(orch_store_attempt_end(f->s, a0, ORCH_ATTEMPT_CRASH, "boom"), 0);
     assert_int_equal(orch_store_failure_put(f->s, g[0].id, 0, ORCH_FAILURE_CRASH, "boom", 0), 0);
     uint64_t batch;
