@@ -19,6 +19,12 @@
  * instead of 0.6). State names are parameters, bound from the
  * X-macro tables (orch_states.h). `phase = ?a OR phase = ?b` rather than IN (...): see the
  * conventions at the top of migrations/0001_initial.sql. */
+/* The grains in flight: those with an open attempt (the phase column of a grain that
+ * runs reads READY, or WAITING: see orch_store_grain_dispatch). Open attempts all lie at or
+ * above job.attempt_floor. */
+#define OPEN_ATTEMPT_GRAINS                                                                    \
+    "SELECT grain_id FROM attempt WHERE id >= (SELECT attempt_floor FROM job WHERE id = 1) "    \
+    "AND outcome IS NULL"
 #define FACT_STATEMENTS(X)                                                                     \
     X(ENTITY_PUT, "INSERT INTO entity (domain_id, parent_id, ordinal, key) "                   \
                   "VALUES (?1, ?2, ?3, coalesce(?4, "                                          \
@@ -56,15 +62,17 @@
     X(GRAIN_NEXT_ID, "SELECT coalesce(max(id), 0) + 1 FROM grain")                             \
     X(GRAIN_READY, "UPDATE grain SET phase = ?3, ready_seq = ?2, pending = 0, ready_at = ?4 "  \
                    "WHERE id = ?1 AND phase = ?5")                                             \
-    X(GRAIN_DISPATCH_READY, "UPDATE grain SET phase = ?4, ready_seq = ?5, pending = 0, "        \
-                            "ready_at = ?6 WHERE id = ?1 AND phase = ?3 AND generation = ?2")  \
-    X(GRAIN_DISPATCH, "UPDATE grain SET phase = ?4 WHERE id = ?1 AND phase = ?3 "              \
-                      "AND generation = ?2")                                                   \
+    X(GRAIN_PHASE, "SELECT phase, generation FROM grain WHERE id = ?")                         \
     X(GRAIN_REQUEUE, "UPDATE grain SET phase = ?5, generation = generation + 1, "              \
-                     "ready_seq = ?3, ready_at = ?6 WHERE id = ?1 AND phase = ?4 "             \
-                     "AND generation = ?2")                                                    \
-    X(GRAIN_SEAL_IN_FLIGHT, "UPDATE grain SET phase = ?5, outcome = ?2, pending = 0 "          \
-                            "WHERE id = ?1 AND phase = ?4 AND generation = ?3")                \
+                     "ready_seq = ?3, ready_at = ?6, pending = 0 WHERE id = ?1 "               \
+                     "AND phase <> ?4 AND generation = ?2")                                    \
+    X(GRAIN_SEAL_IN_FLIGHT, "UPDATE grain SET phase = ?5, outcome = ?2, pending = 0, "         \
+                            "ready_seq = coalesce(?4, ready_seq), "                            \
+                            "ready_at = coalesce(?6, ready_at) "                               \
+                            "WHERE id = ?1 AND phase <> ?5 AND generation = ?3")               \
+    X(GRAIN_INTERRUPT, "UPDATE grain SET phase = ?4, generation = generation + 1, "            \
+                       "ready_at = ?5, pending = 0, ready_seq = coalesce(?3, ready_seq, 0) "   \
+                       "WHERE id = ?1 AND phase <> ?6 AND generation = ?2")                    \
     X(GRAIN_SEAL_UNRUN, "UPDATE grain SET phase = ?5, outcome = ?2, pending = 0 "              \
                         "WHERE id = ?1 AND (phase = ?3 OR phase = ?4)")                        \
     X(GRAIN_REOPEN, "UPDATE grain SET phase = ?2, outcome = NULL, pending = 0, "               \
@@ -74,13 +82,16 @@
                      "WHERE g.outcome = ?2 AND (?1 < 0 OR g.call_id = ?1) ORDER BY g.id")      \
     X(GRAINS_UNRUN, "SELECT g.id, g.entity_id FROM grain AS g JOIN entity AS e "               \
                     "ON e.id = g.entity_id WHERE e.parent_id = ?1 AND g.call_id = ?2 "         \
-                    "AND (g.phase = ?3 OR g.phase = ?4)")                                      \
+                    "AND (g.phase = ?3 OR g.phase = ?4) AND NOT EXISTS (SELECT 1 "             \
+                    "FROM attempt AS a WHERE a.grain_id = g.id AND a.outcome IS NULL)")        \
     X(GRAINS_BARRED, "SELECT g.id, g.call_id, g.entity_id, e.parent_id, g.generation "         \
                      "FROM grain AS g JOIN entity AS e ON e.id = g.entity_id "                 \
                      "JOIN suppression AS s ON s.call_id = g.call_id "                         \
-                     "AND s.parent_id = e.parent_id WHERE g.phase = ?1")                       \
+                     "AND s.parent_id = e.parent_id WHERE g.phase <> ?1")                      \
     X(GRAINS_INTERRUPT, "UPDATE grain SET phase = ?1, generation = generation + 1, "           \
-                        "ready_at = ?3 WHERE phase = ?2")                                      \
+                        "ready_at = ?3, pending = 0, ready_seq = coalesce(ready_seq, 0) "      \
+                        "WHERE phase = ?2 OR (phase <> ?4 "                                    \
+                        "AND id IN (" OPEN_ATTEMPT_GRAINS "))")                                \
     X(GRAINS_UNSEALED, "SELECT count(*) FROM grain WHERE phase <> ?1")                         \
     X(GRAINS_SEALED_COUNTS, "SELECT call_id, outcome, count(*) FROM grain "                    \
                             "WHERE phase = ?1 GROUP BY 1, 2")                                  \
@@ -318,8 +329,7 @@ static const unsigned char held_safe[F__COUNT] = {
     [F_GRAIN_GET] = SAFE_ALL,         /* grain_get_row */
     [F_GRAIN_BY_ID] = SAFE_READY | SAFE_ITEM,
     [F_GRAIN_SET_PENDING] = SAFE_ALL, [F_GRAIN_READY] = SAFE_ALL,
-    [F_GRAIN_DISPATCH] = SAFE_READY | SAFE_ITEM,
-    [F_GRAIN_DISPATCH_READY] = SAFE_READY | SAFE_ITEM,
+    [F_GRAIN_PHASE] = SAFE_READY | SAFE_ITEM,
     [F_GRAIN_SEAL_IN_FLIGHT] = SAFE_READY | SAFE_ITEM,
     [F_GRAIN_SEAL_UNRUN] = SAFE_READY | SAFE_ITEM,
     [F_ATTEMPT_END] = SAFE_READY | SAFE_ITEM,
@@ -1408,35 +1418,156 @@ int orch_store_grain_ready(orch_store *s, const struct orch_grain_row *g, int64_
     return rc < 0 ? rc : run(s, st, NULL);
 }
 
+/* ---- grains in flight ------------------------------------------------------------------
+ * A grain in flight is not written as such: its attempt row, begun with its batch's others
+ * (orch_store_attempts_begin), says that it runs. Its row reads READY until the grain is
+ * sealed or put back; or WAITING when it was made READY in the transaction that
+ * dispatched it: that READY is not written at all, and its seal (or requeue) writes the
+ * ready_seq and ready_at it had (s->flying keeps them meanwhile: as many entries as grains
+ * in flight). One to two UPDATEs per grain less, 10% of the driver's instructions on a
+ * chain of no-op calls. The `grains` and `progress` views count a grain with an open
+ * attempt as in flight; resume takes such grains back (GRAINS_INTERRUPT).
+ *
+ * The UPDATE of dispatch also caught a queue entry gone stale: a READY grain that a
+ * GroupFailure barrier sealed while it waited in its queue. Such grains are remembered in
+ * s->unq instead until their entry comes out of the queue: never more of them than of
+ * queued grains. A rollback leaves both tables as they are: the driver stops then. */
+
+static size_t gmap_hash(const struct orch_store_gmap *m, int64_t grain)
+{
+    return (size_t)(((uint64_t)grain * UINT64_C(0x9e3779b97f4a7c15)) >> 32) & (m->size - 1);
+}
+
+static int gmap_put(struct orch_store_gmap *m, int64_t grain, int64_t seq, int64_t at)
+{
+    if ((m->n + 1) * 2 > m->size) {
+        size_t size = m->size ? m->size * 2 : 256, old_size = m->size;
+        struct orch_store_gent *t = calloc(size, sizeof *t), *old = m->v;
+        if (!t)
+            return -ENOMEM;
+        m->v = t;
+        m->size = size;
+        for (size_t i = 0; i < old_size; i++) {
+            if (!old[i].grain)
+                continue;
+            size_t h = gmap_hash(m, old[i].grain);
+            while (t[h].grain)
+                h = (h + 1) & (size - 1);
+            t[h] = old[i];
+        }
+        free(old);
+    }
+    size_t h = gmap_hash(m, grain);
+    while (m->v[h].grain && m->v[h].grain != grain)
+        h = (h + 1) & (m->size - 1);
+    if (!m->v[h].grain)
+        m->n++;
+    m->v[h] = (struct orch_store_gent){grain, seq, at};
+    return 0;
+}
+
+/* Takes grain's entry out of m into *out (may be NULL): true if it was there. */
+static bool gmap_take(struct orch_store_gmap *m, int64_t grain, struct orch_store_gent *out)
+{
+    if (m->n == 0)
+        return false;
+    size_t mask = m->size - 1, h = gmap_hash(m, grain);
+    while (m->v[h].grain != grain) {
+        if (!m->v[h].grain)
+            return false;
+        h = (h + 1) & mask;
+    }
+    if (out)
+        *out = m->v[h];
+    /* Backward shift: later entries of the run move up when their home allows it. */
+    for (size_t j = (h + 1) & mask; m->v[j].grain; j = (j + 1) & mask) {
+        size_t home = gmap_hash(m, m->v[j].grain);
+        if (((j - home) & mask) >= ((j - h) & mask)) {
+            m->v[h] = m->v[j];
+            h = j;
+        }
+    }
+    m->v[h].grain = 0;
+    m->n--;
+    return true;
+}
+
+/* With ORCH_STORE_CHECKS: the grain that goes in flight is READY at that generation (held
+ * READY: its row still reads WAITING). */
+static int dispatch_check(orch_store *s, int64_t grain, uint32_t generation)
+{
+    const struct orch_store_created *c = created_find(s, grain);
+    bool ok = c && c->seq && generation == 0; /* a new grain is at generation 0 */
+    if (!c) {
+        enum orch_grain_phase want = ready_find(s, grain) ? ORCH_PHASE_WAITING : ORCH_PHASE_READY;
+        sqlite3_stmt *st;
+        int rc = stmt(s, F_GRAIN_PHASE, &st, "l", grain);
+        if (rc < 0 || (rc = one(s, st)) < 0)
+            return rc;
+        ok = rc == 1 && (uint32_t)sqlite3_column_int64(st, 1) == generation &&
+             strcmp((const char *)sqlite3_column_text(st, 0), orch_grain_phase_name(want)) == 0;
+        sqlite3_reset(st);
+    }
+    return ok ? 0 : orch_error_set(ORCH_ECORRUPT, "%s: grain %lld dispatched at generation %u "
+                                               "is not READY at it", s->path, (long long)grain,
+                                   generation);
+}
+
 int orch_store_grain_dispatch(orch_store *s, int64_t grain, uint32_t generation, bool *done)
 {
-    *done = false; /* also when a statement fails: callers read it */
-    sqlite3_stmt *st;
-    struct orch_store_ready *r = ready_find(s, grain);
-    int rc;
-    if (r) { /* READY in this transaction, not written yet: both in one */
-        rc = stmt(s, F_GRAIN_DISPATCH_READY, &st, "llssll", grain, (int64_t)generation,
-                  orch_grain_phase_name(ORCH_PHASE_WAITING),
-                  orch_grain_phase_name(ORCH_PHASE_IN_FLIGHT), r->seq, r->at);
-        if (rc == 0 && (rc = run(s, st, done)) == 0 && *done)
-            r->live = false;
-        return rc;
+    *done = false;
+    if (gmap_take(&s->unq, grain, NULL))
+        return 0; /* sealed by a barrier while it was queued */
+    int rc = s->checks ? dispatch_check(s, grain, generation) : 0;
+    struct orch_store_ready *r = rc == 0 ? ready_find(s, grain) : NULL;
+    if (r) { /* READY in this transaction: written with its seal or requeue */
+        if ((rc = gmap_put(&s->flying, grain, r->seq, r->at)) < 0)
+            return rc;
+        r->live = false;
     }
-    rc = stmt(s, F_GRAIN_DISPATCH, &st, "llss", grain, (int64_t)generation,
-              orch_grain_phase_name(ORCH_PHASE_READY),
-              orch_grain_phase_name(ORCH_PHASE_IN_FLIGHT));
-    return rc < 0 ? rc : run(s, st, done);
+    *done = rc == 0;
+    return rc;
+}
+
+int orch_store_grain_interrupt(orch_store *s, int64_t grain, uint32_t generation)
+{
+    struct orch_store_gent f = {0, -1, -1};
+    gmap_take(&s->flying, grain, &f);
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_GRAIN_INTERRUPT, &st, "llNsls", grain, (int64_t)generation, f.seq,
+                  orch_grain_phase_name(ORCH_PHASE_READY), now_ms(),
+                  orch_grain_phase_name(ORCH_PHASE_SEALED));
+    return rc < 0 ? rc : run(s, st, NULL);
 }
 
 int orch_store_grain_requeue(orch_store *s, int64_t grain, uint32_t generation, int64_t seq,
                              bool *done)
 {
     *done = false; /* also when a statement fails: callers read it */
+    gmap_take(&s->flying, grain, NULL); /* the new ready_seq replaces the one kept */
     sqlite3_stmt *st;
     int rc = stmt(s, F_GRAIN_REQUEUE, &st, "lllssl", grain, (int64_t)generation, seq,
-                  orch_grain_phase_name(ORCH_PHASE_IN_FLIGHT),
+                  orch_grain_phase_name(ORCH_PHASE_SEALED),
                   orch_grain_phase_name(ORCH_PHASE_READY), now_ms());
     return rc < 0 ? rc : run(s, st, done);
+}
+
+/* Whether unrun grain (call, e) is READY, so in a queue: held READY, or READY in its row
+ * (a grain kept as waiting is not). */
+static int unrun_queued(orch_store *s, int64_t grain, int call, int64_t e, bool *queued)
+{
+    const struct orch_store_created *c = created_find(s, grain);
+    *queued = c ? c->seq != 0 : ready_find(s, grain) != NULL;
+    if (c || *queued || wait_find(s, call, e))
+        return 0;
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_GRAIN_PHASE, &st, "l", grain);
+    if (rc < 0 || (rc = one(s, st)) < 0)
+        return rc;
+    *queued = rc == 1 && strcmp((const char *)sqlite3_column_text(st, 0),
+                                orch_grain_phase_name(ORCH_PHASE_READY)) == 0;
+    sqlite3_reset(st);
+    return 0;
 }
 
 int orch_store_grain_seal(orch_store *s, int64_t grain, int call, int64_t e,
@@ -1446,18 +1577,28 @@ int orch_store_grain_seal(orch_store *s, int64_t grain, int call, int64_t e,
     *done = false; /* also when a statement fails: callers read it */
     sqlite3_stmt *st;
     const char *sealed = orch_grain_phase_name(ORCH_PHASE_SEALED);
-    int rc = in_flight ? stmt(s, F_GRAIN_SEAL_IN_FLIGHT, &st, "lslss", grain,
-                              orch_grain_outcome_name(o), (int64_t)generation,
-                              orch_grain_phase_name(ORCH_PHASE_IN_FLIGHT), sealed)
-                       : stmt(s, F_GRAIN_SEAL_UNRUN, &st, "lssss", grain,
-                              orch_grain_outcome_name(o),
-                              orch_grain_phase_name(ORCH_PHASE_WAITING),
-                              orch_grain_phase_name(ORCH_PHASE_READY), sealed);
-    if (rc == 0 && (rc = run(s, st, done)) == 0 && *done && !in_flight) {
+    bool queued = false, flown;
+    int rc = 0;
+    if (in_flight) {
+        struct orch_store_gent f = {0, -1, -1}; /* no READY kept: NULL, the row's stands */
+        flown = gmap_take(&s->flying, grain, &f);
+        rc = stmt(s, F_GRAIN_SEAL_IN_FLIGHT, &st, "lslNsN", grain, orch_grain_outcome_name(o),
+                  (int64_t)generation, f.seq, sealed, f.at);
+        if (rc == 0 && (rc = run(s, st, done)) == 0 && !*done && flown) /* a stale report */
+            rc = gmap_put(&s->flying, grain, f.seq, f.at);
+        return rc;
+    } else if ((rc = unrun_queued(s, grain, call, e, &queued)) == 0) {
+        rc = stmt(s, F_GRAIN_SEAL_UNRUN, &st, "lssss", grain, orch_grain_outcome_name(o),
+                  orch_grain_phase_name(ORCH_PHASE_WAITING),
+                  orch_grain_phase_name(ORCH_PHASE_READY), sealed);
+    }
+    if (rc == 0 && (rc = run(s, st, done)) == 0 && *done) {
         wait_drop(s, call, e);
         struct orch_store_ready *r = ready_find(s, grain);
         if (r) /* sealed before its READY was written: it never will be */
             r->live = false;
+        if (queued) /* its queue entry is stale now */
+            rc = gmap_put(&s->unq, grain, 0, 0);
     }
     return rc;
 }
@@ -1533,15 +1674,16 @@ int orch_store_grains_barred_in_flight(orch_store *s, struct orch_grain_row **ro
     sqlite3_stmt *st;
     *rows = NULL;
     *n = 0;
-    int rc = stmt(s, F_GRAINS_BARRED, &st, "s", orch_grain_phase_name(ORCH_PHASE_IN_FLIGHT));
+    int rc = stmt(s, F_GRAINS_BARRED, &st, "s", orch_grain_phase_name(ORCH_PHASE_SEALED));
     return rc < 0 ? rc : collect(s, st, 5, rows, n);
 }
 
 int orch_store_grains_interrupt(orch_store *s)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_GRAINS_INTERRUPT, &st, "ssl", orch_grain_phase_name(ORCH_PHASE_READY),
-                  orch_grain_phase_name(ORCH_PHASE_IN_FLIGHT), now_ms());
+    int rc = stmt(s, F_GRAINS_INTERRUPT, &st, "ssls", orch_grain_phase_name(ORCH_PHASE_READY),
+                  orch_grain_phase_name(ORCH_PHASE_IN_FLIGHT), now_ms(),
+                  orch_grain_phase_name(ORCH_PHASE_SEALED));
     return rc < 0 ? rc : run(s, st, NULL);
 }
 

@@ -202,15 +202,24 @@ int orch_store_grain_set_pending(orch_store *s, const struct orch_grain_row *g,
 /* g, WAITING (or re-opened) → READY with ready_seq `seq`. */
 int orch_store_grain_ready(orch_store *s, const struct orch_grain_row *g, int64_t seq);
 
-/* READY → IN_FLIGHT, if the grain is READY at `generation`; *done tells. */
+/* READY → IN_FLIGHT: *done, or false when a barrier sealed the grain while it was queued
+ * (its queue entry is stale). Nothing is written: the attempt row begun with the batch
+ * (orch_store_attempts_begin) is what says that the grain runs; its row reads READY. With
+ * ORCH_STORE_CHECKS the row is checked to be READY at `generation`. */
 int orch_store_grain_dispatch(orch_store *s, int64_t grain, uint32_t generation, bool *done);
 
-/* IN_FLIGHT at `generation` → READY at generation+1 with ready_seq `seq`; *done tells. */
+/* In flight at `generation` → READY at generation+1 with ready_seq `seq`; *done tells. */
 int orch_store_grain_requeue(orch_store *s, int64_t grain, uint32_t generation, int64_t seq,
                              bool *done);
 
-/* Seals grain (call, e) with outcome o. in_flight: only if IN_FLIGHT at `generation` (a report);
- * else only if WAITING or READY (sealed without running). *done tells. */
+/* In flight at `generation` → READY at generation+1, as resume would put it back
+ * (orch_store_grains_interrupt): for a driver that stops and ends its open attempts itself,
+ * which would leave resume nothing to tell the grain by. */
+int orch_store_grain_interrupt(orch_store *s, int64_t grain, uint32_t generation);
+
+/* Seals grain (call, e) with outcome o. in_flight: only if in flight at `generation` (a
+ * report; its row reads READY); else only if WAITING or READY (sealed without running: a
+ * READY one's queue entry is then stale, see orch_store_grain_dispatch). *done tells. */
 int orch_store_grain_seal(orch_store *s, int64_t grain, int call, int64_t e,
                           enum orch_grain_outcome o, bool in_flight, uint32_t generation,
                           bool *done);
@@ -223,19 +232,23 @@ int orch_store_grain_reopen(orch_store *s, int64_t grain, bool *done);
 int orch_store_grains_failed(orch_store *s, int call, struct orch_grain_row **rows,
                              size_t *n);
 
-/* Grains of `call` on the children of `parent` that have not run (WAITING or READY):
+/* Grains of `call` on the children of `parent` that have not run (WAITING or READY, no open
+ * attempt):
  * *rows (malloc'd) and *n; fields id and entity. */
 int orch_store_grains_unrun(orch_store *s, int call, int64_t parent,
                             struct orch_grain_row **rows, size_t *n);
 
 /* ---- recovery (resume) ----------------------------------------------------------------- */
 
-/* Grains IN_FLIGHT under a suppression barrier: *rows, *n (id, call, entity, parent,
- * generation). */
+/* Unsealed grains under a suppression barrier: *rows, *n (id, call, entity, parent,
+ * generation). The barrier sealed the siblings that had not run, so these were in flight
+ * when the driver stopped (those that a stopping driver put back to READY itself,
+ * orch_store_grain_interrupt, included). */
 int orch_store_grains_barred_in_flight(orch_store *s, struct orch_grain_row **rows,
                                        size_t *n);
 
-/* Every IN_FLIGHT grain back to READY with generation+1, keeping its ready_seq. */
+/* Every grain in flight (as above) back to READY with generation+1, keeping its
+ * ready_seq. Before orch_store_attempts_interrupt. */
 int orch_store_grains_interrupt(orch_store *s);
 
 /* *n = grains not sealed. */
@@ -268,8 +281,9 @@ struct orch_grain_at {
     uint32_t generation;
 };
 
-/* attempt_begin of the n grains of one batch, in a few statements: their rows are
- * *first, *first + 1, ... in the order of g. */
+/* Begins the attempts of the n grains of one batch, in a few statements: their rows are
+ * *first, *first + 1, ... in the order of g. An open attempt is what makes its grain in
+ * flight (orch_store_grain_dispatch): begin them in the transaction that dispatches. */
 int orch_store_attempts_begin(orch_store *s, const struct orch_grain_at *g, size_t n, int pid,
                               const char *host, const char *slurm_job, uint64_t batch,
                               int64_t *first);

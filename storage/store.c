@@ -381,6 +381,8 @@ static void free_store(orch_store *s)
     free(s->created);
     free(s->items);
     free(s->wait);
+    free(s->unq.v);
+    free(s->flying.v);
     free(s->path);
     free(s);
 }

@@ -68,6 +68,16 @@ struct orch_store_waiting {
     int call;
 };
 
+/* A table keyed by grain id (facts.c, "grains in flight"): open addressing with linear
+ * probing, deleted by backward shift; grain 0 marks an empty slot; size a power of two. */
+struct orch_store_gent {
+    int64_t grain, seq, at;
+};
+struct orch_store_gmap {
+    struct orch_store_gent *v;
+    size_t n, size;
+};
+
 /* Fields are written by the store's own functions only. */
 struct orch_store {
     sqlite3 *db;
@@ -108,6 +118,10 @@ struct orch_store {
      * entity) with linear probing; wait_size a power of two (0 before first use). */
     struct orch_store_waiting *wait;
     size_t nwait, wait_size;
+    /* facts.c ("grains in flight"): READY grains sealed by a barrier while queued, until
+     * their queue entry comes out; and the grains dispatched in the transaction that made
+     * them READY, whose READY is written with their seal or requeue instead. */
+    struct orch_store_gmap unq, flying;
     bool checks; /* ORCH_STORE_CHECKS: every cached look-up is compared with the row */
     /* The open transaction was rolled back by SQLite itself after an error (orch_store_step):
      * that error, and its detail; 0 while the transaction stands. */

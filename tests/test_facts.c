@@ -140,10 +140,13 @@ static void test_expansions(void **state)
     assert_int_equal(st, ORCH_EXPANSION_SUCCEEDED);
 }
 
-/* WAITING → READY → IN_FLIGHT → SEALED, each step guarded by phase and generation. */
+/* WAITING → READY → IN_FLIGHT → SEALED, each step guarded by phase and generation. Going in
+ * flight writes nothing (the attempt row says it): ORCH_STORE_CHECKS is what catches a
+ * dispatch of a grain that is not READY at that generation. */
 static void test_grain_transitions(void **state)
 {
     struct fx *f = *state;
+    f->s->checks = true;
     int64_t root, kids[2];
     hierarchy(f->s, &root, kids);
     assert_int_equal(orch_store_grain_create(f->s, 1, kids[0], root, 1), 0);
@@ -157,20 +160,24 @@ static void test_grain_transitions(void **state)
     assert_int_equal(orch_store_grain_get(f->s, 1, kids[0], false, &g), 0);
 
     bool done;
-    /* not READY yet: no dispatch */
-    assert_int_equal(orch_store_grain_dispatch(f->s, g.id, 0, &done), 0);
+    /* not READY yet: a dispatch is a bug, caught */
+    assert_int_equal(orch_store_grain_dispatch(f->s, g.id, 0, &done), ORCH_ECORRUPT);
     assert_false(done);
     assert_int_equal(orch_store_grain_ready(f->s, &g, 7), 0);
-    /* a wrong generation: no dispatch */
-    assert_int_equal(orch_store_grain_dispatch(f->s, g.id, 1, &done), 0);
+    /* a wrong generation: caught too */
+    assert_int_equal(orch_store_grain_dispatch(f->s, g.id, 1, &done), ORCH_ECORRUPT);
     assert_false(done);
     assert_int_equal(orch_store_grain_dispatch(f->s, g.id, 0, &done), 0);
     assert_true(done);
+    /* made READY and dispatched in one transaction: that READY is never written (its seal
+     * or requeue writes its ready_seq), so the row still reads WAITING */
+    assert_int_equal(orch_store_grain_by_id(f->s, g.id, &g), 0);
+    assert_int_equal(g.phase, ORCH_PHASE_WAITING);
     /* an attempt failure puts it back at generation 1 */
     assert_int_equal(orch_store_grain_requeue(f->s, g.id, 0, 8, &done), 0);
     assert_true(done);
     assert_int_equal(orch_store_grain_requeue(f->s, g.id, 0, 9, &done), 0);
-    assert_false(done); /* no longer in flight */
+    assert_false(done); /* no longer at that generation */
     assert_int_equal(orch_store_grain_by_id(f->s, g.id, &g), 0);
     assert_int_equal(g.phase, ORCH_PHASE_READY);
     assert_int_equal(g.generation, 1);
@@ -237,7 +244,8 @@ static const char *raw_row(orch_store *s, int64_t grain)
 }
 
 /* A READY is held until the commit: look-ups see it, a dispatch in the same transaction
- * writes READY and IN_FLIGHT at once, a seal forgets it, a rollback loses it. */
+ * leaves it held (it is written READY, as every grain in flight reads), a seal forgets
+ * it, a rollback loses it. */
 static void test_ready_held(void **state)
 {
     struct fx *f = *state;
@@ -260,17 +268,28 @@ static void test_ready_held(void **state)
     assert_int_equal(r.pending, 0);
     assert_int_equal(orch_store_grain_by_id(f->s, g[1].id, &r), 0);
     assert_int_equal(r.phase, ORCH_PHASE_READY);
-    /* a wrong generation takes nothing; the right one writes both steps in one */
-    assert_int_equal(orch_store_grain_dispatch(f->s, g[0].id, 1, &done), 0);
-    assert_false(done);
+    /* a wrong generation is caught; a dispatch writes nothing, and its READY never will
+     * be: the seal writes its ready_seq */
+    f->s->checks = true;
+    assert_int_equal(orch_store_grain_dispatch(f->s, g[0].id, 1, &done), ORCH_ECORRUPT);
     assert_int_equal(orch_store_grain_dispatch(f->s, g[0].id, 0, &done), 0);
     assert_true(done);
-    assert_string_equal(raw_row(f->s, g[0].id), "in_flight 30 0 at");
-    assert_int_equal(orch_store_grain_dispatch(f->s, g[0].id, 0, &done), 0);
-    assert_false(done); /* once */
     /* any other statement writes what is held first */
     assert_int_equal(orch_store_exec(f->s, "SELECT 1"), 0);
+    assert_string_equal(raw_row(f->s, g[0].id), "waiting -1 1");
     assert_string_equal(raw_row(f->s, g[1].id), "ready 31 0 at");
+    assert_int_equal(orch_store_commit(f->s), 0);
+    assert_int_equal(orch_store_begin(f->s), 0);
+    /* a stale report keeps what the grain had; the right one writes it */
+    assert_int_equal(orch_store_grain_seal(f->s, g[0].id, 1, kids[0], ORCH_OUTCOME_OK, true, 1,
+                                           &done),
+                     0);
+    assert_false(done);
+    assert_int_equal(orch_store_grain_seal(f->s, g[0].id, 1, kids[0], ORCH_OUTCOME_OK, true, 0,
+                                           &done),
+                     0);
+    assert_true(done);
+    assert_string_equal(raw_row(f->s, g[0].id), "sealed 30 0 at");
     assert_int_equal(orch_store_commit(f->s), 0);
 
     /* sealed before the commit: the held READY is never written */
@@ -287,7 +306,7 @@ static void test_ready_held(void **state)
                      0);
     assert_true(done);
     assert_int_equal(orch_store_grain_dispatch(f->s, r.id, 0, &done), 0);
-    assert_false(done);
+    assert_false(done); /* its queue entry is stale */
     assert_int_equal(orch_store_commit(f->s), 0);
     assert_string_equal(raw_row(f->s, r.id), "sealed -1 0");
 
@@ -499,6 +518,135 @@ static int collect_ready(void *ctx, const struct orch_grain_row *g)
     return 0;
 }
 
+/* The text of the first column of the first row of sql, read as it stands ("" for none). */
+static const char *text_of(orch_store *s, const char *sql)
+{
+    static char buf[64];
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(orch_store__db_as_is(s), sql, -1, &st, NULL), SQLITE_OK);
+    buf[0] = 0;
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+        snprintf(buf, sizeof buf, "%s", (const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    return buf;
+}
+
+/* A grain in flight is one with an open attempt: its row reads READY, the `grains` and
+ * `progress` views say in_flight, a barrier leaves it alone. A READY grain that a barrier
+ * seals while queued makes its queue entry stale: the dispatch of it takes nothing, once;
+ * a WAITING grain sealed so had no entry. */
+static void test_in_flight_is_an_open_attempt(void **state)
+{
+    struct fx *f = *state;
+    f->s->checks = true;
+    int64_t root, kids[3];
+    hierarchy(f->s, &root, kids);
+    assert_int_equal(orch_store_entity_put(f->s, 1, root, 2, NULL, &kids[2]), 0);
+    struct orch_grain_row g[3];
+    bool done;
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(orch_store_grain_create(f->s, 1, kids[i], root, 1), 0);
+        assert_int_equal(orch_store_grain_get(f->s, 1, kids[i], false, &g[i]), 0);
+        if (i < 2)
+            assert_int_equal(orch_store_grain_ready(f->s, &g[i], 10 + i), 0);
+    }
+    assert_int_equal(orch_store_commit(f->s), 0);
+    assert_int_equal(orch_store_begin(f->s), 0);
+    assert_int_equal(orch_store_grain_dispatch(f->s, g[0].id, 0, &done), 0);
+    assert_true(done);
+    int64_t a0;
+    assert_int_equal(orch_store_attempts_begin(f->s, &(struct orch_grain_at){g[0].id, 0}, 1, 7,
+                                               "h", NULL, 1, &a0),
+                     0);
+    assert_int_equal(orch_store_commit(f->s), 0);
+    char sql[160];
+    snprintf(sql, sizeof sql, "SELECT phase FROM grain WHERE id = %lld", (long long)g[0].id);
+    assert_string_equal(text_of(f->s, sql), "ready");
+    snprintf(sql, sizeof sql, "SELECT phase FROM grains WHERE grain_id = %lld",
+             (long long)g[0].id);
+    assert_string_equal(text_of(f->s, sql), "in_flight");
+    assert_string_equal(text_of(f->s, "SELECT waiting || ' ' || ready || ' ' || in_flight "
+                                      "FROM progress WHERE call = 'ocr'"),
+                        "1 1 1");
+
+    /* a barrier on the pages: the two that have not run, not the one in flight */
+    assert_int_equal(orch_store_begin(f->s), 0);
+    struct orch_grain_row *rows;
+    size_t n;
+    assert_int_equal(orch_store_grains_unrun(f->s, 1, root, &rows, &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(rows[0].id, g[1].id);
+    assert_int_equal(rows[1].id, g[2].id);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(orch_store_grain_seal(f->s, rows[i].id, 1, rows[i].entity,
+                                               ORCH_OUTCOME_SUPPRESSED, false, 0, &done),
+                         0);
+        assert_true(done);
+    }
+    free(rows);
+    assert_int_equal(orch_store_grain_dispatch(f->s, g[1].id, 0, &done), 0);
+    assert_false(done); /* the READY one's entry is stale */
+    assert_int_equal(orch_store_grain_dispatch(f->s, g[1].id, 0, &done), ORCH_ECORRUPT);
+    assert_int_equal(orch_store_grain_dispatch(f->s, g[2].id, 0, &done), ORCH_ECORRUPT);
+    /* the report of the one in flight seals it */
+    assert_int_equal(orch_store_grain_seal(f->s, g[0].id, 1, kids[0], ORCH_OUTCOME_OK, true, 0,
+                                           &done),
+                     0);
+    assert_true(done);
+    assert_int_equal(orch_store_attempt_end(f->s, a0, ORCH_ATTEMPT_OK, NULL), 0);
+    assert_int_equal(orch_store_commit(f->s), 0);
+    assert_string_equal(text_of(f->s, "SELECT in_flight || ' ' || sealed FROM progress "
+                                      "WHERE call = 'ocr'"),
+                        "0 3");
+    assert_int_equal(orch_store_begin(f->s), 0);
+}
+
+/* A driver that stops ends its open attempts itself, and puts their grains back to READY at
+ * generation+1 (orch_store_grain_interrupt), with the ready_seq of one made READY in the
+ * transaction that dispatched it; resume then seals every unsealed grain under a barrier. */
+static void test_interrupt_one(void **state)
+{
+    struct fx *f = *state;
+    f->s->checks = true;
+    int64_t root, kids[2];
+    hierarchy(f->s, &root, kids);
+    struct orch_grain_row g[2];
+    bool done;
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(orch_store_grain_create(f->s, 1, kids[i], root, 1), 0);
+        assert_int_equal(orch_store_grain_get(f->s, 1, kids[i], false, &g[i]), 0);
+    }
+    assert_int_equal(orch_store_commit(f->s), 0);
+    assert_int_equal(orch_store_begin(f->s), 0);
+    int64_t a[2];
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(orch_store_grain_ready(f->s, &g[i], 50 + i), 0);
+        assert_int_equal(orch_store_grain_dispatch(f->s, g[i].id, 0, &done), 0);
+        assert_true(done);
+        assert_int_equal(orch_store_attempts_begin(f->s, &(struct orch_grain_at){g[i].id, 0},
+                                                   1, 7, "h", NULL, 1, &a[i]),
+                         0);
+    }
+    assert_int_equal(orch_store_commit(f->s), 0);
+    assert_string_equal(raw_row(f->s, g[0].id), "waiting -1 1");
+    assert_int_equal(orch_store_begin(f->s), 0);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(orch_store_attempt_end(f->s, a[i], ORCH_ATTEMPT_INTERRUPTED, "stop"), 0);
+        assert_int_equal(orch_store_grain_interrupt(f->s, g[i].id, 0), 0);
+    }
+    assert_string_equal(raw_row(f->s, g[0].id), "ready 50 0 at");
+    assert_int_equal(orch_store_grain_by_id(f->s, g[1].id, &g[1]), 0);
+    assert_int_equal(g[1].generation, 1);
+    assert_int_equal(g[1].seq, 51);
+    assert_int_equal(orch_store_barrier_put(f->s, 1, root, g[0].id), 0);
+    struct orch_grain_row *rows;
+    size_t n;
+    assert_int_equal(orch_store_grains_barred_in_flight(f->s, &rows, &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(rows[0].generation + rows[1].generation, 2);
+    free(rows);
+}
+
 /* What a resume reads: open attempts interrupted, in-flight grains back to READY at
  * generation+1, queues in ready_seq order with the attempts charged since the last
  * terminal failure. */
@@ -528,8 +676,9 @@ static void test_recovery(void **state)
     assert_int_equal(batch, 6);
     /* the floor: recovery reads only attempts from it up (a0 is closed, a1 open) */
     assert_int_equal(orch_store_attempt_floor_set(f->s, a1), 0);
-    assert_int_equal(orch_store_attempts_interrupt(f->s), 0);
+    /* the grains first: an open attempt is what says a grain was in flight */
     assert_int_equal(orch_store_grains_interrupt(f->s), 0);
+    assert_int_equal(orch_store_attempts_interrupt(f->s), 0);
     assert_string_equal(outcome_of(f->s, a0), "crash");
     assert_string_equal(outcome_of(f->s, a1), "interrupted");
     int64_t unsealed;
@@ -639,6 +788,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_grain_transitions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_recovery, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ready_held, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_in_flight_is_an_open_attempt, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_interrupt_one, setup, teardown),
         cmocka_unit_test_setup_teardown(test_grains_held, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_stops_the_transaction, setup, teardown),
         cmocka_unit_test_setup_teardown(test_many_held, setup, teardown),

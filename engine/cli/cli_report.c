@@ -364,7 +364,8 @@ static int read_batches(struct report *R)
  * (its last attempt's end) and its time in the ready queue.
  *
  * A grain is counted as queued from grain.ready_at (0012: when it last became READY)
- * until its last attempt began (until now for a grain READY now). A job from before 0012
+ * until its last attempt began (until now for a grain READY now: unsealed, no attempt open
+ * — a grain in flight reads READY but has one, 0015_in_flight.sql). A job from before 0012
  * has no ready_at for the grains it made ready then; for those the page estimates, from
  * the FIFO position grain.ready_seq, handed out in time order: a grain g' with a later
  * ready_seq became ready after g did, and started after that; so g was ready at the
@@ -379,7 +380,8 @@ static int read_grains(struct report *R)
         "  min(s) OVER (ORDER BY ready_seq DESC ROWS UNBOUNDED PRECEDING)), ready_seq IS NULL"
         " FROM (SELECT g.call_id, g.ready_seq, g.ready_at, g.phase = 'sealed' AS sealed,"
         "  count(a.id) AS n,"
-        "  CASE WHEN g.phase = 'ready' OR count(a.id) = 0 THEN ?1 ELSE max(a.started_at) END AS s,"
+        "  CASE WHEN count(a.id) = 0 OR (g.phase = 'ready' AND count(a.outcome) = count(a.id))"
+        "   THEN ?1 ELSE max(a.started_at) END AS s,"
         "  max(coalesce(a.ended_at, ?1)) AS e"
         "  FROM grain AS g LEFT JOIN attempt AS a ON a.grain_id = g.id"
         "  GROUP BY g.id)";

@@ -374,11 +374,17 @@ static int turn(struct orch_sched *d)
 
 /* ---- after a stop ---------------------------------------------------------------------- */
 
+/* Ends the attempts of batch b, and puts its grains back to READY with generation+1 as
+ * resume would have: an open attempt is what tells resume that a grain was in flight. */
 static void end_attempts(struct orch_sched *d, const struct orch_sched_batch *b,
                          enum orch_attempt_outcome o, const char *why, int *rc)
 {
-    for (int i = 0; i < b->n && *rc == 0; i++)
+    for (int i = 0; i < b->n && *rc == 0; i++) {
         *rc = orch_sched_attempt_end(d, b->slot[i].attempt_row, o, why);
+        if (*rc == 0)
+            *rc = orch_store_grain_interrupt(d->job->store, b->slot[i].g.grain,
+                                             b->slot[i].g.generation);
+    }
 }
 
 /* The run stopped on error rc and the turn's transaction was rolled back: the attempts

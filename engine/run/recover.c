@@ -6,9 +6,10 @@
 
 #include "orch_facts.h"
 
-/* Grains that were in flight under a GroupFailure barrier: their reports would not have
- * been committed, so they are sealed Suppressed now rather than put back to READY, which
- * would dispatch them under the barrier (DESIGN §4). Inside recover's transaction. */
+/* Grains that were in flight under a GroupFailure barrier (every unsealed one: the barrier
+ * sealed the others): their reports would not have been committed, so they are sealed
+ * Suppressed now rather than put back to READY, which would dispatch them under the
+ * barrier (DESIGN §4). Inside recover's transaction. */
 static int recover_barred(struct orch_sched *d)
 {
     struct orch_grain_row *v;
@@ -51,7 +52,7 @@ static void count_sealed(void *ctx, int call, enum orch_grain_outcome o, int64_t
     orch_prop_add_sealed(ctx, call, o, n);
 }
 
-/* Grains IN_FLIGHT when the last driver stopped go back to READY with generation+1 (an
+/* Grains in flight when the last driver stopped (an open attempt) go back to READY with generation+1 (an
  * interruption: not counted against retries), keeping their ready_seq; their open
  * attempts are closed as interrupted. Then the queues are rebuilt in ready_seq order,
  * which is the order they had, each grain with the attempts charged against its retries
@@ -64,8 +65,10 @@ int orch_sched_recover(struct orch_sched *d)
     int rc = orch_store_begin(st);
     if (rc < 0)
         return rc;
-    if ((rc = orch_store_attempts_interrupt(st)) == 0 && (rc = recover_barred(d)) == 0 &&
-        (rc = orch_store_grains_interrupt(st)) == 0 &&
+    /* The grains in flight are those with an open attempt: taken back before their attempts
+     * are closed. */
+    if ((rc = recover_barred(d)) == 0 && (rc = orch_store_grains_interrupt(st)) == 0 &&
+        (rc = orch_store_attempts_interrupt(st)) == 0 &&
         (rc = orch_store_attempt_last_batch(st, &d->next_batch)) == 0 &&
         (rc = orch_store_grains_unsealed(st, &unsealed)) == 0)
         /* What earlier runs sealed, so that progress counts the whole job. */

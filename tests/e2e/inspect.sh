@@ -313,7 +313,7 @@ for round in finish kill; do
   pid=$!
   wait_until 60 "an attempt of $L" has_attempt "$L"
   expect_eq "sql while the job runs" "name	phase
-nap	in_flight" "$("$ORCH" sql "$L" "SELECT c.name, g.phase FROM grain g JOIN call c ON c.id = g.call_id")"
+nap	in_flight" "$("$ORCH" sql "$L" "SELECT call AS name, phase FROM grains")"
   out=$("$ORCH" status "$L")
   expect_eq "status while the job runs" "status:     running
 driver:     running (pid $pid)" "$(printf '%s\n' "$out" | sed -n '2p;4p')"

@@ -62,9 +62,10 @@ attempts() {
           WHERE c.name = '$2' AND k.key = '$3'"
 }
 
-# grain JOB CALL KEY: phase|outcome|generation of the grain of CALL on entity KEY.
+# grain JOB CALL KEY: phase|outcome|generation of the grain of CALL on entity KEY (the
+# `grains` view: in_flight while an attempt is open).
 grain() {
-  q "$1" "SELECT g.phase, coalesce(g.outcome, ''), g.generation FROM grain AS g
+  q "$1" "SELECT g.phase, coalesce(g.outcome, ''), g.generation FROM grains AS g
           JOIN call AS c ON c.id = g.call_id JOIN entity_key AS k ON k.entity_id = g.entity_id
           WHERE c.name = '$2' AND k.key = '$3'"
 }

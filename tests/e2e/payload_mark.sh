@@ -126,7 +126,7 @@ cp -a "$T/clean" "$T/e"
 # (and before 0008: every port here is an output, so nothing was reclaimed; and before
 # 0010, whose views read reclaimed and are dropped first)
 expect_eq "e: nothing reclaimed" 0 "$(q "$T/e" "SELECT count(*) FROM reclaimed")"
-sqlite3 "$T/e/state.db" "DROP VIEW workers; ALTER TABLE attempt DROP COLUMN host; ALTER TABLE attempt DROP COLUMN slurm_job;
+sqlite3 "$T/e/state.db" "DROP VIEW grains; DROP VIEW progress; DROP VIEW workers; ALTER TABLE attempt DROP COLUMN host; ALTER TABLE attempt DROP COLUMN slurm_job;
   DROP VIEW revisions; DROP TABLE root; DROP TABLE job_update; DROP TABLE plan;
                          ALTER TABLE job DROP COLUMN base_dir;
                          DROP VIEW items; DROP VIEW attempts; DROP VIEW timeline;

@@ -84,7 +84,7 @@ live_check() {
   [ -f "$J/state.db" ] || return 1
   local row
   row=$(qlive "$J" "
-    SELECT (SELECT g.phase FROM grain g JOIN call c ON c.id = g.call_id
+    SELECT (SELECT g.phase FROM grains g JOIN call c ON c.id = g.call_id
             JOIN entity_key k ON k.entity_id = g.entity_id
             WHERE c.name = 'slow' AND k.key = '900 s'),
            (SELECT g.phase || ',' || (SELECT count(*) FROM attempt a WHERE a.grain_id = g.id)

@@ -98,9 +98,9 @@ kill -9 "$driver"
 wait "$driver" 2> /dev/null || true
 wait_until 10 "the killed driver's worker $w1 to exit" gone "$w1"
 expect_eq "after the kill, grain $g1 is still in flight at generation 0" "in_flight|0" \
-  "$(q "$J" "SELECT phase, generation FROM grain WHERE id = $g1")"
-inflight1=$(q "$J" "SELECT group_concat(id) FROM (SELECT id FROM grain
-                    WHERE phase = 'in_flight' ORDER BY id)")
+  "$(q "$J" "SELECT phase, generation FROM grains WHERE grain_id = $g1")"
+inflight1=$(q "$J" "SELECT group_concat(grain_id) FROM (SELECT grain_id FROM grains
+                    WHERE phase = 'in_flight' ORDER BY grain_id)")
 open1=$(q "$J" "SELECT group_concat(grain_id) FROM (SELECT grain_id FROM attempt
                 WHERE outcome IS NULL ORDER BY grain_id)")
 expect_eq "open attempts are those of the grains in flight" "$inflight1" "$open1"

@@ -309,7 +309,7 @@ expect_eq "nothing runs after the end" "call	key	worker	start	running_ms" \
 
 # ---- 4. a job made before schema 10 -------------------------------------------------------
 cp -a "$J" "$T/old"
-sqlite3 "$T/old/state.db" "DROP VIEW workers; ALTER TABLE attempt DROP COLUMN host; ALTER TABLE attempt DROP COLUMN slurm_job;
+sqlite3 "$T/old/state.db" "DROP VIEW grains; DROP VIEW progress; DROP VIEW workers; ALTER TABLE attempt DROP COLUMN host; ALTER TABLE attempt DROP COLUMN slurm_job;
   DROP VIEW revisions; DROP TABLE root; DROP TABLE job_update; DROP TABLE plan;
                            ALTER TABLE job DROP COLUMN base_dir;
                            DROP VIEW items; DROP VIEW attempts; DROP VIEW timeline;

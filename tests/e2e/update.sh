@@ -143,7 +143,7 @@ cp "$T/a/p.orch" "$T/old/p.orch"
 (cd "$T" && "$ORCH" run old/p.orch --job "$T/old/job" --progress none 2> /dev/null) ||
   fail "run old"
 sqlite3 "$T/old/job/state.db" "UPDATE entity SET key = '$T/old/' || key;
-  DROP VIEW workers; ALTER TABLE attempt DROP COLUMN host; ALTER TABLE attempt DROP COLUMN slurm_job;
+  DROP VIEW grains; DROP VIEW progress; DROP VIEW workers; ALTER TABLE attempt DROP COLUMN host; ALTER TABLE attempt DROP COLUMN slurm_job;
   DROP VIEW revisions; DROP TABLE root; DROP TABLE job_update; DROP TABLE plan;
   ALTER TABLE job DROP COLUMN base_dir; PRAGMA user_version = 12"
 expect_eq "old: absolute keys" "$T/old/docs/1.txt/0" "$(q "$T/old/job" "SELECT key FROM entity WHERE parent_id = 1 AND ordinal = 0")"
@@ -159,7 +159,7 @@ grep -q "orch: update: 1 new, 0 changed, 0 removed" "$T/err" || fail "old: $(cat
 run_job "$T/l.orch" "$T/oldl"
 sqlite3 "$T/oldl/state.db" "UPDATE entity SET key = 'x y' WHERE key = 'x y#2';
   UPDATE entity SET key = 'x y' WHERE key = 'x y#3';
-  DROP VIEW workers; ALTER TABLE attempt DROP COLUMN host; ALTER TABLE attempt DROP COLUMN slurm_job;
+  DROP VIEW grains; DROP VIEW progress; DROP VIEW workers; ALTER TABLE attempt DROP COLUMN host; ALTER TABLE attempt DROP COLUMN slurm_job;
   DROP VIEW revisions; DROP TABLE root; DROP TABLE job_update; DROP TABLE plan;
   ALTER TABLE job DROP COLUMN base_dir; PRAGMA user_version = 12"
 "$ORCH" resume "$T/oldl" --progress none 2> "$T/err" || fail "old lines: resume: $(cat "$T/err")"
