@@ -25,6 +25,11 @@
 #define OPEN_ATTEMPT_GRAINS                                                                    \
     "SELECT grain_id FROM attempt WHERE id >= (SELECT attempt_floor FROM job WHERE id = 1) "    \
     "AND outcome IS NULL"
+/* Whether payload id X is reclaimed: the span with the largest first at or below it
+ * covers it (migrations/0016_reclaimed_spans.sql). */
+#define SPAN_COVERS(X)                                                                         \
+    "coalesce((SELECT r.last >= " X " FROM reclaimed_span AS r WHERE r.first <= " X            \
+    " ORDER BY r.first DESC LIMIT 1), 0)"
 #define FACT_STATEMENTS(X)                                                                     \
     X(ENTITY_PUT, "INSERT INTO entity (domain_id, parent_id, ordinal, key) "                   \
                   "VALUES (?1, ?2, ?3, coalesce(?4, "                                          \
@@ -132,9 +137,12 @@
                  "qualified = excluded.qualified, "                                            \
                  "producer_call_id = excluded.producer_call_id, is_output = excluded.is_output") \
     X(NAMED_PAYLOADS, "SELECT payload_id FROM item WHERE payload_id IS NOT NULL "              \
-                      "AND payload_id NOT IN (SELECT payload_id FROM reclaimed) "              \
                       "ORDER BY payload_id")                                                   \
-    X(RECLAIMED_PUT, "INSERT OR IGNORE INTO reclaimed (payload_id) VALUES (?)")                \
+    X(SPANS, "SELECT first, last FROM reclaimed_span ORDER BY first")                          \
+    X(SPAN_BEFORE, "SELECT first, last FROM reclaimed_span WHERE first <= ? "                  \
+                   "ORDER BY first DESC LIMIT 1")                                              \
+    X(SPAN_DROP, "DELETE FROM reclaimed_span WHERE first = ?")                                 \
+    X(SPAN_PUT, "INSERT INTO reclaimed_span (first, last) VALUES (?, ?)")                      \
     X(ROOT_PUT, "INSERT INTO root (entity_id, domain_id, revision, position, size, mtime_ns, "  \
                 "hash, admitted_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")                          \
     X(ROOT_FIND, "SELECT r.entity_id, r.position, r.size, r.mtime_ns, r.hash, "                \
@@ -172,15 +180,17 @@
     X(GRAIN_OUTCOME, "SELECT outcome FROM grain WHERE call_id = ? AND entity_id = ?")           \
     X(EXPANSION_CHILDREN, "SELECT state, nchildren FROM expansion WHERE call_id = ? "          \
                           "AND parent_id = ?")                                                 \
-    X(PAYLOAD_RECLAIMED, "SELECT 1 FROM reclaimed WHERE payload_id = ?")                       \
+    X(PAYLOAD_RECLAIMED, "SELECT last >= ?1 FROM reclaimed_span WHERE first <= ?1 "            \
+                         "ORDER BY first DESC LIMIT 1")                                        \
     X(PLAN_PREVIOUS, "SELECT text FROM plan WHERE id < ? ORDER BY id DESC LIMIT 1")             \
     X(UPDATE_COUNT, "UPDATE job_update SET added = added + ?, changed = changed + ?, "          \
                     "removed = removed + ? WHERE id = ?")                                      \
     X(UPDATE_SCANNED, "UPDATE job_update SET scanned_at = ? WHERE id = ?")                     \
     X(UPDATE_FINISHED, "UPDATE job_update SET finished_at = ? WHERE finished_at IS NULL "      \
                        "AND scanned_at IS NOT NULL")                                           \
-    X(RECLAIMED_PORT, "INSERT OR IGNORE INTO reclaimed (payload_id) SELECT payload_id "        \
-                      "FROM item WHERE port_id = ? AND payload_id IS NOT NULL")
+    X(RECLAIMED_PORT, "SELECT DISTINCT i.payload_id FROM item AS i WHERE i.port_id = ? "       \
+                      "AND i.payload_id IS NOT NULL AND NOT " SPAN_COVERS("i.payload_id") " "  \
+                      "ORDER BY i.payload_id")                                                 \
 
 #define FACT_ENUM(slot, sql) F_##slot,
 enum fact_slot { FACT_STATEMENTS(FACT_ENUM) F__COUNT };
@@ -305,10 +315,10 @@ static int rows_insert(orch_store *s, enum rows_kind kind, size_t n, rows_fixed 
  * Most grains that become READY are dispatched in the same transaction (the report that
  * makes them READY and the dispatch to the call's idle worker share a turn: 83% and 99%
  * of the second and third calls of scripts/bench/scheduler). A READY is therefore held
- * back until the transaction commits, and a dispatch in between writes READY and
- * IN_FLIGHT in one UPDATE of the row instead of two. Nothing else can tell: a look-up of
- * the grain here sees it READY (grain_read), a seal of it forgets it, and any statement
- * not known to leave such grains alone writes the held ones first (stmt, and
+ * back until the transaction commits, and a dispatch in between means it is never
+ * written: the seal writes it ("grains in flight" below). Nothing else can tell: a
+ * look-up of the grain here sees it READY (grain_read), a seal of it forgets it, and any
+ * statement not known to leave such grains alone writes the held ones first (stmt, and
  * orch_store_prepare for the store's other statements), as does the commit. At most
  * READY_HELD are held; past them a READY is written at once. */
 #define READY_HELD 65536
@@ -316,7 +326,9 @@ static int rows_insert(orch_store *s, enum rows_kind kind, size_t n, rows_fixed 
 #define HELD_MAX 16384
 
 /* Statements that read nothing that a late READY (SAFE_READY), a grain created late
- * (SAFE_CREATE) or an item put late (SAFE_ITEM) changes: they run with those held. */
+ * (SAFE_CREATE) or an item put late (SAFE_ITEM) changes: they run with those held. The
+ * reclaimed ids held ("reclaimed ids" below) are written first only for the statements
+ * that read reclaimed_span (reads_reclaimed). */
 enum { SAFE_READY = 1, SAFE_CREATE = 2, SAFE_ITEM = 4, SAFE_ALL = 7 };
 static const unsigned char held_safe[F__COUNT] = {
     [F_ENTITY_PUT] = SAFE_ALL,        [F_ENTITY_PARENT] = SAFE_ALL,
@@ -336,7 +348,7 @@ static const unsigned char held_safe[F__COUNT] = {
     [F_ATTEMPTS_END] = SAFE_READY | SAFE_ITEM,
     [F_FAILURE_PUT] = SAFE_READY | SAFE_ITEM,
     [F_BARRIER_PUT] = SAFE_READY | SAFE_ITEM,
-    [F_BARRIER_COVERS] = SAFE_ALL,    [F_RECLAIMED_PUT] = SAFE_ALL,
+    [F_BARRIER_COVERS] = SAFE_ALL,
     [F_ROOT_PUT] = SAFE_ALL,          [F_ROOT_FIND] = SAFE_ALL,
     [F_PAYLOAD_RECLAIMED] = SAFE_ALL,
 };
@@ -531,7 +543,9 @@ static int items_flush(orch_store *s)
 }
 
 /* Writes the held grains (creates), READYs (readies) and items asked for. */
-static int held_flush(orch_store *s, bool creates, bool readies, bool items)
+static int reclaimed_flush(orch_store *s);
+
+static int held_flush(orch_store *s, bool creates, bool readies, bool items, bool reclaims)
 {
     bool was = s->flushing;
     s->flushing = true;
@@ -542,13 +556,15 @@ static int held_flush(orch_store *s, bool creates, bool readies, bool items)
         rc = ready_flush(s);
     if (rc == 0 && items && s->nitems > 0)
         rc = items_flush(s);
+    if (rc == 0 && reclaims && s->nreclw > 0)
+        rc = reclaimed_flush(s);
     s->flushing = was;
     return rc; /* on failure the caller rolls back, which forgets them */
 }
 
 int orch_store__held_flush(orch_store *s)
 {
-    return orch_store__holds(s) ? held_flush(s, true, true, true) : 0;
+    return orch_store__holds(s) ? held_flush(s, true, true, true, true) : 0;
 }
 
 void orch_store__held_forget(orch_store *s)
@@ -556,6 +572,8 @@ void orch_store__held_forget(orch_store *s)
     ready_forget(s);
     s->ncreated = 0;
     s->nitems = 0;
+    s->nreclw = 0;
+    orch_store__reclaimed_forget(s);
     s->next_grain = 0; /* the rows the ids counted on may be gone */
 }
 
@@ -567,8 +585,10 @@ void orch_store__held_forget(orch_store *s)
 static int stmt(orch_store *s, enum fact_slot slot, sqlite3_stmt **out, const char *fmt, ...)
 {
     if (!s->flushing && orch_store__holds(s)) {
+        bool reads_reclaimed = slot == F_PAYLOAD_RECLAIMED || slot == F_SPANS ||
+                               slot == F_RECLAIMED_PORT;
         int rc = held_flush(s, !(held_safe[slot] & SAFE_CREATE), !(held_safe[slot] & SAFE_READY),
-                            !(held_safe[slot] & SAFE_ITEM));
+                            !(held_safe[slot] & SAFE_ITEM), reads_reclaimed);
         if (rc < 0)
             return rc;
     }
@@ -977,12 +997,14 @@ int orch_store_expansion_size(orch_store *s, int call, int64_t parent,
 int orch_store_payload_reclaimed(orch_store *s, uint64_t payload, bool *reclaimed)
 {
     sqlite3_stmt *st;
+    *reclaimed = false;
     int rc = stmt(s, F_PAYLOAD_RECLAIMED, &st, "l", (int64_t)payload);
     if (rc < 0 || (rc = one(s, st)) < 0)
         return rc;
-    *reclaimed = rc == 1;
-    if (rc == 1)
+    if (rc == 1) {
+        *reclaimed = sqlite3_column_int(st, 0) != 0;
         sqlite3_reset(st);
+    }
     return 0;
 }
 
@@ -1042,7 +1064,7 @@ int orch_store_item_put(orch_store *s, int port, int64_t e, enum orch_item_state
     /* Only a Present item names a payload (0 binds NULL: ids are never 0), and has a size. */
     bool present = state == ORCH_ITEM_PRESENT;
     if (s->nitems == HELD_MAX && !s->flushing) { /* as created_hold */
-        int rc = held_flush(s, false, false, true);
+        int rc = held_flush(s, false, false, true, false);
         if (rc < 0)
             return rc;
     }
@@ -1244,7 +1266,7 @@ static int created_hold(orch_store *s, int call, int64_t e, int64_t parent, int6
     int rc;
     /* A million children of one expansion are written HELD_MAX at a time: the memory
      * held stays small whatever the turn publishes. */
-    if (s->ncreated == HELD_MAX && (rc = held_flush(s, true, false, false)) < 0)
+    if (s->ncreated == HELD_MAX && (rc = held_flush(s, true, false, false, false)) < 0)
         return rc;
     if (s->ncreated == s->capcreated &&
         orch__grow_n(&s->created, &s->capcreated, s->ncreated + 1, sizeof *s->created) < 0)
@@ -1275,7 +1297,7 @@ int orch_store_grain_create(orch_store *s, int call, int64_t e, int64_t parent, 
         return rc < 0 ? rc : 0;
     /* Not held: the held ones first, so that this INSERT's id comes after theirs. */
     sqlite3_stmt *st;
-    if ((rc = held_flush(s, true, false, false)) < 0 ||
+    if ((rc = held_flush(s, true, false, false, false)) < 0 ||
         (rc = stmt(s, F_GRAIN_CREATE, &st, "ilsl", call, e,
                    orch_grain_phase_name(ORCH_PHASE_WAITING), pending)) < 0 ||
         (rc = run(s, st, NULL)) < 0)
@@ -1354,7 +1376,7 @@ static int grain_get_row(orch_store *s, int call, int64_t e, bool root,
 {
     sqlite3_stmt *st;
     if (s->ncreated > 0 && !s->flushing) { /* it may be a held one that left the table */
-        int rc = held_flush(s, true, false, false);
+        int rc = held_flush(s, true, false, false, false);
         if (rc < 0)
             return rc;
     }
@@ -1464,6 +1486,16 @@ static int gmap_put(struct orch_store_gmap *m, int64_t grain, int64_t seq, int64
         m->n++;
     m->v[h] = (struct orch_store_gent){grain, seq, at};
     return 0;
+}
+
+static bool gmap_has(const struct orch_store_gmap *m, int64_t grain)
+{
+    if (m->n == 0)
+        return false;
+    for (size_t h = gmap_hash(m, grain); m->v[h].grain; h = (h + 1) & (m->size - 1))
+        if (m->v[h].grain == grain)
+            return true;
+    return false;
 }
 
 /* Takes grain's entry out of m into *out (may be NULL): true if it was there. */
@@ -1815,7 +1847,7 @@ int orch_store_attempts_begin(orch_store *s, const struct orch_grain_at *g, size
 {
     assert(orch_store_in_txn(s) && n > 0);
     *first = 0;
-    int rc = held_flush(s, true, false, false); /* the rows name grains */
+    int rc = held_flush(s, true, false, false, false); /* the rows name grains */
     if (rc < 0)
         return rc;
     struct attempts_ctx a = {.g = g,
@@ -1928,26 +1960,45 @@ int orch_store_plan_port_put(orch_store *s, int id, int domain, const char *name
 
 /* ---- payload ids named by items -------------------------------------------------------- */
 
+/* The ids that items name, in order, merged with the spans of reclaimed ids, in order:
+ * one pass over each, where a look-up of the spans per id cost twice as much. */
 int orch_store_named_payloads_open(orch_store *s, struct orch_store_cursor *c)
 {
-    c->s = s;
-    c->st = NULL;
-    return stmt(s, F_NAMED_PAYLOADS, &c->st, "");
+    *c = (struct orch_store_cursor){.s = s};
+    int rc = stmt(s, F_SPANS, &c->spans, "");
+    return rc < 0 ? rc : stmt(s, F_NAMED_PAYLOADS, &c->st, "");
 }
 
 int orch_store_cursor_next_id(struct orch_store_cursor *c, uint64_t *id)
 {
-    int rc = orch_store_step(c->s, c->st);
-    if (rc == 1)
-        *id = (uint64_t)sqlite3_column_int64(c->st, 0);
-    return rc;
+    for (;;) {
+        int rc = orch_store_step(c->s, c->st);
+        if (rc != 1)
+            return rc;
+        int64_t v = sqlite3_column_int64(c->st, 0);
+        while (!c->spans_done && c->last < v) { /* the next span that may cover v */
+            if ((rc = orch_store_step(c->s, c->spans)) < 0)
+                return rc;
+            c->spans_done = rc == 0;
+            if (rc == 1) {
+                c->first = sqlite3_column_int64(c->spans, 0);
+                c->last = sqlite3_column_int64(c->spans, 1);
+            }
+        }
+        if (c->spans_done || v < c->first) {
+            *id = (uint64_t)v;
+            return 1;
+        }
+    }
 }
 
 void orch_store_cursor_close(struct orch_store_cursor *c)
 {
     if (c->st)
         sqlite3_reset(c->st);
-    c->st = NULL;
+    if (c->spans)
+        sqlite3_reset(c->spans);
+    c->st = c->spans = NULL;
 }
 
 int orch_store_set_max_pages(orch_store *s, int64_t pages)
@@ -2046,20 +2097,99 @@ int orch_store_payload_mark(orch_store *s, uint64_t *mark)
 
 /* ---- payloads reclaimed before the end of the job (migrations/0008_reclaimed.sql) ------- */
 
+/* ---- reclaimed ids ---------------------------------------------------------------------
+ * The ids freed in a transaction are held: s->recl says which (so that an id freed twice in
+ * it, read through two ports, counts once), s->reclw lists those not written yet. They are
+ * written as spans of consecutive ids (migrations/0016_reclaimed_spans.sql): one row for
+ * the run of ids that the readers of a batch free, where there was a row per id. A span
+ * that meets or touches one already written is merged with it, so that the table stays
+ * as small as the runs allow. An id freed again in a later transaction cannot happen
+ * (reclaim.c frees an id in the transaction that seals its last reader); with
+ * ORCH_STORE_CHECKS such an overlap is an error, else the spans are merged all the same. */
+
+void orch_store__reclaimed_forget(orch_store *s)
+{
+    if (s->recl.n > 0)
+        memset(s->recl.v, 0, s->recl.size * sizeof *s->recl.v);
+    s->recl.n = 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Writes span [first, last], merged with the spans it meets or touches. */
+static int span_write(orch_store *s, int64_t first, int64_t last)
+{
+    for (;;) {
+        sqlite3_stmt *st;
+        int rc = stmt(s, F_SPAN_BEFORE, &st, "l", last + 1);
+        if (rc < 0 || (rc = one(s, st)) < 0)
+            return rc;
+        if (rc == 0)
+            break;
+        int64_t f = sqlite3_column_int64(st, 0), l = sqlite3_column_int64(st, 1);
+        sqlite3_reset(st);
+        if (l < first - 1)
+            break; /* below, apart */
+        if (s->checks && l >= first && f <= last)
+            return orch_error_set(ORCH_ECORRUPT,
+                                  "%s: payload ids %lld..%lld reclaimed again (span %lld..%lld)",
+                                  s->path, (long long)first, (long long)last, (long long)f,
+                                  (long long)l);
+        if ((rc = stmt(s, F_SPAN_DROP, &st, "l", f)) < 0 || (rc = run(s, st, NULL)) < 0)
+            return rc;
+        first = f < first ? f : first;
+        last = l > last ? l : last;
+    }
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_SPAN_PUT, &st, "ll", first, last);
+    return rc < 0 ? rc : run(s, st, NULL);
+}
+
+static int reclaimed_flush(orch_store *s)
+{
+    qsort(s->reclw, s->nreclw, sizeof *s->reclw, cmp_u64);
+    int rc = 0;
+    for (size_t i = 0, j; i < s->nreclw && rc == 0; i = j) {
+        for (j = i + 1; j < s->nreclw && s->reclw[j] == s->reclw[j - 1] + 1; j++)
+            ;
+        rc = span_write(s, (int64_t)s->reclw[i], (int64_t)s->reclw[j - 1]);
+    }
+    if (rc == 0)
+        s->nreclw = 0;
+    return rc;
+}
+
 int orch_store_reclaimed_put(orch_store *s, uint64_t payload, bool *added)
 {
-    *added = false; /* also when a statement fails: callers read it */
-    sqlite3_stmt *st;
-    int rc = stmt(s, F_RECLAIMED_PUT, &st, "l", (int64_t)payload);
-    return rc < 0 ? rc : run(s, st, added);
+    assert(orch_store_in_txn(s) && payload > 0 && payload <= INT64_MAX);
+    *added = false;
+    if (gmap_has(&s->recl, (int64_t)payload))
+        return 0; /* freed in this transaction already */
+    if (orch__grow_n(&s->reclw, &s->capreclw, s->nreclw + 1, sizeof *s->reclw) < 0)
+        return orch_error_set(-ENOMEM, "%s: out of memory for reclaimed ids", s->path);
+    int rc = gmap_put(&s->recl, (int64_t)payload, 0, 0);
+    if (rc < 0)
+        return orch_error_set(rc, "%s: out of memory for reclaimed ids", s->path);
+    s->reclw[s->nreclw++] = payload;
+    *added = true;
+    return 0;
 }
 
 int orch_store_reclaimed_port(orch_store *s, int port, int64_t *added)
 {
+    *added = 0;
     sqlite3_stmt *st;
     int rc = stmt(s, F_RECLAIMED_PORT, &st, "i", port);
-    if (rc < 0 || (rc = run(s, st, NULL)) < 0)
-        return rc;
-    *added = sqlite3_changes(s->db);
-    return 0;
+    while (rc == 0 && (rc = orch_store_step(s, st)) == 1) {
+        bool one_added;
+        rc = orch_store_reclaimed_put(s, (uint64_t)sqlite3_column_int64(st, 0), &one_added);
+        *added += one_added;
+    }
+    if (rc >= 0)
+        sqlite3_reset(st);
+    return rc < 0 ? rc : 0;
 }

@@ -343,7 +343,9 @@ int orch_store_plan_port_put(orch_store *s, int id, int domain, const char *name
  * it (also after an error). One cursor at a time per store. */
 struct orch_store_cursor {
     orch_store *s;
-    sqlite3_stmt *st;
+    sqlite3_stmt *st, *spans;
+    int64_t first, last; /* the span of reclaimed ids read last (0, 0 before any) */
+    bool spans_done;
 };
 int orch_store_named_payloads_open(orch_store *s, struct orch_store_cursor *c);
 /* 1 and *id, 0 at the end, or an error. */

@@ -383,6 +383,8 @@ static void free_store(orch_store *s)
     free(s->wait);
     free(s->unq.v);
     free(s->flying.v);
+    free(s->recl.v);
+    free(s->reclw);
     free(s->path);
     free(s);
 }
@@ -649,6 +651,7 @@ int orch_store_commit(orch_store *s)
     }
     s->in_txn = false;
     s->txn_lost = 0;
+    orch_store__reclaimed_forget(s);
     assert(sqlite3_get_autocommit(s->db));
     return rc;
 }

@@ -122,6 +122,11 @@ struct orch_store {
      * their queue entry comes out; and the grains dispatched in the transaction that made
      * them READY, whose READY is written with their seal or requeue instead. */
     struct orch_store_gmap unq, flying;
+    /* facts.c ("reclaimed ids"): the payload ids reclaimed in the open transaction, and
+     * those of them not written yet. */
+    struct orch_store_gmap recl;
+    uint64_t *reclw;
+    size_t nreclw, capreclw;
     bool checks; /* ORCH_STORE_CHECKS: every cached look-up is compared with the row */
     /* The open transaction was rolled back by SQLite itself after an error (orch_store_step):
      * that error, and its detail; 0 while the transaction stands. */
@@ -143,8 +148,10 @@ static inline sqlite3 *orch_store__db_as_is(orch_store *s)
 /* Whether any is held. */
 static inline bool orch_store__holds(const orch_store *s)
 {
-    return s->nready > 0 || s->ncreated > 0 || s->nitems > 0;
+    return s->nready > 0 || s->ncreated > 0 || s->nitems > 0 || s->nreclw > 0;
 }
+/* Forgets which payload ids the transaction reclaimed (its end). */
+void orch_store__reclaimed_forget(orch_store *s);
 /* Forgets the waiting grains kept for look-ups (rollback). */
 void orch_store__waiting_forget(orch_store *s);
 

@@ -647,6 +647,61 @@ static void test_interrupt_one(void **state)
     free(rows);
 }
 
+/* Reclaimed ids are written as spans of consecutive ids: an id freed twice in one
+ * transaction counts once, a span that touches one written before is merged with it, the
+ * `reclaimed` view lists the ids that items name; an id freed again in a later
+ * transaction is an error that ORCH_STORE_CHECKS reports. */
+static void test_reclaimed_spans(void **state)
+{
+    struct fx *f = *state;
+    f->s->checks = true;
+    int64_t root, kids[2];
+    hierarchy(f->s, &root, kids);
+    for (int i = 0; i < 2; i++) /* page.image of both pages names payloads 6 and 8 */
+        assert_int_equal(orch_store_item_put(f->s, 1, kids[i], ORCH_ITEM_PRESENT,
+                                             (uint64_t)(6 + 2 * i), 10),
+                         0);
+    bool added;
+    const uint64_t ids[] = {7, 5, 6, 9, 6};
+    const bool fresh[] = {true, true, true, true, false};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        assert_int_equal(orch_store_reclaimed_put(f->s, ids[i], &added), 0);
+        assert_int_equal(added, fresh[i]);
+    }
+    assert_int_equal(orch_store_commit(f->s), 0);
+    assert_string_equal(text_of(f->s, "SELECT group_concat(first || '-' || last, ' ') "
+                                      "FROM (SELECT * FROM reclaimed_span ORDER BY first)"),
+                        "5-7 9-9");
+    assert_string_equal(text_of(f->s, "SELECT group_concat(payload_id, ' ') "
+                                      "FROM (SELECT * FROM reclaimed ORDER BY 1)"),
+                        "6");
+    assert_int_equal(orch_store_begin(f->s), 0);
+    assert_int_equal(orch_store_reclaimed_put(f->s, 8, &added), 0);
+    assert_true(added);
+    bool gone;
+    assert_int_equal(orch_store_payload_reclaimed(f->s, 8, &gone), 0);
+    assert_true(gone); /* written first */
+    assert_int_equal(orch_store_payload_reclaimed(f->s, 10, &gone), 0);
+    assert_false(gone);
+    assert_int_equal(orch_store_payload_reclaimed(f->s, 4, &gone), 0);
+    assert_false(gone);
+    assert_int_equal(orch_store_commit(f->s), 0);
+    assert_string_equal(text_of(f->s, "SELECT group_concat(first || '-' || last, ' ') "
+                                      "FROM reclaimed_span"),
+                        "5-9");
+    assert_string_equal(text_of(f->s, "SELECT group_concat(payload_id, ' ') "
+                                      "FROM (SELECT * FROM reclaimed ORDER BY 1)"),
+                        "6 8");
+    assert_string_equal(text_of(f->s, "SELECT group_concat(reclaimed, ' ') FROM items "
+                                      "WHERE port = 'page.image'"),
+                        "1 1");
+    /* freed again in a later transaction */
+    assert_int_equal(orch_store_begin(f->s), 0);
+    assert_int_equal(orch_store_reclaimed_put(f->s, 7, &added), 0);
+    assert_int_equal(orch_store_commit(f->s), ORCH_ECORRUPT);
+    assert_int_equal(orch_store_begin(f->s), 0);
+}
+
 /* What a resume reads: open attempts interrupted, in-flight grains back to READY at
  * generation+1, queues in ready_seq order with the attempts charged since the last
  * terminal failure. */
@@ -790,6 +845,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ready_held, setup, teardown),
         cmocka_unit_test_setup_teardown(test_in_flight_is_an_open_attempt, setup, teardown),
         cmocka_unit_test_setup_teardown(test_interrupt_one, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reclaimed_spans, setup, teardown),
         cmocka_unit_test_setup_teardown(test_grains_held, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_stops_the_transaction, setup, teardown),
         cmocka_unit_test_setup_teardown(test_many_held, setup, teardown),

@@ -94,7 +94,8 @@ static int export_port(struct orch_job *job, int port, bool all, FILE *out)
         "  (SELECT f.message FROM grain AS g JOIN failure AS f ON f.grain_id = g.id"
         "   WHERE g.call_id = %d AND g.entity_id = %s AND f.entity_id IS NULL"
         "   AND (f.kind = ?1 OR f.kind = ?2 OR f.kind = ?3) ORDER BY f.id DESC LIMIT 1)),"
-        " i.payload_id IN (SELECT payload_id FROM reclaimed)"
+        " coalesce((SELECT r.last >= i.payload_id FROM reclaimed_span AS r"
+        "  WHERE r.first <= i.payload_id ORDER BY r.first DESC LIMIT 1), 0)"
         " FROM t JOIN item AS i ON i.entity_id = t.id AND i.port_id = %d"
         " WHERE t.domain_id = %d %s ORDER BY t.path",
         root, chain.p ? chain.p : "",

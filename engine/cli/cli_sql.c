@@ -47,7 +47,7 @@ static const char sql_help[] =
     "Function payload(ID): the bytes of payload ID (item.payload_id) as text when they\n"
     "are valid UTF-8, else as a blob; NULL when the payload is not stored (the payloads\n"
     "of ports that are not `output` are reclaimed once every grain that reads them has\n"
-    "sealed: table `reclaimed` lists their ids).\n"
+    "sealed: view `reclaimed` lists their ids).\n"
     "  orch sql JOB \"SELECT k.key, payload(i.payload_id) FROM item i\n"
     "      JOIN entity_key k ON k.entity_id = i.entity_id WHERE i.state = 'present'\"\n"
     "Function payload_size(ID): its length in bytes (read without copying it), NULL\n"

@@ -39,10 +39,10 @@
  * has any Failed or Suppressed grain leaves AT_END families alone; the end of a run with
  * none frees them. A family without readers is freed at the end of the job either way.
  *
- * Order of writes. The freed id is recorded (table `reclaimed`, orch_facts.h) in the
+ * Order of writes. The freed id is recorded (table `reclaimed_span`, orch_facts.h) in the
  * turn's transaction, with the seal that proved it; its bytes are deleted from the
  * payload store only once that transaction is durable (orch_sched_reclaim_flush). A crash
- * between the two leaves bytes that only a `reclaimed` row names: the orphan reclamation
+ * between the two leaves bytes that only a reclaimed span names: the orphan reclamation
  * at the next start deletes them. Never the reverse: no byte is deleted before the row
  * that says so is on disk. "Committed" is not enough: state.db runs in WAL mode with
  * synchronous = NORMAL, so a machine crash may lose its last commits; had their payloads

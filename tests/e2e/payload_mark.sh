@@ -132,7 +132,8 @@ sqlite3 "$T/e/state.db" "DROP VIEW grains; DROP VIEW progress; DROP VIEW workers
                          DROP VIEW items; DROP VIEW attempts; DROP VIEW timeline;
                          ALTER TABLE grain DROP COLUMN ready_at;
                          ALTER TABLE item DROP COLUMN payload_size;
-                         ALTER TABLE job DROP COLUMN payload_mark; DROP TABLE reclaimed;
+                         ALTER TABLE job DROP COLUMN payload_mark;
+                         DROP VIEW reclaimed; DROP TABLE reclaimed_span;
                          ALTER TABLE job DROP COLUMN live_bytes;
                          ALTER TABLE job DROP COLUMN max_unsealed;
                          ALTER TABLE job DROP COLUMN max_live_bytes;

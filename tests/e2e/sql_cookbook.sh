@@ -309,10 +309,17 @@ expect_eq "nothing runs after the end" "call	key	worker	start	running_ms" \
 
 # ---- 4. a job made before schema 10 -------------------------------------------------------
 cp -a "$J" "$T/old"
-sqlite3 "$T/old/state.db" "DROP VIEW grains; DROP VIEW progress; DROP VIEW workers; ALTER TABLE attempt DROP COLUMN host; ALTER TABLE attempt DROP COLUMN slurm_job;
+# (its reclaimed ids go back to a table of 0008's shape, one row each, and come back as
+# spans: 0016)
+gone=$(q "$J" "SELECT group_concat(payload_id) FROM (SELECT payload_id FROM reclaimed ORDER BY 1)")
+[ -n "$gone" ] || fail "the cookbook's job reclaimed nothing"
+sqlite3 "$T/old/state.db" "CREATE TABLE reclaimed_t (payload_id INTEGER PRIMARY KEY CHECK (payload_id > 0));
+  INSERT INTO reclaimed_t SELECT payload_id FROM reclaimed; DROP VIEW reclaimed; DROP VIEW items;
+  DROP TABLE reclaimed_span; ALTER TABLE reclaimed_t RENAME TO reclaimed;
+  DROP VIEW grains; DROP VIEW progress; DROP VIEW workers; ALTER TABLE attempt DROP COLUMN host; ALTER TABLE attempt DROP COLUMN slurm_job;
   DROP VIEW revisions; DROP TABLE root; DROP TABLE job_update; DROP TABLE plan;
                            ALTER TABLE job DROP COLUMN base_dir;
-                           DROP VIEW items; DROP VIEW attempts; DROP VIEW timeline;
+                           DROP VIEW attempts; DROP VIEW timeline;
                            ALTER TABLE item DROP COLUMN payload_size;
                            ALTER TABLE grain DROP COLUMN ready_at;
                            PRAGMA user_version = 9"
@@ -325,4 +332,8 @@ grep -q "older than this orch's" "$T/err" || fail "sql on schema 9: $(cat "$T/er
 expect_eq "migrated to schema 10 or later" 1 \
   "$(q "$T/old" "PRAGMA user_version" | awk '{print ($1 >= 10)}')"
 python3 cookbook.py "$T/old" || fail "the cookbook's answers on the migrated job"
+expect_eq "the migrated job's reclaimed ids" "$gone" \
+  "$(q "$T/old" "SELECT group_concat(payload_id) FROM (SELECT payload_id FROM reclaimed ORDER BY 1)")"
+expect_eq "as spans" "$(q "$J" "SELECT count(*) FROM reclaimed_span")" \
+  "$(q "$T/old" "SELECT count(*) FROM reclaimed_span")"
 echo ok

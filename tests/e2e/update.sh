@@ -143,6 +143,9 @@ cp "$T/a/p.orch" "$T/old/p.orch"
 (cd "$T" && "$ORCH" run old/p.orch --job "$T/old/job" --progress none 2> /dev/null) ||
   fail "run old"
 sqlite3 "$T/old/job/state.db" "UPDATE entity SET key = '$T/old/' || key;
+  CREATE TABLE reclaimed_t (payload_id INTEGER PRIMARY KEY CHECK (payload_id > 0));
+  INSERT INTO reclaimed_t SELECT payload_id FROM reclaimed; DROP VIEW reclaimed; DROP VIEW items;
+  DROP TABLE reclaimed_span; ALTER TABLE reclaimed_t RENAME TO reclaimed;
   DROP VIEW grains; DROP VIEW progress; DROP VIEW workers; ALTER TABLE attempt DROP COLUMN host; ALTER TABLE attempt DROP COLUMN slurm_job;
   DROP VIEW revisions; DROP TABLE root; DROP TABLE job_update; DROP TABLE plan;
   ALTER TABLE job DROP COLUMN base_dir; PRAGMA user_version = 12"
@@ -159,6 +162,9 @@ grep -q "orch: update: 1 new, 0 changed, 0 removed" "$T/err" || fail "old: $(cat
 run_job "$T/l.orch" "$T/oldl"
 sqlite3 "$T/oldl/state.db" "UPDATE entity SET key = 'x y' WHERE key = 'x y#2';
   UPDATE entity SET key = 'x y' WHERE key = 'x y#3';
+  CREATE TABLE reclaimed_t (payload_id INTEGER PRIMARY KEY CHECK (payload_id > 0));
+  INSERT INTO reclaimed_t SELECT payload_id FROM reclaimed; DROP VIEW reclaimed; DROP VIEW items;
+  DROP TABLE reclaimed_span; ALTER TABLE reclaimed_t RENAME TO reclaimed;
   DROP VIEW grains; DROP VIEW progress; DROP VIEW workers; ALTER TABLE attempt DROP COLUMN host; ALTER TABLE attempt DROP COLUMN slurm_job;
   DROP VIEW revisions; DROP TABLE root; DROP TABLE job_update; DROP TABLE plan;
   ALTER TABLE job DROP COLUMN base_dir; PRAGMA user_version = 12"
