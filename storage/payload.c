@@ -530,21 +530,26 @@ int orch_payload_put(orch_payload *p, const void *data, size_t len, uint64_t *id
 }
 
 struct delete_ctx {
-    const uint64_t *ids;
+    const uint64_t *ids; /* ascending */
     size_t n;
     size_t ndeleted;
 };
 
+/* One cursor walks the ids in order: a look-up each (mdb_get then mdb_del made two), and
+ * LMDB finds the next id on the page it is on when it can. */
 static int delete_batch(orch_payload *p, MDB_txn *txn, void *ctx)
 {
     struct delete_ctx *c = ctx;
     uint64_t bytes;
+    MDB_cursor *cur = NULL;
     int rc = meta_get(p, txn, META_BYTES, 0, &bytes);
+    if (rc == 0)
+        rc = mdb_cursor_open(txn, p->data, &cur);
     c->ndeleted = 0;
     for (size_t i = 0; rc == 0 && i < c->n; i++) {
         uint64_t id = c->ids[i];
         MDB_val k = {sizeof id, &id}, v;
-        rc = mdb_get(txn, p->data, &k, &v);
+        rc = mdb_cursor_get(cur, &k, &v, MDB_SET_KEY);
         if (rc == MDB_NOTFOUND) {
             rc = 0; /* never stored, or already deleted */
             continue;
@@ -552,20 +557,36 @@ static int delete_batch(orch_payload *p, MDB_txn *txn, void *ctx)
         if (rc == 0) {
             assert(bytes >= v.mv_size);
             bytes -= v.mv_size;
-            rc = mdb_del(txn, p->data, &k, NULL);
+            rc = mdb_cursor_del(cur, 0);
             c->ndeleted++;
         }
     }
+    if (cur)
+        mdb_cursor_close(cur);
     if (rc == 0)
         rc = meta_put(p, txn, META_BYTES, bytes);
     return rc;
 }
 
+static int cmp_id(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 int orch_payload_delete_many(orch_payload *p, const uint64_t *ids, size_t n, size_t *ndeleted)
 {
     assert_owner(p);
-    struct delete_ctx c = {ids, n, 0};
+    uint64_t *sorted = n ? malloc(n * sizeof *sorted) : NULL;
+    if (n && !sorted)
+        return orch_error_set(-ENOMEM, "%s: out of memory to delete %zu payloads", p->dir, n);
+    if (n) {
+        memcpy(sorted, ids, n * sizeof *sorted);
+        qsort(sorted, n, sizeof *sorted, cmp_id);
+    }
+    struct delete_ctx c = {sorted, n, 0};
     int rc = n == 0 ? 0 : run_write(p, delete_batch, &c, 64 * 1024, "delete");
+    free(sorted);
     if (ndeleted != NULL)
         *ndeleted = rc == 0 ? c.ndeleted : 0;
     return rc;
