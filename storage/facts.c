@@ -2107,11 +2107,16 @@ int orch_store_payload_mark(orch_store *s, uint64_t *mark)
  * (reclaim.c frees an id in the transaction that seals its last reader); with
  * ORCH_STORE_CHECKS such an overlap is an error, else the spans are merged all the same. */
 
+/* At most this many ids are held; past them they are written, and an id is then looked
+ * up in the spans too (one reduce over a million children frees a million ids in a turn). */
+#define RECL_HELD ((size_t)1 << 16)
+
 void orch_store__reclaimed_forget(orch_store *s)
 {
     if (s->recl.n > 0)
         memset(s->recl.v, 0, s->recl.size * sizeof *s->recl.v);
     s->recl.n = 0;
+    s->recl_spilled = false;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -2169,10 +2174,27 @@ int orch_store_reclaimed_put(orch_store *s, uint64_t payload, bool *added)
     *added = false;
     if (gmap_has(&s->recl, (int64_t)payload))
         return 0; /* freed in this transaction already */
+    int rc;
+    if (s->recl_spilled) { /* or freed in it and written: every id not written is held */
+        sqlite3_stmt *st;
+        if ((rc = stmt_of(s, F_PAYLOAD_RECLAIMED, &st, "l", (int64_t)payload)) < 0 ||
+            (rc = one(s, st)) < 0)
+            return rc;
+        bool covered = rc == 1 && sqlite3_column_int(st, 0) != 0;
+        if (rc == 1)
+            sqlite3_reset(st);
+        if (covered)
+            return 0;
+    }
+    if (s->recl.n >= RECL_HELD) {
+        if ((rc = held_flush(s, false, false, false, true)) < 0)
+            return rc;
+        orch_store__reclaimed_forget(s);
+        s->recl_spilled = true;
+    }
     if (orch__grow_n(&s->reclw, &s->capreclw, s->nreclw + 1, sizeof *s->reclw) < 0)
         return orch_error_set(-ENOMEM, "%s: out of memory for reclaimed ids", s->path);
-    int rc = gmap_put(&s->recl, (int64_t)payload, 0, 0);
-    if (rc < 0)
+    if ((rc = gmap_put(&s->recl, (int64_t)payload, 0, 0)) < 0)
         return orch_error_set(rc, "%s: out of memory for reclaimed ids", s->path);
     s->reclw[s->nreclw++] = payload;
     *added = true;

@@ -183,10 +183,11 @@ int orch_payload_read(orch_payload_rtxn *r, uint64_t id, const void **data, size
 /* Ends the read transaction and frees r. NULL is ignored. */
 void orch_payload_read_end(orch_payload_rtxn *r);
 
-/* Deletes the payloads of ids in ONE write transaction. Ids that are not stored are
- * skipped: deleting is idempotent. *ndeleted (may be NULL) receives how many were stored.
- * Returns 0, or an error as for put_many (nothing deleted then). */
-int orch_payload_delete_many(orch_payload *p, const uint64_t *ids, size_t n, size_t *ndeleted);
+/* Deletes the payloads of ids in ONE write transaction, sorting ids in place first (one
+ * cursor walks them in order). Ids that are not stored are skipped: deleting is
+ * idempotent. *ndeleted (may be NULL) receives how many were stored. Returns 0, or an
+ * error as for put_many (nothing deleted then). */
+int orch_payload_delete_many(orch_payload *p, uint64_t *ids, size_t n, size_t *ndeleted);
 
 /* Lists, from one snapshot, the ids of up to `max` stored payloads that are >= start, in
  * ascending order, into ids[0 .. *n_out-1]. Fewer than max (0 at the end) means there are

@@ -574,19 +574,13 @@ static int cmp_id(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-int orch_payload_delete_many(orch_payload *p, const uint64_t *ids, size_t n, size_t *ndeleted)
+int orch_payload_delete_many(orch_payload *p, uint64_t *ids, size_t n, size_t *ndeleted)
 {
     assert_owner(p);
-    uint64_t *sorted = n ? malloc(n * sizeof *sorted) : NULL;
-    if (n && !sorted)
-        return orch_error_set(-ENOMEM, "%s: out of memory to delete %zu payloads", p->dir, n);
-    if (n) {
-        memcpy(sorted, ids, n * sizeof *sorted);
-        qsort(sorted, n, sizeof *sorted, cmp_id);
-    }
-    struct delete_ctx c = {sorted, n, 0};
+    if (n > 1) /* in place: a copy of a million ids was 8 MB more at the driver's peak */
+        qsort(ids, n, sizeof *ids, cmp_id);
+    struct delete_ctx c = {ids, n, 0};
     int rc = n == 0 ? 0 : run_write(p, delete_batch, &c, 64 * 1024, "delete");
-    free(sorted);
     if (ndeleted != NULL)
         *ndeleted = rc == 0 ? c.ndeleted : 0;
     return rc;

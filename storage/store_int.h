@@ -127,6 +127,7 @@ struct orch_store {
     struct orch_store_gmap recl;
     uint64_t *reclw;
     size_t nreclw, capreclw;
+    bool recl_spilled; /* more than facts.c holds were freed: some are written */
     bool checks; /* ORCH_STORE_CHECKS: every cached look-up is compared with the row */
     /* The open transaction was rolled back by SQLite itself after an error (orch_store_step):
      * that error, and its detail; 0 while the transaction stands. */

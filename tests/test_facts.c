@@ -702,6 +702,28 @@ static void test_reclaimed_spans(void **state)
     assert_int_equal(orch_store_begin(f->s), 0);
 }
 
+/* More ids freed in one transaction than the store holds: those past the bound are
+ * written as they come, and an id freed again after that is still found, in the spans. */
+static void test_reclaimed_many(void **state)
+{
+    struct fx *f = *state;
+    f->s->checks = true;
+    bool added;
+    for (uint64_t id = 1; id <= 70000; id++) {
+        assert_int_equal(orch_store_reclaimed_put(f->s, id, &added), 0);
+        assert_true(added);
+    }
+    assert_int_equal(orch_store_reclaimed_put(f->s, 5, &added), 0);
+    assert_false(added); /* written already */
+    assert_int_equal(orch_store_reclaimed_put(f->s, 69999, &added), 0);
+    assert_false(added); /* held */
+    assert_int_equal(orch_store_commit(f->s), 0);
+    assert_string_equal(text_of(f->s, "SELECT group_concat(first || '-' || last, ' ') "
+                                      "FROM reclaimed_span"),
+                        "1-70000");
+    assert_int_equal(orch_store_begin(f->s), 0);
+}
+
 /* What a resume reads: open attempts interrupted, in-flight grains back to READY at
  * generation+1, queues in ready_seq order with the attempts charged since the last
  * terminal failure. */
@@ -846,6 +868,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_in_flight_is_an_open_attempt, setup, teardown),
         cmocka_unit_test_setup_teardown(test_interrupt_one, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reclaimed_spans, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reclaimed_many, setup, teardown),
         cmocka_unit_test_setup_teardown(test_grains_held, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_stops_the_transaction, setup, teardown),
         cmocka_unit_test_setup_teardown(test_many_held, setup, teardown),
