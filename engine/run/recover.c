@@ -52,9 +52,10 @@ static void count_sealed(void *ctx, int call, enum orch_grain_outcome o, int64_t
     orch_prop_add_sealed(ctx, call, o, n);
 }
 
-/* Grains in flight when the last driver stopped (an open attempt) go back to READY with generation+1 (an
- * interruption: not counted against retries), keeping their ready_seq; their open
- * attempts are closed as interrupted. Then the queues are rebuilt in ready_seq order,
+/* Grains in flight when the last driver stopped (an open attempt) go back to READY with
+ * generation+1 (an interruption: not counted against retries), keeping their ready_seq
+ * (0, the head of the queue, for one whose READY was never written); their open attempts
+ * are closed as interrupted. Then the queues are rebuilt in ready_seq order,
  * which is the order they had, each grain with the attempts charged against its retries
  * (the attempt failures since its last terminal failure: a grain re-opened by `orch
  * retry` starts afresh). */
