@@ -217,9 +217,9 @@ static int run(orch_store *s, sqlite3_stmt *st, bool *changed);
  * INSERT takes up to 64 rows (measured: 3.3 us a row alone, 1.5 us in statements of 64):
  * a batch's attempt rows, and the grains and items held back (below). A statement of 2^k
  * rows is prepared once per size, so that n rows take at most n / 64 + 6 statements. */
-enum rows_kind { ROWS_ATTEMPT, ROWS_GRAIN, ROWS_ITEM };
+enum rows_kind { ROWS_ATTEMPT, ROWS_GRAIN, ROWS_ITEM, ROWS_ROOT };
 
-_Static_assert(ROWS_ITEM < ORCH_STORE_ROW_KINDS, "raise ORCH_STORE_ROW_KINDS");
+_Static_assert(ROWS_ROOT < ORCH_STORE_ROW_KINDS, "raise ORCH_STORE_ROW_KINDS");
 
 /* Each kind: the INSERT up to VALUES, and one row, '#' standing for each of the row's own
  * parameters; they are numbered after ?1 .. ?nfixed, which every row of a statement shares. */
@@ -237,6 +237,9 @@ static const struct {
     [ROWS_ITEM] = {"INSERT INTO item (port_id, entity_id, state, payload_id, payload_size) "
                    "VALUES ",
                    "(#, #, #, #, #)", 0, 5, false},
+    [ROWS_ROOT] = {"INSERT INTO root (entity_id, domain_id, revision, position, size, "
+                   "mtime_ns, hash, admitted_at) VALUES ",
+                   "(#, #, #, #, #, #, #, #)", 0, 8, false},
 };
 
 /* The INSERT of 2^size rows of `kind`. */
@@ -322,34 +325,37 @@ static int rows_insert(orch_store *s, enum rows_kind kind, size_t n, rows_fixed 
  * orch_store_prepare for the store's other statements), as does the commit. At most
  * READY_HELD are held; past them a READY is written at once. */
 #define READY_HELD 65536
-/* At most this many grains, and items, are held (below). */
+/* At most this many grains, items, and root rows are held (below). */
 #define HELD_MAX 16384
 
 /* Statements that read nothing that a late READY (SAFE_READY), a grain created late
- * (SAFE_CREATE) or an item put late (SAFE_ITEM) changes: they run with those held. The
+ * (SAFE_CREATE), an item put late (SAFE_ITEM) or a root row put late (SAFE_ROOT)
+ * changes: they run with those held. The
  * reclaimed ids held ("reclaimed ids" below) are written first only for the statements
  * that read reclaimed_span (reads_reclaimed). */
-enum { SAFE_READY = 1, SAFE_CREATE = 2, SAFE_ITEM = 4, SAFE_ALL = 7 };
+enum { SAFE_READY = 1, SAFE_CREATE = 2, SAFE_ITEM = 4, SAFE_ROOT = 8, SAFE_ALL = 15 };
+/* What held_flush writes: the SAFE_ bits, and the reclaimed ids. */
+enum { HELD_RECLAIM = 16, HELD_ALL = SAFE_ALL | HELD_RECLAIM };
 static const unsigned char held_safe[F__COUNT] = {
     [F_ENTITY_PUT] = SAFE_ALL,        [F_ENTITY_PARENT] = SAFE_ALL,
     [F_CHILDREN] = SAFE_ALL,          [F_CHILDREN_COUNT] = SAFE_ALL,
-    [F_ITEM_GET] = SAFE_READY | SAFE_CREATE,
-    [F_ITEM_PUT] = SAFE_ALL,          [F_CHILD_ITEMS] = SAFE_READY | SAFE_CREATE,
+    [F_ITEM_GET] = SAFE_READY | SAFE_CREATE | SAFE_ROOT,
+    [F_ITEM_PUT] = SAFE_ALL,          [F_CHILD_ITEMS] = SAFE_READY | SAFE_CREATE | SAFE_ROOT,
     [F_EXPANSION_PUT] = SAFE_ALL,     [F_EXPANSION_GET] = SAFE_ALL,
-    [F_GRAIN_CREATE] = SAFE_ALL,      [F_GRAIN_NEXT_ID] = SAFE_READY | SAFE_ITEM,
+    [F_GRAIN_CREATE] = SAFE_ALL,      [F_GRAIN_NEXT_ID] = SAFE_READY | SAFE_ITEM | SAFE_ROOT,
     [F_GRAIN_GET_ROOT] = SAFE_ALL,    /* a miss writes the created ones first: */
     [F_GRAIN_GET] = SAFE_ALL,         /* grain_get_row */
-    [F_GRAIN_BY_ID] = SAFE_READY | SAFE_ITEM,
+    [F_GRAIN_BY_ID] = SAFE_READY | SAFE_ITEM | SAFE_ROOT,
     [F_GRAIN_SET_PENDING] = SAFE_ALL, [F_GRAIN_READY] = SAFE_ALL,
-    [F_GRAIN_PHASE] = SAFE_READY | SAFE_ITEM,
-    [F_GRAIN_SEAL_IN_FLIGHT] = SAFE_READY | SAFE_ITEM,
-    [F_GRAIN_SEAL_UNRUN] = SAFE_READY | SAFE_ITEM,
-    [F_ATTEMPT_END] = SAFE_READY | SAFE_ITEM,
-    [F_ATTEMPTS_END] = SAFE_READY | SAFE_ITEM,
-    [F_FAILURE_PUT] = SAFE_READY | SAFE_ITEM,
-    [F_BARRIER_PUT] = SAFE_READY | SAFE_ITEM,
+    [F_GRAIN_PHASE] = SAFE_READY | SAFE_ITEM | SAFE_ROOT,
+    [F_GRAIN_SEAL_IN_FLIGHT] = SAFE_READY | SAFE_ITEM | SAFE_ROOT,
+    [F_GRAIN_SEAL_UNRUN] = SAFE_READY | SAFE_ITEM | SAFE_ROOT,
+    [F_ATTEMPT_END] = SAFE_READY | SAFE_ITEM | SAFE_ROOT,
+    [F_ATTEMPTS_END] = SAFE_READY | SAFE_ITEM | SAFE_ROOT,
+    [F_FAILURE_PUT] = SAFE_READY | SAFE_ITEM | SAFE_ROOT,
+    [F_BARRIER_PUT] = SAFE_READY | SAFE_ITEM | SAFE_ROOT,
     [F_BARRIER_COVERS] = SAFE_ALL,
-    [F_ROOT_PUT] = SAFE_ALL,          [F_ROOT_FIND] = SAFE_ALL,
+    [F_ROOT_PUT] = SAFE_ALL,          [F_ROOT_FIND] = SAFE_ALL & ~SAFE_ROOT,
     [F_PAYLOAD_RECLAIMED] = SAFE_ALL,
 };
 
@@ -542,21 +548,63 @@ static int items_flush(orch_store *s)
     return rc;
 }
 
+/* Binds held root row i (s->roots). */
+static int bind_root(sqlite3_stmt *st, int p, size_t i, const void *ctx)
+{
+    const struct orch_store_root *r = &((const orch_store *)ctx)->roots[i];
+    int b = sqlite3_bind_int64(st, p, r->entity);
+    if (b == SQLITE_OK)
+        b = sqlite3_bind_int(st, p + 1, r->domain);
+    if (b == SQLITE_OK)
+        b = sqlite3_bind_int64(st, p + 2, r->revision);
+    if (b == SQLITE_OK)
+        b = sqlite3_bind_int64(st, p + 3, r->position);
+    if (b == SQLITE_OK)
+        b = r->size >= 0 ? sqlite3_bind_int64(st, p + 4, r->size) : sqlite3_bind_null(st, p + 4);
+    if (b == SQLITE_OK)
+        b = r->mtime_ns >= 0 ? sqlite3_bind_int64(st, p + 5, r->mtime_ns)
+                             : sqlite3_bind_null(st, p + 5);
+    if (b == SQLITE_OK)
+        b = r->hash ? sqlite3_bind_text(st, p + 6, r->hash, -1, SQLITE_STATIC)
+                    : sqlite3_bind_null(st, p + 6);
+    if (b == SQLITE_OK)
+        b = sqlite3_bind_int64(st, p + 7, r->at);
+    return b;
+}
+
+static void roots_forget(orch_store *s)
+{
+    for (size_t i = 0; i < s->nroots; i++)
+        free(s->roots[i].hash);
+    s->nroots = 0;
+}
+
+static int roots_flush(orch_store *s)
+{
+    int rc = rows_insert(s, ROWS_ROOT, s->nroots, NULL, bind_root, s, NULL);
+    if (rc == 0)
+        roots_forget(s);
+    return rc;
+}
+
 /* Writes the held grains (creates), READYs (readies) and items asked for. */
 static int reclaimed_flush(orch_store *s);
 
-static int held_flush(orch_store *s, bool creates, bool readies, bool items, bool reclaims)
+/* kinds: SAFE_CREATE (the grains), SAFE_READY, SAFE_ITEM, SAFE_ROOT, HELD_RECLAIM. */
+static int held_flush(orch_store *s, unsigned kinds)
 {
     bool was = s->flushing;
     s->flushing = true;
     int rc = 0;
-    if (creates && s->ncreated > 0)
+    if ((kinds & SAFE_CREATE) && s->ncreated > 0)
         rc = created_flush(s);
-    if (rc == 0 && readies && s->nready > 0)
+    if (rc == 0 && (kinds & SAFE_READY) && s->nready > 0)
         rc = ready_flush(s);
-    if (rc == 0 && items && s->nitems > 0)
+    if (rc == 0 && (kinds & SAFE_ITEM) && s->nitems > 0)
         rc = items_flush(s);
-    if (rc == 0 && reclaims && s->nreclw > 0)
+    if (rc == 0 && (kinds & SAFE_ROOT) && s->nroots > 0)
+        rc = roots_flush(s);
+    if (rc == 0 && (kinds & HELD_RECLAIM) && s->nreclw > 0)
         rc = reclaimed_flush(s);
     s->flushing = was;
     return rc; /* on failure the caller rolls back, which forgets them */
@@ -564,7 +612,7 @@ static int held_flush(orch_store *s, bool creates, bool readies, bool items, boo
 
 int orch_store__held_flush(orch_store *s)
 {
-    return orch_store__holds(s) ? held_flush(s, true, true, true, true) : 0;
+    return orch_store__holds(s) ? held_flush(s, HELD_ALL) : 0;
 }
 
 void orch_store__held_forget(orch_store *s)
@@ -572,6 +620,7 @@ void orch_store__held_forget(orch_store *s)
     ready_forget(s);
     s->ncreated = 0;
     s->nitems = 0;
+    roots_forget(s);
     s->nreclw = 0;
     orch_store__reclaimed_forget(s);
     s->next_grain = 0; /* the rows the ids counted on may be gone */
@@ -587,8 +636,8 @@ static int stmt(orch_store *s, enum fact_slot slot, sqlite3_stmt **out, const ch
     if (!s->flushing && orch_store__holds(s)) {
         bool reads_reclaimed = slot == F_PAYLOAD_RECLAIMED || slot == F_SPANS ||
                                slot == F_RECLAIMED_PORT;
-        int rc = held_flush(s, !(held_safe[slot] & SAFE_CREATE), !(held_safe[slot] & SAFE_READY),
-                            !(held_safe[slot] & SAFE_ITEM), reads_reclaimed);
+        int rc = held_flush(s, (SAFE_ALL & ~held_safe[slot]) |
+                                   (reads_reclaimed ? HELD_RECLAIM : 0));
         if (rc < 0)
             return rc;
     }
@@ -765,15 +814,38 @@ static void sig_read(sqlite3_stmt *st, int i, struct orch_root_sig *sig)
     snprintf(sig->hash, sizeof sig->hash, "%s", h ? h : "");
 }
 
+/* Root rows are held like items ("items written late"): one INSERT's share each. */
 int orch_store_root_put(orch_store *s, int64_t e, int domain, int64_t revision,
                         int64_t position, const struct orch_root_sig *sig)
 {
-    sqlite3_stmt *st;
+    assert(orch_store_in_txn(s));
     bool known = sig && sig->known;
-    int rc = stmt(s, F_ROOT_PUT, &st, "lillNNtl", e, domain, revision, position,
-                  known ? sig->size : (int64_t)-1, known ? sig->mtime_ns : (int64_t)-1,
-                  known ? sig->hash : NULL, now_ms());
-    return rc < 0 ? rc : run(s, st, NULL);
+    if (s->nroots == HELD_MAX && !s->flushing) {
+        int rc = held_flush(s, SAFE_ROOT);
+        if (rc < 0)
+            return rc;
+    }
+    char *hash = known ? strdup(sig->hash) : NULL;
+    if ((known && !hash) ||
+        (s->nroots == s->caproots &&
+         orch__grow_n(&s->roots, &s->caproots, s->nroots + 1, sizeof *s->roots) < 0)) {
+        free(hash); /* no memory to hold it: written now */
+        sqlite3_stmt *st;
+        int rc = stmt(s, F_ROOT_PUT, &st, "lillNNtl", e, domain, revision, position,
+                      known ? sig->size : (int64_t)-1, known ? sig->mtime_ns : (int64_t)-1,
+                      known ? sig->hash : NULL, now_ms());
+        return rc < 0 ? rc : run(s, st, NULL);
+    }
+    s->roots[s->nroots++] = (struct orch_store_root){
+        .entity = e,
+        .revision = revision,
+        .position = position,
+        .size = known ? sig->size : -1,
+        .mtime_ns = known ? sig->mtime_ns : -1,
+        .at = now_ms(),
+        .hash = hash,
+        .domain = domain};
+    return 0;
 }
 
 int orch_store_root_find(orch_store *s, int domain, const char *key, struct orch_root_row *r,
@@ -1064,7 +1136,7 @@ int orch_store_item_put(orch_store *s, int port, int64_t e, enum orch_item_state
     /* Only a Present item names a payload (0 binds NULL: ids are never 0), and has a size. */
     bool present = state == ORCH_ITEM_PRESENT;
     if (s->nitems == HELD_MAX && !s->flushing) { /* as created_hold */
-        int rc = held_flush(s, false, false, true, false);
+        int rc = held_flush(s, SAFE_ITEM);
         if (rc < 0)
             return rc;
     }
@@ -1266,7 +1338,7 @@ static int created_hold(orch_store *s, int call, int64_t e, int64_t parent, int6
     int rc;
     /* A million children of one expansion are written HELD_MAX at a time: the memory
      * held stays small whatever the turn publishes. */
-    if (s->ncreated == HELD_MAX && (rc = held_flush(s, true, false, false, false)) < 0)
+    if (s->ncreated == HELD_MAX && (rc = held_flush(s, SAFE_CREATE)) < 0)
         return rc;
     if (s->ncreated == s->capcreated &&
         orch__grow_n(&s->created, &s->capcreated, s->ncreated + 1, sizeof *s->created) < 0)
@@ -1297,7 +1369,7 @@ int orch_store_grain_create(orch_store *s, int call, int64_t e, int64_t parent, 
         return rc < 0 ? rc : 0;
     /* Not held: the held ones first, so that this INSERT's id comes after theirs. */
     sqlite3_stmt *st;
-    if ((rc = held_flush(s, true, false, false, false)) < 0 ||
+    if ((rc = held_flush(s, SAFE_CREATE)) < 0 ||
         (rc = stmt(s, F_GRAIN_CREATE, &st, "ilsl", call, e,
                    orch_grain_phase_name(ORCH_PHASE_WAITING), pending)) < 0 ||
         (rc = run(s, st, NULL)) < 0)
@@ -1376,7 +1448,7 @@ static int grain_get_row(orch_store *s, int call, int64_t e, bool root,
 {
     sqlite3_stmt *st;
     if (s->ncreated > 0 && !s->flushing) { /* it may be a held one that left the table */
-        int rc = held_flush(s, true, false, false, false);
+        int rc = held_flush(s, SAFE_CREATE);
         if (rc < 0)
             return rc;
     }
@@ -1847,7 +1919,7 @@ int orch_store_attempts_begin(orch_store *s, const struct orch_grain_at *g, size
 {
     assert(orch_store_in_txn(s) && n > 0);
     *first = 0;
-    int rc = held_flush(s, true, false, false, false); /* the rows name grains */
+    int rc = held_flush(s, SAFE_CREATE); /* the rows name grains */
     if (rc < 0)
         return rc;
     struct attempts_ctx a = {.g = g,
@@ -2187,7 +2259,7 @@ int orch_store_reclaimed_put(orch_store *s, uint64_t payload, bool *added)
             return 0;
     }
     if (s->recl.n >= RECL_HELD) {
-        if ((rc = held_flush(s, false, false, false, true)) < 0)
+        if ((rc = held_flush(s, HELD_RECLAIM)) < 0)
             return rc;
         orch_store__reclaimed_forget(s);
         s->recl_spilled = true;

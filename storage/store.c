@@ -379,6 +379,9 @@ static void free_store(orch_store *s)
     free(s->ready);
     free(s->ready_ix);
     free(s->created);
+    for (size_t i = 0; i < s->nroots; i++)
+        free(s->roots[i].hash);
+    free(s->roots);
     free(s->items);
     free(s->wait);
     free(s->unq.v);

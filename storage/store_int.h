@@ -38,7 +38,7 @@ struct orch_store_cached {
 
 /* facts.c inserts many rows of a kind (attempts, held grains, held items) 2^0 ..
  * 2^(SIZES - 1) rows a statement. */
-#define ORCH_STORE_ROW_KINDS 3
+#define ORCH_STORE_ROW_KINDS 4
 #define ORCH_STORE_ROW_SIZES 7
 
 /* A grain created but not written yet (facts.c, "grains written late"): seq 0 while it
@@ -59,6 +59,14 @@ struct orch_store_item {
 struct orch_store_ready {
     int64_t grain, seq, at;
     bool live; /* false once dispatched or sealed in the same transaction */
+};
+
+/* A root row not written yet (facts.c, orch_store_root_put). size, mtime_ns < 0 and hash
+ * NULL: none (a lines() root). hash is the store's copy. */
+struct orch_store_root {
+    int64_t entity, revision, position, size, mtime_ns, at;
+    char *hash;
+    int domain;
 };
 
 /* A WAITING grain as facts.c keeps it for look-ups by (call, entity) ("the waiting
@@ -114,6 +122,9 @@ struct orch_store {
     /* facts.c: the items put in the open transaction and not written yet, in that order. */
     struct orch_store_item *items;
     size_t nitems, capitems;
+    /* facts.c: the root rows put in the open transaction and not written yet. */
+    struct orch_store_root *roots;
+    size_t nroots, caproots;
     /* facts.c: the waiting grains made by this connection, open addressing by (call,
      * entity) with linear probing; wait_size a power of two (0 before first use). */
     struct orch_store_waiting *wait;
@@ -149,7 +160,8 @@ static inline sqlite3 *orch_store__db_as_is(orch_store *s)
 /* Whether any is held. */
 static inline bool orch_store__holds(const orch_store *s)
 {
-    return s->nready > 0 || s->ncreated > 0 || s->nitems > 0 || s->nreclw > 0;
+    return s->nready > 0 || s->ncreated > 0 || s->nitems > 0 || s->nroots > 0 ||
+           s->nreclw > 0;
 }
 /* Forgets which payload ids the transaction reclaimed (its end). */
 void orch_store__reclaimed_forget(orch_store *s);

@@ -724,6 +724,37 @@ static void test_reclaimed_many(void **state)
     assert_int_equal(orch_store_begin(f->s), 0);
 }
 
+/* Root rows are held until a statement that reads them (the look-up by key) or the
+ * commit: the look-up then finds the row, its file signature whole; a rollback forgets
+ * them. */
+static void test_roots_held(void **state)
+{
+    struct fx *f = *state;
+    int64_t root, kids[2];
+    hierarchy(f->s, &root, kids); /* root "a.pdf" */
+    struct orch_root_sig sig = {.known = true, .size = 123, .mtime_ns = 456};
+    snprintf(sig.hash, sizeof sig.hash, "%064d", 7);
+    assert_int_equal(orch_store_root_put(f->s, root, 0, 1, 0, &sig), 0);
+    assert_string_equal(text_of(f->s, "SELECT count(*) FROM root"), "0"); /* held */
+    struct orch_root_row r;
+    int64_t next;
+    assert_int_equal(orch_store_root_find(f->s, 0, "a.pdf", &r, &next), 1);
+    assert_int_equal(r.entity, root);
+    assert_int_equal(next, 2);
+    assert_true(r.sig.known);
+    assert_int_equal(r.sig.size, 123);
+    assert_string_equal(r.sig.hash, sig.hash);
+    /* one more, rolled back: never written */
+    int64_t other;
+    assert_int_equal(orch_store_entity_put(f->s, 0, 0, 1, "b.pdf", &other), 0);
+    assert_int_equal(orch_store_commit(f->s), 0);
+    assert_int_equal(orch_store_begin(f->s), 0);
+    assert_int_equal(orch_store_root_put(f->s, other, 0, 1, 1, &sig), 0);
+    assert_int_equal(orch_store_rollback(f->s), 0);
+    assert_int_equal(orch_store_begin(f->s), 0);
+    assert_string_equal(text_of(f->s, "SELECT count(*) FROM root"), "1");
+}
+
 /* What a resume reads: open attempts interrupted, in-flight grains back to READY at
  * generation+1, queues in ready_seq order with the attempts charged since the last
  * terminal failure. */
@@ -869,6 +900,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_interrupt_one, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reclaimed_spans, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reclaimed_many, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_roots_held, setup, teardown),
         cmocka_unit_test_setup_teardown(test_grains_held, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_stops_the_transaction, setup, teardown),
         cmocka_unit_test_setup_teardown(test_many_held, setup, teardown),
