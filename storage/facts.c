@@ -67,7 +67,6 @@
     X(GRAIN_NEXT_ID, "SELECT coalesce(max(id), 0) + 1 FROM grain")                             \
     X(GRAIN_READY, "UPDATE grain SET phase = ?3, ready_seq = ?2, pending = 0, ready_at = ?4 "  \
                    "WHERE id = ?1 AND phase = ?5")                                             \
-    X(GRAIN_PHASE, "SELECT phase, generation FROM grain WHERE id = ?")                         \
     X(GRAIN_REQUEUE, "UPDATE grain SET phase = ?5, generation = generation + 1, "              \
                      "ready_seq = ?3, ready_at = ?6, pending = 0 WHERE id = ?1 "               \
                      "AND phase <> ?4 AND generation = ?2")                                    \
@@ -332,7 +331,8 @@ static int rows_insert(orch_store *s, enum rows_kind kind, size_t n, rows_fixed 
  * (SAFE_CREATE), an item put late (SAFE_ITEM) or a root row put late (SAFE_ROOT)
  * changes: they run with those held. The
  * reclaimed ids held ("reclaimed ids" below) are written first only for the statements
- * that read reclaimed_span (reads_reclaimed). */
+ * that read reclaimed_span whole (reads_reclaimed); a look-up of one id sees the held
+ * ones (orch_store_payload_reclaimed). */
 enum { SAFE_READY = 1, SAFE_CREATE = 2, SAFE_ITEM = 4, SAFE_ROOT = 8, SAFE_ALL = 15 };
 /* What held_flush writes: the SAFE_ bits, and the reclaimed ids. */
 enum { HELD_RECLAIM = 16, HELD_ALL = SAFE_ALL | HELD_RECLAIM };
@@ -347,7 +347,6 @@ static const unsigned char held_safe[F__COUNT] = {
     [F_GRAIN_GET] = SAFE_ALL,         /* grain_get_row */
     [F_GRAIN_BY_ID] = SAFE_READY | SAFE_ITEM | SAFE_ROOT,
     [F_GRAIN_SET_PENDING] = SAFE_ALL, [F_GRAIN_READY] = SAFE_ALL,
-    [F_GRAIN_PHASE] = SAFE_READY | SAFE_ITEM | SAFE_ROOT,
     [F_GRAIN_SEAL_IN_FLIGHT] = SAFE_READY | SAFE_ITEM | SAFE_ROOT,
     [F_GRAIN_SEAL_UNRUN] = SAFE_READY | SAFE_ITEM | SAFE_ROOT,
     [F_ATTEMPT_END] = SAFE_READY | SAFE_ITEM | SAFE_ROOT,
@@ -587,10 +586,10 @@ static int roots_flush(orch_store *s)
     return rc;
 }
 
-/* Writes the held grains (creates), READYs (readies) and items asked for. */
 static int reclaimed_flush(orch_store *s);
 
-/* kinds: SAFE_CREATE (the grains), SAFE_READY, SAFE_ITEM, SAFE_ROOT, HELD_RECLAIM. */
+/* Writes the held writes of `kinds`: SAFE_CREATE (the grains), SAFE_READY, SAFE_ITEM,
+ * SAFE_ROOT, HELD_RECLAIM. */
 static int held_flush(orch_store *s, unsigned kinds)
 {
     bool was = s->flushing;
@@ -634,8 +633,7 @@ void orch_store__held_forget(orch_store *s)
 static int stmt(orch_store *s, enum fact_slot slot, sqlite3_stmt **out, const char *fmt, ...)
 {
     if (!s->flushing && orch_store__holds(s)) {
-        bool reads_reclaimed = slot == F_PAYLOAD_RECLAIMED || slot == F_SPANS ||
-                               slot == F_RECLAIMED_PORT;
+        bool reads_reclaimed = slot == F_SPANS || slot == F_RECLAIMED_PORT;
         int rc = held_flush(s, (SAFE_ALL & ~held_safe[slot]) |
                                    (reads_reclaimed ? HELD_RECLAIM : 0));
         if (rc < 0)
@@ -1066,10 +1064,15 @@ int orch_store_expansion_size(orch_store *s, int call, int64_t parent,
     return 1;
 }
 
+static bool gmap_has(const struct orch_store_gmap *m, int64_t grain);
+
+/* Held in this transaction ("reclaimed ids": every id not written yet is), or in a span. */
 int orch_store_payload_reclaimed(orch_store *s, uint64_t payload, bool *reclaimed)
 {
     sqlite3_stmt *st;
-    *reclaimed = false;
+    *reclaimed = gmap_has(&s->recl, (int64_t)payload);
+    if (*reclaimed)
+        return 0;
     int rc = stmt(s, F_PAYLOAD_RECLAIMED, &st, "l", (int64_t)payload);
     if (rc < 0 || (rc = one(s, st)) < 0)
         return rc;
@@ -1596,22 +1599,16 @@ static bool gmap_take(struct orch_store_gmap *m, int64_t grain, struct orch_stor
     return true;
 }
 
-/* With ORCH_STORE_CHECKS: the grain that goes in flight is READY at that generation (held
- * READY: its row still reads WAITING). */
+/* With ORCH_STORE_CHECKS: the grain that goes in flight is READY at that generation. */
 static int dispatch_check(orch_store *s, int64_t grain, uint32_t generation)
 {
     const struct orch_store_created *c = created_find(s, grain);
-    bool ok = c && c->seq && generation == 0; /* a new grain is at generation 0 */
-    if (!c) {
-        enum orch_grain_phase want = ready_find(s, grain) ? ORCH_PHASE_WAITING : ORCH_PHASE_READY;
-        sqlite3_stmt *st;
-        int rc = stmt(s, F_GRAIN_PHASE, &st, "l", grain);
-        if (rc < 0 || (rc = one(s, st)) < 0)
-            return rc;
-        ok = rc == 1 && (uint32_t)sqlite3_column_int64(st, 1) == generation &&
-             strcmp((const char *)sqlite3_column_text(st, 0), orch_grain_phase_name(want)) == 0;
-        sqlite3_reset(st);
-    }
+    struct orch_grain_row g;
+    int rc = c ? 0 : orch_store_grain_by_id(s, grain, &g); /* a held READY reads READY */
+    if (rc < 0)
+        return rc;
+    bool ok = c ? c->seq && generation == 0 /* a new grain is at generation 0 */
+                : g.phase == ORCH_PHASE_READY && g.generation == generation;
     return ok ? 0 : orch_error_set(ORCH_ECORRUPT, "%s: grain %lld dispatched at generation %u "
                                                "is not READY at it", s->path, (long long)grain,
                                    generation);
@@ -1656,22 +1653,30 @@ int orch_store_grain_requeue(orch_store *s, int64_t grain, uint32_t generation, 
     return rc < 0 ? rc : run(s, st, done);
 }
 
-/* Whether unrun grain (call, e) is READY, so in a queue: held READY, or READY in its row
- * (a grain kept as waiting is not). */
+/* Whether unrun grain (call, e) is READY, so in a queue (a grain kept as waiting is not;
+ * a held READY reads READY). */
 static int unrun_queued(orch_store *s, int64_t grain, int call, int64_t e, bool *queued)
 {
     const struct orch_store_created *c = created_find(s, grain);
-    *queued = c ? c->seq != 0 : ready_find(s, grain) != NULL;
-    if (c || *queued || wait_find(s, call, e))
-        return 0;
+    struct orch_grain_row g = {.phase = ORCH_PHASE_WAITING};
+    int rc = c || wait_find(s, call, e) ? 0 : orch_store_grain_by_id(s, grain, &g);
+    *queued = c ? c->seq != 0 : g.phase == ORCH_PHASE_READY;
+    return rc;
+}
+
+/* A report's seal: the ready_seq and ready_at kept for a grain whose READY was never
+ * written go with it; a stale report leaves them kept. */
+static int seal_in_flight(orch_store *s, int64_t grain, enum orch_grain_outcome o,
+                          uint32_t generation, bool *done)
+{
+    struct orch_store_gent f = {0, -1, -1}; /* none kept: NULL, the row's stand */
+    bool kept = gmap_take(&s->flying, grain, &f);
     sqlite3_stmt *st;
-    int rc = stmt(s, F_GRAIN_PHASE, &st, "l", grain);
-    if (rc < 0 || (rc = one(s, st)) < 0)
-        return rc;
-    *queued = rc == 1 && strcmp((const char *)sqlite3_column_text(st, 0),
-                                orch_grain_phase_name(ORCH_PHASE_READY)) == 0;
-    sqlite3_reset(st);
-    return 0;
+    int rc = stmt(s, F_GRAIN_SEAL_IN_FLIGHT, &st, "lslNsN", grain, orch_grain_outcome_name(o),
+                  (int64_t)generation, f.seq, orch_grain_phase_name(ORCH_PHASE_SEALED), f.at);
+    if (rc == 0 && (rc = run(s, st, done)) == 0 && !*done && kept)
+        rc = gmap_put(&s->flying, grain, f.seq, f.at);
+    return rc;
 }
 
 int orch_store_grain_seal(orch_store *s, int64_t grain, int call, int64_t e,
@@ -1679,23 +1684,16 @@ int orch_store_grain_seal(orch_store *s, int64_t grain, int call, int64_t e,
                           bool *done)
 {
     *done = false; /* also when a statement fails: callers read it */
+    if (in_flight)
+        return seal_in_flight(s, grain, o, generation, done);
+    bool queued;
     sqlite3_stmt *st;
-    const char *sealed = orch_grain_phase_name(ORCH_PHASE_SEALED);
-    bool queued = false, flown;
-    int rc = 0;
-    if (in_flight) {
-        struct orch_store_gent f = {0, -1, -1}; /* no READY kept: NULL, the row's stands */
-        flown = gmap_take(&s->flying, grain, &f);
-        rc = stmt(s, F_GRAIN_SEAL_IN_FLIGHT, &st, "lslNsN", grain, orch_grain_outcome_name(o),
-                  (int64_t)generation, f.seq, sealed, f.at);
-        if (rc == 0 && (rc = run(s, st, done)) == 0 && !*done && flown) /* a stale report */
-            rc = gmap_put(&s->flying, grain, f.seq, f.at);
-        return rc;
-    } else if ((rc = unrun_queued(s, grain, call, e, &queued)) == 0) {
+    int rc = unrun_queued(s, grain, call, e, &queued);
+    if (rc == 0)
         rc = stmt(s, F_GRAIN_SEAL_UNRUN, &st, "lssss", grain, orch_grain_outcome_name(o),
                   orch_grain_phase_name(ORCH_PHASE_WAITING),
-                  orch_grain_phase_name(ORCH_PHASE_READY), sealed);
-    }
+                  orch_grain_phase_name(ORCH_PHASE_READY),
+                  orch_grain_phase_name(ORCH_PHASE_SEALED));
     if (rc == 0 && (rc = run(s, st, done)) == 0 && *done) {
         wait_drop(s, call, e);
         struct orch_store_ready *r = ready_find(s, grain);
@@ -2247,17 +2245,10 @@ int orch_store_reclaimed_put(orch_store *s, uint64_t payload, bool *added)
     if (gmap_has(&s->recl, (int64_t)payload))
         return 0; /* freed in this transaction already */
     int rc;
-    if (s->recl_spilled) { /* or freed in it and written: every id not written is held */
-        sqlite3_stmt *st;
-        if ((rc = stmt_of(s, F_PAYLOAD_RECLAIMED, &st, "l", (int64_t)payload)) < 0 ||
-            (rc = one(s, st)) < 0)
-            return rc;
-        bool covered = rc == 1 && sqlite3_column_int(st, 0) != 0;
-        if (rc == 1)
-            sqlite3_reset(st);
-        if (covered)
-            return 0;
-    }
+    bool covered;
+    if (s->recl_spilled && /* or freed in it and written already */
+        ((rc = orch_store_payload_reclaimed(s, payload, &covered)) < 0 || covered))
+        return rc;
     if (s->recl.n >= RECL_HELD) {
         if ((rc = held_flush(s, HELD_RECLAIM)) < 0)
             return rc;
