@@ -39,6 +39,7 @@
 #ifndef ORCH_STORE_H
 #define ORCH_STORE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <sqlite3.h>
@@ -183,6 +184,26 @@ int orch_store_in_txn(const orch_store *s);
  * be ahead of the commits that justify them (engine/run/reclaim.c deletes payloads only
  * after this). No transaction may be open. Returns 0, or -errno with the detail set. */
 int orch_store_sync(orch_store *s);
+
+/* Background work, for the driver (storage/background.c says why and how): a thread of
+ * the store's own, with a connection of its own, makes the checkpoints of the log, which
+ * the driver's commits then no longer wait for, and the syncs asked for below. Started
+ * once on a read-write store; orch_store_close() stops it too.
+ * Returns 0, or an error (the store works as before without it). */
+int orch_store_background_start(orch_store *s);
+
+/* Stops the background thread, if it runs, once it has made what was asked of it; the
+ * connection checkpoints as before. */
+void orch_store_background_stop(orch_store *s);
+
+/* Asks for what orch_store_sync() does, covering every commit made before the call, in
+ * the background; without the background thread, does it now. No transaction may be
+ * open. Returns 0. */
+int orch_store_sync_begin(orch_store *s);
+
+/* Whether the sync last asked for is done: 1 when it is, 0 while it runs (with wait, it
+ * waits), or the -errno it failed with, the detail set. */
+int orch_store_sync_end(orch_store *s, bool wait);
 
 /* ---- job metadata (table job) ---------------------------------------------------------- */
 

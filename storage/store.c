@@ -477,6 +477,7 @@ void orch_store_close(orch_store *s)
     assert_owner(s);
     if (s->in_txn)
         (void)orch_store_rollback(s);
+    orch_store_background_stop(s);
     for (size_t i = 0; i < s->ncache; i++)
         sqlite3_finalize(s->cache[i].stmt);
     int rc = sqlite3_close(s->db);

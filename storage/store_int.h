@@ -140,6 +140,10 @@ struct orch_store {
     size_t nreclw, capreclw;
     bool recl_spilled; /* more than facts.c holds were freed: some are written */
     bool checks; /* ORCH_STORE_CHECKS: every cached look-up is compared with the row */
+    /* background.c: the thread that checkpoints and syncs (NULL when none), and the result
+     * of the last orch_store_sync_begin made without it. */
+    struct orch_store_bg *bg;
+    int sync_rc;
     /* The open transaction was rolled back by SQLite itself after an error (orch_store_step):
      * that error, and its detail; 0 while the transaction stands. */
     int txn_lost;
@@ -163,6 +167,13 @@ static inline bool orch_store__holds(const orch_store *s)
     return s->nready > 0 || s->ncreated > 0 || s->nitems > 0 || s->nroots > 0 ||
            s->nreclw > 0;
 }
+/* background.c, for tests: sets the log sizes (frames) at which the thread checkpoints and
+ * past which the driver's connection does; waits until the thread has nothing to do, then
+ * gives the checkpoints it made, the frames its last one had copied, and the log size the
+ * last commit left. The thread must run. */
+void orch_store__background_tune(orch_store *s, int frames, int frames_max);
+void orch_store__background_idle(orch_store *s, int64_t *cycles, int *copied,
+                                 int *last_frames);
 /* Forgets which payload ids the transaction reclaimed (its end). */
 void orch_store__reclaimed_forget(orch_store *s);
 /* Forgets the waiting grains kept for look-ups (rollback). */

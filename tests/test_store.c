@@ -1338,6 +1338,57 @@ static void test_kill_free_running(void **state)
     orch_store_close(s);
 }
 
+/* Checkpoints in the background (storage/background.c): past the log size set, the
+ * thread checkpoints while commits go on, the commit after it copies the rest, and the
+ * log then starts again from its beginning, so that it stays small however much is
+ * committed; what was committed is all there. A sync asked for is made. Without the
+ * thread, orch_store_sync_begin syncs at once. */
+static void test_background(void **state)
+{
+    struct fx *f = *state;
+    orch_store *s = create_job(f);
+    assert_int_equal(orch_store_sync_begin(s), 0);
+    assert_int_equal(orch_store_sync_end(s, false), 1);
+
+    assert_int_equal(orch_store_background_start(s), 0);
+    orch_store__background_tune(s, 32, 1 << 30); /* the driver never checkpoints alone */
+    exec_ok(s, "CREATE TABLE t (x BLOB)");
+    enum { ROWS = 300 };
+    for (int i = 0; i < ROWS + 3; i++) {
+        if (i >= ROWS) { /* see below */
+            int64_t cycles;
+            int copied, frames;
+            orch_store__background_idle(s, &cycles, &copied, &frames);
+            assert_true(cycles >= 1);
+            if (i == ROWS) /* the thread copied what made it start, at least */
+                assert_true(copied >= 32);
+        }
+        assert_int_equal(orch_store_begin(s), 0);
+        exec_ok(s, "INSERT INTO t VALUES (randomblob(3000))");
+        assert_int_equal(orch_store_commit(s), 0);
+    }
+    /* The last three commits each came after the thread was idle, its checkpoint (if it
+     * made one) complete: a commit that finds it done copies the rest, and the next write
+     * starts the log again. So the log holds at most what reaches the threshold (32) and a
+     * few commits more, where 300 commits of a page or more each would be in it without
+     * checkpoints, or with checkpoints after which the log never starts again. */
+    int64_t cycles;
+    int copied, frames;
+    orch_store__background_idle(s, &cycles, &copied, &frames);
+    assert_true(frames > 0 && frames < 64);
+    assert_int_equal(q_int(s, "SELECT count(*) FROM t"), ROWS + 3);
+    assert_integrity_ok(s);
+
+    assert_int_equal(orch_store_sync_begin(s), 0);
+    assert_int_equal(orch_store_sync_end(s, true), 1);
+    orch_store_background_stop(s);
+    orch_store_close(s);
+
+    s = open_job(f, 0);
+    assert_int_equal(q_int(s, "SELECT count(*) FROM t"), ROWS + 3);
+    orch_store_close(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1368,6 +1419,7 @@ int main(void)
         T(test_kill_mid_transaction),
         T(test_kill_between_commits),
         T(test_kill_free_running),
+        T(test_background),
 #undef T
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

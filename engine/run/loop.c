@@ -573,6 +573,10 @@ static int start(struct orch_sched *d)
     if ((rc = orch_job_reclaim(d->job, &reclaimed)) < 0)
         return rc;
     d->stats->reclaimed += (int64_t)reclaimed;
+    /* Checkpoints and syncs off the loop (storage/background.c). Without the thread the
+     * commits checkpoint and the syncs are made in the loop, as they were. */
+    if (orch_store_background_start(d->job->store) < 0)
+        orch_error_clear();
     if ((rc = orch_sched_start_pools(d, &cb)) < 0 || (rc = orch_sched_recover(d)) < 0 ||
         (rc = orch_sched_workers_init(d)) < 0)
         return rc;
@@ -679,6 +683,7 @@ int orch_driver_run(struct orch_job *job, const struct orch_run_opts *opts,
         (void)job_stop(job, rc);
     stats->seconds = (double)(orch_sched_mono_ms() - d.started_ms) / 1000.0;
     driver_free(&d, rc == 0);
+    orch_store_background_stop(job->store);
     if (rc == 0) { /* the pools are closed: reclaim what stale reports left */
         size_t late;
         if ((rc = orch_job_reclaim(job, &late)) == 0)

@@ -47,10 +47,12 @@
  * that says so is on disk. "Committed" is not enough: state.db runs in WAL mode with
  * synchronous = NORMAL, so a machine crash may lose its last commits; had their payloads
  * been deleted, the grains those commits sealed would run again without their inputs. So
- * committed ids wait in `pending` until a sync of state.db (orch_store_sync: the log and
- * the file), made at most once a second, or when many wait, or at the job's end by the
- * orphan reclamation (which syncs first); then one LMDB write deletes them all. The
- * payload store holds at most a second's worth of freed bytes more than it must.
+ * committed ids wait in `pending` until a sync of state.db (the log and the file), asked
+ * for at most once a second, or when many wait, and made in the background
+ * (orch_store_sync_begin: the loop does not wait on the disk), or at the job's end by the
+ * orphan reclamation (which syncs first); then one LMDB write deletes the ids the sync
+ * covers. The payload store holds about a second's worth of freed bytes more than it
+ * must.
  *
  * Cost. A family with one reader and one input (the common chain a → b → c) costs, per
  * sealed grain, one item look-up and one insert; every other reader of the family adds a
@@ -83,6 +85,7 @@ struct prop_reclaim {
     size_t nids, cids;
     uint64_t *pending;    /* committed, deleted after the next sync of state.db */
     size_t npending, cpending;
+    size_t covered;       /* the first `covered` of them: a sync asked for covers them */
     int64_t synced_ms;    /* when state.db was last synced (orch_sched_mono_ms) */
 };
 
@@ -322,7 +325,8 @@ int prop__reclaim_sealed(orch_prop *p, int stmt, int64_t e, enum orch_grain_outc
 int orch_sched_reclaim_flush(struct orch_sched *d)
 {
     struct prop_reclaim *r = d->prop->reclaim;
-    assert(!orch_store_in_txn(d->job->store) && "the rows that free them are committed");
+    orch_store *store = d->job->store;
+    assert(!orch_store_in_txn(store) && "the rows that free them are committed");
     if (r->nids > 0) {
         if (orch__grow_n(&r->pending, &r->cpending, r->npending + r->nids, sizeof *r->pending) <
             0) {
@@ -334,15 +338,27 @@ int orch_sched_reclaim_flush(struct orch_sched *d)
         r->nids = 0;
     }
     int64_t now = orch_sched_mono_ms();
+    if (r->covered > 0) {
+        /* The sync asked for covers the first `covered`: once it is made they go. A failed
+         * sync or delete leaves the bytes as orphans of committed rows: the orphan
+         * reclamation at the next start (or the job's end) deletes them; the job goes on. */
+        int done = orch_store_sync_end(store, false);
+        if (done == 0)
+            return 0;
+        if (done == 1)
+            (void)orch_payload_delete_many(d->job->payloads, r->pending, r->covered, NULL);
+        orch_error_clear();
+        r->npending -= r->covered;
+        memmove(r->pending, r->pending + r->covered, r->npending * sizeof *r->pending);
+        r->covered = 0;
+        r->synced_ms = now;
+    }
     if (r->npending == 0 ||
         (r->npending < RECLAIM_SYNC_IDS && now - r->synced_ms < RECLAIM_SYNC_MS))
         return 0;
-    /* A failed sync or delete leaves the bytes as orphans of committed rows: the orphan
-     * reclamation at the next start (or the job's end) deletes them; the job goes on. */
-    if (orch_store_sync(d->job->store) == 0)
-        (void)orch_payload_delete_many(d->job->payloads, r->pending, r->npending, NULL);
-    r->npending = 0;
-    r->synced_ms = now;
+    /* Made in the background (storage/background.c): the loop does not wait on the disk. */
+    (void)orch_store_sync_begin(store);
+    r->covered = r->npending;
     return 0;
 }
 
