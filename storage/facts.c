@@ -138,6 +138,7 @@
     X(NAMED_PAYLOADS, "SELECT payload_id FROM item WHERE payload_id IS NOT NULL "              \
                       "ORDER BY payload_id")                                                   \
     X(SPANS, "SELECT first, last FROM reclaimed_span ORDER BY first")                          \
+    X(SPANS_COUNT, "SELECT coalesce(sum(last - first + 1), 0) FROM reclaimed_span")            \
     X(SPAN_BEFORE, "SELECT first, last FROM reclaimed_span WHERE first <= ? "                  \
                    "ORDER BY first DESC LIMIT 1")                                              \
     X(SPAN_DROP, "DELETE FROM reclaimed_span WHERE first = ?")                                 \
@@ -633,7 +634,8 @@ void orch_store__held_forget(orch_store *s)
 static int stmt(orch_store *s, enum fact_slot slot, sqlite3_stmt **out, const char *fmt, ...)
 {
     if (!s->flushing && orch_store__holds(s)) {
-        bool reads_reclaimed = slot == F_SPANS || slot == F_RECLAIMED_PORT;
+        bool reads_reclaimed =
+            slot == F_SPANS || slot == F_SPANS_COUNT || slot == F_RECLAIMED_PORT;
         int rc = held_flush(s, (SAFE_ALL & ~held_safe[slot]) |
                                    (reads_reclaimed ? HELD_RECLAIM : 0));
         if (rc < 0)
@@ -2277,4 +2279,15 @@ int orch_store_reclaimed_port(orch_store *s, int port, int64_t *added)
     if (rc >= 0)
         sqlite3_reset(st);
     return rc < 0 ? rc : 0;
+}
+
+int orch_store_reclaimed_count(orch_store *s, int64_t *n)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_SPANS_COUNT, &st, "");
+    if (rc < 0 || (rc = one(s, st)) < 0)
+        return rc;
+    *n = rc == 1 ? sqlite3_column_int64(st, 0) : 0;
+    sqlite3_reset(st);
+    return 0;
 }

@@ -387,4 +387,7 @@ int orch_store_reclaimed_put(orch_store *s, uint64_t payload, bool *added);
  * how many were not recorded yet. For the sweep at the end of a job. */
 int orch_store_reclaimed_port(orch_store *s, int port, int64_t *added);
 
+/* How many payload ids have been recorded as reclaimed, in all. */
+int orch_store_reclaimed_count(orch_store *s, int64_t *n);
+
 #endif

@@ -667,10 +667,13 @@ int orch_driver_run(struct orch_job *job, const struct orch_run_opts *opts,
     rc = job_stop(job, 0);
     if (rc == 0)
         rc = start(&d);
+    int64_t named = -1;
     if (rc == 0) {
         rc = run_loop(&d);
         if (rc == 0)
             rc = orch_sched_reclaim_end(&d);
+        if (rc == 0)
+            rc = orch_sched_reclaim_settle(&d, &named);
         if (rc == 0)
             rc = job_finished(job);
         orch_sched_progress(&d, true);
@@ -684,7 +687,11 @@ int orch_driver_run(struct orch_job *job, const struct orch_run_opts *opts,
     stats->seconds = (double)(orch_sched_mono_ms() - d.started_ms) / 1000.0;
     driver_free(&d, rc == 0);
     orch_store_background_stop(job->store);
-    if (rc == 0) { /* the pools are closed: reclaim what stale reports left */
+    /* The pools are closed: reclaim what stale reports left, unless the store holds just
+     * the payloads live items name (reclaim.c, "The end of a run"). */
+    struct orch_payload_stat ps;
+    if (rc == 0 && (named < 0 || orch_payload_stat(job->payloads, &ps) < 0 ||
+                    ps.count != (uint64_t)named)) {
         size_t late;
         if ((rc = orch_job_reclaim(job, &late)) == 0)
             stats->reclaimed += (int64_t)late;

@@ -391,3 +391,45 @@ int orch_sched_reclaim_end(struct orch_sched *d)
     orch_store_rollback(d->job->store);
     return rc;
 }
+
+/* ---- the end of a run -------------------------------------------------------------------
+ * The sweep of orphans at the end of a run (orch_job_reclaim) reads every item's payload
+ * id, sorted, and every id in the payload store: 700 ms of the 20 s of a million grains
+ * (scripts/bench/scheduler), to find, in most runs, nothing but the freed ids still waiting
+ * for their sync. A count can say so instead. After the sweep at the start, the store held
+ * exactly the ids that live items name; now it holds those, the ids freed and not deleted
+ * yet, and orphans, which only a report not committed (stale, discarded by a barrier, of
+ * a failed attempt) or a carried grain can leave. In a run with none of these, once the
+ * freed ids that waited are deleted, the store must hold exactly the named ids: the
+ * present items of ports whose payloads are their own (a filter's or a broadcast's output
+ * names its input's), less the ids that the spans free. The caller compares that with the
+ * store's count and sweeps when they differ (ids freed at the job's end, a failed delete,
+ * anything not foreseen here). */
+int orch_sched_reclaim_settle(struct orch_sched *d, int64_t *named)
+{
+    struct prop_reclaim *r = d->prop->reclaim;
+    const struct orch_run_stats *st = d->stats;
+    *named = -1;
+    int rc = orch_sched_reclaim_flush(d); /* takes the last turn's ids */
+    if (rc == 0 && r->npending > 0) {
+        if ((rc = orch_store_sync(d->job->store)) < 0)
+            return rc;
+        size_t k = 0;
+        if ((rc = orch_payload_delete_many(d->job->payloads, r->pending, r->npending, &k)) < 0)
+            return rc;
+        d->stats->reclaimed += (int64_t)k;
+        r->npending = r->covered = 0;
+    }
+    if (rc < 0 || st->stale > 0 || st->suppressed > 0 || st->attempts_failed > 0 ||
+        st->carried > 0)
+        return rc;
+    int64_t freed, own = 0;
+    if ((rc = orch_store_reclaimed_count(d->job->store, &freed)) < 0)
+        return rc;
+    const int64_t *items = orch_prop_items(d->prop);
+    for (int i = 0; i < orch_plan_nports(d->plan); i++)
+        if (r->root[i] == i)
+            own += items[i * ORCH_ITEM__COUNT + ORCH_ITEM_PRESENT];
+    *named = own - freed;
+    return 0;
+}

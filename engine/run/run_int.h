@@ -407,5 +407,10 @@ void orch_sched_reclaim_forget(struct orch_sched *d);
  * could free (broadcast families, unless a grain is Failed or Suppressed; families that no
  * statement reads). Their bytes go with the orphans after the pools close. */
 int orch_sched_reclaim_end(struct orch_sched *d);
+/* After orch_sched_reclaim_end: syncs state.db and deletes the freed payloads that waited
+ * for a sync. *named: how many payloads the live items name, when this run can have left
+ * no other (the payload store must then hold exactly as many; the caller compares), or -1
+ * when the sweep of orphans must run whatever the count (reclaim.c, "The end of a run"). */
+int orch_sched_reclaim_settle(struct orch_sched *d, int64_t *named);
 
 #endif
