@@ -221,6 +221,8 @@ int orch_store_background_start(orch_store *s)
     int rc = sqlite3_open_v2(s->path, &b->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
                              NULL);
     if (rc == SQLITE_OK)
+        rc = sqlite3_busy_timeout(b->db, ORCH_STORE_BUSY_TIMEOUT_MS);
+    if (rc == SQLITE_OK)
         rc = sqlite3_exec(b->db,
                           s->flags & ORCH_STORE_SYNC_FULL
                               ? "PRAGMA synchronous = FULL; PRAGMA user_version;"
