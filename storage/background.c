@@ -148,7 +148,8 @@ static void *bg_main(void *arg)
             int rc = checkpoint(b, &copied);
             pthread_mutex_lock(&b->mu);
             b->copied = copied;
-            /* A failed one (an I/O error, say) is left to the driver's own, at the bound. */
+            /* A failed one (an I/O error, say) is asked for again after the next commit;
+             * past the bound the driver's own runs. */
             b->ckpt_done = rc == SQLITE_OK;
             b->ckpt_busy = false;
             b->cycles += rc == SQLITE_OK;

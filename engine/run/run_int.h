@@ -410,7 +410,8 @@ int orch_sched_reclaim_end(struct orch_sched *d);
 /* After orch_sched_reclaim_end: syncs state.db and deletes the freed payloads that waited
  * for a sync. *named: how many payloads the live items name, when this run can have left
  * no other (the payload store must then hold exactly as many; the caller compares), or -1
- * when the sweep of orphans must run whatever the count (reclaim.c, "The end of a run"). */
+ * when the sweep of orphans must run whatever the count (reclaim.c, "The end of a run"):
+ * so does anything that fails here. Always 0. */
 int orch_sched_reclaim_settle(struct orch_sched *d, int64_t *named);
 
 #endif
