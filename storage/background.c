@@ -23,12 +23,16 @@
  * thread is idle, as the autocheckpoint did.
  *
  * Syncs. orch_store_sync_begin asks for a sync of both files that covers every commit made
- * before it; orch_store_sync_end says when it is done. The thread syncs through
+ * before it; orch_store_sync_end says when it is done. orch_store_file_sync_begin asks
+ * for one of another file (the payload store's, which --durability machine syncs before
+ * each commit), made by a second thread so that it never queues behind a checkpoint, and
+ * the driver's CPU work of the turn runs while the disk flushes; orch_store_file_sync_end
+ * waits for it, or withdraws it if the thread has not taken it yet, and the caller syncs. The thread syncs through
  * descriptors of its own: fdatasync covers every write made before it began, whoever made
  * it.
  *
- * Threads. The thread touches only the fields under `mu` and its own connection; the
- * driver's connection stays the driver's. Every signal is blocked in it, so that the
+ * Threads. The threads touch only the fields under `mu`, the first its own connection; the
+ * driver's connection stays the driver's. Every signal is blocked in them, so that the
  * driver's handlers (libevent's SIGCHLD, SIGINT) run on the driver's thread. Workers are
  * started with clone(CLONE_VM | CLONE_VFORK) and exec at once (engine/worker/pool.c), so
  * no child inherits a lock the thread held. */
@@ -66,6 +70,8 @@ struct orch_store_bg {
     pthread_mutex_t mu;
     pthread_cond_t wake; /* the thread waits on it for work */
     pthread_cond_t done; /* orch_store_sync_end(wait) waits on it */
+    pthread_t file_thread;
+    pthread_cond_t file_wake; /* the file thread waits on it */
     /* Under mu. */
     bool stop;
     bool ckpt_asked; /* the thread is to checkpoint */
@@ -78,15 +84,21 @@ struct orch_store_bg {
     uint64_t sync_asked, sync_done; /* tickets: the last sync asked for, the last made */
     int sync_rc;                    /* 0 or -errno of the last one made */
     char sync_why[256];             /* its error */
+    /* orch_store_file_sync_begin: the file, the last sync of it asked for, taken by the
+     * thread (or withdrawn), made; its result. */
+    const char *file;
+    uint64_t file_asked, file_taken, file_done;
+    int file_rc;
 };
 
-/* fdatasync of one file; one that does not exist has nothing to sync (the WAL between a
- * checkpoint's truncation and the next write). 0 or -errno, with why filled. */
-static int sync_one(const char *path, char *why, size_t n)
+/* fdatasync of one file; with missing_ok, one that does not exist has nothing to sync
+ * (the WAL between a checkpoint's truncation and the next write). 0 or -errno, with why
+ * filled. */
+static int sync_file(const char *path, bool missing_ok, char *why, size_t n)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        if (errno == ENOENT)
+        if (errno == ENOENT && missing_ok)
             return 0;
         int e = errno;
         snprintf(why, n, "%s: %s", path, strerror(e));
@@ -118,7 +130,7 @@ static int checkpoint(struct orch_store_bg *b, int *copied)
         last = log;
     }
     char why[256];
-    if (rc == SQLITE_OK && sync_one(b->path, why, sizeof why) < 0)
+    if (rc == SQLITE_OK && sync_file(b->path, true, why, sizeof why) < 0)
         rc = SQLITE_IOERR;
     return rc;
 }
@@ -133,9 +145,9 @@ static void *bg_main(void *arg)
             char why[256] = "";
             pthread_mutex_unlock(&b->mu);
             /* The log first: it holds the newest commits; then the file checkpoints fill. */
-            int rc = sync_one(b->wal, why, sizeof why);
+            int rc = sync_file(b->wal, true, why, sizeof why);
             if (rc == 0)
-                rc = sync_one(b->path, why, sizeof why);
+                rc = sync_file(b->path, true, why, sizeof why);
             pthread_mutex_lock(&b->mu);
             b->sync_done = ticket;
             b->sync_rc = rc;
@@ -158,6 +170,33 @@ static void *bg_main(void *arg)
             break;
         } else {
             pthread_cond_wait(&b->wake, &b->mu);
+        }
+    }
+    pthread_mutex_unlock(&b->mu);
+    return NULL;
+}
+
+/* The second thread: syncs of the file orch_store_file_sync_begin names, which the
+ * driver's commit waits for, so that they never queue behind a checkpoint. */
+static void *file_main(void *arg)
+{
+    struct orch_store_bg *b = arg;
+    pthread_mutex_lock(&b->mu);
+    for (;;) {
+        if (b->file_asked > b->file_taken) {
+            uint64_t ticket = b->file_taken = b->file_asked;
+            const char *file = b->file;
+            pthread_mutex_unlock(&b->mu);
+            char why[256];
+            int rc = sync_file(file, false, why, sizeof why);
+            pthread_mutex_lock(&b->mu);
+            b->file_done = ticket;
+            b->file_rc = rc;
+            pthread_cond_broadcast(&b->done);
+        } else if (b->stop) {
+            break;
+        } else {
+            pthread_cond_wait(&b->file_wake, &b->mu);
         }
     }
     pthread_mutex_unlock(&b->mu);
@@ -195,6 +234,7 @@ static void bg_free(struct orch_store_bg *b)
     pthread_mutex_destroy(&b->mu);
     pthread_cond_destroy(&b->wake);
     pthread_cond_destroy(&b->done);
+    pthread_cond_destroy(&b->file_wake);
     free(b->wal);
     free(b);
 }
@@ -208,6 +248,7 @@ int orch_store_background_start(orch_store *s)
     pthread_mutex_init(&b->mu, NULL);
     pthread_cond_init(&b->wake, NULL);
     pthread_cond_init(&b->done, NULL);
+    pthread_cond_init(&b->file_wake, NULL);
     b->path = s->path;
     b->frames = CKPT_FRAMES;
     b->frames_max = CKPT_FRAMES_MAX;
@@ -246,10 +287,17 @@ int orch_store_background_start(orch_store *s)
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     int e = pthread_create(&b->thread, NULL, bg_main, b);
+    if (e == 0 && (e = pthread_create(&b->file_thread, NULL, file_main, b)) != 0) {
+        pthread_mutex_lock(&b->mu);
+        b->stop = true;
+        pthread_cond_signal(&b->wake);
+        pthread_mutex_unlock(&b->mu);
+        pthread_join(b->thread, NULL);
+    }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (e != 0) {
         bg_free(b);
-        return orch_error_set(-e, "%s: cannot start its background thread: %s", s->path,
+        return orch_error_set(-e, "%s: cannot start its background threads: %s", s->path,
                               strerror(e));
     }
     s->bg = b;
@@ -265,8 +313,10 @@ void orch_store_background_stop(orch_store *s)
     pthread_mutex_lock(&b->mu);
     b->stop = true;
     pthread_cond_signal(&b->wake);
+    pthread_cond_signal(&b->file_wake);
     pthread_mutex_unlock(&b->mu);
-    pthread_join(b->thread, NULL); /* it makes the work asked for first */
+    pthread_join(b->thread, NULL); /* they make the work asked for first */
+    pthread_join(b->file_thread, NULL);
     sqlite3_wal_autocheckpoint(s->db, CKPT_FRAMES);
     s->bg = NULL;
     bg_free(b);
@@ -302,6 +352,38 @@ int orch_store_sync_end(orch_store *s, bool wait)
     return rc;
 }
 
+int orch_store_file_sync_begin(orch_store *s, const char *path)
+{
+    struct orch_store_bg *b = s->bg;
+    if (b == NULL)
+        return -ENOTSUP;
+    pthread_mutex_lock(&b->mu);
+    assert(b->file_done == b->file_asked && "one file sync at a time");
+    b->file = path;
+    b->file_asked++;
+    pthread_cond_signal(&b->file_wake);
+    pthread_mutex_unlock(&b->mu);
+    return 0;
+}
+
+int orch_store_file_sync_end(orch_store *s)
+{
+    struct orch_store_bg *b = s->bg;
+    assert(b != NULL);
+    pthread_mutex_lock(&b->mu);
+    int rc;
+    if (b->file_taken < b->file_asked) { /* still queued behind other work: withdrawn */
+        b->file_taken = b->file_done = b->file_asked;
+        rc = -EAGAIN;
+    } else {
+        while (b->file_done < b->file_asked)
+            pthread_cond_wait(&b->done, &b->mu);
+        rc = b->file_rc;
+    }
+    pthread_mutex_unlock(&b->mu);
+    return rc;
+}
+
 void orch_store__background_tune(orch_store *s, int frames, int frames_max)
 {
     struct orch_store_bg *b = s->bg;
@@ -316,7 +398,7 @@ void orch_store__background_idle(orch_store *s, int64_t *cycles, int *copied,
 {
     struct orch_store_bg *b = s->bg;
     pthread_mutex_lock(&b->mu);
-    while (b->ckpt_busy || b->sync_done < b->sync_asked)
+    while (b->ckpt_busy || b->sync_done < b->sync_asked || b->file_done < b->file_asked)
         pthread_cond_wait(&b->done, &b->mu);
     *cycles = b->cycles;
     *copied = b->copied;

@@ -198,6 +198,12 @@ int orch_payload_ids(orch_payload *p, uint64_t start, uint64_t *ids, size_t max,
 /* Flushes all commits to disk (for opts.nosync). Returns 0 or -errno. */
 int orch_payload_sync(orch_payload *p);
 
+/* How many write transactions this handle has run (committed or not): a sync of the data
+ * file made elsewhere (in the background, through a descriptor of its own: without
+ * MDB_WRITEMAP, orch_payload_sync is an fdatasync of that file) covers every write of
+ * this process only if the count did not change since it began. */
+uint64_t orch_payload_writes(const orch_payload *p);
+
 /* Clears the reader slots of dead processes now (a driver may call it when it reaps a
  * worker). *dead (may be NULL) receives how many were cleared. Returns 0 or -errno. */
 int orch_payload_reader_check(orch_payload *p, int *dead);

@@ -205,6 +205,22 @@ int orch_store_sync_begin(orch_store *s);
  * waits), or the -errno it failed with, the detail set. */
 int orch_store_sync_end(orch_store *s, bool wait);
 
+/* Asks the background thread for an fdatasync of the file at path (valid until
+ * orch_store_file_sync_end), ahead of its other work. One at a time. Returns 0, or
+ * -ENOTSUP without the thread. */
+int orch_store_file_sync_begin(orch_store *s, const char *path);
+
+/* The end of the sync asked for above: 0 once made (waiting for it if the thread has
+ * begun it), -EAGAIN when the thread had not taken it yet (it is withdrawn: the caller
+ * syncs the file itself), or the -errno it failed with (no detail is set: the caller
+ * syncs itself, and that says why). */
+int orch_store_file_sync_end(orch_store *s);
+
+/* Writes what the store holds back in the open transaction (grains, items, READYs and root
+ * rows written late), as the commit would first: for a caller that has something to wait
+ * for just before committing. Returns 0 or an error (the caller rolls back). */
+int orch_store_flush(orch_store *s);
+
 /* ---- job metadata (table job) ---------------------------------------------------------- */
 
 struct orch_job_info {

@@ -34,6 +34,7 @@ struct orch_payload {
                             map must not move, so it can neither grow nor follow a growth
                             of another process */
     int stale_readers;   /* dead readers cleared when opened */
+    uint64_t writes;     /* write transactions this handle committed */
 };
 
 struct orch_payload_rtxn {
@@ -246,6 +247,7 @@ static int run_write(orch_payload *p, write_fn fn, void *ctx, size_t need, const
             rc = mdb_txn_commit(txn); /* frees txn, also on failure */
         else
             mdb_txn_abort(txn);
+        p->writes++; /* a failed commit may have written pages too */
         if (rc == 0)
             return 0;
         if (rc != MDB_MAP_FULL)
@@ -584,6 +586,11 @@ int orch_payload_delete_many(orch_payload *p, uint64_t *ids, size_t n, size_t *n
     if (ndeleted != NULL)
         *ndeleted = rc == 0 ? c.ndeleted : 0;
     return rc;
+}
+
+uint64_t orch_payload_writes(const orch_payload *p)
+{
+    return p->writes;
 }
 
 int orch_payload_sync(orch_payload *p)

@@ -660,6 +660,13 @@ int orch_store_commit(orch_store *s)
     return rc;
 }
 
+int orch_store_flush(orch_store *s)
+{
+    assert_owner(s);
+    assert(s->in_txn);
+    return orch_store__held_flush(s);
+}
+
 int orch_store_rollback(orch_store *s)
 {
     assert_owner(s);

@@ -168,7 +168,7 @@ static inline bool orch_store__holds(const orch_store *s)
            s->nreclw > 0;
 }
 /* background.c, for tests: sets the log sizes (frames) at which the thread checkpoints and
- * past which the driver's connection does; waits until the thread has nothing to do, then
+ * past which the driver's connection does; waits until the threads have nothing to do, then
  * gives the checkpoints it made, the frames its last one had copied, and the log size the
  * last commit left. The thread must run. */
 void orch_store__background_tune(orch_store *s, int frames, int frames_max);

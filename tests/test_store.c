@@ -1341,8 +1341,8 @@ static void test_kill_free_running(void **state)
 /* Checkpoints in the background (storage/background.c): past the log size set, the
  * thread checkpoints while commits go on, the commit after it copies the rest, and the
  * log then starts again from its beginning, so that it stays small however much is
- * committed; what was committed is all there. A sync asked for is made. Without the
- * thread, orch_store_sync_begin syncs at once. */
+ * committed; what was committed is all there. A sync asked for is made, and one of
+ * another file. Without the thread, orch_store_sync_begin syncs at once. */
 static void test_background(void **state)
 {
     struct fx *f = *state;
@@ -1381,7 +1381,22 @@ static void test_background(void **state)
 
     assert_int_equal(orch_store_sync_begin(s), 0);
     assert_int_equal(orch_store_sync_end(s, true), 1);
+
+    /* A sync of another file, made by the second thread: its result once made; one not
+     * taken yet is withdrawn (-EAGAIN), for the caller to make. */
+    char missing[700];
+    snprintf(missing, sizeof missing, "%s/missing", f->dir);
+    assert_int_equal(orch_store_file_sync_begin(s, f->db), 0);
+    orch_store__background_idle(s, &cycles, &copied, &frames);
+    assert_int_equal(orch_store_file_sync_end(s), 0);
+    assert_int_equal(orch_store_file_sync_begin(s, missing), 0);
+    orch_store__background_idle(s, &cycles, &copied, &frames);
+    assert_int_equal(orch_store_file_sync_end(s), -ENOENT);
+    assert_int_equal(orch_store_file_sync_begin(s, f->db), 0);
+    int rc = orch_store_file_sync_end(s);
+    assert_true(rc == 0 || rc == -EAGAIN);
     orch_store_background_stop(s);
+    assert_int_equal(orch_store_file_sync_begin(s, f->db), -ENOTSUP);
     orch_store_close(s);
 
     s = open_job(f, 0);

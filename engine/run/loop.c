@@ -310,6 +310,30 @@ static void items_committed(struct orch_sched *d)
                (size_t)orch_plan_nports(d->plan) * sizeof *d->stats->items);
 }
 
+/* --durability machine syncs the payload store before each commit that names its
+ * payloads. The sync is asked of the store's thread once the turn's last payload is
+ * written (admission writes the roots'), so that the disk flushes while the turn's CPU
+ * work goes on (the dispatch, the rows held back); the commit then waits for it, and
+ * syncs itself when the thread had not taken it or a payload was written since. */
+static void payload_sync_begin(struct orch_sched *d)
+{
+    if (d->opts->durability != ORCH_DURABILITY_MACHINE || d->psync_asked || !d->payload_file[0])
+        return;
+    d->psync_writes = orch_payload_writes(d->job->payloads);
+    d->psync_asked = orch_store_file_sync_begin(d->job->store, d->payload_file) == 0;
+}
+
+/* Whether the sync asked this turn was made and covers every payload written: it is ended
+ * either way (waited for, or withdrawn). */
+static bool payload_sync_end(struct orch_sched *d)
+{
+    if (!d->psync_asked)
+        return false;
+    d->psync_asked = false;
+    return orch_store_file_sync_end(d->job->store) == 0 &&
+           orch_payload_writes(d->job->payloads) == d->psync_writes;
+}
+
 static int commit_turn(struct orch_sched *d)
 {
     int rc = 0;
@@ -322,11 +346,13 @@ static int commit_turn(struct orch_sched *d)
             rc = orch_prop_flush(d->prop);
         if (orch_prop_live_bytes(d->prop) > d->stats->live_peak)
             d->stats->live_peak = orch_prop_live_bytes(d->prop);
-        if (rc == 0 && d->opts->durability == ORCH_DURABILITY_MACHINE)
+        if (rc == 0 && d->opts->durability == ORCH_DURABILITY_MACHINE &&
+            (rc = orch_store_flush(d->job->store)) == 0 && !payload_sync_end(d))
             rc = orch_payload_sync(d->job->payloads);
         /* Sizes were read in a snapshot of this turn: it ends with the turn. */
         orch_prop_snapshot_end(d->prop);
         if (rc < 0) {
+            (void)payload_sync_end(d);
             orch_store_rollback(d->job->store);
             orch_sched_reclaim_forget(d);
             return rc;
@@ -338,6 +364,7 @@ static int commit_turn(struct orch_sched *d)
         (void)orch_sched_reclaim_flush(d); /* after the commit: reclaim.c */
         items_committed(d);
     }
+    (void)payload_sync_end(d); /* one not ended above (no transaction, or an error) */
     orch_sched_batches_free(d->settled);
     d->settled = NULL;
     return 0;
@@ -353,6 +380,7 @@ static int turn(struct orch_sched *d)
     int rc = orch_sched_admit(d);
     if (rc == 0)
         rc = orch_sched_carry_turn(d);
+    payload_sync_begin(d); /* the turn's payloads are written */
     if (rc == 0)
         rc = orch_sched_dispatch(d);
     if (rc == 0)
@@ -577,6 +605,9 @@ static int start(struct orch_sched *d)
      * commits checkpoint and the syncs are made in the loop, as they were. */
     if (orch_store_background_start(d->job->store) < 0)
         orch_error_clear();
+    if ((size_t)snprintf(d->payload_file, sizeof d->payload_file, "%s/payloads/data.mdb",
+                         d->job->dir) >= sizeof d->payload_file)
+        d->payload_file[0] = '\0'; /* synced in the loop, as without the thread */
     if ((rc = orch_sched_start_pools(d, &cb)) < 0 || (rc = orch_sched_recover(d)) < 0 ||
         (rc = orch_sched_workers_init(d)) < 0)
         return rc;

@@ -188,6 +188,12 @@ struct orch_sched {
     struct event_base *base;
     orch_prop *prop;
     char exe[4096];
+    /* --durability machine: the payload store's data file, and the sync of it asked of
+     * the store's thread this turn (loop.c, payload_sync_begin), with the payload store's
+     * count of writes when it was asked. */
+    char payload_file[4096];
+    bool psync_asked;
+    uint64_t psync_writes;
     struct event *sigint, *sigterm, *tick;
     /* loop.c */
     int fatal;                        /* the first fatal error; the loop stops */
