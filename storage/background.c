@@ -40,13 +40,11 @@
 
 #include <assert.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "orch_error.h"
 
@@ -61,6 +59,14 @@
 #define CKPT_LITTLE 256
 /* The database file grows by this much at a time (orch_store_background_start). */
 #define CHUNK_BYTES (1 << 20)
+
+/* One kind of sync the threads make on demand: tickets of the last asked for, the last
+ * taken (begun, or withdrawn), the last made, and its result. Under mu. */
+struct sync_job {
+    uint64_t asked, taken, done;
+    int rc;
+    char why[256]; /* its error */
+};
 
 struct orch_store_bg {
     pthread_t thread;
@@ -81,35 +87,10 @@ struct orch_store_bg {
     int64_t cycles;         /* checkpoints the thread made (tests) */
     int copied;             /* the frames of the log its last one had copied (tests) */
     int last_frames;        /* the log's size after the driver's last commit (tests) */
-    uint64_t sync_asked, sync_done; /* tickets: the last sync asked for, the last made */
-    int sync_rc;                    /* 0 or -errno of the last one made */
-    char sync_why[256];             /* its error */
-    /* orch_store_file_sync_begin: the file, the last sync of it asked for, taken by the
-     * thread (or withdrawn), made; its result. */
-    const char *file;
-    uint64_t file_asked, file_taken, file_done;
-    int file_rc;
+    struct sync_job state; /* orch_store_sync_begin: state.db's log and file */
+    struct sync_job file;  /* orch_store_file_sync_begin: file_path */
+    const char *file_path;
 };
-
-/* fdatasync of one file; with missing_ok, one that does not exist has nothing to sync
- * (the WAL between a checkpoint's truncation and the next write). 0 or -errno, with why
- * filled. */
-static int sync_file(const char *path, bool missing_ok, char *why, size_t n)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT && missing_ok)
-            return 0;
-        int e = errno;
-        snprintf(why, n, "%s: %s", path, strerror(e));
-        return -e;
-    }
-    int rc = fdatasync(fd) == 0 ? 0 : -errno;
-    close(fd);
-    if (rc < 0)
-        snprintf(why, n, "%s: fdatasync: %s", path, strerror(-rc));
-    return rc;
-}
 
 /* PASSIVE checkpoints, in rounds: each copies what the driver committed during the one
  * before, until a round finds little new (or after CKPT_ROUNDS), so that the driver's own,
@@ -129,10 +110,24 @@ static int checkpoint(struct orch_store_bg *b, int *copied)
             break;
         last = log;
     }
-    char why[256];
-    if (rc == SQLITE_OK && sync_file(b->path, true, why, sizeof why) < 0)
+    if (rc == SQLITE_OK && orch_store__sync_file(b->path, true) < 0)
         rc = SQLITE_IOERR;
     return rc;
+}
+
+/* Makes the sync asked for last of j, mu held on entry and on return (released while it
+ * syncs): of `file` alone, or with a log (wal), of the log and then the file. */
+static void sync_run(struct orch_store_bg *b, struct sync_job *j, const char *file,
+                     const char *wal)
+{
+    uint64_t ticket = j->taken = j->asked;
+    pthread_mutex_unlock(&b->mu);
+    int rc = wal ? orch_store__sync_state(file, wal) : orch_store__sync_file(file, false);
+    pthread_mutex_lock(&b->mu);
+    j->done = ticket;
+    j->rc = rc;
+    snprintf(j->why, sizeof j->why, "%s", rc < 0 ? orch_error_detail() : "");
+    pthread_cond_broadcast(&b->done);
 }
 
 static void *bg_main(void *arg)
@@ -140,19 +135,8 @@ static void *bg_main(void *arg)
     struct orch_store_bg *b = arg;
     pthread_mutex_lock(&b->mu);
     for (;;) {
-        if (b->sync_asked > b->sync_done) {
-            uint64_t ticket = b->sync_asked;
-            char why[256] = "";
-            pthread_mutex_unlock(&b->mu);
-            /* The log first: it holds the newest commits; then the file checkpoints fill. */
-            int rc = sync_file(b->wal, true, why, sizeof why);
-            if (rc == 0)
-                rc = sync_file(b->path, true, why, sizeof why);
-            pthread_mutex_lock(&b->mu);
-            b->sync_done = ticket;
-            b->sync_rc = rc;
-            snprintf(b->sync_why, sizeof b->sync_why, "%s", why);
-            pthread_cond_broadcast(&b->done);
+        if (b->state.asked > b->state.taken) {
+            sync_run(b, &b->state, b->path, b->wal);
         } else if (b->ckpt_asked) {
             b->ckpt_asked = false;
             pthread_mutex_unlock(&b->mu);
@@ -183,21 +167,12 @@ static void *file_main(void *arg)
     struct orch_store_bg *b = arg;
     pthread_mutex_lock(&b->mu);
     for (;;) {
-        if (b->file_asked > b->file_taken) {
-            uint64_t ticket = b->file_taken = b->file_asked;
-            const char *file = b->file;
-            pthread_mutex_unlock(&b->mu);
-            char why[256];
-            int rc = sync_file(file, false, why, sizeof why);
-            pthread_mutex_lock(&b->mu);
-            b->file_done = ticket;
-            b->file_rc = rc;
-            pthread_cond_broadcast(&b->done);
-        } else if (b->stop) {
+        if (b->file.asked > b->file.taken)
+            sync_run(b, &b->file, b->file_path, NULL);
+        else if (b->stop)
             break;
-        } else {
+        else
             pthread_cond_wait(&b->file_wake, &b->mu);
-        }
     }
     pthread_mutex_unlock(&b->mu);
     return NULL;
@@ -331,7 +306,7 @@ int orch_store_sync_begin(orch_store *s)
         return 0;
     }
     pthread_mutex_lock(&b->mu);
-    b->sync_asked++;
+    b->state.asked++;
     pthread_cond_signal(&b->wake);
     pthread_mutex_unlock(&b->mu);
     return 0;
@@ -343,11 +318,11 @@ int orch_store_sync_end(orch_store *s, bool wait)
     if (b == NULL)
         return s->sync_rc == 0 ? 1 : s->sync_rc; /* made by orch_store_sync_begin */
     pthread_mutex_lock(&b->mu);
-    while (wait && b->sync_done < b->sync_asked)
+    while (wait && b->state.done < b->state.asked)
         pthread_cond_wait(&b->done, &b->mu);
-    int rc = b->sync_done < b->sync_asked ? 0 : b->sync_rc == 0 ? 1 : b->sync_rc;
+    int rc = b->state.done < b->state.asked ? 0 : b->state.rc == 0 ? 1 : b->state.rc;
     if (rc < 0)
-        orch_error_set(rc, "%s", b->sync_why);
+        orch_error_set(rc, "%s", b->state.why);
     pthread_mutex_unlock(&b->mu);
     return rc;
 }
@@ -358,9 +333,9 @@ int orch_store_file_sync_begin(orch_store *s, const char *path)
     if (b == NULL)
         return -ENOTSUP;
     pthread_mutex_lock(&b->mu);
-    assert(b->file_done == b->file_asked && "one file sync at a time");
-    b->file = path;
-    b->file_asked++;
+    assert(b->file.done == b->file.asked && "one file sync at a time");
+    b->file_path = path;
+    b->file.asked++;
     pthread_cond_signal(&b->file_wake);
     pthread_mutex_unlock(&b->mu);
     return 0;
@@ -372,13 +347,13 @@ int orch_store_file_sync_end(orch_store *s)
     assert(b != NULL);
     pthread_mutex_lock(&b->mu);
     int rc;
-    if (b->file_taken < b->file_asked) { /* still queued behind other work: withdrawn */
-        b->file_taken = b->file_done = b->file_asked;
+    if (b->file.taken < b->file.asked) { /* its thread has not taken it yet: withdrawn */
+        b->file.taken = b->file.done = b->file.asked;
         rc = -EAGAIN;
     } else {
-        while (b->file_done < b->file_asked)
+        while (b->file.done < b->file.asked)
             pthread_cond_wait(&b->done, &b->mu);
-        rc = b->file_rc;
+        rc = b->file.rc;
     }
     pthread_mutex_unlock(&b->mu);
     return rc;
@@ -398,7 +373,7 @@ void orch_store__background_idle(orch_store *s, int64_t *cycles, int *copied,
 {
     struct orch_store_bg *b = s->bg;
     pthread_mutex_lock(&b->mu);
-    while (b->ckpt_busy || b->sync_done < b->sync_asked || b->file_done < b->file_asked)
+    while (b->ckpt_busy || b->state.done < b->state.asked || b->file.done < b->file.asked)
         pthread_cond_wait(&b->done, &b->mu);
     *cycles = b->cycles;
     *copied = b->copied;

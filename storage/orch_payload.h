@@ -204,6 +204,10 @@ int orch_payload_sync(orch_payload *p);
  * this process only if the count did not change since it began. */
 uint64_t orch_payload_writes(const orch_payload *p);
 
+/* The path of the environment's data file (the one orch_payload_sync syncs), into buf.
+ * Returns 0, or -ENAMETOOLONG when it does not fit in n bytes. */
+int orch_payload_data_file(const orch_payload *p, char *buf, size_t n);
+
 /* Clears the reader slots of dead processes now (a driver may call it when it reaps a
  * worker). *dead (may be NULL) receives how many were cleared. Returns 0 or -errno. */
 int orch_payload_reader_check(orch_payload *p, int *dead);

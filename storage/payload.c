@@ -588,6 +588,12 @@ int orch_payload_delete_many(orch_payload *p, uint64_t *ids, size_t n, size_t *n
     return rc;
 }
 
+int orch_payload_data_file(const orch_payload *p, char *buf, size_t n)
+{
+    /* LMDB's one data file in the environment's directory (no MDB_NOSUBDIR). */
+    return (size_t)snprintf(buf, n, "%s/data.mdb", p->dir) < n ? 0 : -ENAMETOOLONG;
+}
+
 uint64_t orch_payload_writes(const orch_payload *p)
 {
     return p->writes;

@@ -689,17 +689,25 @@ int orch_store_in_txn(const orch_store *s)
     return s->in_txn;
 }
 
-/* fdatasync of the file at `path`; a file that does not exist has nothing to sync (the
- * WAL between a checkpoint's truncation and the next write). */
-static int sync_path(const orch_store *s, const char *path)
+int orch_store__sync_file(const char *path, bool missing_ok)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return errno == ENOENT ? 0 : orch_error_set(-errno, "%s: %s", path, strerror(errno));
+    if (fd < 0) {
+        if (errno == ENOENT && missing_ok)
+            return 0;
+        return orch_error_set(-errno, "%s: %s", path, strerror(errno));
+    }
     int rc = fdatasync(fd) == 0 ? 0 : -errno;
     close(fd);
-    (void)s;
     return rc < 0 ? orch_error_set(rc, "%s: fdatasync: %s", path, strerror(-rc)) : 0;
+}
+
+int orch_store__sync_state(const char *path, const char *wal)
+{
+    /* The log first: it holds the newest commits; then the file that checkpoints filled.
+     * Either may be missing: the log between a checkpoint's truncation and the next write. */
+    int rc = orch_store__sync_file(wal, true);
+    return rc < 0 ? rc : orch_store__sync_file(path, true);
 }
 
 int orch_store_sync(orch_store *s)
@@ -709,10 +717,7 @@ int orch_store_sync(orch_store *s)
     orch__buf_printf(&wal, "%s-wal", s->path);
     if (wal.oom)
         return -ENOMEM;
-    /* The log first: it holds the newest commits; then the file that checkpoints filled. */
-    int rc = sync_path(s, wal.p);
-    if (rc == 0)
-        rc = sync_path(s, s->path);
+    int rc = orch_store__sync_state(s->path, wal.p);
     orch__buf_free(&wal);
     return rc;
 }

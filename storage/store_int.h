@@ -167,6 +167,12 @@ static inline bool orch_store__holds(const orch_store *s)
     return s->nready > 0 || s->ncreated > 0 || s->nitems > 0 || s->nroots > 0 ||
            s->nreclw > 0;
 }
+/* fdatasync of the file at path (store.c); with missing_ok a file that does not exist has
+ * nothing to sync. And of a database file's log, then of the file itself (either may be
+ * missing). 0 or -errno, the detail set (it is the calling thread's: background.c's
+ * threads use them too). */
+int orch_store__sync_file(const char *path, bool missing_ok);
+int orch_store__sync_state(const char *path, const char *wal);
 /* background.c, for tests: sets the log sizes (frames) at which the thread checkpoints and
  * past which the driver's connection does; waits until the threads have nothing to do, then
  * gives the checkpoints it made, the frames its last one had copied, and the log size the

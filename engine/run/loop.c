@@ -605,8 +605,7 @@ static int start(struct orch_sched *d)
      * commits checkpoint and the syncs are made in the loop, as they were. */
     if (orch_store_background_start(d->job->store) < 0)
         orch_error_clear();
-    if ((size_t)snprintf(d->payload_file, sizeof d->payload_file, "%s/payloads/data.mdb",
-                         d->job->dir) >= sizeof d->payload_file)
+    if (orch_payload_data_file(d->job->payloads, d->payload_file, sizeof d->payload_file) < 0)
         d->payload_file[0] = '\0'; /* synced in the loop, as without the thread */
     if ((rc = orch_sched_start_pools(d, &cb)) < 0 || (rc = orch_sched_recover(d)) < 0 ||
         (rc = orch_sched_workers_init(d)) < 0)

@@ -322,21 +322,24 @@ int prop__reclaim_sealed(orch_prop *p, int stmt, int64_t e, enum orch_grain_outc
 
 /* ---- the driver's side ----------------------------------------------------------------- */
 
+/* The ids the committed turn freed join those waiting for a sync. Out of memory, their
+ * bytes stay, as orphans of committed rows (the sweeps take them). */
+static void take_turn_ids(struct prop_reclaim *r)
+{
+    if (r->nids > 0 &&
+        orch__grow_n(&r->pending, &r->cpending, r->npending + r->nids, sizeof *r->pending) == 0) {
+        memcpy(r->pending + r->npending, r->ids, r->nids * sizeof *r->ids);
+        r->npending += r->nids;
+    }
+    r->nids = 0;
+}
+
 int orch_sched_reclaim_flush(struct orch_sched *d)
 {
     struct prop_reclaim *r = d->prop->reclaim;
     orch_store *store = d->job->store;
     assert(!orch_store_in_txn(store) && "the rows that free them are committed");
-    if (r->nids > 0) {
-        if (orch__grow_n(&r->pending, &r->cpending, r->npending + r->nids, sizeof *r->pending) <
-            0) {
-            r->nids = 0; /* their bytes stay, as orphans of committed rows: see below */
-            return 0;
-        }
-        memcpy(r->pending + r->npending, r->ids, r->nids * sizeof *r->ids);
-        r->npending += r->nids;
-        r->nids = 0;
-    }
+    take_turn_ids(r);
     int64_t now = orch_sched_mono_ms();
     if (r->covered > 0) {
         /* The sync asked for covers the first `covered`: once it is made they go. A failed
@@ -410,7 +413,7 @@ int orch_sched_reclaim_settle(struct orch_sched *d, int64_t *named)
     struct prop_reclaim *r = d->prop->reclaim;
     const struct orch_run_stats *st = d->stats;
     *named = -1;
-    (void)orch_sched_reclaim_flush(d); /* takes the last turn's ids */
+    take_turn_ids(r); /* the last turn's: the sync below covers them all */
     if (r->npending > 0) {
         /* As in the loop, a failed sync or delete leaves orphans: the sweep takes them. */
         size_t k = 0;
