@@ -2191,12 +2191,6 @@ void orch_store__reclaimed_forget(orch_store *s)
     s->recl_spilled = false;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* Writes span [first, last], merged with the spans it meets or touches. */
 static int span_write(orch_store *s, int64_t first, int64_t last)
 {
@@ -2228,7 +2222,7 @@ static int span_write(orch_store *s, int64_t first, int64_t last)
 
 static int reclaimed_flush(orch_store *s)
 {
-    qsort(s->reclw, s->nreclw, sizeof *s->reclw, cmp_u64);
+    orch__sort_u64(s->reclw, s->nreclw);
     int rc = 0;
     for (size_t i = 0, j; i < s->nreclw && rc == 0; i = j) {
         for (j = i + 1; j < s->nreclw && s->reclw[j] == s->reclw[j - 1] + 1; j++)

@@ -16,6 +16,7 @@
 #include <lmdb.h>
 
 #include "orch_error.h"
+#include "support.h"
 
 /* MDB_INTEGERKEY takes keys of the size of an unsigned int or a size_t; ids are uint64. */
 _Static_assert(sizeof(size_t) == sizeof(uint64_t), "payload ids need a 64-bit size_t");
@@ -570,17 +571,11 @@ static int delete_batch(orch_payload *p, MDB_txn *txn, void *ctx)
     return rc;
 }
 
-static int cmp_id(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 int orch_payload_delete_many(orch_payload *p, uint64_t *ids, size_t n, size_t *ndeleted)
 {
     assert_owner(p);
     if (n > 1) /* in place: a copy of a million ids was 8 MB more at the driver's peak */
-        qsort(ids, n, sizeof *ids, cmp_id);
+        orch__sort_u64(ids, n);
     struct delete_ctx c = {ids, n, 0};
     int rc = n == 0 ? 0 : run_write(p, delete_batch, &c, 64 * 1024, "delete");
     if (ndeleted != NULL)

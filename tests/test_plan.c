@@ -580,6 +580,49 @@ static void test_grow(void **state)
     assert_int_equal(ORCH_ALWAYS(2 == 2), 1);
 }
 
+/* orch__sort_u64 against qsort: ids in order, reversed, equal, a few out of place,
+ * random (wide and narrow ranges, so with many duplicates), and a sawtooth, whose
+ * partitions are all bad for a plain quicksort (the heapsort fallback). */
+static int cmp_u64_test(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void test_sort_u64(void **state)
+{
+    (void)state;
+    const size_t sizes[] = {0, 1, 2, 3, 16, 17, 100, 1000, 20000};
+    uint64_t seed = 88172645463325252ull;
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+        size_t n = sizes[si];
+        uint64_t *v = malloc((n ? n : 1) * sizeof *v), *w = malloc((n ? n : 1) * sizeof *w);
+        assert_non_null(v);
+        assert_non_null(w);
+        for (int shape = 0; shape < 7; shape++) {
+            for (size_t i = 0; i < n; i++) {
+                seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17; /* xorshift64 */
+                switch (shape) {
+                case 0: v[i] = i; break;
+                case 1: v[i] = n - i; break;
+                case 2: v[i] = 7; break;
+                case 3: v[i] = i % 50 == 49 ? seed % (n + 1) : i; break;
+                case 4: v[i] = seed; break;
+                case 5: v[i] = seed % 5; break;
+                default: v[i] = i % 64 * (n / 64 + 1) + i / 64; break;
+                }
+            }
+            memcpy(w, v, n * sizeof *v);
+            qsort(w, n, sizeof *w, cmp_u64_test);
+            orch__sort_u64(v, n);
+            if (n > 0)
+                assert_memory_equal(v, w, n * sizeof *v);
+        }
+        free(v);
+        free(w);
+    }
+}
+
 /* Byte k of an n-byte integer is (v >> 8k) & 0xff, whatever the host's order. */
 static void test_le(void **state)
 {
@@ -612,6 +655,7 @@ int main(void)
         cmocka_unit_test(test_hmac_sha256),
         cmocka_unit_test(test_grow),
         cmocka_unit_test(test_le),
+        cmocka_unit_test(test_sort_u64),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

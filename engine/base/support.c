@@ -356,4 +356,99 @@ void orch__json_string(FILE *out, const void *data, size_t n)
         i++;
     }
     fputc('"', out);
+}/* ---- sorting ids ---- */
+
+static void swap_u64(uint64_t *a, uint64_t *b)
+{
+    uint64_t t = *a;
+    *a = *b;
+    *b = t;
 }
+
+static void insertion_u64(uint64_t *v, size_t n)
+{
+    for (size_t i = 1; i < n; i++) {
+        uint64_t x = v[i];
+        size_t j = i;
+        for (; j > 0 && v[j - 1] > x; j--)
+            v[j] = v[j - 1];
+        v[j] = x;
+    }
+}
+
+static void sift_u64(uint64_t *v, size_t root, size_t n)
+{
+    for (size_t child; (child = 2 * root + 1) < n; root = child) {
+        if (child + 1 < n && v[child + 1] > v[child])
+            child++;
+        if (v[root] >= v[child])
+            return;
+        swap_u64(&v[root], &v[child]);
+    }
+}
+
+static void heap_u64(uint64_t *v, size_t n)
+{
+    for (size_t i = n / 2; i-- > 0;)
+        sift_u64(v, i, n);
+    for (size_t end = n; end-- > 1;) {
+        swap_u64(&v[0], &v[end]);
+        sift_u64(v, 0, end);
+    }
+}
+
+static void quick_u64(uint64_t *v, size_t n, int depth)
+{
+    while (n > 16) {
+        if (depth-- == 0) {
+            heap_u64(v, n);
+            return;
+        }
+        /* Median of three into v[0], then Hoare's partition around it. */
+        size_t m = n / 2;
+        if (v[m] < v[0])
+            swap_u64(&v[m], &v[0]);
+        if (v[n - 1] < v[0])
+            swap_u64(&v[n - 1], &v[0]);
+        if (v[n - 1] < v[m])
+            swap_u64(&v[n - 1], &v[m]);
+        swap_u64(&v[0], &v[m]);
+        uint64_t pivot = v[0];
+        size_t i = 0, j = n;
+        for (;;) {
+            while (v[++i] < pivot)
+                ;
+            while (v[--j] > pivot)
+                ;
+            if (i >= j)
+                break;
+            swap_u64(&v[i], &v[j]);
+        }
+        swap_u64(&v[0], &v[j]);
+        /* Recurse into the smaller side, loop on the larger: the stack stays O(log n). */
+        if (j < n - j - 1) {
+            quick_u64(v, j, depth);
+            v += j + 1;
+            n -= j + 1;
+        } else {
+            quick_u64(v + j + 1, n - j - 1, depth);
+            n = j;
+        }
+    }
+    insertion_u64(v, n);
+}
+
+void orch__sort_u64(uint64_t *v, size_t n)
+{
+    size_t i = 1;
+    while (i < n && v[i - 1] <= v[i])
+        i++;
+    if (i >= n)
+        return; /* in order already: the common case */
+    int depth = 0;
+    for (size_t k = n; k > 1; k >>= 1)
+        depth += 2;
+    quick_u64(v, n, depth);
+}
+
+
