@@ -177,6 +177,8 @@ int orch_store_rollback(orch_store *s);
 
 /* Whether a transaction is open. */
 int orch_store_in_txn(const orch_store *s);
+/* Whether ORCH_STORE_CHECKS is on: callers may then verify what they otherwise trust. */
+bool orch_store_checks(const orch_store *s);
 
 /* Makes every committed transaction durable through a machine crash, whatever the sync
  * setting: fdatasync of the write-ahead log and of the database file (WAL mode with

@@ -684,6 +684,11 @@ int orch_store_rollback(orch_store *s)
     return rc;
 }
 
+bool orch_store_checks(const orch_store *s)
+{
+    return s->checks;
+}
+
 int orch_store_in_txn(const orch_store *s)
 {
     return s->in_txn;

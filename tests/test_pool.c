@@ -1384,7 +1384,7 @@ static int fake_worker(int fd, const char *mode)
         if (f.type != ORCH_WIRE_BATCH || orch_wire_get_batch(&f, &a, &b) != 0)
             return 1;
         struct orch_wire_answer ans[8];
-        uint64_t one = 1;
+        uint64_t one = 1, zero = 0;
         struct orch_wire_report rep = {
             .batch = b.id, .message = "", .nrec = b.nrec, .rec = ans};
         for (uint32_t i = 0; i < b.nrec && i < 8; i++)
@@ -1398,6 +1398,7 @@ static int fake_worker(int fd, const char *mode)
             ans[0].outcome = ORCH_WIRE_OK;
             ans[0].nchild = ans[0].nout = 1;
             ans[0].payload = &one;
+            ans[0].size = &zero;
         }
         if (strcmp(mode, "huge") == 0) {
             uint8_t hdr[] = {0xff, 0xff, 0xff, 0xff, ORCH_WIRE_REPORT};

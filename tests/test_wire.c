@@ -59,7 +59,9 @@ static const struct orch_wire_record sample_records[] = {
 static const struct orch_wire_batch sample_batch = {.id = 42, .nrec = 2, .rec = sample_records};
 
 static const uint64_t ids_map[] = {100};
+static const uint64_t sizes_map[] = {12};
 static const uint64_t ids_expand[] = {201, 202, 0, 0, 205, 206};
+static const uint64_t sizes_expand[] = {3, 0, 0, 0, 1ull << 33, 7}; /* 202 is empty */
 static const struct orch_wire_failed_child failed_expand[] = {{1, "page 2 of 3: too large"}};
 static const struct orch_wire_answer sample_answers[] = {
     {.grain = 1,
@@ -68,7 +70,8 @@ static const struct orch_wire_answer sample_answers[] = {
      .message = "",
      .nchild = 1,
      .nout = 1,
-     .payload = ids_map},
+     .payload = ids_map,
+     .size = sizes_map},
     {.grain = 2,
      .generation = 4,
      .outcome = ORCH_WIRE_OK,
@@ -76,6 +79,7 @@ static const struct orch_wire_answer sample_answers[] = {
      .nchild = 3,
      .nout = 2,
      .payload = ids_expand,
+     .size = sizes_expand,
      .nfailed = 1,
      .failed = failed_expand},
     {.grain = 3,
@@ -300,8 +304,10 @@ static void check_report(const struct orch_wire_report *r)
         assert_int_equal(x->nchild, y->nchild);
         assert_int_equal(x->nout, y->nout);
         assert_null(x->values);
-        for (uint32_t k = 0; k < x->nchild * x->nout; k++)
+        for (uint32_t k = 0; k < x->nchild * x->nout; k++) {
             assert_true(x->payload[k] == y->payload[k]);
+            assert_true(x->size[k] == y->size[k]);
+        }
         assert_int_equal(x->nfailed, y->nfailed);
         for (uint32_t k = 0; k < x->nfailed; k++) {
             assert_int_equal(x->failed[k].child, y->failed[k].child);
@@ -413,6 +419,8 @@ static void check_values_report(const struct orch_wire_report *r,
 static int failed_children_decode(const uint64_t *ids, uint32_t nchild,
                                   const struct orch_wire_failed_child *fc, uint32_t nfailed)
 {
+    uint64_t sizes[8] = {0}; /* 0 bytes each: a size says nothing about which child failed */
+    assert_true(nchild <= 8);
     struct orch_wire_answer a = {.grain = 1,
                                  .generation = 1,
                                  .outcome = ORCH_WIRE_OK,
@@ -420,6 +428,7 @@ static int failed_children_decode(const uint64_t *ids, uint32_t nchild,
                                  .nchild = nchild,
                                  .nout = 1,
                                  .payload = ids,
+                                 .size = sizes,
                                  .nfailed = nfailed,
                                  .failed = fc};
     struct orch_wire_report r = {.batch = 1, .nrec = 1, .rec = &a, .message = ""};
@@ -1084,6 +1093,37 @@ static void test_challenge_auth(void **state)
 }
 
 /* Encoders refuse what they cannot encode, leaving the buffer as it was. */
+/* A payload's size travels with its id; id 0 (no value: a failed child) has none, and a
+ * report that gives it one is refused. Without sizes an answer with ids does not encode. */
+static void test_payload_sizes(void **state)
+{
+    (void)state;
+    struct orch_wire_buf b = {0};
+    const uint64_t id[] = {0}, size[] = {5};
+    struct orch_wire_answer a = {.grain = 1,
+                                 .generation = 1,
+                                 .outcome = ORCH_WIRE_OK,
+                                 .message = "",
+                                 .nchild = 1,
+                                 .nout = 1,
+                                 .payload = id,
+                                 .size = size};
+    struct orch_wire_report r = {.batch = 1, .message = "", .nrec = 1, .rec = &a};
+    assert_int_equal(orch_wire_put_report(&b, &r), 0);
+    struct orch_wire_frame f;
+    assert_int_equal(orch_wire_next(b.data, b.len, &f), 1);
+    struct orch__arena ar = {0};
+    orch_error_clear();
+    assert_int_equal(decode_any(&f, &ar), -EPROTO);
+    assert_non_null(strstr(orch_error_detail(), "payload 0 has a size"));
+    orch__arena_free(&ar);
+    size_t len = b.len;
+    a.size = NULL;
+    assert_int_equal(orch_wire_put_report(&b, &r), -EINVAL);
+    assert_int_equal(b.len, len);
+    orch_wire_buf_free(&b);
+}
+
 static void test_encode_refusals(void **state)
 {
     (void)state;
@@ -1229,6 +1269,7 @@ int main(void)
         cmocka_unit_test(test_values_refusals),
         cmocka_unit_test(test_challenge_auth),
         cmocka_unit_test(test_encode_refusals),
+        cmocka_unit_test(test_payload_sizes),
         cmocka_unit_test(test_fuzz),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

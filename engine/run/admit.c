@@ -288,7 +288,8 @@ static int admit_chunk(struct orch_sched *d, struct orch_sched_source *s)
         rc = orch_sched_txn(d);
     for (int k = 0; k < n && rc == 0; k++) {
         int64_t e;
-        rc = orch_prop_admit_root(d->prop, s->domain, s->next_ordinal, keys[k], ids[k], &e);
+        rc = orch_prop_admit_root(d->prop, s->domain, s->next_ordinal, keys[k], ids[k],
+                                  (int64_t)iov[k].len, &e);
         if (rc == 0)
             rc = orch_store_root_put(d->job->store, e, s->domain, rev[k], pos[k],
                                      sigs[k].known ? &sigs[k] : NULL);

@@ -65,9 +65,11 @@ int prop__seal(orch_prop *p, int stmt, int64_t grain, int64_t e, enum orch_grain
  * not stored. */
 int prop__payload_size(orch_prop *p, uint64_t id, int64_t *size);
 
-/* Publishes item (port, e) in `state` and tells its consumers. */
+/* Publishes item (port, e) in `state` and tells its consumers. size: a Present item's
+ * payload's bytes when the caller knows them (a worker's report, admission), else -1: read
+ * from the payload store. */
 int prop__item_resolve(orch_prop *p, int port, int64_t e, enum orch_item_state state,
-                       uint64_t payload);
+                       uint64_t payload, int64_t size);
 
 /* Publishes the expansion of `stmt` on parent and tells the statements that wait on it. */
 int prop__expansion_resolve(orch_prop *p, int stmt, int64_t parent,
@@ -90,8 +92,9 @@ enum orch_item_state prop__outcome_item_state(enum orch_grain_outcome o);
 struct prop_visit {
     int (*grain)(orch_prop *p, int stmt, int64_t e, const struct prop_visit *v);
     int (*copy)(orch_prop *p, int port, int64_t e, const struct prop_visit *v);
-    enum orch_item_state state; /* notify: the item's state and payload */
+    enum orch_item_state state; /* notify: the item's state and payload (its bytes, or -1) */
     uint64_t payload;
+    int64_t size;
     void *ctx; /* retry: the grains to evaluate again */
 };
 int prop__for_each_consumer(orch_prop *p, int port, int64_t e, const struct prop_visit *v);

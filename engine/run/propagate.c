@@ -418,12 +418,12 @@ static int outputs_terminal(orch_prop *p, int stmt, int64_t e, enum orch_item_st
             return rc;
         for (size_t c = 0; c < n && rc == 0; c++)
             for (int o = 0; o < s->nout && rc == 0; o++)
-                rc = prop__item_resolve(p, s->out[o], kids[c], ist, 0);
+                rc = prop__item_resolve(p, s->out[o], kids[c], ist, 0, -1);
         free(kids);
         return rc;
     }
     for (int o = 0; o < s->nout && rc == 0; o++)
-        rc = prop__item_resolve(p, s->out[o], e, ist, 0);
+        rc = prop__item_resolve(p, s->out[o], e, ist, 0, -1);
     return rc;
 }
 
@@ -481,7 +481,7 @@ int prop__entity_publish(orch_prop *p, int d, int64_t parent, int64_t ordinal, c
         if ((rc = ancestor_in(p, e, d, src->domain, &anc)) < 0 ||
             (rc = orch_store_item_get(p->store, b->in[0].port, anc, &state, &payload)) < 0)
             return rc;
-        if (rc == 1 && (rc = prop__item_resolve(p, b->out[0], e, state, payload)) < 0)
+        if (rc == 1 && (rc = prop__item_resolve(p, b->out[0], e, state, payload, -1)) < 0)
             return rc;
     }
     return 0;
@@ -564,18 +564,28 @@ static int notify_grain(orch_prop *p, int stmt, int64_t e, const struct prop_vis
 
 static int notify_copy(orch_prop *p, int port, int64_t e, const struct prop_visit *v)
 {
-    return prop__item_resolve(p, port, e, v->state, v->payload);
+    return prop__item_resolve(p, port, e, v->state, v->payload, v->size);
 }
 
 int prop__item_resolve(orch_prop *p, int port, int64_t e, enum orch_item_state state,
-                       uint64_t payload)
+                       uint64_t payload, int64_t size)
 {
     /* A Present item records its payload's size (the `items` view shows it, reclaimed or
      * not), and the size counts as live when its port's payloads are freed as read. */
-    int64_t size = -1;
     int rc = 0;
-    if (state == ORCH_ITEM_PRESENT && p->payloads)
-        rc = prop__payload_size(p, payload, &size);
+    if (state != ORCH_ITEM_PRESENT || !p->payloads)
+        size = -1;
+    else if (size < 0 || orch_store_checks(p->store)) {
+        /* Read when the caller does not know it; with ORCH_STORE_CHECKS, checked. */
+        int64_t stored;
+        rc = prop__payload_size(p, payload, &stored);
+        if (rc == 0 && size >= 0 && stored != size)
+            rc = orch_error_set(ORCH_ECORRUPT,
+                                "payload %llu was reported as %lld bytes, but %lld are stored",
+                                (unsigned long long)payload, (long long)size,
+                                (long long)stored);
+        size = stored;
+    }
     if (rc == 0)
         rc = orch_store_item_put(p->store, port, e, state, payload, size);
     if (rc == 0)
@@ -584,8 +594,11 @@ int prop__item_resolve(orch_prop *p, int port, int64_t e, enum orch_item_state s
         p->live += size;
     if (rc < 0)
         return rc;
-    struct prop_visit v = {
-        .grain = notify_grain, .copy = notify_copy, .state = state, .payload = payload};
+    struct prop_visit v = {.grain = notify_grain,
+                           .copy = notify_copy,
+                           .state = state,
+                           .payload = payload,
+                           .size = size};
     return prop__for_each_consumer(p, port, e, &v);
 }
 
@@ -615,7 +628,7 @@ int prop__expansion_resolve(orch_prop *p, int stmt, int64_t parent,
 }
 
 int orch_prop_admit_root(orch_prop *p, int domain, int64_t ordinal, const char *key,
-                         uint64_t payload, int64_t *entity_out)
+                         uint64_t payload, int64_t size, int64_t *entity_out)
 {
     assert(orch_store_in_txn(p->store));
     const struct orch_domain *d = orch_plan_domain(p->plan, domain);
@@ -623,7 +636,7 @@ int orch_prop_admit_root(orch_prop *p, int domain, int64_t ordinal, const char *
     int64_t e;
     int rc = prop__entity_publish(p, domain, 0, ordinal, key, &e);
     if (rc == 0)
-        rc = prop__item_resolve(p, src->port, e, ORCH_ITEM_PRESENT, payload);
+        rc = prop__item_resolve(p, src->port, e, ORCH_ITEM_PRESENT, payload, size);
     if (rc == 0 && entity_out)
         *entity_out = e;
     return rc;

@@ -87,9 +87,9 @@ int64_t orch_prop_next_seq(orch_prop *p);
 int orch_prop_flush(orch_prop *p);
 
 /* Publishes root entity `ordinal` of root domain `domain` with its source item (Present,
- * payload). *entity_out (may be NULL) receives its id. */
+ * payload, of size bytes). *entity_out (may be NULL) receives its id. */
 int orch_prop_admit_root(orch_prop *p, int domain, int64_t ordinal, const char *key,
-                         uint64_t payload, int64_t *entity_out);
+                         uint64_t payload, int64_t size, int64_t *entity_out);
 
 /* What became of a report (or of a failure the driver reports for a grain). */
 enum orch_verdict_kind {

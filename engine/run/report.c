@@ -89,6 +89,13 @@ static int aligned_sealed_state(orch_prop *p, int stmt, int64_t parent, int *sta
     return 0;
 }
 
+/* The bytes of answer a's k-th payload as the worker stored them, or -1 when a does not
+ * say (an answer made by the driver for a carried grain). */
+static int64_t answer_size(const struct orch_wire_answer *a, size_t k)
+{
+    return a->size && a->size[k] <= INT64_MAX ? (int64_t)a->size[k] : -1;
+}
+
 /* Resolves the items of s's outputs on child e, ordinal c, of answer a: Present with
  * their payloads, or Failed with a failure row about the child when a names c among its
  * failed children (*k: the next of them to meet; they come in increasing order). */
@@ -98,16 +105,18 @@ static int child_items(orch_prop *p, const struct orch_grain_ref *g, const struc
     int rc = 0;
     if (*k < a->nfailed && a->failed[*k].child == c) {
         for (int o = 0; o < s->nout && rc == 0; o++)
-            rc = prop__item_resolve(p, s->out[o], e, ORCH_ITEM_FAILED, 0);
+            rc = prop__item_resolve(p, s->out[o], e, ORCH_ITEM_FAILED, 0, -1);
         if (rc == 0)
             rc = orch_store_failure_put(p->store, g->grain, g->generation, ORCH_FAILURE_RECORD,
                                         a->failed[*k].message, e);
         ++*k;
         return rc;
     }
-    for (int o = 0; o < s->nout && rc == 0; o++)
-        rc = prop__item_resolve(p, s->out[o], e, ORCH_ITEM_PRESENT,
-                                a->payload[(size_t)c * a->nout + (size_t)o]);
+    for (int o = 0; o < s->nout && rc == 0; o++) {
+        size_t at = (size_t)c * a->nout + (size_t)o;
+        rc = prop__item_resolve(p, s->out[o], e, ORCH_ITEM_PRESENT, a->payload[at],
+                                answer_size(a, at));
+    }
     return rc;
 }
 
@@ -144,7 +153,7 @@ static int expand_ok(orch_prop *p, const struct orch_grain_ref *g, int stmt,
             const struct orch_stmt *as = orch_plan_stmt(p->plan, aligned[k][0]);
             for (int o = 0; o < as->nout && rc == 0; o++)
                 rc = prop__item_resolve(p, as->out[o], e, (enum orch_item_state)aligned[k][1],
-                                        0);
+                                        0, -1);
         }
     }
     free(aligned);
@@ -180,7 +189,7 @@ static int publish_ok(orch_prop *p, const struct orch_grain_ref *g, const struct
     int rc = 0;
     switch (s->op) {
     case ORCH_OP_FILTER:
-        return prop__item_resolve(p, s->out[0], g->entity, ORCH_ITEM_PRESENT, first_input);
+        return prop__item_resolve(p, s->out[0], g->entity, ORCH_ITEM_PRESENT, first_input, -1);
     case ORCH_OP_EXPAND:
         return expand_ok(p, g, stmt, a);
     case ORCH_OP_EXPAND_ALIGNED:
@@ -188,7 +197,8 @@ static int publish_ok(orch_prop *p, const struct orch_grain_ref *g, const struct
     case ORCH_OP_MAP:
     case ORCH_OP_REDUCE:
         for (int o = 0; o < s->nout && rc == 0; o++)
-            rc = prop__item_resolve(p, s->out[o], g->entity, ORCH_ITEM_PRESENT, a->payload[o]);
+            rc = prop__item_resolve(p, s->out[o], g->entity, ORCH_ITEM_PRESENT, a->payload[o],
+                                    answer_size(a, (size_t)o));
         return rc;
     case ORCH_OP_BROADCAST: /* computes nothing: no grain, no report */
     case ORCH_OP__COUNT:

@@ -728,11 +728,15 @@ static int store_values(orch_worker *w, struct orch__arena *a, struct orch_wire_
         struct orch_wire_answer *an = (struct orch_wire_answer *)&r->rec[i];
         size_t n = (size_t)an->nchild * an->nout;
         uint64_t *mine = orch__arena_alloc(a, sizeof *mine * (n + 1));
-        if (!mine)
+        uint64_t *size = orch__arena_alloc(a, sizeof *size * (n + 1));
+        if (!mine || !size)
             return -ENOMEM;
-        for (size_t k = 0; k < n; k++)
+        for (size_t k = 0; k < n; k++) {
             mine[k] = an->values[k].set ? ids[j++] : 0;
+            size[k] = an->values[k].set ? an->values[k].len : 0;
+        }
         an->payload = mine;
+        an->size = size;
         an->values = NULL;
     }
     r->values = 0;

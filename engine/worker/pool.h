@@ -178,6 +178,9 @@ struct orch_wire_answer {
     uint32_t nout;
     const uint64_t *payload; /* nchild * nout ids (or nout for map/reduce); NULL in values
                               * mode */
+    const uint64_t *size;    /* the bytes of each payload, as stored (0 where its id is 0):
+                              * the driver records them without reading the payloads;
+                              * NULL in values mode */
     const struct orch_wire_bytes *values; /* values mode: nchild * nout values; else NULL */
     uint32_t nfailed;        /* failed children (expand only); 0 otherwise */
     const struct orch_wire_failed_child *failed;

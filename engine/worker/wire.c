@@ -240,13 +240,14 @@ int orch_wire_put_report(struct orch_wire_buf *b, const struct orch_wire_report 
         enc_str(&e, a->message ? a->message : "");
         enc_u32(&e, a->nchild);
         enc_u32(&e, a->nout);
-        if (nid > 0 && (r->values ? a->values == NULL : a->payload == NULL)) {
+        if (nid > 0 && (r->values ? a->values == NULL : !a->payload || !a->size)) {
             e.rc = -EINVAL;
             break;
         }
         for (uint64_t k = 0; k < nid && e.rc == 0; k++) {
             if (!r->values) {
                 enc_u64(&e, a->payload[k]);
+                enc_u64(&e, a->size[k]);
                 continue;
             }
             enc_u8(&e, a->values[k].set ? 1 : 0);
@@ -590,17 +591,22 @@ static void get_answer(struct dec *d, struct orch__arena *a, struct orch_wire_an
     if (d->rc == 0 && r->outcome != ORCH_WIRE_OK && (r->nchild != 0 || r->nout != 0))
         dec_fail(d, "an answer that is not ok carries payloads");
     uint64_t n = (uint64_t)r->nchild * r->nout;
-    if (!dec_fits(d, n, values ? 1 : 8, "nchild * nout"))
+    if (!dec_fits(d, n, values ? 1 : 16, "nchild * nout"))
         return;
-    uint64_t *ids = NULL;
+    uint64_t *ids = NULL, *sizes = NULL;
     struct orch_wire_bytes *vals = NULL;
-    if (values)
+    if (values) {
         vals = dec_alloc(d, a, sizeof *vals * (size_t)n);
-    else
+    } else {
         ids = dec_alloc(d, a, sizeof(uint64_t) * (size_t)n);
+        sizes = dec_alloc(d, a, sizeof(uint64_t) * (size_t)n);
+    }
     for (uint64_t k = 0; k < n && d->rc == 0; k++) {
         if (!values) {
             ids[k] = dec_u64(d, "payload");
+            sizes[k] = dec_u64(d, "payload size");
+            if (d->rc == 0 && ids[k] == 0 && sizes[k] != 0)
+                dec_fail(d, "payload 0 has a size");
             continue;
         }
         vals[k].set = dec_u8(d, "set");
@@ -612,6 +618,7 @@ static void get_answer(struct dec *d, struct orch__arena *a, struct orch_wire_an
             vals[k].data = dec_blob(d, &vals[k].len, "output value");
     }
     r->payload = ids;
+    r->size = sizes;
     r->values = vals;
     r->nfailed = dec_u32(d, "nfailed");
     if (d->rc == 0 && r->nfailed > r->nchild)

@@ -38,7 +38,8 @@
  *              answer := u64 grain | u32 generation | u8 outcome | str message
  *                        | u32 nchild | u32 nout | nchild*nout × output
  *                        | u32 nfailed | nfailed × (u32 child | str message)
- *              output := u64 payload                     (values 0)
+ *              output := u64 payload | u64 size          (values 0; size: the bytes
+ *                                                        stored, 0 for payload 0)
  *                      | u8 set [| u32 n | n bytes: set] (values 1; set 0 = id 0)
  *              (status 1: run() failed, an attempt failure of the batch; status 2: the
  *              outputs could not be stored (payload store full or broken), not the
@@ -70,7 +71,8 @@
 #include "pool.h"
 #include "support.h"
 
-#define ORCH_WIRE_VERSION 3 /* 2: failed children in answers; 3: remote workers */
+#define ORCH_WIRE_VERSION 4 /* 2: failed children in answers; 3: remote workers;
+                             * 4: each output's size with its id */
 #define ORCH_WIRE_NONCE 32  /* bytes of a CHALLENGE's nonce and of an AUTH's mac */
 #define ORCH_WIRE_HEADER 5u                    /* u32 length + u8 type */
 #define ORCH_WIRE_MAX_BODY ((size_t)256 << 20) /* 256 MiB */

@@ -306,7 +306,7 @@ struct batch_mem {
     struct orch_udf_input *ins;
     struct orch_udf_value *vals;
     struct orch_iov *iov;
-    uint64_t *ids;
+    uint64_t *ids, *sizes; /* sizes: of the values stored, slot by slot as ids */
     struct orch_wire_answer *answers;
     struct orch_wire_failed_child *failed;
 };
@@ -318,6 +318,7 @@ static void batch_mem_free(struct batch_mem *m)
     free(m->vals);
     free(m->iov);
     free(m->ids);
+    free(m->sizes);
     free(m->answers);
     free(m->failed);
 }
@@ -579,9 +580,10 @@ static int store_outputs(struct worker *w, const struct orch_wire_batch *b, stru
     }
     m->iov = calloc(total + 1, sizeof *m->iov);
     m->ids = calloc(total + 1, sizeof *m->ids);
+    m->sizes = calloc(total + 1, sizeof *m->sizes);
     m->answers = calloc(b->nrec ? b->nrec : 1, sizeof *m->answers);
     m->failed = calloc(nfailed + 1, sizeof *m->failed);
-    if (!m->iov || !m->ids || !m->answers || !m->failed) {
+    if (!m->iov || !m->ids || !m->sizes || !m->answers || !m->failed) {
         snprintf(msg, msgsz, "out of memory for the outputs of batch %" PRIu64, b->id);
         return -1;
     }
@@ -614,8 +616,11 @@ static int store_outputs(struct worker *w, const struct orch_wire_batch *b, stru
             const struct orch_udf_out *vals;
             size_t n;
             answer_values(w, &ans->rec[i], &vals, &n);
-            for (size_t v = n; v-- > 0;)
-                m->ids[--t] = value_stored(w, i, vals, v) ? m->ids[--j] : 0;
+            for (size_t v = n; v-- > 0;) {
+                bool stored = value_stored(w, i, vals, v);
+                m->ids[--t] = stored ? m->ids[--j] : 0;
+                m->sizes[t] = stored ? vals[v].len : 0;
+            }
         }
     }
     k = 0;
@@ -625,6 +630,7 @@ static int store_outputs(struct worker *w, const struct orch_wire_batch *b, stru
             continue;
         struct orch_wire_answer *o = &m->answers[i];
         o->payload = m->ids + k;
+        o->size = m->sizes + k;
         k += (size_t)o->nchild * o->nout;
     }
     rep->nrec = b->nrec;

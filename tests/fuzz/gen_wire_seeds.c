@@ -213,20 +213,23 @@ static void reports(void)
 {
     struct orch_wire_buf b = {0};
     const uint64_t ids[] = {21, 22, 23, 24, 25, 26};
+    const uint64_t sizes[] = {5, 0, 100000, 3, 1, 2}; /* the bytes of each id's payload */
     const struct orch_wire_answer map[] = {{.grain = 10,
                                             .generation = 1,
                                             .outcome = ORCH_WIRE_OK,
                                             .message = "",
                                             .nchild = 1,
                                             .nout = 1,
-                                            .payload = ids},
+                                            .payload = ids,
+                                            .size = sizes},
                                            {.grain = 11,
                                             .generation = 2,
                                             .outcome = ORCH_WIRE_OK,
                                             .message = "",
                                             .nchild = 1,
                                             .nout = 1,
-                                            .payload = ids + 1}};
+                                            .payload = ids + 1,
+                                            .size = sizes + 1}};
     struct orch_wire_report ok = {
         .batch = 2, .status = ORCH_WIRE_STATUS_OK, .message = "", .nrec = 2, .rec = map};
     seed("report-map", &b, orch_wire_put_report(&b, &ok));
@@ -238,7 +241,8 @@ static void reports(void)
                                                .message = "",
                                                .nchild = 3,
                                                .nout = 2,
-                                               .payload = ids},
+                                               .payload = ids,
+                                               .size = sizes},
                                               {.grain = 31,
                                                .generation = 1,
                                                .outcome = ORCH_WIRE_OK,
@@ -251,22 +255,26 @@ static void reports(void)
     seed("report-expand", &b, orch_wire_put_report(&b, &exp));
 
     /* a large expansion: 200 children of 2 outputs */
-    uint64_t many_ids[400];
-    for (uint32_t k = 0; k < 400; k++)
+    uint64_t many_ids[400], many_sizes[400];
+    for (uint32_t k = 0; k < 400; k++) {
         many_ids[k] = 1000 + k;
+        many_sizes[k] = k * 37;
+    }
     const struct orch_wire_answer large[] = {{.grain = 34,
                                               .generation = 1,
                                               .outcome = ORCH_WIRE_OK,
                                               .message = "",
                                               .nchild = 200,
                                               .nout = 2,
-                                              .payload = many_ids}};
+                                              .payload = many_ids,
+                                              .size = many_sizes}};
     struct orch_wire_report lrg = {
         .batch = 10, .status = ORCH_WIRE_STATUS_OK, .message = "", .nrec = 1, .rec = large};
     seed("report-large-expand", &b, orch_wire_put_report(&b, &lrg));
 
     /* an expansion of three children whose second and third failed: their ids are 0 */
     const uint64_t some[] = {27, 28, 0, 0, 0, 0};
+    const uint64_t some_sizes[] = {4, 9, 0, 0, 0, 0}; /* a failed child's: none */
     const struct orch_wire_failed_child failed_children[] = {
         {.child = 1, .message = "page 2 will not render"}, {.child = 2, .message = ""}};
     const struct orch_wire_answer partial[] = {{.grain = 32,
@@ -276,6 +284,7 @@ static void reports(void)
                                                 .nchild = 3,
                                                 .nout = 2,
                                                 .payload = some,
+                                                .size = some_sizes,
                                                 .nfailed = 2,
                                                 .failed = failed_children}};
     struct orch_wire_report part = {
