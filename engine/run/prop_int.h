@@ -59,7 +59,8 @@ bool prop__on_roots(const orch_prop *p, const struct orch_stmt *s);
  * its outputs in that state (but for OK, whose values the caller publishes). *sealed
  * tells whether the guard held. */
 int prop__seal(orch_prop *p, int stmt, int64_t grain, int64_t e, enum orch_grain_outcome o,
-               bool in_flight, uint32_t generation, uint64_t in0, bool *sealed);
+               bool in_flight, uint32_t generation, uint64_t in0, int64_t in0_size,
+               bool *sealed);
 
 /* The size of stored payload id (reclaim.c: read in the turn's snapshot); -1 when it is
  * not stored. */
@@ -109,8 +110,9 @@ int prop__reclaim_open(orch_prop *p);
 void prop__reclaim_free(orch_prop *p);
 /* Grain of `stmt` on e was just sealed with outcome o (prop__seal): records as freed the
  * payloads of its inputs that no grain can read any more. in0: the payload of its one
- * input when known to be Present (what it was sent), else 0 (looked up). */
+ * input when known to be Present (what it was sent), else 0 (looked up); in0_size: its
+ * bytes, or -1 (read from the payload store when it is freed). */
 int prop__reclaim_sealed(orch_prop *p, int stmt, int64_t e, enum orch_grain_outcome o,
-                         uint64_t in0);
+                         uint64_t in0, int64_t in0_size);
 
 #endif

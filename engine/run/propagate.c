@@ -209,7 +209,7 @@ static void count_sealed(orch_prop *p, int call, enum orch_grain_outcome o)
  * re-opened by `orch retry`), which the scheduler must carry for its report to be
  * accepted. */
 static int make_ready(orch_prop *p, int stmt, const struct orch_grain_row *g, int in0_state,
-                      uint64_t in0)
+                      uint64_t in0, int64_t in0_size)
 {
     const struct orch_stmt *s = orch_plan_stmt(p->plan, stmt);
     struct orch_grain_ref ref = {.grain = g->id,
@@ -218,8 +218,11 @@ static int make_ready(orch_prop *p, int stmt, const struct orch_grain_row *g, in
                                  .parent = g->parent,
                                  .seq = p->next_seq++,
                                  .generation = g->generation,
-                                 .in0_state = in0_state,
-                                 .in0 = in0};
+                                 .in0_state = (int16_t)in0_state,
+                                 .in0 = in0,
+                                 .in0_size = in0_size >= 0 && in0_size < ORCH_IN0_SIZE_UNKNOWN
+                                                 ? (uint32_t)in0_size
+                                                 : ORCH_IN0_SIZE_UNKNOWN};
     int rc = orch_store_grain_ready(p->store, g, ref.seq);
     return rc < 0 ? rc : p->hooks.ready(p->hooks.ctx, &ref);
 }
@@ -228,13 +231,14 @@ static int seal_unrun(orch_prop *p, int stmt, int64_t grain, int64_t e,
                       enum orch_grain_outcome o)
 {
     bool sealed;
-    return prop__seal(p, stmt, grain, e, o, false, 0, 0, &sealed);
+    return prop__seal(p, stmt, grain, e, o, false, 0, 0, -1, &sealed);
 }
 
 /* Acts on the fate of WAITING grain g of `stmt`, given what is known of its inputs.
- * in0_state/in0: its one input, when that is what made it READY (-1 otherwise). */
+ * in0_state/in0/in0_size: its one input, when that is what made it READY (-1 otherwise),
+ * and its bytes (-1: not known). */
 static int settle(orch_prop *p, int stmt, const struct orch_grain_row *g, const struct known *k,
-                  int in0_state, uint64_t in0)
+                  int in0_state, uint64_t in0, int64_t in0_size)
 {
     assert(g->phase == ORCH_PHASE_WAITING);
     switch (fate_of(k)) {
@@ -247,7 +251,7 @@ static int settle(orch_prop *p, int stmt, const struct orch_grain_row *g, const 
     case FATE_DROPPED:
         return seal_unrun(p, stmt, g->id, g->entity, ORCH_OUTCOME_DROPPED);
     case FATE_READY:
-        return make_ready(p, stmt, g, in0_state, in0);
+        return make_ready(p, stmt, g, in0_state, in0, in0_size);
     }
     assert(!"not a fate");
     return ORCH_ECORRUPT;
@@ -337,7 +341,7 @@ int prop__reconsider(orch_prop *p, int stmt, const struct orch_grain_row *g)
         return 0;
     struct known k;
     int rc = examine(p, stmt, g->entity, &k);
-    return rc < 0 ? rc : settle(p, stmt, g, &k, -1, 0);
+    return rc < 0 ? rc : settle(p, stmt, g, &k, -1, 0, -1);
 }
 
 static int grain_get(orch_prop *p, int stmt, int64_t e, struct orch_grain_row *g)
@@ -350,7 +354,7 @@ static int grain_get(orch_prop *p, int stmt, int64_t e, struct orch_grain_row *g
  * aligned expand's expansion, the state it maps to). Counted without reading the other
  * inputs back, but when it was the last of several. */
 static int grain_input(orch_prop *p, int stmt, int64_t e, enum orch_item_state state,
-                       uint64_t payload)
+                       uint64_t payload, int64_t size)
 {
     const struct orch_stmt *s = orch_plan_stmt(p->plan, stmt);
     struct orch_grain_row g;
@@ -367,10 +371,10 @@ static int grain_input(orch_prop *p, int stmt, int64_t e, enum orch_item_state s
                                   s->op == ORCH_OP_EXPAND);
     if (single) { /* this fact is the only input: decide without reading it back */
         k.dropped = state == ORCH_ITEM_DROPPED && !s->in[0].optional;
-        return settle(p, stmt, &g, &k, (int)state, payload);
+        return settle(p, stmt, &g, &k, (int)state, payload, size);
     }
     if (k.bad || k.pending > 0 || s->op == ORCH_OP_REDUCE)
-        return settle(p, stmt, &g, &k, -1, 0); /* a reduce leaves Dropped children out */
+        return settle(p, stmt, &g, &k, -1, 0, -1); /* a reduce leaves Dropped children out */
     /* The last of several inputs: read them all back for a Dropped one (rule 3). */
     if ((rc = examine(p, stmt, e, &k)) < 0)
         return rc;
@@ -378,7 +382,7 @@ static int grain_input(orch_prop *p, int stmt, int64_t e, enum orch_item_state s
         return orch_error_set(ORCH_ECORRUPT,
                               "grain %lld counted its inputs terminal, but %lld are not",
                               (long long)g.id, (long long)k.pending);
-    return settle(p, stmt, &g, &k, -1, 0);
+    return settle(p, stmt, &g, &k, -1, 0, -1);
 }
 
 /* Creates the grain of `stmt` on a newly published entity e. A new entity has no items
@@ -428,14 +432,15 @@ static int outputs_terminal(orch_prop *p, int stmt, int64_t e, enum orch_item_st
 }
 
 int prop__seal(orch_prop *p, int stmt, int64_t grain, int64_t e, enum orch_grain_outcome o,
-               bool in_flight, uint32_t generation, uint64_t in0, bool *sealed)
+               bool in_flight, uint32_t generation, uint64_t in0, int64_t in0_size,
+               bool *sealed)
 {
     const struct orch_stmt *s = orch_plan_stmt(p->plan, stmt);
     int rc = orch_store_grain_seal(p->store, grain, s->call, e, o, in_flight, generation, sealed);
     if (rc < 0 || !*sealed)
         return rc;
     count_sealed(p, s->call, o);
-    if ((rc = prop__reclaim_sealed(p, stmt, e, o, in0)) < 0)
+    if ((rc = prop__reclaim_sealed(p, stmt, e, o, in0, in0_size)) < 0)
         return rc;
     if (o == ORCH_OUTCOME_OK)
         return 0; /* the caller publishes the values */
@@ -559,7 +564,7 @@ int prop__for_each_consumer(orch_prop *p, int port, int64_t e, const struct prop
 
 static int notify_grain(orch_prop *p, int stmt, int64_t e, const struct prop_visit *v)
 {
-    return grain_input(p, stmt, e, v->state, v->payload);
+    return grain_input(p, stmt, e, v->state, v->payload, v->size);
 }
 
 static int notify_copy(orch_prop *p, int port, int64_t e, const struct prop_visit *v)
@@ -621,7 +626,7 @@ int prop__expansion_resolve(orch_prop *p, int stmt, int64_t parent,
                                            : state == ORCH_EXPANSION_DROPPED
                                                ? ORCH_ITEM_DROPPED
                                                : ORCH_ITEM_SUPPRESSED;
-            rc = grain_input(p, dep, parent, as_item, 0);
+            rc = grain_input(p, dep, parent, as_item, 0, -1);
         }
     }
     return rc;

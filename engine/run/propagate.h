@@ -50,7 +50,7 @@
 #include "pool.h"
 
 /* A grain as the scheduler holds it. */
-/* The 8-byte fields first, then the 4-byte ones: 56 bytes, no padding. A ready queue
+/* The 8-byte fields first, then the smaller ones: 56 bytes, no padding. A ready queue
  * holds one per READY grain (queue.h), so its size is the driver's memory per queued child
  * of a huge expansion. */
 struct orch_grain_ref {
@@ -63,9 +63,14 @@ struct orch_grain_ref {
     uint64_t in0;
     int call;
     uint32_t generation;
-    uint32_t attempts; /* attempt failures counted against `retries` so far */
-    int in0_state;
+    /* A Present in0's bytes when known, ORCH_IN0_SIZE_UNKNOWN if not (or 4 GiB or more):
+     * what its reclamation subtracts from the live bytes without reading it. */
+    uint32_t in0_size;
+    uint16_t attempts; /* attempt failures counted against `retries` (at most 1,001) */
+    int16_t in0_state;
 };
+#define ORCH_IN0_SIZE_UNKNOWN UINT32_MAX
+_Static_assert(sizeof(struct orch_grain_ref) == 56, "a queued grain's size: see above");
 
 struct orch_prop_hooks {
     void *ctx;

@@ -230,7 +230,7 @@ void orch_prop_snapshot_end(orch_prop *p)
 /* ---- freeing --------------------------------------------------------------------------- */
 
 /* Records payload id as freed in the turn's transaction; its bytes go after the commit. */
-static int free_id(orch_prop *p, uint64_t id)
+static int free_id(orch_prop *p, uint64_t id, int64_t size)
 {
     struct prop_reclaim *r = p->reclaim;
     bool added;
@@ -238,9 +238,17 @@ static int free_id(orch_prop *p, uint64_t id)
     if (rc < 0 || !added)
         return rc; /* already freed: one reader read it through two ports */
     if (p->payloads) { /* only EAGER families come here: counted ones (prop__item_resolve) */
-        size_t len;
-        if ((rc = payload_size(p, id, &len)) < 0)
-            return rc;
+        /* Its size when the caller knows it (what the reader was sent); read when not, and
+         * with ORCH_STORE_CHECKS checked. */
+        size_t len = size >= 0 ? (size_t)size : 0;
+        if (size < 0 || orch_store_checks(p->store)) {
+            if ((rc = payload_size(p, id, &len)) < 0)
+                return rc;
+            if (rc == 1 && size >= 0 && len != (size_t)size)
+                return orch_error_set(ORCH_ECORRUPT,
+                                      "payload %llu was known as %lld bytes, but %zu are stored",
+                                      (unsigned long long)id, (long long)size, len);
+        }
         /* A job from before live_bytes was kept (0009) frees what it never counted. */
         p->live = p->live > (int64_t)len ? p->live - (int64_t)len : 0;
     }
@@ -261,7 +269,7 @@ static bool outcome_final(int outcome)
  * filter's Dropped output, while the root's item, which a reader before the filter read,
  * still names the payload. */
 static int check_item(orch_prop *p, const struct family *f, int root, int64_t x, int stmt,
-                      int64_t e, uint64_t known)
+                      int64_t e, uint64_t known, int64_t known_size)
 {
     enum orch_item_state st = ORCH_ITEM_PRESENT;
     uint64_t id = known;
@@ -285,11 +293,11 @@ static int check_item(orch_prop *p, const struct family *f, int root, int64_t x,
         if (g.phase != ORCH_PHASE_SEALED || !outcome_final(g.outcome))
             return 0; /* a reader to come, or one that `orch retry` may run again */
     }
-    return free_id(p, id);
+    return free_id(p, id, known ? known_size : -1);
 }
 
 int prop__reclaim_sealed(orch_prop *p, int stmt, int64_t e, enum orch_grain_outcome o,
-                         uint64_t in0)
+                         uint64_t in0, int64_t in0_size)
 {
     struct prop_reclaim *r = p->reclaim;
     if (!outcome_final((int)o))
@@ -305,7 +313,8 @@ int prop__reclaim_sealed(orch_prop *p, int stmt, int64_t e, enum orch_grain_outc
             /* The one input it was sent names the family's id: a filter between the root
              * and the input passes the same id on (a Dropped input was sent as absent, 0,
              * and is looked up: the root's item may still name a payload). */
-            rc = check_item(p, f, root, e, stmt, e, s->nin == 1 ? in0 : 0);
+            rc = s->nin == 1 ? check_item(p, f, root, e, stmt, e, in0, in0_size)
+                             : check_item(p, f, root, e, stmt, e, 0, -1);
             continue;
         }
         int64_t *kids;
@@ -314,7 +323,7 @@ int prop__reclaim_sealed(orch_prop *p, int stmt, int64_t e, enum orch_grain_outc
             0)
             return rc;
         for (size_t k = 0; k < n && rc == 0; k++)
-            rc = check_item(p, f, root, kids[k], stmt, e, 0);
+            rc = check_item(p, f, root, kids[k], stmt, e, 0, -1);
         free(kids);
     }
     return rc;

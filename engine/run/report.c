@@ -25,7 +25,7 @@ int orch_prop_fail(orch_prop *p, const struct orch_grain_ref *g, enum orch_failu
 {
     assert(orch_store_in_txn(p->store));
     int rc = prop__seal(p, stmt_of(p, g->call), g->grain, g->entity, ORCH_OUTCOME_FAILED, true,
-                        g->generation, 0, accepted);
+                        g->generation, 0, -1, accepted);
     if (rc == 0 && *accepted)
         rc = orch_prop_failure_row(p, g, kind, message);
     return rc;
@@ -47,7 +47,7 @@ static int group_barrier(orch_prop *p, const struct orch_grain_ref *g)
     for (size_t i = 0; i < n && rc == 0; i++) {
         bool sealed;
         rc = prop__seal(p, stmt_of(p, g->call), sib[i].id, sib[i].entity,
-                        ORCH_OUTCOME_SUPPRESSED, false, 0, 0, &sealed);
+                        ORCH_OUTCOME_SUPPRESSED, false, 0, 0, -1, &sealed);
     }
     free(sib);
     return rc;
@@ -72,7 +72,7 @@ int orch_prop_barred(orch_prop *p, const struct orch_grain_ref *g, bool *sealed)
     if (rc < 0 || !covered)
         return rc;
     return prop__seal(p, stmt_of(p, g->call), g->grain, g->entity, ORCH_OUTCOME_SUPPRESSED,
-                      true, g->generation, 0, sealed);
+                      true, g->generation, 0, -1, sealed);
 }
 
 /* The state that the outputs of aligned expand `stmt` on `parent` take on the children:
@@ -213,8 +213,13 @@ static int seal_report(orch_prop *p, const struct orch_grain_ref *g, enum orch_g
                        enum orch_verdict_kind kind, uint64_t first_input, struct orch_verdict *v)
 {
     bool sealed = false;
+    /* Its input's bytes, known when the grain became READY by it (what it was sent). */
+    int64_t in0_size = g->in0_state == ORCH_ITEM_PRESENT && g->in0 == first_input &&
+                               g->in0_size != ORCH_IN0_SIZE_UNKNOWN
+                           ? (int64_t)g->in0_size
+                           : -1;
     int rc = prop__seal(p, stmt_of(p, g->call), g->grain, g->entity, o, true, g->generation,
-                        first_input, &sealed);
+                        first_input, in0_size, &sealed);
     v->kind = sealed ? kind : ORCH_VERDICT_STALE;
     return rc;
 }
