@@ -35,6 +35,7 @@
                   "VALUES (?1, ?2, ?3, coalesce(?4, "                                          \
                   "(SELECT key FROM entity WHERE id = ?2) || '/' || ?3))")                     \
     X(ENTITY_PARENT, "SELECT parent_id FROM entity WHERE id = ?")                              \
+    X(ENTITY_NEXT_ID, "SELECT coalesce(max(id), 0) + 1 FROM entity")                           \
     X(CHILDREN, "SELECT id FROM entity WHERE parent_id = ? AND domain_id = ? ORDER BY ordinal") \
     X(CHILDREN_COUNT, "SELECT count(*) FROM entity WHERE parent_id = ? AND domain_id = ?")     \
     X(ITEM_GET, "SELECT state, payload_id FROM item WHERE port_id = ? AND entity_id = ?")      \
@@ -217,9 +218,9 @@ static int run(orch_store *s, sqlite3_stmt *st, bool *changed);
  * INSERT takes up to 64 rows (measured: 3.3 us a row alone, 1.5 us in statements of 64):
  * a batch's attempt rows, and the grains and items held back (below). A statement of 2^k
  * rows is prepared once per size, so that n rows take at most n / 64 + 6 statements. */
-enum rows_kind { ROWS_ATTEMPT, ROWS_GRAIN, ROWS_ITEM, ROWS_ROOT };
+enum rows_kind { ROWS_ATTEMPT, ROWS_GRAIN, ROWS_ITEM, ROWS_ROOT, ROWS_ENTITY };
 
-_Static_assert(ROWS_ROOT < ORCH_STORE_ROW_KINDS, "raise ORCH_STORE_ROW_KINDS");
+_Static_assert(ROWS_ENTITY < ORCH_STORE_ROW_KINDS, "raise ORCH_STORE_ROW_KINDS");
 
 /* Each kind: the INSERT up to VALUES, and one row, '#' standing for each of the row's own
  * parameters; they are numbered after ?1 .. ?nfixed, which every row of a statement shares. */
@@ -240,6 +241,8 @@ static const struct {
     [ROWS_ROOT] = {"INSERT INTO root (entity_id, domain_id, revision, position, size, "
                    "mtime_ns, hash, admitted_at) VALUES ",
                    "(#, #, #, #, #, #, #, #)", 0, 8, false},
+    [ROWS_ENTITY] = {"INSERT INTO entity (id, domain_id, parent_id, ordinal, key) VALUES ",
+                     "(#, #, NULL, #, #)", 0, 4, false},
 };
 
 /* The INSERT of 2^size rows of `kind`. */
@@ -329,34 +332,37 @@ static int rows_insert(orch_store *s, enum rows_kind kind, size_t n, rows_fixed 
 #define HELD_MAX 16384
 
 /* Statements that read nothing that a late READY (SAFE_READY), a grain created late
- * (SAFE_CREATE), an item put late (SAFE_ITEM) or a root row put late (SAFE_ROOT)
- * changes: they run with those held. The
+ * (SAFE_CREATE), an item put late (SAFE_ITEM), a root row put late (SAFE_ROOT) or a root
+ * entity put late (SAFE_ENTITY: nor write a row that names an entity, a foreign key that
+ * ORCH_STORE_CHECKS enforces) changes: they run with those held. The
  * reclaimed ids held ("reclaimed ids" below) are written first only for the statements
  * that read reclaimed_span whole (reads_reclaimed); a look-up of one id sees the held
  * ones (orch_store_payload_reclaimed). */
 enum { SAFE_READY = 1, SAFE_CREATE = 2, SAFE_ITEM = 4, SAFE_ROOT = 8, SAFE_ALL = 15 };
+enum { SAFE_ENTITY = 16, SAFE_NO_ENTITY = SAFE_ALL | SAFE_ENTITY };
 /* What held_flush writes: the SAFE_ bits, and the reclaimed ids. */
-enum { HELD_RECLAIM = 16, HELD_ALL = SAFE_ALL | HELD_RECLAIM };
+enum { HELD_KINDS = SAFE_ALL | SAFE_ENTITY, HELD_RECLAIM = 32, HELD_ALL = HELD_KINDS | HELD_RECLAIM };
 static const unsigned char held_safe[F__COUNT] = {
     [F_ENTITY_PUT] = SAFE_ALL,        [F_ENTITY_PARENT] = SAFE_ALL,
     [F_CHILDREN] = SAFE_ALL,          [F_CHILDREN_COUNT] = SAFE_ALL,
-    [F_ITEM_GET] = SAFE_READY | SAFE_CREATE | SAFE_ROOT,
+    [F_ITEM_GET] = SAFE_READY | SAFE_CREATE | SAFE_ROOT | SAFE_ENTITY,
     [F_ITEM_PUT] = SAFE_ALL,          [F_CHILD_ITEMS] = SAFE_READY | SAFE_CREATE | SAFE_ROOT,
-    [F_EXPANSION_PUT] = SAFE_ALL,     [F_EXPANSION_GET] = SAFE_ALL,
-    [F_GRAIN_CREATE] = SAFE_ALL,      [F_GRAIN_NEXT_ID] = SAFE_READY | SAFE_ITEM | SAFE_ROOT,
-    [F_GRAIN_GET_ROOT] = SAFE_ALL,    /* a miss writes the created ones first: */
-    [F_GRAIN_GET] = SAFE_ALL,         /* grain_get_row */
+    [F_EXPANSION_PUT] = SAFE_ALL,     [F_EXPANSION_GET] = SAFE_NO_ENTITY,
+    [F_GRAIN_CREATE] = SAFE_ALL,
+    [F_GRAIN_NEXT_ID] = SAFE_READY | SAFE_ITEM | SAFE_ROOT | SAFE_ENTITY,
+    [F_GRAIN_GET_ROOT] = SAFE_NO_ENTITY, /* a miss writes the created ones first: */
+    [F_GRAIN_GET] = SAFE_ALL,            /* grain_get_row */
     [F_GRAIN_BY_ID] = SAFE_READY | SAFE_ITEM | SAFE_ROOT,
-    [F_GRAIN_SET_PENDING] = SAFE_ALL, [F_GRAIN_READY] = SAFE_ALL,
-    [F_GRAIN_SEAL_IN_FLIGHT] = SAFE_READY | SAFE_ITEM | SAFE_ROOT,
-    [F_GRAIN_SEAL_UNRUN] = SAFE_READY | SAFE_ITEM | SAFE_ROOT,
-    [F_ATTEMPT_END] = SAFE_READY | SAFE_ITEM | SAFE_ROOT,
-    [F_ATTEMPTS_END] = SAFE_READY | SAFE_ITEM | SAFE_ROOT,
+    [F_GRAIN_SET_PENDING] = SAFE_NO_ENTITY, [F_GRAIN_READY] = SAFE_NO_ENTITY,
+    [F_GRAIN_SEAL_IN_FLIGHT] = SAFE_READY | SAFE_ITEM | SAFE_ROOT | SAFE_ENTITY,
+    [F_GRAIN_SEAL_UNRUN] = SAFE_READY | SAFE_ITEM | SAFE_ROOT | SAFE_ENTITY,
+    [F_ATTEMPT_END] = SAFE_READY | SAFE_ITEM | SAFE_ROOT | SAFE_ENTITY,
+    [F_ATTEMPTS_END] = SAFE_READY | SAFE_ITEM | SAFE_ROOT | SAFE_ENTITY,
     [F_FAILURE_PUT] = SAFE_READY | SAFE_ITEM | SAFE_ROOT,
     [F_BARRIER_PUT] = SAFE_READY | SAFE_ITEM | SAFE_ROOT,
-    [F_BARRIER_COVERS] = SAFE_ALL,
+    [F_BARRIER_COVERS] = SAFE_NO_ENTITY,
     [F_ROOT_PUT] = SAFE_ALL,          [F_ROOT_FIND] = SAFE_ALL & ~SAFE_ROOT,
-    [F_PAYLOAD_RECLAIMED] = SAFE_ALL,
+    [F_PAYLOAD_RECLAIMED] = SAFE_NO_ENTITY,
 };
 
 static size_t ready_hash(const orch_store *s, int64_t grain)
@@ -587,16 +593,60 @@ static int roots_flush(orch_store *s)
     return rc;
 }
 
+/* ---- root entities written late ---------------------------------------------------------
+ * A root entity was one INSERT of its own (three B-trees: the table, entity_root,
+ * entity_by_key), 15k instructions, a statement's fixed cost a good part of it. Root
+ * entities with their key given (admission's) are held like the grains (above), with ids of
+ * their own (consecutive, from the table's largest), and written in multi-row INSERTs
+ * before any statement that reads entities or writes a row that names one (not
+ * SAFE_ENTITY), and before the held rows that name them. An entity that cannot be held (a
+ * child: its key is made from its parent's by the INSERT) writes the held ones first, so
+ * that ids stay in order. */
+
+/* Binds held entity i (s->entities): id, domain, ordinal, key. */
+static int bind_entity(sqlite3_stmt *st, int p, size_t i, const void *ctx)
+{
+    const struct orch_store_entity *en = &((const orch_store *)ctx)->entities[i];
+    int b = sqlite3_bind_int64(st, p, en->id);
+    if (b == SQLITE_OK)
+        b = sqlite3_bind_int(st, p + 1, en->domain);
+    if (b == SQLITE_OK)
+        b = sqlite3_bind_int64(st, p + 2, en->ordinal);
+    if (b == SQLITE_OK)
+        b = sqlite3_bind_text(st, p + 3, en->key, -1, SQLITE_STATIC);
+    return b;
+}
+
+static void entities_forget(orch_store *s)
+{
+    for (size_t i = 0; i < s->nentities; i++)
+        free(s->entities[i].key);
+    s->nentities = 0;
+}
+
+static int entities_flush(orch_store *s)
+{
+    int rc = rows_insert(s, ROWS_ENTITY, s->nentities, NULL, bind_entity, s, NULL);
+    if (rc == 0)
+        entities_forget(s);
+    return rc;
+}
+
 static int reclaimed_flush(orch_store *s);
 
-/* Writes the held writes of `kinds`: SAFE_CREATE (the grains), SAFE_READY, SAFE_ITEM,
- * SAFE_ROOT, HELD_RECLAIM. */
+/* Writes the held writes of `kinds`: SAFE_ENTITY, SAFE_CREATE (the grains), SAFE_READY,
+ * SAFE_ITEM, SAFE_ROOT, HELD_RECLAIM. The entities first, and always with the rows that
+ * name them (grains, items, root rows). */
 static int held_flush(orch_store *s, unsigned kinds)
 {
     bool was = s->flushing;
     s->flushing = true;
     int rc = 0;
-    if ((kinds & SAFE_CREATE) && s->ncreated > 0)
+    if (kinds & (SAFE_CREATE | SAFE_ITEM | SAFE_ROOT))
+        kinds |= SAFE_ENTITY;
+    if ((kinds & SAFE_ENTITY) && s->nentities > 0)
+        rc = entities_flush(s);
+    if (rc == 0 && (kinds & SAFE_CREATE) && s->ncreated > 0)
         rc = created_flush(s);
     if (rc == 0 && (kinds & SAFE_READY) && s->nready > 0)
         rc = ready_flush(s);
@@ -621,9 +671,11 @@ void orch_store__held_forget(orch_store *s)
     s->ncreated = 0;
     s->nitems = 0;
     roots_forget(s);
+    entities_forget(s);
     s->nreclw = 0;
     orch_store__reclaimed_forget(s);
     s->next_grain = 0; /* the rows the ids counted on may be gone */
+    s->next_entity = 0;
 }
 
 /* The statement of `slot`, reset, then bound from `fmt`, one letter per parameter in
@@ -636,7 +688,7 @@ static int stmt(orch_store *s, enum fact_slot slot, sqlite3_stmt **out, const ch
     if (!s->flushing && orch_store__holds(s)) {
         bool reads_reclaimed =
             slot == F_SPANS || slot == F_SPANS_COUNT || slot == F_RECLAIMED_PORT;
-        int rc = held_flush(s, (SAFE_ALL & ~held_safe[slot]) |
+        int rc = held_flush(s, (HELD_KINDS & ~held_safe[slot]) |
                                    (reads_reclaimed ? HELD_RECLAIM : 0));
         if (rc < 0)
             return rc;
@@ -745,13 +797,46 @@ static int push(void *arr, size_t *n, size_t *cap, const void *v, size_t size)
 
 /* ---- entities -------------------------------------------------------------------------- */
 
+/* Holds root entity (domain, ordinal, key) as entities written late: 1 and *id, or 0 when it
+ * cannot be held (no memory: written now). */
+static int entity_hold(orch_store *s, int domain, int64_t ordinal, const char *key, int64_t *id)
+{
+    int rc;
+    if (s->nentities == HELD_MAX && (rc = held_flush(s, SAFE_ENTITY)) < 0)
+        return rc;
+    if (s->nentities == s->capentities &&
+        orch__grow_n(&s->entities, &s->capentities, s->nentities + 1, sizeof *s->entities) < 0)
+        return 0;
+    if (s->next_entity == 0) { /* the first since an entity was INSERTed another way */
+        sqlite3_stmt *st;
+        if ((rc = stmt(s, F_ENTITY_NEXT_ID, &st, "")) < 0 || (rc = one(s, st)) < 0)
+            return rc;
+        s->next_entity = rc == 1 ? sqlite3_column_int64(st, 0) : 1;
+        sqlite3_reset(st);
+    }
+    char *copy = strdup(key);
+    if (!copy)
+        return 0;
+    *id = s->next_entity++;
+    s->entities[s->nentities++] =
+        (struct orch_store_entity){.id = *id, .ordinal = ordinal, .key = copy, .domain = domain};
+    return 1;
+}
+
 int orch_store_entity_put(orch_store *s, int domain, int64_t parent, int64_t ordinal,
                           const char *key, int64_t *id)
 {
+    assert(orch_store_in_txn(s));
+    int rc = parent == 0 && key ? entity_hold(s, domain, ordinal, key, id) : 0;
+    if (rc != 0)
+        return rc < 0 ? rc : 0;
+    /* Not held: the held ones first (the statement is not SAFE_ENTITY), so that this
+     * INSERT's id comes after theirs and a child finds its parent's key. */
     sqlite3_stmt *st;
-    int rc = stmt(s, F_ENTITY_PUT, &st, "iLlt", domain, parent, ordinal, key);
-    if (rc == 0 && (rc = run(s, st, NULL)) == 0)
+    if ((rc = stmt(s, F_ENTITY_PUT, &st, "iLlt", domain, parent, ordinal, key)) == 0 &&
+        (rc = run(s, st, NULL)) == 0)
         *id = sqlite3_last_insert_rowid(s->db);
+    s->next_entity = 0;
     return rc;
 }
 

@@ -382,6 +382,9 @@ static void free_store(orch_store *s)
     for (size_t i = 0; i < s->nroots; i++)
         free(s->roots[i].hash);
     free(s->roots);
+    for (size_t i = 0; i < s->nentities; i++)
+        free(s->entities[i].key);
+    free(s->entities);
     free(s->items);
     free(s->wait);
     free(s->unq.v);
@@ -491,9 +494,10 @@ sqlite3 *orch_store_db(orch_store *s)
     if (orch_store__holds(s) && !s->flushing)
         (void)orch_store__held_flush(s); /* a failure stays held: the commit fails on it */
     /* What is done with the connection may change or add grains: the waiting grains kept
-     * for look-ups and the next grain id are read again from the table. */
+     * for look-ups and the next grain and entity ids are read again from the table. */
     orch_store__waiting_forget(s);
     s->next_grain = 0;
+    s->next_entity = 0;
     return s->db;
 }
 

@@ -38,7 +38,7 @@ struct orch_store_cached {
 
 /* facts.c inserts many rows of a kind (attempts, held grains, held items) 2^0 ..
  * 2^(SIZES - 1) rows a statement. */
-#define ORCH_STORE_ROW_KINDS 4
+#define ORCH_STORE_ROW_KINDS 5
 #define ORCH_STORE_ROW_SIZES 7
 
 /* A grain created but not written yet (facts.c, "grains written late"): seq 0 while it
@@ -59,6 +59,14 @@ struct orch_store_item {
 struct orch_store_ready {
     int64_t grain, seq, at;
     bool live; /* false once dispatched or sealed in the same transaction */
+};
+
+/* A root entity not written yet (facts.c, "root entities written late"). key is the
+ * store's copy. */
+struct orch_store_entity {
+    int64_t id, ordinal;
+    char *key;
+    int domain;
 };
 
 /* A root row not written yet (facts.c, orch_store_root_put). size, mtime_ns < 0 and hash
@@ -125,6 +133,12 @@ struct orch_store {
     /* facts.c: the root rows put in the open transaction and not written yet. */
     struct orch_store_root *roots;
     size_t nroots, caproots;
+    /* facts.c: the root entities put in the open transaction and not written yet, with
+     * consecutive ids from entities[0].id; next_entity: the id the next one takes (0: not
+     * known, read from the table). */
+    struct orch_store_entity *entities;
+    size_t nentities, capentities;
+    int64_t next_entity;
     /* facts.c: the waiting grains made by this connection, open addressing by (call,
      * entity) with linear probing; wait_size a power of two (0 before first use). */
     struct orch_store_waiting *wait;
@@ -165,7 +179,7 @@ static inline sqlite3 *orch_store__db_as_is(orch_store *s)
 static inline bool orch_store__holds(const orch_store *s)
 {
     return s->nready > 0 || s->ncreated > 0 || s->nitems > 0 || s->nroots > 0 ||
-           s->nreclw > 0;
+           s->nentities > 0 || s->nreclw > 0;
 }
 /* fdatasync of the file at path (store.c); with missing_ok a file that does not exist has
  * nothing to sync. And of a database file's log, then of the file itself (either may be

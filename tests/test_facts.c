@@ -389,6 +389,73 @@ static void test_grains_held(void **state)
     assert_int_equal(orch_store_begin(f->s), 0);
 }
 
+static const char *text_of(orch_store *s, const char *sql);
+
+/* Root entities are held until a statement could see them: ids consecutive, a child put
+ * between two roots writes the held ones first (it finds its parent's key, ids stay in
+ * order), a look-up sees them, more than are held at once pass the bound, the commit
+ * writes every one with its key, a rollback forgets them and their ids are taken again.
+ * With the foreign keys on (ORCH_STORE_CHECKS), the grains, items and root rows that
+ * name held entities are written after them. */
+static void test_held_roots(void **state)
+{
+    struct fx *f = *state;
+    f->s->checks = true;
+    int64_t r0, r1, kid, r2, parent = -1;
+    assert_int_equal(orch_store_entity_put(f->s, 0, 0, 0, "a.pdf", &r0), 0);
+    assert_int_equal(orch_store_entity_put(f->s, 0, 0, 1, "b.pdf", &r1), 0);
+    assert_int_equal(r1, r0 + 1);
+    assert_int_equal(orch_store_grain_create(f->s, 0, r1, 0, 1), 0);
+    assert_int_equal(orch_store_item_put(f->s, 0, r1, ORCH_ITEM_PRESENT, 77, 5), 0);
+    /* a batch's attempts write the held grains first, and so their entities before them */
+    struct orch_grain_row g;
+    int64_t a;
+    assert_int_equal(orch_store_grain_get(f->s, 0, r1, true, &g), 0);
+    assert_int_equal(orch_store_attempts_begin(f->s, &(struct orch_grain_at){g.id, 0}, 1, 7, "h",
+                                               NULL, 1, &a),
+                     0);
+    assert_int_equal(orch_store_entity_put(f->s, 1, r1, 0, NULL, &kid), 0);
+    assert_int_equal(kid, r1 + 1);
+    assert_string_equal(text_of(f->s, "SELECT group_concat(key, ' ') FROM "
+                                      "(SELECT key FROM entity ORDER BY id)"),
+                        "a.pdf b.pdf b.pdf/0");
+    assert_int_equal(orch_store_entity_put(f->s, 0, 0, 2, "c.pdf", &r2), 0);
+    assert_int_equal(r2, kid + 1);
+    assert_int_equal(orch_store_entity_parent(f->s, r2, &parent), 0); /* writes it */
+    assert_int_equal(parent, 0);
+    enum { N = 20000 }; /* past the bound (16,384) */
+    int64_t first = 0, e = 0;
+    for (int i = 0; i < N; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "r%d", i);
+        assert_int_equal(orch_store_entity_put(f->s, 0, 0, 3 + i, key, &e), 0);
+        if (i == 0)
+            first = e;
+        assert_int_equal(e, first + i);
+        assert_int_equal(orch_store_grain_create(f->s, 0, e, 0, 1), 0);
+    }
+    assert_int_equal(first, r2 + 1);
+    assert_int_equal(orch_store_commit(f->s), 0);
+    char want[64];
+    snprintf(want, sizeof want, "%d %d", N + 4, N);
+    assert_string_equal(text_of(f->s, "SELECT count(*) || ' ' || "
+                                      "sum(key = 'r' || (ordinal - 3) AND parent_id IS NULL) "
+                                      "FROM entity"),
+                        want);
+    /* rolled back: forgotten, and the next root takes the same id again */
+    assert_int_equal(orch_store_begin(f->s), 0);
+    int64_t gone, again;
+    assert_int_equal(orch_store_entity_put(f->s, 0, 0, N + 3, "gone", &gone), 0);
+    assert_int_equal(gone, e + 1);
+    assert_int_equal(orch_store_rollback(f->s), 0);
+    assert_int_equal(orch_store_begin(f->s), 0);
+    assert_int_equal(orch_store_entity_put(f->s, 0, 0, N + 3, "again", &again), 0);
+    assert_int_equal(again, gone);
+    assert_int_equal(orch_store_commit(f->s), 0);
+    assert_string_equal(text_of(f->s, "SELECT count(*) FROM entity WHERE key = 'gone'"), "0");
+    assert_int_equal(orch_store_begin(f->s), 0);
+}
+
 /* More grains and items in one transaction than are held at once: written as they pass
  * the bound, every one there after the commit, READY where it was made READY. */
 static void test_many_held(void **state)
@@ -905,6 +972,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_grains_held, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_stops_the_transaction, setup, teardown),
         cmocka_unit_test_setup_teardown(test_many_held, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_held_roots, setup, teardown),
         cmocka_unit_test_setup_teardown(test_attempts_of_a_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_barriers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_next_seq, setup, teardown),
