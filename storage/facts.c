@@ -328,7 +328,7 @@ static int rows_insert(orch_store *s, enum rows_kind kind, size_t n, rows_fixed 
  * orch_store_prepare for the store's other statements), as does the commit. At most
  * READY_HELD are held; past them a READY is written at once. */
 #define READY_HELD 65536
-/* At most this many grains, items, and root rows are held (below). */
+/* At most this many grains, items, root rows and root entities are held (below). */
 #define HELD_MAX 16384
 
 /* Statements that read nothing that a late READY (SAFE_READY), a grain created late
@@ -341,7 +341,11 @@ static int rows_insert(orch_store *s, enum rows_kind kind, size_t n, rows_fixed 
 enum { SAFE_READY = 1, SAFE_CREATE = 2, SAFE_ITEM = 4, SAFE_ROOT = 8, SAFE_ALL = 15 };
 enum { SAFE_ENTITY = 16, SAFE_NO_ENTITY = SAFE_ALL | SAFE_ENTITY };
 /* What held_flush writes: the SAFE_ bits, and the reclaimed ids. */
-enum { HELD_KINDS = SAFE_ALL | SAFE_ENTITY, HELD_RECLAIM = 32, HELD_ALL = HELD_KINDS | HELD_RECLAIM };
+enum {
+    HELD_KINDS = SAFE_ALL | SAFE_ENTITY,
+    HELD_RECLAIM = 32,
+    HELD_ALL = HELD_KINDS | HELD_RECLAIM
+};
 static const unsigned char held_safe[F__COUNT] = {
     [F_ENTITY_PUT] = SAFE_ALL,        [F_ENTITY_PARENT] = SAFE_ALL,
     [F_CHILDREN] = SAFE_ALL,          [F_CHILDREN_COUNT] = SAFE_ALL,
@@ -818,8 +822,8 @@ static int entity_hold(orch_store *s, int domain, int64_t ordinal, const char *k
     if (!copy)
         return 0;
     *id = s->next_entity++;
-    s->entities[s->nentities++] =
-        (struct orch_store_entity){.id = *id, .ordinal = ordinal, .key = copy, .domain = domain};
+    s->entities[s->nentities++] = (struct orch_store_entity){
+        .id = *id, .ordinal = ordinal, .key = copy, .domain = domain};
     return 1;
 }
 

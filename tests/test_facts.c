@@ -411,9 +411,8 @@ static void test_held_roots(void **state)
     struct orch_grain_row g;
     int64_t a;
     assert_int_equal(orch_store_grain_get(f->s, 0, r1, true, &g), 0);
-    assert_int_equal(orch_store_attempts_begin(f->s, &(struct orch_grain_at){g.id, 0}, 1, 7, "h",
-                                               NULL, 1, &a),
-                     0);
+    const struct orch_grain_at at = {g.id, 0};
+    assert_int_equal(orch_store_attempts_begin(f->s, &at, 1, 7, "h", NULL, 1, &a), 0);
     assert_int_equal(orch_store_entity_put(f->s, 1, r1, 0, NULL, &kid), 0);
     assert_int_equal(kid, r1 + 1);
     assert_string_equal(text_of(f->s, "SELECT group_concat(key, ' ') FROM "

@@ -627,7 +627,8 @@ static void test_reported_sizes(void **state)
     assert_true(accept(f, &g, &a, NULL));
     orch_prop_snapshot_end(f->prop);
     assert_string_equal(sql1(f,
-                             "SELECT i.payload_size FROM item i JOIN port p ON p.id = i.port_id "
+                             "SELECT i.payload_size FROM item i "
+                             "JOIN port p ON p.id = i.port_id "
                              "WHERE p.qualified = 'doc.u' AND i.entity_id = %lld",
                              (long long)e),
                         "7");
@@ -653,7 +654,8 @@ static void test_reported_size_recorded(void **state)
     assert_true(accept(f, &g, &a, NULL));
     orch_prop_snapshot_end(f->prop);
     assert_string_equal(sql1(f,
-                             "SELECT i.payload_size FROM item i JOIN port p ON p.id = i.port_id "
+                             "SELECT i.payload_size FROM item i "
+                             "JOIN port p ON p.id = i.port_id "
                              "WHERE p.qualified = 'doc.u' AND i.entity_id = %lld",
                              (long long)e),
                         "6");

@@ -356,7 +356,9 @@ void orch__json_string(FILE *out, const void *data, size_t n)
         i++;
     }
     fputc('"', out);
-}/* ---- sorting ids ---- */
+}
+
+/* ---- sorting ids ---- */
 
 static void swap_u64(uint64_t *a, uint64_t *b)
 {
@@ -450,5 +452,3 @@ void orch__sort_u64(uint64_t *v, size_t n)
         depth += 2;
     quick_u64(v, n, depth);
 }
-
-

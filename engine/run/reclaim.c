@@ -246,7 +246,8 @@ static int free_id(orch_prop *p, uint64_t id, int64_t size)
                 return rc;
             if (rc == 1 && size >= 0 && len != (size_t)size)
                 return orch_error_set(ORCH_ECORRUPT,
-                                      "payload %llu was known as %lld bytes, but %zu are stored",
+                                      "payload %llu was known as %lld bytes, but %zu are "
+                                      "stored",
                                       (unsigned long long)id, (long long)size, len);
         }
         /* A job from before live_bytes was kept (0009) frees what it never counted. */
