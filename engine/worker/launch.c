@@ -14,12 +14,16 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -32,6 +36,10 @@ extern char **environ;
 /* An AUTH frame is small: a host name and a step id. Anything announcing more is refused
  * before it is read (no stranger makes the driver allocate). */
 #define AUTH_MAX_BODY 4096
+/* How often the scancel processes started by orch_launcher_cancel() are looked for, and how
+ * long orch_launcher_free() waits for the last ones before it kills them. */
+#define CANCEL_POLL_MS 100
+#define CANCEL_WAIT_MS 5000
 #define SECRET_BYTES 32
 #define SECRET_ENV "ORCH_WORKER_SECRET"
 
@@ -67,6 +75,9 @@ struct orch_launcher {
     int nexpect, cap_expect;
     struct conn *conns;
     int nconns;
+    pid_t *cancels; /* scancel processes not reaped yet */
+    int ncancels, cap_cancels;
+    struct event *ev_cancel; /* polls them while there are any */
 };
 
 /* ---- set-up ---------------------------------------------------------------------------- */
@@ -197,6 +208,7 @@ static int open_listener(orch_launcher *l, const char *listen_at)
 }
 
 static void on_accept(evutil_socket_t fd, short what, void *arg);
+static void on_cancel_poll(evutil_socket_t fd, short what, void *arg);
 
 /* TCP keepalive: a worker's node that vanishes (powered off, cut from the network) sends
  * no FIN, and Linux's default keepalive waits two hours before its first probe. With
@@ -280,7 +292,8 @@ int orch_launcher_new(struct event_base *base, const struct orch_launcher_config
     if ((rc = open_listener(l, cfg->listen)) < 0)
         goto fail;
     l->ev_accept = event_new(base, l->lfd, EV_READ | EV_PERSIST, on_accept, l);
-    if (!l->ev_accept || event_add(l->ev_accept, NULL) < 0) {
+    l->ev_cancel = evtimer_new(base, on_cancel_poll, l);
+    if (!l->ev_accept || !l->ev_cancel || event_add(l->ev_accept, NULL) < 0) {
         rc = -ENOMEM;
         goto fail;
     }
@@ -292,6 +305,7 @@ fail:
 }
 
 static void conn_free(struct conn *c);
+static void finish_cancels(orch_launcher *l);
 
 void orch_launcher_free(orch_launcher *l)
 {
@@ -304,6 +318,10 @@ void orch_launcher_free(orch_launcher *l)
     }
     if (l->ev_accept)
         event_free(l->ev_accept);
+    finish_cancels(l);
+    if (l->ev_cancel)
+        event_free(l->ev_cancel);
+    free(l->cancels);
     if (l->lfd >= 0)
         close(l->lfd);
     for (int i = 0; i < l->nwords; i++)
@@ -342,6 +360,109 @@ void orch_launcher_forget(orch_launcher *l, uint64_t token)
             l->expect[i] = l->expect[--l->nexpect];
             return;
         }
+}
+
+/* ---- what a dead srun leaves behind ----------------------------------------------------- */
+
+/* "JOBID" or "JOBID.STEPID", digits only: what a worker's AUTH may name. Anything else is
+ * not passed to scancel (it would be read as an option or a job name). */
+static bool is_step_id(const char *s)
+{
+    const char *p = s;
+    if (!(*p >= '0' && *p <= '9'))
+        return false;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    if (*p == '.') {
+        if (!(p[1] >= '0' && p[1] <= '9'))
+            return false;
+        for (p++; *p >= '0' && *p <= '9'; p++)
+            ;
+    }
+    return *p == '\0';
+}
+
+static void reap_cancels(orch_launcher *l)
+{
+    for (int i = 0; i < l->ncancels;) {
+        int st;
+        pid_t r = waitpid(l->cancels[i], &st, WNOHANG);
+        if (r == 0 || (r < 0 && errno == EINTR)) {
+            i++;
+            continue;
+        }
+        l->cancels[i] = l->cancels[--l->ncancels]; /* reaped, or not ours to wait for */
+    }
+    if (l->ncancels > 0 && !evtimer_pending(l->ev_cancel, NULL)) {
+        struct timeval tv = {0, CANCEL_POLL_MS * 1000};
+        (void)evtimer_add(l->ev_cancel, &tv); /* if it fails, the next cancel or free reaps */
+    }
+}
+
+static void on_cancel_poll(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    reap_cancels(arg);
+}
+
+/* Waits up to CANCEL_WAIT_MS for the scancel processes still running, then kills and
+ * reaps the rest: none outlives the launcher. */
+static void finish_cancels(orch_launcher *l)
+{
+    struct timespec nap = {0, 10 * 1000 * 1000};
+    for (int waited = 0; l->ncancels > 0 && waited < CANCEL_WAIT_MS; waited += 10) {
+        reap_cancels(l);
+        if (l->ncancels > 0)
+            nanosleep(&nap, NULL);
+    }
+    for (int i = 0; i < l->ncancels; i++) {
+        int st;
+        kill(l->cancels[i], SIGKILL);
+        while (waitpid(l->cancels[i], &st, 0) < 0 && errno == EINTR)
+            ;
+    }
+    l->ncancels = 0;
+}
+
+int orch_launcher_cancel(orch_launcher *l, const char *slurm_job)
+{
+    if (!is_step_id(slurm_job))
+        return -EINVAL;
+    char target[64];
+    snprintf(target, sizeof target, "%s", slurm_job);
+    /* A step in the allocation the driver itself runs in: that step only. Otherwise the
+     * job is the one srun made for this worker alone, and the job is what is left. */
+    size_t jlen = strcspn(target, ".");
+    const char *mine = getenv("SLURM_JOB_ID");
+    if (!(mine && strlen(mine) == jlen && strncmp(mine, target, jlen) == 0))
+        target[jlen] = '\0';
+    if (orch__grow(&l->cancels, &l->cap_cancels, l->ncancels + 1, sizeof *l->cancels) < 0)
+        return -ENOMEM;
+    /* scancel beside srun when it is there (an srun given by path), else from PATH. */
+    char scancel[4096] = "scancel";
+    const char *slash = strrchr(l->words[0], '/');
+    if (slash && (size_t)(slash - l->words[0]) + sizeof "/scancel" <= sizeof scancel) {
+        snprintf(scancel, sizeof scancel, "%.*s/scancel", (int)(slash - l->words[0]),
+                 l->words[0]);
+        if (access(scancel, X_OK) != 0)
+            snprintf(scancel, sizeof scancel, "scancel");
+    }
+    char *argv[] = {scancel, "--quiet", target, NULL};
+    posix_spawn_file_actions_t fa;
+    if (posix_spawn_file_actions_init(&fa) != 0)
+        return -ENOMEM;
+    int rc = posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    if (rc == 0)
+        rc = posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+    pid_t pid;
+    if (rc == 0)
+        rc = posix_spawnp(&pid, scancel, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0)
+        return orch_error_set(-rc, "cannot start %s: %s", scancel, strerror(rc));
+    l->cancels[l->ncancels++] = pid;
+    reap_cancels(l);
+    return 0;
 }
 
 /* ---- the handshake --------------------------------------------------------------------- */
@@ -416,6 +537,11 @@ static void on_auth(struct conn *c, const struct orch_wire_frame *f)
     while (i < l->nexpect && l->expect[i].token != au.token)
         i++;
     if (i == l->nexpect) {
+        /* A worker of ours (it knows the secret) whose start was given up on, its srun
+         * ended or being ended: what Slurm still runs for it is not wanted. */
+        if (*au.slurm_job && orch_launcher_cancel(l, au.slurm_job) == 0)
+            fprintf(stderr, "orch: scancel %s: a worker connected after its start ended\n",
+                    au.slurm_job);
         refuse(c, "a token no worker is waiting for (already used, or its start ended)");
         goto out;
     }

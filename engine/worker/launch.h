@@ -81,6 +81,19 @@ int orch_launcher_expect(orch_launcher *l, orch_launcher_attach_fn attach, void 
  * it later is refused. */
 void orch_launcher_forget(orch_launcher *l, uint64_t token);
 
+/* Ends in Slurm what a worker's srun left behind when it died by a signal (kill -9 of srun
+ * leaves its job RUNNING with no step, for ever unless the cluster sets InactiveLimit).
+ * slurm_job is the worker's "JOBID.STEPID" (its AUTH): the step alone when JOBID is the
+ * allocation the driver runs in (SLURM_JOB_ID), else the whole job, which srun made for
+ * this worker. Starts `scancel --quiet` (the one beside srun when srun was found by path)
+ * and returns at once; the launcher reaps it, and orch_launcher_free() waits for it (at
+ * most CANCEL_WAIT_MS). Returns 0, -EINVAL (not digits with at most one dot), -ENOMEM, or
+ * the error of starting it with the detail set.
+ *
+ * Not covered: an srun killed after Slurm allocated its job but before the step started:
+ * no worker ever connects to say which job it was. */
+int orch_launcher_cancel(orch_launcher *l, const char *slurm_job);
+
 /* What a worker needs from the launcher. */
 struct orch_launch_request {
     const char *exe;  /* the orch binary, at the same path on every node */

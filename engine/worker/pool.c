@@ -260,11 +260,28 @@ static int reap_nohang(pid_t pid, int *status)
     }
 }
 
-static void reap_blocking(pid_t pid)
+static void reap_blocking(pid_t pid, int *status)
 {
     int st;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
         ;
+    if (status)
+        *status = st;
+}
+
+/* w's process was reaped. A remote worker's srun that a signal ended (kill -9 of srun, or
+ * kill_all's SIGKILL) did not end its Slurm job, which stays RUNNING without a step: the
+ * launcher cancels it (launch.h). Only a worker that connected knows its job. */
+static void srun_reaped(orch_worker *w)
+{
+    orch_pool *p = w->pool;
+    if (!p->launcher || !w->slurm_job[0] || w->status == -1 || !WIFSIGNALED(w->status))
+        return;
+    if (orch_launcher_cancel(p->launcher, w->slurm_job) == 0)
+        fprintf(stderr, "orch: scancel %s: the srun of a %s worker (pid %d) was killed by "
+                        "signal %d\n", w->slurm_job, p->wcfg.call, (int)w->pid,
+                WTERMSIG(w->status));
+    w->slurm_job[0] = '\0';
 }
 
 /* ---- the pool's books: slots by state, the live list, the SIGCHLD watch --------------- */
@@ -333,7 +350,7 @@ static void add_corpse(orch_pool *p, pid_t pid)
         /* Cannot remember it: wait for it now. It was killed or is exiting, so this is
          * short. */
         kill_pid(pid);
-        reap_blocking(pid);
+        reap_blocking(pid, NULL);
         return;
     }
     p->corpses[p->ncorpses++] = pid;
@@ -481,6 +498,7 @@ static void declare_reaped(orch_worker *w)
 {
     char msg[512];
     assert(w->reaped);
+    srun_reaped(w);
     if (w->broken)
         snprintf(msg, sizeof msg, "worker %d was killed: %s", (int)w->pid, w->broken);
     else
@@ -531,6 +549,7 @@ static void break_worker(orch_worker *w, const char *why)
 static void stop_done(orch_worker *w)
 {
     assert(w->state == W_STOPPING && w->reaped);
+    srun_reaped(w);
     evtimer_del(w->timer);
     live_del(w);
     set_state(w, W_DEAD);
@@ -1514,6 +1533,8 @@ static bool wait_all(orch_pool *p, int64_t ms)
             orch_worker *w = p->live[i];
             if (!w->reaped) {
                 w->reaped = reap_nohang(w->pid, &w->status);
+                if (w->reaped)
+                    srun_reaped(w);
                 left |= !w->reaped;
             }
         }
@@ -1555,12 +1576,13 @@ static void kill_all(orch_pool *p)
     for (int i = 0; i < p->nlive; i++) {
         orch_worker *w = p->live[i];
         if (!w->reaped) {
-            reap_blocking(w->pid);
+            reap_blocking(w->pid, &w->status);
             w->reaped = true;
+            srun_reaped(w);
         }
     }
     for (int i = 0; i < p->ncorpses; i++)
-        reap_blocking(p->corpses[i]);
+        reap_blocking(p->corpses[i], NULL);
     p->ncorpses = 0;
 }
 

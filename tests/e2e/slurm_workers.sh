@@ -5,6 +5,8 @@
 #   2. `orch status` of the running job shows each busy worker's host and step; `scancel`
 #      of a worker's step in the middle of its batch: the attempt is a crash, the grain is
 #      retried, the job finishes with the same exports;
+#   2b. kill -9 of a busy worker's srun: the attempt is a crash, and the driver cancels the
+#      job that srun left RUNNING;
 #   3. kill -9 of the driver: no step is left (squeue empty, no worker process), and
 #      `orch resume` finishes the job;
 #   4. strangers on the driver's port — a wrong secret, a stolen token, garbage — are
@@ -64,6 +66,33 @@ expect_eq "the cancelled step's attempt is a crash" "crash" \
 cmp -s ref.out s2.out || fail "export after scancel differs: $(diff ref.out s2.out)"
 expect_eq "no record failed" 0 "$(q "$T/s2" "SELECT count(*) FROM failure WHERE kind IN ('record', 'exhausted')")"
 slurm_idle 20
+
+# ---- 2b. kill -9 of a busy worker's srun ----------------------------------------------------
+# srun killed with its process group (srun and the "shepherd" that would otherwise cancel
+# the job) does not end its job: Slurm keeps it RUNNING without a step (this cluster has no
+# InactiveLimit). The driver reaps srun, reports the attempt a crash, and cancels the job
+# its worker named.
+"$ORCH" run p.orch --job "$T/s2b" --progress none --launcher slurm 2> "$T/s2b.log" &
+drv=$!
+open_worker() {
+  wpid=$(qlive "$T/s2b" "SELECT a.worker_pid FROM attempt AS a JOIN grain AS g ON g.id = a.grain_id
+                         JOIN call AS c ON c.id = g.call_id
+                         WHERE c.name = 'nap' AND a.ended_at IS NULL AND a.slurm_job IS NOT NULL
+                         LIMIT 1" 2> /dev/null) && [ -n "$wpid" ] && [ -r "/proc/$wpid/cmdline" ]
+}
+wait_until 60 "an attempt of nap running in a Slurm step" open_worker
+# The worker and the srun that started it carry the same token on their command lines.
+tok=$(tr '\0' ' ' < "/proc/$wpid/cmdline" | sed -n 's/.*--token \([0-9]*\).*/\1/p')
+srun_pid=$(pgrep -P "$drv" -f -- "--token $tok\$") || fail "no srun of the driver for token $tok"
+kill -9 -- "-$srun_pid" # srun leads its own process group (the driver's children do)
+wait "$drv" || fail "run after kill -9 of an srun exited $?: $(cat "$T/s2b.log")"
+grep -q "orch: scancel [0-9]*\.[0-9]*: the srun of a nap worker (pid $srun_pid) was killed by signal 9" \
+  "$T/s2b.log" || fail "no scancel of the killed srun's job: $(cat "$T/s2b.log")"
+expect_eq "the killed srun's attempt is a crash" "crash" \
+  "$(q "$T/s2b" "SELECT group_concat(DISTINCT outcome) FROM attempt WHERE worker_pid = $wpid AND ended_at IS NOT NULL AND outcome != 'ok'")"
+"$ORCH" export "$T/s2b" w.out > s2b.out
+cmp -s ref.out s2b.out || fail "export after kill -9 of an srun differs: $(diff ref.out s2b.out)"
+slurm_idle 20 # the job of the killed srun included
 
 # ---- 3. kill -9 of the driver -------------------------------------------------------------
 "$ORCH" run p.orch --job "$T/s3" --progress none --launcher slurm 2> "$T/s3.log" &
