@@ -2,7 +2,9 @@
  * cluster: the srun command a worker is started with (options, rounding, the user's words,
  * the secret in the environment and never in argv), bad options, and the handshake over
  * real TCP on loopback: a worker with the secret is handed over with what it said; a wrong
- * secret, an unknown token and garbage are refused and hand nothing over. */
+ * secret, an unknown token and garbage are refused and hand nothing over; a worker with the
+ * secret whose token is no longer awaited has its Slurm job cancelled; what
+ * orch_launcher_cancel() passes to scancel. */
 #define _GNU_SOURCE
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -112,6 +115,97 @@ static void test_bad_options(void **state)
     event_base_free(base);
 }
 
+/* A directory with a fake srun and, beside it, a fake scancel that appends its arguments to
+ * DIR/cancelled: what the launcher asks Slurm to cancel, without a cluster. */
+struct fake_slurm {
+    char dir[64], srun[96], log[96];
+};
+
+static void write_script(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(chmod(path, 0755), 0);
+}
+
+static void fake_slurm_make(struct fake_slurm *fs)
+{
+    snprintf(fs->dir, sizeof fs->dir, "/tmp/orch-test-launch-XXXXXX");
+    assert_non_null(mkdtemp(fs->dir));
+    snprintf(fs->srun, sizeof fs->srun, "%s/srun", fs->dir);
+    snprintf(fs->log, sizeof fs->log, "%s/cancelled", fs->dir);
+    write_script(fs->srun, "#!/bin/sh\nexit 0\n");
+    char path[128], text[256];
+    snprintf(path, sizeof path, "%s/scancel", fs->dir);
+    snprintf(text, sizeof text, "#!/bin/sh\necho \"$*\" >> '%s'\n", fs->log);
+    write_script(path, text);
+}
+
+/* What the fake scancel was given, one line a call ("" when never called). */
+static void fake_slurm_log(const struct fake_slurm *fs, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    FILE *f = fopen(fs->log, "r");
+    if (!f)
+        return;
+    size_t got = fread(buf, 1, n - 1, f);
+    buf[got] = '\0';
+    fclose(f);
+}
+
+static void fake_slurm_remove(const struct fake_slurm *fs)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/scancel", fs->dir);
+    unlink(path);
+    unlink(fs->srun);
+    unlink(fs->log);
+    assert_int_equal(rmdir(fs->dir), 0);
+}
+
+/* orch_launcher_cancel(): the job alone, or the step when the job is the driver's own
+ * allocation; nothing but digits with at most one dot reaches scancel; the launcher waits
+ * for its scancel processes when it is freed. */
+static void test_cancel(void **state)
+{
+    (void)state;
+    struct fake_slurm fs;
+    fake_slurm_make(&fs);
+    struct event_base *base = event_base_new();
+    orch_launcher *l;
+    struct orch_launcher_config cfg = {
+        .kind = ORCH_LAUNCHER_SLURM, .listen = "127.0.0.1:0", .srun = fs.srun};
+    assert_int_equal(orch_launcher_new(base, &cfg, &l), 0);
+    char target[ORCH_SLURM_ID_MAX];
+    static const char *const bad[] = {"", "-1", "41.", ".4", "41.0.1", "41;x", "--all", "4 1"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        assert_int_equal(orch_launcher_cancel(l, bad[i], target), -EINVAL);
+    unsetenv("SLURM_JOB_ID");
+    assert_int_equal(orch_launcher_cancel(l, "41.3", target), 0); /* srun's own job: all of it */
+    assert_string_equal(target, "41");
+    orch_launcher_free(l); /* waits for that scancel: the order of the lines is known */
+    assert_int_equal(orch_launcher_new(base, &cfg, &l), 0);
+    setenv("SLURM_JOB_ID", "41", 1); /* the driver runs in job 41: the step alone */
+    assert_int_equal(orch_launcher_cancel(l, "41.3", target), 0);
+    assert_string_equal(target, "41.3");
+    orch_launcher_free(l);
+    assert_int_equal(orch_launcher_new(base, &cfg, &l), 0);
+    setenv("SLURM_JOB_ID", "410", 1); /* another job than the worker's */
+    assert_int_equal(orch_launcher_cancel(l, "41.3", target), 0);
+    assert_int_equal(orch_launcher_cancel(l, "7", target), 0);
+    orch_launcher_free(l);
+    unsetenv("SLURM_JOB_ID");
+    char got[256];
+    fake_slurm_log(&fs, got, sizeof got);
+    /* The last two run at once: either order. */
+    assert_true(strcmp(got, "--quiet 41\n--quiet 41.3\n--quiet 41\n--quiet 7\n") == 0 ||
+                strcmp(got, "--quiet 41\n--quiet 41.3\n--quiet 7\n--quiet 41\n") == 0);
+    fake_slurm_remove(&fs);
+    event_base_free(base);
+}
+
 /* ---- the handshake ----------------------------------------------------------------------- */
 
 struct attached {
@@ -173,8 +267,11 @@ static void test_handshake(void **state)
     (void)state;
     struct event_base *base = event_base_new();
     orch_launcher *l;
+    struct fake_slurm fs;
+    fake_slurm_make(&fs);
+    unsetenv("SLURM_JOB_ID");
     struct orch_launcher_config cfg = {
-        .kind = ORCH_LAUNCHER_SLURM, .listen = "127.0.0.1:0", .srun = "/bin/true"};
+        .kind = ORCH_LAUNCHER_SLURM, .listen = "127.0.0.1:0", .srun = fs.srun};
     assert_int_equal(orch_launcher_new(base, &cfg, &l), 0);
     char addr[128];
     snprintf(addr, sizeof addr, "%s", orch_launcher_address(l));
@@ -252,6 +349,12 @@ static void test_handshake(void **state)
     assert_int_equal(a.calls, 1);
     assert_int_equal(child_status(p5), 0);
     orch_launcher_free(l);
+    /* p2 and p5 knew the secret (workers of this driver) but their tokens were not awaited:
+     * the step each named, job 41, was cancelled; the wrong secret's was not. */
+    char got[256];
+    fake_slurm_log(&fs, got, sizeof got);
+    assert_string_equal(got, "--quiet 41\n--quiet 41\n");
+    fake_slurm_remove(&fs);
     event_base_free(base);
 }
 
@@ -262,6 +365,7 @@ int main(void)
         cmocka_unit_test(test_command),
         cmocka_unit_test(test_bad_options),
         cmocka_unit_test(test_handshake),
+        cmocka_unit_test(test_cancel),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -424,12 +424,13 @@ static void finish_cancels(orch_launcher *l)
     l->ncancels = 0;
 }
 
-int orch_launcher_cancel(orch_launcher *l, const char *slurm_job)
+int orch_launcher_cancel(orch_launcher *l, const char *slurm_job,
+                         char target[ORCH_SLURM_ID_MAX])
 {
-    if (!is_step_id(slurm_job))
+    target[0] = '\0';
+    if (!is_step_id(slurm_job) || strlen(slurm_job) >= ORCH_SLURM_ID_MAX)
         return -EINVAL;
-    char target[64];
-    snprintf(target, sizeof target, "%s", slurm_job);
+    snprintf(target, ORCH_SLURM_ID_MAX, "%s", slurm_job);
     /* A step in the allocation the driver itself runs in: that step only. Otherwise the
      * job is the one srun made for this worker alone, and the job is what is left. */
     size_t jlen = strcspn(target, ".");
@@ -539,9 +540,10 @@ static void on_auth(struct conn *c, const struct orch_wire_frame *f)
     if (i == l->nexpect) {
         /* A worker of ours (it knows the secret) whose start was given up on, its srun
          * ended or being ended: what Slurm still runs for it is not wanted. */
-        if (*au.slurm_job && orch_launcher_cancel(l, au.slurm_job) == 0)
-            fprintf(stderr, "orch: scancel %s: a worker connected after its start ended\n",
-                    au.slurm_job);
+        char target[ORCH_SLURM_ID_MAX];
+        if (*au.slurm_job && orch_launcher_cancel(l, au.slurm_job, target) == 0)
+            fprintf(stderr, "orch: scancel %s: its worker (step %s) connected after its start "
+                            "ended\n", target, au.slurm_job);
         refuse(c, "a token no worker is waiting for (already used, or its start ended)");
         goto out;
     }

@@ -87,12 +87,14 @@ void orch_launcher_forget(orch_launcher *l, uint64_t token);
  * allocation the driver runs in (SLURM_JOB_ID), else the whole job, which srun made for
  * this worker. Starts `scancel --quiet` (the one beside srun when srun was found by path)
  * and returns at once; the launcher reaps it, and orch_launcher_free() waits for it (at
- * most CANCEL_WAIT_MS). Returns 0, -EINVAL (not digits with at most one dot), -ENOMEM, or
- * the error of starting it with the detail set.
+ * most CANCEL_WAIT_MS), and target says what it cancels. Returns 0, -EINVAL (not digits
+ * with at most one dot), -ENOMEM, or the error of starting it with the detail set.
  *
  * Not covered: an srun killed after Slurm allocated its job but before the step started:
  * no worker ever connects to say which job it was. */
-int orch_launcher_cancel(orch_launcher *l, const char *slurm_job);
+#define ORCH_SLURM_ID_MAX 64
+int orch_launcher_cancel(orch_launcher *l, const char *slurm_job,
+                         char target[ORCH_SLURM_ID_MAX]);
 
 /* What a worker needs from the launcher. */
 struct orch_launch_request {

@@ -277,10 +277,11 @@ static void srun_reaped(orch_worker *w)
     orch_pool *p = w->pool;
     if (!p->launcher || !w->slurm_job[0] || w->status == -1 || !WIFSIGNALED(w->status))
         return;
-    if (orch_launcher_cancel(p->launcher, w->slurm_job) == 0)
-        fprintf(stderr, "orch: scancel %s: the srun of a %s worker (pid %d) was killed by "
-                        "signal %d\n", w->slurm_job, p->wcfg.call, (int)w->pid,
-                WTERMSIG(w->status));
+    char target[ORCH_SLURM_ID_MAX];
+    if (orch_launcher_cancel(p->launcher, w->slurm_job, target) == 0)
+        fprintf(stderr, "orch: scancel %s: the srun of a %s worker (step %s, pid %d) was "
+                        "killed by signal %d\n", target, p->wcfg.call, w->slurm_job,
+                (int)w->pid, WTERMSIG(w->status));
     w->slurm_job[0] = '\0';
 }
 

@@ -86,7 +86,7 @@ tok=$(tr '\0' ' ' < "/proc/$wpid/cmdline" | sed -n 's/.*--token \([0-9]*\).*/\1/
 srun_pid=$(pgrep -P "$drv" -f -- "--token $tok\$") || fail "no srun of the driver for token $tok"
 kill -9 -- "-$srun_pid" # srun leads its own process group (the driver's children do)
 wait "$drv" || fail "run after kill -9 of an srun exited $?: $(cat "$T/s2b.log")"
-grep -q "orch: scancel [0-9]*\.[0-9]*: the srun of a nap worker (pid $srun_pid) was killed by signal 9" \
+grep -q "orch: scancel [0-9]*: the srun of a nap worker (step [0-9]*\.[0-9]*, pid $srun_pid) was killed by signal 9" \
   "$T/s2b.log" || fail "no scancel of the killed srun's job: $(cat "$T/s2b.log")"
 expect_eq "the killed srun's attempt is a crash" "crash" \
   "$(q "$T/s2b" "SELECT group_concat(DISTINCT outcome) FROM attempt WHERE worker_pid = $wpid AND ended_at IS NOT NULL AND outcome != 'ok'")"
