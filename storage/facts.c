@@ -2,6 +2,7 @@
 #include "orch_facts.h"
 
 #include <assert.h>
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -68,6 +69,9 @@
     X(GRAIN_NEXT_ID, "SELECT coalesce(max(id), 0) + 1 FROM grain")                             \
     X(GRAIN_READY, "UPDATE grain SET phase = ?3, ready_seq = ?2, pending = 0, ready_at = ?4 "  \
                    "WHERE id = ?1 AND phase = ?5")                                             \
+    X(GRAINS_READY_RUN, "UPDATE grain SET phase = ?3, ready_seq = ?2 + (id - ?1) / ?6 * ?7, "   \
+                        "pending = 0, ready_at = ?4 WHERE id BETWEEN ?1 AND ?8 "               \
+                        "AND (id - ?1) % ?6 = 0 AND phase = ?5")                               \
     X(GRAIN_REQUEUE, "UPDATE grain SET phase = ?5, generation = generation + 1, "              \
                      "ready_seq = ?3, ready_at = ?6, pending = 0 WHERE id = ?1 "               \
                      "AND phase <> ?4 AND generation = ?2")                                    \
@@ -75,6 +79,10 @@
                             "ready_seq = coalesce(?4, ready_seq), "                            \
                             "ready_at = coalesce(?6, ready_at) "                               \
                             "WHERE id = ?1 AND phase <> ?5 AND generation = ?3")               \
+    X(GRAINS_SEAL_RUN, "UPDATE grain SET phase = ?5, outcome = ?2, pending = 0, "              \
+                       "ready_seq = coalesce(?4 + (id - ?1) / ?7 * ?8, ready_seq), "          \
+                       "ready_at = coalesce(?6, ready_at) WHERE id BETWEEN ?1 AND ?9 "        \
+                       "AND (id - ?1) % ?7 = 0 AND phase <> ?5 AND generation = ?3")          \
     X(GRAIN_INTERRUPT, "UPDATE grain SET phase = ?4, generation = generation + 1, "            \
                        "ready_at = ?5, pending = 0, ready_seq = coalesce(?3, ready_seq, 0) "   \
                        "WHERE id = ?1 AND phase <> ?6 AND generation = ?2")                    \
@@ -340,10 +348,13 @@ static int rows_insert(orch_store *s, enum rows_kind kind, size_t n, rows_fixed 
  * ones (orch_store_payload_reclaimed). */
 enum { SAFE_READY = 1, SAFE_CREATE = 2, SAFE_ITEM = 4, SAFE_ROOT = 8, SAFE_ALL = 15 };
 enum { SAFE_ENTITY = 16, SAFE_NO_ENTITY = SAFE_ALL | SAFE_ENTITY };
+/* A seal held back ("seals held" below) changes a grain row: every statement that does
+ * not name the grain table is safe from it (seal_safe), and is not listed here. */
+enum { SAFE_SEAL = 32 };
 /* What held_flush writes: the SAFE_ bits, and the reclaimed ids. */
 enum {
-    HELD_KINDS = SAFE_ALL | SAFE_ENTITY,
-    HELD_RECLAIM = 32,
+    HELD_KINDS = SAFE_ALL | SAFE_ENTITY | SAFE_SEAL,
+    HELD_RECLAIM = 64,
     HELD_ALL = HELD_KINDS | HELD_RECLAIM
 };
 static const unsigned char held_safe[F__COUNT] = {
@@ -368,6 +379,23 @@ static const unsigned char held_safe[F__COUNT] = {
     [F_ROOT_PUT] = SAFE_ALL,          [F_ROOT_FIND] = SAFE_ALL & ~SAFE_ROOT,
     [F_PAYLOAD_RECLAIMED] = SAFE_NO_ENTITY,
 };
+
+/* Whether the statement of slot is safe from held seals: it does not name the grain
+ * table (a column such as grain_id is not the table), or reads only its largest id, which
+ * a seal does not change. Worked out from the text once, so that a statement added later
+ * is judged as it is written. */
+static bool seal_safe(enum fact_slot slot)
+{
+    static signed char known[F__COUNT]; /* 0: not yet; 1: safe; -1: not */
+    if (known[slot] == 0) {
+        const char *sql = fact_sql[slot];
+        bool names = false;
+        for (const char *p = sql; !names && (p = strstr(p, "grain")) != NULL; p += 5)
+            names = p > sql && p[-1] == ' ' && !isalnum((unsigned char)p[5]) && p[5] != '_';
+        known[slot] = !names || slot == F_GRAIN_NEXT_ID ? 1 : -1;
+    }
+    return known[slot] > 0;
+}
 
 static size_t ready_hash(const orch_store *s, int64_t grain)
 {
@@ -460,18 +488,46 @@ static int stmt_of(orch_store *s, enum fact_slot slot, sqlite3_stmt **out, const
     return rc;
 }
 
+/* Writes the held READYs, in runs as the held seals are ("seals held" below): one UPDATE
+ * for live ones whose ids step by one stride and ready_seqs by another, at one ready_at.
+ * A run changes what its READYs one by one would: the grains of its ids that are WAITING. */
 static int ready_flush(orch_store *s)
 {
     int rc = 0;
-    for (size_t i = 0; i < s->nready && rc == 0; i++) {
-        const struct orch_store_ready *r = &s->ready[i];
-        sqlite3_stmt *st;
-        if (!r->live)
+    size_t i = 0;
+    while (i < s->nready && rc == 0) {
+        const struct orch_store_ready *a = &s->ready[i];
+        if (!a->live) {
+            i++;
             continue;
-        if ((rc = stmt_of(s, F_GRAIN_READY, &st, "llsls", r->grain, r->seq,
-                          orch_grain_phase_name(ORCH_PHASE_READY), r->at,
-                          orch_grain_phase_name(ORCH_PHASE_WAITING))) == 0)
+        }
+        size_t j = i + 1, n = 1;
+        const struct orch_store_ready *last = a;
+        int64_t sid = 0, sseq = 0;
+        for (; j < s->nready; j++) {
+            const struct orch_store_ready *b = &s->ready[j];
+            if (!b->live)
+                continue;
+            if (n == 1) {
+                sid = b->grain - a->grain;
+                sseq = b->seq - a->seq;
+            }
+            if (sid <= 0 || b->grain - last->grain != sid || b->seq - last->seq != sseq ||
+                b->at != a->at)
+                break;
+            last = b;
+            n++;
+        }
+        sqlite3_stmt *st;
+        const char *ready = orch_grain_phase_name(ORCH_PHASE_READY),
+                   *waiting = orch_grain_phase_name(ORCH_PHASE_WAITING);
+        rc = n == 1 ? stmt_of(s, F_GRAIN_READY, &st, "llsls", a->grain, a->seq, ready, a->at,
+                              waiting)
+                    : stmt_of(s, F_GRAINS_READY_RUN, &st, "llslslll", a->grain, a->seq, ready,
+                              a->at, waiting, sid, sseq, last->grain);
+        if (rc == 0)
             rc = run(s, st, NULL);
+        i = j;
     }
     if (rc == 0)
         ready_forget(s);
@@ -637,9 +693,10 @@ static int entities_flush(orch_store *s)
 }
 
 static int reclaimed_flush(orch_store *s);
+static int seals_flush(orch_store *s);
 
 /* Writes the held writes of `kinds`: SAFE_ENTITY, SAFE_CREATE (the grains), SAFE_READY,
- * SAFE_ITEM, SAFE_ROOT, HELD_RECLAIM. The entities first, and always with the rows that
+ * SAFE_SEAL, SAFE_ITEM, SAFE_ROOT, HELD_RECLAIM. The entities first, and always with the rows that
  * name them (grains, items, root rows). */
 static int held_flush(orch_store *s, unsigned kinds)
 {
@@ -654,6 +711,8 @@ static int held_flush(orch_store *s, unsigned kinds)
         rc = created_flush(s);
     if (rc == 0 && (kinds & SAFE_READY) && s->nready > 0)
         rc = ready_flush(s);
+    if (rc == 0 && (kinds & SAFE_SEAL) && s->nseals > 0)
+        rc = seals_flush(s);
     if (rc == 0 && (kinds & SAFE_ITEM) && s->nitems > 0)
         rc = items_flush(s);
     if (rc == 0 && (kinds & SAFE_ROOT) && s->nroots > 0)
@@ -677,6 +736,11 @@ void orch_store__held_forget(orch_store *s)
     roots_forget(s);
     entities_forget(s);
     s->nreclw = 0;
+    s->nseals = 0;
+    /* The attempts begun in the transaction are gone: seals are checked by the table
+     * again (seal_in_flight), until dispatch fills this anew. */
+    free(s->inflight.v);
+    s->inflight = (struct orch_store_gmap){0};
     orch_store__reclaimed_forget(s);
     s->next_grain = 0; /* the rows the ids counted on may be gone */
     s->next_entity = 0;
@@ -692,8 +756,8 @@ static int stmt(orch_store *s, enum fact_slot slot, sqlite3_stmt **out, const ch
     if (!s->flushing && orch_store__holds(s)) {
         bool reads_reclaimed =
             slot == F_SPANS || slot == F_SPANS_COUNT || slot == F_RECLAIMED_PORT;
-        int rc = held_flush(s, (HELD_KINDS & ~held_safe[slot]) |
-                                   (reads_reclaimed ? HELD_RECLAIM : 0));
+        unsigned safe = held_safe[slot] | (seal_safe(slot) ? SAFE_SEAL : 0);
+        int rc = held_flush(s, (HELD_KINDS & ~safe) | (reads_reclaimed ? HELD_RECLAIM : 0));
         if (rc < 0)
             return rc;
     }
@@ -1725,6 +1789,7 @@ int orch_store_grain_interrupt(orch_store *s, int64_t grain, uint32_t generation
 {
     struct orch_store_gent f = {0, -1, -1};
     gmap_take(&s->flying, grain, &f);
+    gmap_take(&s->inflight, grain, NULL);
     sqlite3_stmt *st;
     int rc = stmt(s, F_GRAIN_INTERRUPT, &st, "llNsls", grain, (int64_t)generation, f.seq,
                   orch_grain_phase_name(ORCH_PHASE_READY), now_ms(),
@@ -1737,6 +1802,7 @@ int orch_store_grain_requeue(orch_store *s, int64_t grain, uint32_t generation, 
 {
     *done = false; /* also when a statement fails: callers read it */
     gmap_take(&s->flying, grain, NULL); /* the new ready_seq replaces the one kept */
+    gmap_take(&s->inflight, grain, NULL);
     sqlite3_stmt *st;
     int rc = stmt(s, F_GRAIN_REQUEUE, &st, "lllssl", grain, (int64_t)generation, seq,
                   orch_grain_phase_name(ORCH_PHASE_SEALED),
@@ -1755,11 +1821,124 @@ static int unrun_queued(orch_store *s, int64_t grain, int call, int64_t e, bool 
     return rc;
 }
 
+/* ---- seals held ------------------------------------------------------------------------
+ * A report's seal was one UPDATE a grain: 9 k of the driver's 48 k instructions a grain on
+ * a chain of no-op calls, most of it the statement's own cost. The seal of a grain that
+ * this connection put in flight (s->inflight: its dispatch's attempt rows, with its
+ * generation) at the generation the report names is held back instead, and the held ones
+ * are written in runs: one UPDATE for grains whose ids step by the same stride (the grains
+ * of one call in a batch: every entity's grains were created together) with ready_seqs
+ * that step alike, one ready_at, one outcome and generation. Nothing else can tell: the
+ * table would have said `sealed` only because the row matched (in flight, at that
+ * generation), which the map says as well, since nothing but this connection writes the
+ * job; any statement that names the grain table writes the held seals first (seal_safe),
+ * as does the commit, and a run that does not change exactly its grains stops the turn as
+ * corrupt. A grain leaves the map when it is sealed, put back or interrupted; a rollback
+ * empties it. With ORCH_STORE_CHECKS each held seal is compared with its row first. */
+#define SEALS_HELD 16384
+
+/* Writes run seals[i .. j-1] (the caller checked that they form one). */
+static int seal_run(orch_store *s, size_t i, size_t j, int64_t sid, int64_t sseq)
+{
+    const struct orch_store_seal *a = &s->seals[i], *z = &s->seals[j - 1];
+    const char *sealed = orch_grain_phase_name(ORCH_PHASE_SEALED);
+    sqlite3_stmt *st;
+    int rc = j - i == 1
+                 ? stmt(s, F_GRAIN_SEAL_IN_FLIGHT, &st, "lslNsN", a->grain,
+                        orch_grain_outcome_name(a->outcome), (int64_t)a->generation, a->seq,
+                        sealed, a->at)
+                 : stmt(s, F_GRAINS_SEAL_RUN, &st, "lslNsNlll", a->grain,
+                        orch_grain_outcome_name(a->outcome), (int64_t)a->generation, a->seq,
+                        sealed, a->at, sid, sseq, z->grain);
+    if (rc < 0 || (rc = run(s, st, NULL)) < 0)
+        return rc;
+    int changed = sqlite3_changes(s->db);
+    if ((size_t)changed != j - i)
+        return orch_error_set(ORCH_ECORRUPT,
+                              "%s: %zu grains in flight sealed (%lld to %lld) but %d rows "
+                              "were", s->path, j - i, (long long)a->grain,
+                              (long long)z->grain, changed);
+    return 0;
+}
+
+static int seals_flush(orch_store *s)
+{
+    int rc = 0;
+    size_t i = 0;
+    while (i < s->nseals && rc == 0) {
+        const struct orch_store_seal *a = &s->seals[i];
+        size_t j = i + 1;
+        int64_t sid = 1, sseq = 0;
+        if (j < s->nseals) {
+            sid = s->seals[j].grain - a->grain;
+            sseq = a->seq >= 0 && s->seals[j].seq >= 0 ? s->seals[j].seq - a->seq : 0;
+        }
+        while (j < s->nseals && sid > 0) {
+            const struct orch_store_seal *b = &s->seals[j], *p = &s->seals[j - 1];
+            if (b->grain - p->grain != sid || b->outcome != a->outcome ||
+                b->generation != a->generation || b->at != a->at ||
+                (b->seq >= 0) != (a->seq >= 0) || (a->seq >= 0 && b->seq - p->seq != sseq))
+                break;
+            j++;
+        }
+        rc = seal_run(s, i, j, sid > 0 ? sid : 1, sseq);
+        i = j;
+    }
+    s->nseals = 0;
+    return rc;
+}
+
+/* With ORCH_STORE_CHECKS: the grain a report seals is in flight at that generation. The
+ * row is read as it is: no held seal is its (it was in the map). */
+static int seal_check(orch_store *s, int64_t grain, uint32_t generation)
+{
+    struct orch_grain_row g;
+    bool was = s->flushing;
+    s->flushing = true;
+    int rc = orch_store_grain_by_id(s, grain, &g);
+    s->flushing = was;
+    if (rc < 0)
+        return rc;
+    return g.phase != ORCH_PHASE_SEALED && g.generation == generation
+               ? 0
+               : orch_error_set(ORCH_ECORRUPT, "%s: grain %lld sealed at generation %u is "
+                                               "not in flight at it", s->path,
+                                (long long)grain, generation);
+}
+
+/* Holds the seal of grain, in flight at generation by this connection's dispatch: 1, or 0
+ * when it cannot be held (no memory: written now). */
+static int seal_hold(orch_store *s, int64_t grain, enum orch_grain_outcome o,
+                     uint32_t generation)
+{
+    int rc = s->checks ? seal_check(s, grain, generation) : 0;
+    if (rc < 0)
+        return rc;
+    if (s->nseals == SEALS_HELD && (rc = held_flush(s, SAFE_SEAL)) < 0)
+        return rc;
+    if (s->nseals == s->capseals &&
+        orch__grow_n(&s->seals, &s->capseals, s->nseals + 1, sizeof *s->seals) < 0)
+        return 0;
+    struct orch_store_gent f = {0, -1, -1}; /* none kept: the row's stand */
+    gmap_take(&s->flying, grain, &f);
+    s->seals[s->nseals++] = (struct orch_store_seal){
+        .grain = grain, .seq = f.seq, .at = f.at, .generation = generation, .outcome = (int)o};
+    return 1;
+}
+
 /* A report's seal: the ready_seq and ready_at kept for a grain whose READY was never
  * written go with it; a stale report leaves them kept. */
 static int seal_in_flight(orch_store *s, int64_t grain, enum orch_grain_outcome o,
                           uint32_t generation, bool *done)
 {
+    struct orch_store_gent fl;
+    if (gmap_take(&s->inflight, grain, &fl) && fl.seq == (int64_t)generation) {
+        int held = seal_hold(s, grain, o, generation);
+        if (held != 0) {
+            *done = held > 0;
+            return held < 0 ? held : 0;
+        }
+    }
     struct orch_store_gent f = {0, -1, -1}; /* none kept: NULL, the row's stand */
     bool kept = gmap_take(&s->flying, grain, &f);
     sqlite3_stmt *st;
@@ -1779,6 +1958,7 @@ int orch_store_grain_seal(orch_store *s, int64_t grain, int call, int64_t e,
         return seal_in_flight(s, grain, o, generation, done);
     bool queued;
     sqlite3_stmt *st;
+    gmap_take(&s->inflight, grain, NULL); /* the table decides, as for any unrun grain */
     int rc = unrun_queued(s, grain, call, e, &queued);
     if (rc == 0)
         rc = stmt(s, F_GRAIN_SEAL_UNRUN, &st, "lssss", grain, orch_grain_outcome_name(o),
@@ -1800,6 +1980,7 @@ int orch_store_grain_reopen(orch_store *s, int64_t grain, bool *done)
 {
     *done = false; /* also when a statement fails: callers read it */
     sqlite3_stmt *st;
+    gmap_take(&s->inflight, grain, NULL);
     int rc = stmt(s, F_GRAIN_REOPEN, &st, "lss", grain, orch_grain_phase_name(ORCH_PHASE_WAITING),
                   orch_grain_phase_name(ORCH_PHASE_SEALED));
     return rc < 0 ? rc : run(s, st, done);
@@ -1873,6 +2054,8 @@ int orch_store_grains_barred_in_flight(orch_store *s, struct orch_grain_row **ro
 
 int orch_store_grains_interrupt(orch_store *s)
 {
+    free(s->inflight.v); /* every grain in flight goes back */
+    s->inflight = (struct orch_store_gmap){0};
     sqlite3_stmt *st;
     int rc = stmt(s, F_GRAINS_INTERRUPT, &st, "ssls", orch_grain_phase_name(ORCH_PHASE_READY),
                   orch_grain_phase_name(ORCH_PHASE_IN_FLIGHT), now_ms(),
@@ -2017,7 +2200,13 @@ int orch_store_attempts_begin(orch_store *s, const struct orch_grain_at *g, size
                              .slurm_job = slurm_job && *slurm_job ? slurm_job : NULL,
                              .batch = (int64_t)batch,
                              .now = now_ms()};
-    return rows_insert(s, ROWS_ATTEMPT, n, bind_attempts_fixed, bind_attempt, &a, first);
+    if ((rc = rows_insert(s, ROWS_ATTEMPT, n, bind_attempts_fixed, bind_attempt, &a, first)) < 0)
+        return rc;
+    /* In flight at their generations ("seals held"). A grain left out (no memory) has
+     * its seal written at once, checked by the table. */
+    for (size_t i = 0; i < n; i++)
+        (void)gmap_put(&s->inflight, g[i].grain, (int64_t)g[i].generation, 0);
+    return 0;
 }
 
 int orch_store_attempt_end(orch_store *s, int64_t row, enum orch_attempt_outcome o,

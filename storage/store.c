@@ -389,6 +389,8 @@ static void free_store(orch_store *s)
     free(s->wait);
     free(s->unq.v);
     free(s->flying.v);
+    free(s->inflight.v);
+    free(s->seals);
     free(s->recl.v);
     free(s->reclw);
     free(s->path);

@@ -94,6 +94,14 @@ struct orch_store_gmap {
     size_t n, size;
 };
 
+/* facts.c ("seals held"): a grain in flight that a report sealed, not written yet. seq,
+ * at: the ready_seq and ready_at it takes (s->flying's), -1 for the row's own. */
+struct orch_store_seal {
+    int64_t grain, seq, at;
+    uint32_t generation;
+    int outcome; /* enum orch_grain_outcome */
+};
+
 /* Fields are written by the store's own functions only. */
 struct orch_store {
     sqlite3 *db;
@@ -147,6 +155,12 @@ struct orch_store {
      * their queue entry comes out; and the grains dispatched in the transaction that made
      * them READY, whose READY is written with their seal or requeue instead. */
     struct orch_store_gmap unq, flying;
+    /* facts.c ("seals held"): every grain that this connection's dispatch put in flight,
+     * with the generation it runs at (in `seq`), until it is sealed or put back; and the
+     * seals held back, in the order they were made. */
+    struct orch_store_gmap inflight;
+    struct orch_store_seal *seals;
+    size_t nseals, capseals;
     /* facts.c ("reclaimed ids"): the payload ids reclaimed in the open transaction, and
      * those of them not written yet. */
     struct orch_store_gmap recl;
@@ -179,7 +193,7 @@ static inline sqlite3 *orch_store__db_as_is(orch_store *s)
 static inline bool orch_store__holds(const orch_store *s)
 {
     return s->nready > 0 || s->ncreated > 0 || s->nitems > 0 || s->nroots > 0 ||
-           s->nentities > 0 || s->nreclw > 0;
+           s->nentities > 0 || s->nreclw > 0 || s->nseals > 0;
 }
 /* fdatasync of the file at path (store.c); with missing_ok a file that does not exist has
  * nothing to sync. And of a database file's log, then of the file itself (either may be

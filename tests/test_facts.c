@@ -954,6 +954,126 @@ static void test_job_stop(void **state)
     assert_int_equal(orch_store_job_stop_put(f->s, ORCH_STOP_FAILED, "x"), ORCH_ENOTFOUND);
 }
 
+
+/* A report's seal of a grain this connection put in flight is held until a statement that
+ * names the grain table, or the commit, and written in runs (one UPDATE for grains whose
+ * ids and ready_seqs step alike): each row ends as one UPDATE would have left it, the
+ * grains between a run's ids (another call's) stay as they are, a second seal of the same
+ * grain is refused, a seal at another generation is judged by the row, and a held seal
+ * whose row changed behind the store stops the commit (or, with ORCH_STORE_CHECKS, the
+ * seal) as corrupt. */
+static void test_seals_held(void **state)
+{
+    struct fx *f = *state;
+    f->s->checks = true;
+    assert_int_equal(orch_store_exec(f->s, "INSERT INTO call VALUES (2, 'tag', 'map', 't', 1, 1)"),
+                     0);
+    enum { N = 8 };
+    int64_t root, kids[N];
+    hierarchy(f->s, &root, kids);
+    for (int i = 2; i < N; i++)
+        assert_int_equal(orch_store_entity_put(f->s, 1, root, i, NULL, &kids[i]), 0);
+    /* Each page's grains of ocr and tag, one after the other: ocr's ids step by 2. */
+    struct orch_grain_row g[N], t[N];
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(orch_store_grain_create(f->s, 1, kids[i], root, 1), 0);
+        assert_int_equal(orch_store_grain_create(f->s, 2, kids[i], root, 1), 0);
+        assert_int_equal(orch_store_grain_get(f->s, 1, kids[i], false, &g[i]), 0);
+        assert_int_equal(orch_store_grain_get(f->s, 2, kids[i], false, &t[i]), 0);
+        assert_int_equal(t[i].id, g[i].id + 1);
+        if (i < 4) /* READY before the dispatch's transaction: the row keeps its ready_seq */
+            assert_int_equal(orch_store_grain_ready(f->s, &g[i], 100 + i), 0);
+    }
+    assert_int_equal(orch_store_commit(f->s), 0);
+    assert_int_equal(orch_store_begin(f->s), 0);
+    struct orch_grain_at at[N];
+    bool done;
+    for (int i = 0; i < N; i++) {
+        if (i >= 4) /* READY in the dispatch's transaction: its seal writes ready_seq */
+            assert_int_equal(orch_store_grain_ready(f->s, &g[i], 200 + i), 0);
+        assert_int_equal(orch_store_grain_dispatch(f->s, g[i].id, 0, &done), 0);
+        assert_true(done);
+        at[i] = (struct orch_grain_at){g[i].id, 0};
+    }
+    int64_t first;
+    assert_int_equal(orch_store_attempts_begin(f->s, at, N, 7, "h", NULL, 1, &first), 0);
+    assert_int_equal(orch_store_commit(f->s), 0);
+
+    assert_int_equal(orch_store_begin(f->s), 0);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(orch_store_grain_seal(f->s, g[i].id, 1, kids[i],
+                                               i == 3 ? ORCH_OUTCOME_FAILED : ORCH_OUTCOME_OK,
+                                               true, 0, &done),
+                         0);
+        assert_true(done);
+    }
+    assert_string_equal(text_of(f->s, "SELECT count(*) FROM grain WHERE phase = 'sealed'"), "0");
+    struct orch_grain_row r;
+    assert_int_equal(orch_store_grain_by_id(f->s, g[1].id, &r), 0); /* writes them first */
+    assert_int_equal(r.phase, ORCH_PHASE_SEALED);
+    assert_int_equal(r.outcome, ORCH_OUTCOME_OK);
+    assert_string_equal(text_of(f->s, "SELECT count(*) FROM grain WHERE phase = 'sealed'"), "4");
+    for (int i = 4; i < N; i++) {
+        assert_int_equal(orch_store_grain_seal(f->s, g[i].id, 1, kids[i], ORCH_OUTCOME_OK, true,
+                                               0, &done),
+                         0);
+        assert_true(done);
+    }
+    assert_int_equal(orch_store_grain_seal(f->s, g[5].id, 1, kids[5], ORCH_OUTCOME_DROPPED,
+                                           true, 0, &done),
+                     0);
+    assert_false(done); /* sealed already: a second report is stale */
+    assert_int_equal(orch_store_commit(f->s), 0);
+    for (int i = 0; i < N; i++) {
+        char sql[200], want[64];
+        snprintf(sql, sizeof sql,
+                 "SELECT phase || ' ' || outcome || ' ' || ready_seq || ' ' || generation || "
+                 "' ' || (ready_at IS NOT NULL) FROM grain WHERE id = %lld",
+                 (long long)g[i].id);
+        snprintf(want, sizeof want, "sealed %s %d 0 1", i == 3 ? "failed" : "ok",
+                 i < 4 ? 100 + i : 200 + i);
+        assert_string_equal(text_of(f->s, sql), want);
+        snprintf(sql, sizeof sql, "SELECT phase || ' ' || coalesce(outcome, '-') FROM grain "
+                                  "WHERE id = %lld", (long long)t[i].id);
+        assert_string_equal(text_of(f->s, sql), "waiting -");
+    }
+
+    /* Another generation than the dispatch's: the row decides (it is at 0). */
+    assert_int_equal(orch_store_begin(f->s), 0);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(orch_store_grain_ready(f->s, &t[i], 300 + i), 0);
+        assert_int_equal(orch_store_grain_dispatch(f->s, t[i].id, 0, &done), 0);
+        at[i] = (struct orch_grain_at){t[i].id, 0};
+    }
+    assert_int_equal(orch_store_attempts_begin(f->s, at, 3, 7, "h", NULL, 2, &first), 0);
+    assert_int_equal(orch_store_commit(f->s), 0);
+    assert_int_equal(orch_store_begin(f->s), 0);
+    assert_int_equal(orch_store_grain_seal(f->s, t[0].id, 2, kids[0], ORCH_OUTCOME_OK, true, 1,
+                                           &done),
+                     0);
+    assert_false(done);
+
+    /* A row changed behind the store: the held seal does not match it. */
+    char sql[128];
+    snprintf(sql, sizeof sql, "UPDATE grain SET generation = 3 WHERE id IN (%lld, %lld)",
+             (long long)t[1].id, (long long)t[2].id);
+    assert_int_equal(sqlite3_exec(orch_store__db_as_is(f->s), sql, NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal(orch_store_grain_seal(f->s, t[1].id, 2, kids[1], ORCH_OUTCOME_OK, true, 0,
+                                           &done),
+                     ORCH_ECORRUPT); /* ORCH_STORE_CHECKS compares it with the row */
+    f->s->checks = false;
+    assert_int_equal(orch_store_grain_seal(f->s, t[2].id, 2, kids[2], ORCH_OUTCOME_OK, true, 0,
+                                           &done),
+                     0);
+    assert_true(done);
+    assert_int_equal(orch_store_commit(f->s), ORCH_ECORRUPT);
+    assert_non_null(strstr(orch_error_detail(), "but 0 rows were"));
+    assert_int_equal(orch_store_begin(f->s), 0); /* rolled back: the generations are 0 */
+    snprintf(sql, sizeof sql, "SELECT group_concat(generation) FROM grain WHERE id IN (%lld, %lld)",
+             (long long)t[1].id, (long long)t[2].id);
+    assert_string_equal(text_of(f->s, sql), "0,0");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -976,6 +1096,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_barriers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_next_seq, setup, teardown),
         cmocka_unit_test_setup_teardown(test_job_stop, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_seals_held, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
