@@ -69,7 +69,8 @@
     X(GRAIN_NEXT_ID, "SELECT coalesce(max(id), 0) + 1 FROM grain")                             \
     X(GRAIN_READY, "UPDATE grain SET phase = ?3, ready_seq = ?2, pending = 0, ready_at = ?4 "  \
                    "WHERE id = ?1 AND phase = ?5")                                             \
-    X(GRAINS_READY_RUN, "UPDATE grain SET phase = ?3, ready_seq = ?2 + (id - ?1) / ?6 * ?7, "   \
+    X(GRAINS_READY_RUN, "UPDATE grain SET phase = ?3, "                                        \
+                        "ready_seq = ?2 + (id - ?1) / ?6 * ?7, "                               \
                         "pending = 0, ready_at = ?4 WHERE id BETWEEN ?1 AND ?8 "               \
                         "AND (id - ?1) % ?6 = 0 AND phase = ?5")                               \
     X(GRAIN_REQUEUE, "UPDATE grain SET phase = ?5, generation = generation + 1, "              \
@@ -696,8 +697,8 @@ static int reclaimed_flush(orch_store *s);
 static int seals_flush(orch_store *s);
 
 /* Writes the held writes of `kinds`: SAFE_ENTITY, SAFE_CREATE (the grains), SAFE_READY,
- * SAFE_SEAL, SAFE_ITEM, SAFE_ROOT, HELD_RECLAIM. The entities first, and always with the rows that
- * name them (grains, items, root rows). */
+ * SAFE_SEAL, SAFE_ITEM, SAFE_ROOT, HELD_RECLAIM. The entities first, and always with the
+ * rows that name them (grains, items, root rows). */
 static int held_flush(orch_store *s, unsigned kinds)
 {
     bool was = s->flushing;
@@ -2200,7 +2201,8 @@ int orch_store_attempts_begin(orch_store *s, const struct orch_grain_at *g, size
                              .slurm_job = slurm_job && *slurm_job ? slurm_job : NULL,
                              .batch = (int64_t)batch,
                              .now = now_ms()};
-    if ((rc = rows_insert(s, ROWS_ATTEMPT, n, bind_attempts_fixed, bind_attempt, &a, first)) < 0)
+    rc = rows_insert(s, ROWS_ATTEMPT, n, bind_attempts_fixed, bind_attempt, &a, first);
+    if (rc < 0)
         return rc;
     /* In flight at their generations ("seals held"). A grain left out (no memory) has
      * its seal written at once, checked by the table. */

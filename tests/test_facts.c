@@ -966,8 +966,8 @@ static void test_seals_held(void **state)
 {
     struct fx *f = *state;
     f->s->checks = true;
-    assert_int_equal(orch_store_exec(f->s, "INSERT INTO call VALUES (2, 'tag', 'map', 't', 1, 1)"),
-                     0);
+    assert_int_equal(
+        orch_store_exec(f->s, "INSERT INTO call VALUES (2, 'tag', 'map', 't', 1, 1)"), 0);
     enum { N = 8 };
     int64_t root, kids[N];
     hierarchy(f->s, &root, kids);
@@ -1007,12 +1007,13 @@ static void test_seals_held(void **state)
                          0);
         assert_true(done);
     }
-    assert_string_equal(text_of(f->s, "SELECT count(*) FROM grain WHERE phase = 'sealed'"), "0");
+    static const char count_sealed[] = "SELECT count(*) FROM grain WHERE phase = 'sealed'";
+    assert_string_equal(text_of(f->s, count_sealed), "0");
     struct orch_grain_row r;
     assert_int_equal(orch_store_grain_by_id(f->s, g[1].id, &r), 0); /* writes them first */
     assert_int_equal(r.phase, ORCH_PHASE_SEALED);
     assert_int_equal(r.outcome, ORCH_OUTCOME_OK);
-    assert_string_equal(text_of(f->s, "SELECT count(*) FROM grain WHERE phase = 'sealed'"), "4");
+    assert_string_equal(text_of(f->s, count_sealed), "4");
     for (int i = 4; i < N; i++) {
         assert_int_equal(orch_store_grain_seal(f->s, g[i].id, 1, kids[i], ORCH_OUTCOME_OK, true,
                                                0, &done),
@@ -1057,7 +1058,8 @@ static void test_seals_held(void **state)
     char sql[128];
     snprintf(sql, sizeof sql, "UPDATE grain SET generation = 3 WHERE id IN (%lld, %lld)",
              (long long)t[1].id, (long long)t[2].id);
-    assert_int_equal(sqlite3_exec(orch_store__db_as_is(f->s), sql, NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(orch_store__db_as_is(f->s), sql, NULL, NULL, NULL),
+                     SQLITE_OK);
     assert_int_equal(orch_store_grain_seal(f->s, t[1].id, 2, kids[1], ORCH_OUTCOME_OK, true, 0,
                                            &done),
                      ORCH_ECORRUPT); /* ORCH_STORE_CHECKS compares it with the row */
@@ -1069,7 +1071,8 @@ static void test_seals_held(void **state)
     assert_int_equal(orch_store_commit(f->s), ORCH_ECORRUPT);
     assert_non_null(strstr(orch_error_detail(), "but 0 rows were"));
     assert_int_equal(orch_store_begin(f->s), 0); /* rolled back: the generations are 0 */
-    snprintf(sql, sizeof sql, "SELECT group_concat(generation) FROM grain WHERE id IN (%lld, %lld)",
+    snprintf(sql, sizeof sql,
+             "SELECT group_concat(generation) FROM grain WHERE id IN (%lld, %lld)",
              (long long)t[1].id, (long long)t[2].id);
     assert_string_equal(text_of(f->s, sql), "0,0");
 }
