@@ -917,6 +917,12 @@ child_exec(const struct child_args *a)
     for (int s = 1; s < NSIG; s++)
         sigaction(s, &dfl, NULL); /* SIGKILL, SIGSTOP and libc's own just fail */
     if (a->sock < 0) {
+        /* srun forwards its stdin to the step: the driver's (a terminal, or a pipe that
+         * stays open) would keep srun reading, or stop it (SIGTTIN: its process group is
+         * not the terminal's), and then srun does not end when told to. */
+        int nul = open("/dev/null", O_RDONLY);
+        if (nul < 0 || (nul != STDIN_FILENO && dup2(nul, STDIN_FILENO) < 0))
+            _exit(127);
 #ifdef SYS_close_range
         syscall(SYS_close_range, STDERR_FILENO + 1, ~0u, 0);
 #endif

@@ -97,7 +97,11 @@ slurm_idle() {
   local deadline=$((SECONDS + limit))
   while jobs=$(slurm_jobs) && [ -n "$jobs" ]; do
     [ "$SECONDS" -lt "$deadline" ] || fail "jobs still in squeue after ${limit}s:
-$jobs"
+$jobs
+$(for j in $(echo "$jobs" | awk '{print $1}'); do scontrol -o show job "$j" 2>&1
+     scontrol -o show step "$j" 2>&1
+     grep -E "JobId=$j([^0-9]|$)|StepId=$j[.]" "$SLURM_DIR"/*.log 2>/dev/null | tail -25; done)
+$(ps -eo pid,ppid,pgid,stat,etimes,args | grep -E '[s]run|[_]_worker' || true)"
     sleep 0.05
   done
   [ -z "$jobs" ] || fail "squeue failed"
