@@ -126,6 +126,9 @@
                           "WHERE id >= (SELECT attempt_floor FROM job WHERE id = 1) "          \
                           "AND outcome IS NULL")                                               \
     X(ATTEMPT_FLOOR_SET, "UPDATE job SET attempt_floor = ? WHERE id = 1")                      \
+    X(OPEN_SLURM_JOBS, "SELECT DISTINCT slurm_job FROM attempt "                               \
+                       "WHERE id >= (SELECT attempt_floor FROM job WHERE id = 1) "             \
+                       "AND outcome IS NULL AND slurm_job IS NOT NULL")                        \
     X(ATTEMPT_LAST_BATCH, "SELECT batch FROM attempt ORDER BY id DESC LIMIT 1")                       \
     X(FAILURE_PUT, "INSERT INTO failure (grain_id, kind, message, generation, at, entity_id) " \
                    "VALUES (?, ?, ?, ?, ?, ?)")                                                \
@@ -2235,6 +2238,19 @@ int orch_store_attempts_interrupt(orch_store *s)
     int rc = stmt(s, F_ATTEMPTS_INTERRUPT, &st, "sl",
                   orch_attempt_outcome_name(ORCH_ATTEMPT_INTERRUPTED), now_ms());
     return rc < 0 ? rc : run(s, st, NULL);
+}
+
+int orch_store_open_slurm_jobs(orch_store *s, int (*fn)(void *ctx, const char *job),
+                               void *ctx)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_OPEN_SLURM_JOBS, &st, "");
+    while (rc == 0 && (rc = orch_store_step(s, st)) == 1) {
+        const char *job = (const char *)sqlite3_column_text(st, 0);
+        rc = job ? fn(ctx, job) : 0;
+    }
+    sqlite3_reset(st);
+    return rc;
 }
 
 int orch_store_attempt_last_batch(orch_store *s, uint64_t *batch)

@@ -308,6 +308,12 @@ int orch_store_attempt_floor_set(orch_store *s, int64_t floor);
 /* *batch = the largest batch id of any attempt (0 for none): batch ids grow across runs. */
 int orch_store_attempt_last_batch(orch_store *s, uint64_t *batch);
 
+/* Calls fn with the Slurm step ("JOBID.STEPID") of each open attempt that names one, once
+ * each (a stopped driver's workers, before recovery closes their attempts). Stops at, and
+ * returns, fn's first non-zero result; or 0, or an error. */
+int orch_store_open_slurm_jobs(orch_store *s, int (*fn)(void *ctx, const char *job),
+                               void *ctx);
+
 /* Records a failure of grain at generation: of the grain's own entity when child is 0,
  * else of that child of its expansion (a failed child, orch_udf_fail_child). */
 int orch_store_failure_put(orch_store *s, int64_t grain, uint32_t generation,

@@ -34,7 +34,7 @@ struct orch_store_cached {
 };
 
 /* Statement slots of facts.c (one per statement it runs): pointers into the cache. */
-#define ORCH_STORE_FACT_SLOTS 80
+#define ORCH_STORE_FACT_SLOTS 96
 
 /* facts.c inserts many rows of a kind (attempts, held grains, held items) 2^0 ..
  * 2^(SIZES - 1) rows a statement. */

@@ -2,8 +2,10 @@
 #include "run_int.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 
+#include "launch.h"
 #include "orch_facts.h"
 
 /* Grains that were in flight under a GroupFailure barrier (every unsealed one: the barrier
@@ -52,6 +54,20 @@ static void count_sealed(void *ctx, int call, enum orch_grain_outcome o, int64_t
     orch_prop_add_sealed(ctx, call, o, n);
 }
 
+/* A Slurm job of a stopped driver's worker: srun ends it when the driver dies (SIGTERM),
+ * but not when srun died with it (kill -9 of its process group, a lost node): Slurm then
+ * keeps the job RUNNING without a step. Cancelled here (launch.h), once per job; a job that
+ * ended meanwhile makes scancel say nothing. */
+static int cancel_left(void *ctx, const char *job)
+{
+    struct orch_sched *d = ctx;
+    char target[ORCH_SLURM_ID_MAX];
+    if (orch_launcher_cancel(d->launcher, job, target) == 0)
+        fprintf(stderr, "orch: scancel %s: its worker (step %s) had an attempt open when the "
+                        "last driver stopped\n", target, job);
+    return 0;
+}
+
 /* Grains in flight when the last driver stopped (an open attempt) go back to READY with
  * generation+1 (an interruption: not counted against retries), keeping their ready_seq
  * (0, the head of the queue, for one whose READY was never written); their open attempts
@@ -67,8 +83,10 @@ int orch_sched_recover(struct orch_sched *d)
     if (rc < 0)
         return rc;
     /* The grains in flight are those with an open attempt: taken back before their attempts
-     * are closed. */
-    if ((rc = recover_barred(d)) == 0 && (rc = orch_store_grains_interrupt(st)) == 0 &&
+     * are closed. Their Slurm jobs first (a resume with --launcher slurm). */
+    if (d->launcher)
+        rc = orch_store_open_slurm_jobs(st, cancel_left, d);
+    if (rc == 0 && (rc = recover_barred(d)) == 0 && (rc = orch_store_grains_interrupt(st)) == 0 &&
         (rc = orch_store_attempts_interrupt(st)) == 0 &&
         (rc = orch_store_attempt_last_batch(st, &d->next_batch)) == 0 &&
         (rc = orch_store_grains_unsealed(st, &unsealed)) == 0)

@@ -8,7 +8,8 @@
 #   2b. kill -9 of a busy worker's srun: the attempt is a crash, and the driver cancels the
 #      job that srun left RUNNING;
 #   3. kill -9 of the driver: no step is left (squeue empty, no worker process), and
-#      `orch resume` finishes the job;
+#      `orch resume` finishes the job; 3b. with its sruns' process groups too: the jobs
+#      stay RUNNING until the resume cancels those of the attempts that were open;
 #   4. strangers on the driver's port — a wrong secret, a stolen token, garbage — are
 #      refused and logged, and change nothing: the job ends as it would have.
 source "$SRCDIR/tests/e2e/lib.sh"
@@ -129,6 +130,39 @@ wait_until 10 "no worker process left" eval '! workers_left'
 "$ORCH" export "$T/s3" w.out > s3.out
 cmp -s ref.out s3.out || fail "export after kill -9 and resume differs: $(diff ref.out s3.out)"
 slurm_idle 20
+
+# ---- 3b. kill -9 of the driver with its sruns' process groups ------------------------------
+# Nothing is left to end the jobs: srun died with its shepherd, so Slurm keeps each job
+# RUNNING without a step. The resume cancels the jobs of the attempts that were open.
+"$ORCH" run p.orch --job "$T/s3b" --progress none --launcher slurm 2> "$T/s3b.log" &
+drv=$!
+two_open_b() {
+  [ "$(qlive "$T/s3b" "SELECT count(*) FROM attempt WHERE ended_at IS NULL AND slurm_job IS NOT NULL" 2> /dev/null)" = 2 ]
+}
+wait_until 60 "two attempts running in Slurm steps" two_open_b
+sruns=$(pgrep -P "$drv" -x srun) || fail "no srun of the driver"
+kill -9 "$drv"
+for p in $sruns; do kill -9 -- "-$p" 2> /dev/null || true; done
+wait "$drv" 2> /dev/null || true
+open_jobs=$(q "$T/s3b" "SELECT group_concat(DISTINCT substr(slurm_job, 1, instr(slurm_job, '.') - 1))
+                        FROM attempt WHERE ended_at IS NULL")
+[ -n "$open_jobs" ] || fail "no Slurm job recorded for the open attempts"
+left() { squeue -h -o %i | grep -qxF "$1"; }
+for j in ${open_jobs//,/ }; do
+  left "$j" || fail "job $j ended without a cancel: this test no longer shows what it should"
+done
+# Left RUNNING, those jobs hold the node's cores: without the cancel the resume's workers
+# would wait in Slurm's queue for ever.
+timeout 120 "$ORCH" resume "$T/s3b" --progress none --launcher slurm 2> "$T/s3br.log" ||
+  fail "resume after kill -9 of the driver and its sruns exited $? (124: still waiting after
+120 s): $(cat "$T/s3br.log"; squeue)"
+for j in ${open_jobs//,/ }; do
+  grep -q "^orch: scancel $j: its worker (step $j\.[0-9]*) had an attempt open when the last driver stopped$" \
+    "$T/s3br.log" || fail "the resume did not cancel job $j: $(cat "$T/s3br.log")"
+done
+"$ORCH" export "$T/s3b" w.out > s3b.out
+cmp -s ref.out s3b.out || fail "export after the resume differs: $(diff ref.out s3b.out)"
+slurm_idle 20 # the jobs left RUNNING included
 
 # ---- 4. strangers on the driver's port -----------------------------------------------------
 "$ORCH" run p.orch --job "$T/s4" --progress none --launcher slurm 2> "$T/s4.log" &
