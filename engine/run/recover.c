@@ -86,7 +86,8 @@ int orch_sched_recover(struct orch_sched *d)
      * are closed. Their Slurm jobs first (a resume with --launcher slurm). */
     if (d->launcher)
         rc = orch_store_open_slurm_jobs(st, cancel_left, d);
-    if (rc == 0 && (rc = recover_barred(d)) == 0 && (rc = orch_store_grains_interrupt(st)) == 0 &&
+    if (rc == 0 && (rc = recover_barred(d)) == 0 &&
+        (rc = orch_store_grains_interrupt(st)) == 0 &&
         (rc = orch_store_attempts_interrupt(st)) == 0 &&
         (rc = orch_store_attempt_last_batch(st, &d->next_batch)) == 0 &&
         (rc = orch_store_grains_unsealed(st, &unsealed)) == 0)
