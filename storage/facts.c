@@ -698,6 +698,7 @@ static int entities_flush(orch_store *s)
 
 static int reclaimed_flush(orch_store *s);
 static int seals_flush(orch_store *s);
+static void gmap_clear(struct orch_store_gmap *m);
 
 /* Writes the held writes of `kinds`: SAFE_ENTITY, SAFE_CREATE (the grains), SAFE_READY,
  * SAFE_SEAL, SAFE_ITEM, SAFE_ROOT, HELD_RECLAIM. The entities first, and always with the
@@ -743,8 +744,7 @@ void orch_store__held_forget(orch_store *s)
     s->nseals = 0;
     /* The attempts begun in the transaction are gone: seals are checked by the table
      * again (seal_in_flight), until dispatch fills this anew. */
-    free(s->inflight.v);
-    s->inflight = (struct orch_store_gmap){0};
+    gmap_clear(&s->inflight);
     orch_store__reclaimed_forget(s);
     s->next_grain = 0; /* the rows the ids counted on may be gone */
     s->next_entity = 0;
@@ -1722,6 +1722,12 @@ static int gmap_put(struct orch_store_gmap *m, int64_t grain, int64_t seq, int64
     return 0;
 }
 
+static void gmap_clear(struct orch_store_gmap *m)
+{
+    free(m->v);
+    *m = (struct orch_store_gmap){0};
+}
+
 static bool gmap_has(const struct orch_store_gmap *m, int64_t grain)
 {
     if (m->n == 0)
@@ -2058,8 +2064,7 @@ int orch_store_grains_barred_in_flight(orch_store *s, struct orch_grain_row **ro
 
 int orch_store_grains_interrupt(orch_store *s)
 {
-    free(s->inflight.v); /* every grain in flight goes back */
-    s->inflight = (struct orch_store_gmap){0};
+    gmap_clear(&s->inflight); /* every grain in flight goes back */
     sqlite3_stmt *st;
     int rc = stmt(s, F_GRAINS_INTERRUPT, &st, "ssls", orch_grain_phase_name(ORCH_PHASE_READY),
                   orch_grain_phase_name(ORCH_PHASE_IN_FLIGHT), now_ms(),

@@ -69,6 +69,7 @@ struct orch_launcher {
     uint8_t secret[SECRET_BYTES];
     char secret_env[sizeof SECRET_ENV + 2 * SECRET_BYTES + 1];
     char **words; /* srun and the --launcher-args, NULL-terminated */
+    char scancel[4096]; /* the one beside srun when srun was found by path, else "scancel" */
     int nwords;
     uint64_t next_token;
     struct expect *expect;
@@ -262,6 +263,20 @@ static int resolve_command(orch_launcher *l)
                                    "installed on this machine?)", cmd);
 }
 
+/* scancel beside srun when it is there (an srun given by path, a site's own install),
+ * else the one in PATH (orch_launcher_cancel). */
+static void find_scancel(orch_launcher *l)
+{
+    snprintf(l->scancel, sizeof l->scancel, "scancel");
+    const char *slash = strrchr(l->words[0], '/');
+    if (!slash || (size_t)(slash - l->words[0]) + sizeof "/scancel" > sizeof l->scancel)
+        return;
+    snprintf(l->scancel, sizeof l->scancel, "%.*s/scancel", (int)(slash - l->words[0]),
+             l->words[0]);
+    if (access(l->scancel, X_OK) != 0)
+        snprintf(l->scancel, sizeof l->scancel, "scancel");
+}
+
 int orch_launcher_new(struct event_base *base, const struct orch_launcher_config *cfg,
                       orch_launcher **out)
 {
@@ -280,6 +295,7 @@ int orch_launcher_new(struct event_base *base, const struct orch_launcher_config
         goto fail;
     if ((rc = resolve_command(l)) < 0)
         goto fail;
+    find_scancel(l);
     if (getrandom(l->secret, sizeof l->secret, 0) != (ssize_t)sizeof l->secret) {
         rc = orch_error_set(-EIO, "cannot make the workers' secret: %s", strerror(errno));
         goto fail;
@@ -439,16 +455,7 @@ int orch_launcher_cancel(orch_launcher *l, const char *slurm_job,
         target[jlen] = '\0';
     if (orch__grow(&l->cancels, &l->cap_cancels, l->ncancels + 1, sizeof *l->cancels) < 0)
         return -ENOMEM;
-    /* scancel beside srun when it is there (an srun given by path), else from PATH. */
-    char scancel[4096] = "scancel";
-    const char *slash = strrchr(l->words[0], '/');
-    if (slash && (size_t)(slash - l->words[0]) + sizeof "/scancel" <= sizeof scancel) {
-        snprintf(scancel, sizeof scancel, "%.*s/scancel", (int)(slash - l->words[0]),
-                 l->words[0]);
-        if (access(scancel, X_OK) != 0)
-            snprintf(scancel, sizeof scancel, "scancel");
-    }
-    char *argv[] = {scancel, "--quiet", target, NULL};
+    char *argv[] = {l->scancel, "--quiet", target, NULL};
     posix_spawn_file_actions_t fa;
     if (posix_spawn_file_actions_init(&fa) != 0)
         return -ENOMEM;
@@ -457,10 +464,10 @@ int orch_launcher_cancel(orch_launcher *l, const char *slurm_job,
         rc = posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
     pid_t pid;
     if (rc == 0)
-        rc = posix_spawnp(&pid, scancel, &fa, NULL, argv, environ);
+        rc = posix_spawnp(&pid, l->scancel, &fa, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
     if (rc != 0)
-        return orch_error_set(-rc, "cannot start %s: %s", scancel, strerror(rc));
+        return orch_error_set(-rc, "cannot start %s: %s", l->scancel, strerror(rc));
     l->cancels[l->ncancels++] = pid;
     reap_cancels(l);
     return 0;
