@@ -64,7 +64,7 @@ static void test_command(void **state)
     char **argv, **envp;
     assert_int_equal(orch_launcher_command(l, &req, &argv, &envp), 0);
     const char *want[] = {"/bin/true", "--ntasks=1", "--cpus-per-task=2", "--gpus=1",
-                          "--job-name=orch-ocr", "--quiet", "--partition=gpu", "--account",
+                          "--job-name=orch-ocr-77", "--quiet", "--partition=gpu", "--account",
                           "my proj", "--comment=a b", "x y", "/opt/orch/bin/orch",
                           "__worker", "--connect", addr, "--token", "77"};
     int n = (int)(sizeof want / sizeof *want);
@@ -85,7 +85,7 @@ static void test_command(void **state)
     req.gpus = 0;
     assert_int_equal(orch_launcher_command(l, &req, &argv, &envp), 0);
     assert_string_equal(argv[2], "--cpus-per-task=1");
-    assert_string_equal(argv[3], "--job-name=orch-ocr");
+    assert_string_equal(argv[3], "--job-name=orch-ocr-77"); /* the start's own name */
     free(argv);
     free(envp);
     orch_launcher_free(l);
@@ -195,13 +195,33 @@ static void test_cancel(void **state)
     setenv("SLURM_JOB_ID", "410", 1); /* another job than the worker's */
     assert_int_equal(orch_launcher_cancel(l, "41.3", target), 0);
     assert_int_equal(orch_launcher_cancel(l, "7", target), 0);
+    /* An srun that died before its worker connected: no job is known, its start's name is
+     * (the one orch_launcher_command gave it). Not inside the driver's own allocation
+     * (srun made a step there, no job), nor when the user's arguments name the job. */
+    char name[ORCH_SLURM_NAME_MAX];
+    assert_int_equal(orch_launcher_cancel_start(l, "ocr", 77, name), -ENOENT);
     orch_launcher_free(l);
     unsetenv("SLURM_JOB_ID");
+    assert_int_equal(orch_launcher_new(base, &cfg, &l), 0);
+    assert_int_equal(orch_launcher_cancel_start(l, "ocr", 77, name), 0);
+    assert_string_equal(name, "--name=orch-ocr-77");
+    orch_launcher_free(l);
+    static const char *const theirs[] = {"-J mine", "-Jmine", "--job-name mine",
+                                         "--job-name=mine"};
+    for (size_t i = 0; i < sizeof theirs / sizeof *theirs; i++) {
+        struct orch_launcher_config named = cfg;
+        named.args = theirs[i];
+        assert_int_equal(orch_launcher_new(base, &named, &l), 0);
+        assert_int_equal(orch_launcher_cancel_start(l, "ocr", 77, name), -ENOENT);
+        orch_launcher_free(l);
+    }
     char got[256];
     fake_slurm_log(&fs, got, sizeof got);
-    /* The last two run at once: either order. */
-    assert_true(strcmp(got, "--quiet 41\n--quiet 41.3\n--quiet 41\n--quiet 7\n") == 0 ||
-                strcmp(got, "--quiet 41\n--quiet 41.3\n--quiet 7\n--quiet 41\n") == 0);
+    /* 41.3 and 7 run at once: either order. */
+    assert_true(strcmp(got, "--quiet 41\n--quiet 41.3\n--quiet 41\n--quiet 7\n"
+                            "--quiet --me --name=orch-ocr-77\n") == 0 ||
+                strcmp(got, "--quiet 41\n--quiet 41.3\n--quiet 7\n--quiet 41\n"
+                            "--quiet --me --name=orch-ocr-77\n") == 0);
     fake_slurm_remove(&fs);
     event_base_free(base);
 }

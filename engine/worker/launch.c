@@ -440,22 +440,15 @@ static void finish_cancels(orch_launcher *l)
     l->ncancels = 0;
 }
 
-int orch_launcher_cancel(orch_launcher *l, const char *slurm_job,
-                         char target[ORCH_SLURM_ID_MAX])
+/* Starts `scancel --quiet ARGS...` (args: at most three, NULL-terminated) and returns at
+ * once; reap_cancels() reaps it. */
+static int spawn_scancel(orch_launcher *l, char *const *args)
 {
-    target[0] = '\0';
-    if (!is_step_id(slurm_job) || strlen(slurm_job) >= ORCH_SLURM_ID_MAX)
-        return -EINVAL;
-    snprintf(target, ORCH_SLURM_ID_MAX, "%s", slurm_job);
-    /* A step in the allocation the driver itself runs in: that step only. Otherwise the
-     * job is the one srun made for this worker alone, and the job is what is left. */
-    size_t jlen = strcspn(target, ".");
-    const char *mine = getenv("SLURM_JOB_ID");
-    if (!(mine && strlen(mine) == jlen && strncmp(mine, target, jlen) == 0))
-        target[jlen] = '\0';
     if (orch__grow(&l->cancels, &l->cap_cancels, l->ncancels + 1, sizeof *l->cancels) < 0)
         return -ENOMEM;
-    char *argv[] = {l->scancel, "--quiet", target, NULL};
+    char *argv[6] = {l->scancel, "--quiet"};
+    for (int i = 0; i < 3 && args[i]; i++)
+        argv[2 + i] = args[i];
     posix_spawn_file_actions_t fa;
     if (posix_spawn_file_actions_init(&fa) != 0)
         return -ENOMEM;
@@ -471,6 +464,54 @@ int orch_launcher_cancel(orch_launcher *l, const char *slurm_job,
     l->cancels[l->ncancels++] = pid;
     reap_cancels(l);
     return 0;
+}
+
+int orch_launcher_cancel(orch_launcher *l, const char *slurm_job,
+                         char target[ORCH_SLURM_ID_MAX])
+{
+    target[0] = '\0';
+    if (!is_step_id(slurm_job) || strlen(slurm_job) >= ORCH_SLURM_ID_MAX)
+        return -EINVAL;
+    snprintf(target, ORCH_SLURM_ID_MAX, "%s", slurm_job);
+    /* A step in the allocation the driver itself runs in: that step only. Otherwise the
+     * job is the one srun made for this worker alone, and the job is what is left. */
+    size_t jlen = strcspn(target, ".");
+    const char *mine = getenv("SLURM_JOB_ID");
+    if (!(mine && strlen(mine) == jlen && strncmp(mine, target, jlen) == 0))
+        target[jlen] = '\0';
+    return spawn_scancel(l, (char *[]){target, NULL});
+}
+
+/* Whether the user's --launcher-args name the job themselves (theirs win over ours): the
+ * name is then no longer one start's own, and nothing is cancelled by it. */
+static bool user_names_job(const orch_launcher *l)
+{
+    for (int i = 1; i < l->nwords; i++) {
+        const char *w = l->words[i];
+        if (strncmp(w, "-J", 2) == 0 || strcmp(w, "--job-name") == 0 ||
+            strncmp(w, "--job-name=", 11) == 0)
+            return true;
+    }
+    return false;
+}
+
+static void job_name(char *out, size_t size, const char *call, uint64_t token)
+{
+    snprintf(out, size, "orch-%s-%" PRIu64, call, token);
+}
+
+int orch_launcher_cancel_start(orch_launcher *l, const char *call, uint64_t token,
+                               char target[ORCH_SLURM_NAME_MAX])
+{
+    target[0] = '\0';
+    /* Inside the driver's own allocation srun makes a step, never a job: nothing is left
+     * when it dies before its step started. */
+    if (getenv("SLURM_JOB_ID") != NULL || user_names_job(l))
+        return -ENOENT;
+    char name[ORCH_SLURM_NAME_MAX - 8];
+    job_name(name, sizeof name, call, token);
+    snprintf(target, ORCH_SLURM_NAME_MAX, "--name=%s", name);
+    return spawn_scancel(l, (char *[]){"--me", target, NULL});
 }
 
 /* ---- the handshake --------------------------------------------------------------------- */
@@ -688,7 +729,11 @@ int orch_launcher_command(const orch_launcher *l, const struct orch_launch_reque
     snprintf(ours[n++], sizeof ours[0], "--cpus-per-task=%d", cpus < 1 ? 1 : cpus);
     if (gpus > 0)
         snprintf(ours[n++], sizeof ours[0], "--gpus=%d", gpus);
-    snprintf(ours[n++], sizeof ours[0], "--job-name=orch-%s", req->call);
+    /* The job's name is this start's own (its token): what cancels the job when srun dies
+     * before its worker connected to name it (orch_launcher_cancel_start). */
+    char name[ORCH_SLURM_NAME_MAX - 8];
+    job_name(name, sizeof name, req->call, req->token);
+    snprintf(ours[n++], sizeof ours[0], "--job-name=%s", name);
     snprintf(ours[n++], sizeof ours[0], "--quiet");
     int nafter = 0;
     char after[6][384];

@@ -7,7 +7,7 @@
  * worker connects back to the driver over TCP:
  *
  *   1. The pool asks for a token (orch_launcher_expect) and starts
- *        srun --ntasks=1 --cpus-per-task=C [--gpus=G] --job-name=orch-CALL --quiet
+ *        srun --ntasks=1 --cpus-per-task=C [--gpus=G] --job-name=orch-CALL-T --quiet
  *             [--launcher-args ...] EXE __worker --connect HOST:PORT --token T
  *      with ORCH_WORKER_SECRET=<hex> added to srun's environment, which Slurm passes on to
  *      the step. The secret is in no command line, so `ps` on the node does not show it;
@@ -89,12 +89,23 @@ void orch_launcher_forget(orch_launcher *l, uint64_t token);
  * and returns at once; the launcher reaps it, and orch_launcher_free() waits for it (at
  * most CANCEL_WAIT_MS), and target says what it cancels. Returns 0, -EINVAL (not digits
  * with at most one dot), -ENOMEM, or the error of starting it with the detail set.
- *
- * Not covered: an srun killed after Slurm allocated its job but before the step started:
- * no worker ever connects to say which job it was. */
+ * An srun that died before its worker connected: orch_launcher_cancel_start(). */
 #define ORCH_SLURM_ID_MAX 64
 int orch_launcher_cancel(orch_launcher *l, const char *slurm_job,
                          char target[ORCH_SLURM_ID_MAX]);
+
+/* The same for an srun that a signal ended before its worker connected (while its job
+ * waited in Slurm's queue, or between its allocation and its step's start): no worker
+ * named the job, so it is cancelled by its name, which is this start's own
+ * ("orch-CALL-TOKEN", orch_launcher_command): `scancel --quiet --me --name=NAME`, a job
+ * that no longer exists (srun died before asking for it) being no error. target is the
+ * --name option given. Returns 0, -ENOENT when there is nothing to cancel by name (the
+ * driver runs inside an allocation, where srun makes a step and no job; or the
+ * --launcher-args name the job themselves, so that the name is no longer one start's),
+ * -ENOMEM, or the error of starting scancel. */
+#define ORCH_SLURM_NAME_MAX 160
+int orch_launcher_cancel_start(orch_launcher *l, const char *call, uint64_t token,
+                               char target[ORCH_SLURM_NAME_MAX]);
 
 /* What a worker needs from the launcher. */
 struct orch_launch_request {

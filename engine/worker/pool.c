@@ -133,6 +133,7 @@ struct orch_worker {
     char host[256];
     char slurm_job[64];
     uint64_t token; /* remote: the token its start expects, until it connects; else 0 */
+    uint64_t start_token; /* remote: the token its srun was started with (its job's name) */
     struct event *ev_read, *ev_write;
     struct event *timer; /* STARTING: init timeout; BUSY: the batch's timeout; STOPPING:
                           * the deadline of its fini */
@@ -270,19 +271,29 @@ static void reap_blocking(pid_t pid, int *status)
 }
 
 /* w's process was reaped. A remote worker's srun that a signal ended (kill -9 of srun, or
- * kill_all's SIGKILL) did not end its Slurm job, which stays RUNNING without a step: the
- * launcher cancels it (launch.h). Only a worker that connected knows its job. */
+ * kill_all's SIGKILL) did not end its Slurm job, which stays RUNNING without a step (or
+ * PENDING, then RUNNING once it gets its cores): the launcher cancels it (launch.h), by the
+ * job its worker named, or by the start's job name when no worker connected. */
 static void srun_reaped(orch_worker *w)
 {
     orch_pool *p = w->pool;
-    if (!p->launcher || !w->slurm_job[0] || w->status == -1 || !WIFSIGNALED(w->status))
+    if (!p->launcher || w->status == -1 || !WIFSIGNALED(w->status))
         return;
-    char target[ORCH_SLURM_ID_MAX];
-    if (orch_launcher_cancel(p->launcher, w->slurm_job, target) == 0)
-        fprintf(stderr, "orch: scancel %s: the srun of a %s worker (step %s, pid %d) was "
-                        "killed by signal %d\n", target, p->wcfg.call, w->slurm_job,
-                (int)w->pid, WTERMSIG(w->status));
+    if (w->slurm_job[0]) {
+        char target[ORCH_SLURM_ID_MAX];
+        if (orch_launcher_cancel(p->launcher, w->slurm_job, target) == 0)
+            fprintf(stderr, "orch: scancel %s: the srun of a %s worker (step %s, pid %d) was "
+                            "killed by signal %d\n", target, p->wcfg.call, w->slurm_job,
+                    (int)w->pid, WTERMSIG(w->status));
+    } else if (w->start_token) {
+        char target[ORCH_SLURM_NAME_MAX];
+        if (orch_launcher_cancel_start(p->launcher, p->wcfg.call, w->start_token, target) == 0)
+            fprintf(stderr, "orch: scancel %s: the srun of a %s worker (pid %d) was killed by "
+                            "signal %d before its worker connected\n", target, p->wcfg.call,
+                    (int)w->pid, WTERMSIG(w->status));
+    }
     w->slurm_job[0] = '\0';
+    w->start_token = 0;
 }
 
 /* ---- the pool's books: slots by state, the live list, the SIGCHLD watch --------------- */
@@ -1008,6 +1019,7 @@ static void occupy(orch_worker *w, pid_t pid)
     w->pid = pid;
     w->wpid = 0;
     w->host[0] = w->slurm_job[0] = '\0';
+    w->start_token = 0;
     live_add(w);
     w->reaped = false;
     set_dying(w, false);
@@ -1189,7 +1201,7 @@ static int spawn_remote(orch_worker *w)
     free(argv);
     free(envp);
     occupy(w, pid);
-    w->token = token;
+    w->token = w->start_token = token;
     return 0;
 
 fail_cmd:

@@ -6,7 +6,8 @@
 #      of a worker's step in the middle of its batch: the attempt is a crash, the grain is
 #      retried, the job finishes with the same exports;
 #   2b. kill -9 of a busy worker's srun: the attempt is a crash, and the driver cancels the
-#      job that srun left RUNNING;
+#      job that srun left RUNNING; 2c. of an srun whose job waits for cores: the driver
+#      cancels it by its name;
 #   3. kill -9 of the driver: no step is left (squeue empty, no worker process), and
 #      `orch resume` finishes the job; 3b. with its sruns' process groups too: the jobs
 #      stay RUNNING until the resume cancels those of the attempts that were open;
@@ -94,6 +95,37 @@ expect_eq "the killed srun's attempt is a crash" "crash" \
 "$ORCH" export "$T/s2b" w.out > s2b.out
 cmp -s ref.out s2b.out || fail "export after kill -9 of an srun differs: $(diff ref.out s2b.out)"
 slurm_idle 20 # the job of the killed srun included
+
+# ---- 2c. kill -9 of an srun whose job waits in Slurm's queue --------------------------------
+# A job that holds every core of the strict partition keeps the run's jobs PENDING. srun
+# killed with its process group then leaves its job PENDING (and RUNNING without a step
+# once it gets the cores, holding them for ever); no worker connected to name it, so the
+# driver cancels it by its name, the start's own (orch-CALL-TOKEN).
+cpus=$(sinfo -h -p main -o %c)
+srun --partition=main --ntasks=1 --cpus-per-task="$cpus" --job-name=orch-test-hog --quiet \
+  sleep 300 < /dev/null &
+hog=$!
+hog_runs() { [ "$(squeue -h -n orch-test-hog -t RUNNING -o %i)" != "" ]; }
+wait_until 30 "the job holding every core running" hog_runs
+"$ORCH" run p.orch --job "$T/s2c" --progress none --launcher slurm 2> "$T/s2c.log" &
+drv=$!
+nap_pending() {
+  name=$(squeue -h -t PENDING -o %j | grep -m1 '^orch-nap-[0-9]*$') && [ -n "$name" ]
+}
+wait_until 30 "a job of nap waiting for cores" nap_pending
+tok=${name##*-}
+srun_pid=$(pgrep -P "$drv" -f -- "--token $tok\$") || fail "no srun of the driver for $name"
+kill -9 -- "-$srun_pid"
+job_gone() { [ "$(squeue -h -n "$name" -o %i)" = "" ]; }
+wait_until 30 "the killed srun's job ($name) to leave the queue" job_gone
+scancel --name=orch-test-hog
+wait "$hog" 2> /dev/null || true
+wait "$drv" || fail "run after kill -9 of a waiting srun exited $?: $(cat "$T/s2c.log")"
+grep -q "orch: scancel --name=$name: the srun of a nap worker (pid $srun_pid) was killed by signal 9 before its worker connected" \
+  "$T/s2c.log" || fail "no scancel of the waiting srun's job: $(cat "$T/s2c.log")"
+"$ORCH" export "$T/s2c" w.out > s2c.out
+cmp -s ref.out s2c.out || fail "export after kill -9 of a waiting srun differs: $(diff ref.out s2c.out)"
+slurm_idle 20
 
 # ---- 3. kill -9 of the driver -------------------------------------------------------------
 "$ORCH" run p.orch --job "$T/s3" --progress none --launcher slurm 2> "$T/s3.log" &
