@@ -114,8 +114,8 @@
                     "AND (f.kind = ?3 OR f.kind = ?4 OR f.kind = ?5) AND f.generation > "      \
                     "coalesce((SELECT max(t.generation) FROM failure AS t "                    \
                     "WHERE t.grain_id = g.id AND (t.kind = ?6 OR t.kind = ?7 OR t.kind = ?8)), " \
-                    "-1)) FROM grain AS g JOIN entity AS e ON e.id = g.entity_id "             \
-                    "WHERE g.call_id = ?1 AND g.phase = ?2 ORDER BY g.ready_seq")              \
+                    "-1)), g.call_id FROM grain AS g JOIN entity AS e ON e.id = g.entity_id "  \
+                    "WHERE g.phase = ?2 ORDER BY g.call_id, g.ready_seq")                      \
     X(COUNTERS_GET, "SELECT next_ready_seq, live_bytes FROM job WHERE id = 1")                 \
     X(COUNTERS_SET, "UPDATE job SET next_ready_seq = ?, live_bytes = ? WHERE id = 1")          \
     X(BUDGETS_SET, "UPDATE job SET max_unsealed = ?, max_live_bytes = ? WHERE id = 1")         \
@@ -2105,11 +2105,13 @@ int orch_store_grains_sealed_counts(orch_store *s,
     return rc < 0 ? rc : 0;
 }
 
-int orch_store_grains_ready(orch_store *s, int call,
+int orch_store_grains_ready(orch_store *s,
                             int (*fn)(void *ctx, const struct orch_grain_row *g), void *ctx)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_GRAINS_READY, &st, "isssssss", call,
+    /* One pass over the table (0018: its index leads with the entity, so a query per call
+     * would scan it once per call); the READY grains, bounded by admission, are sorted. */
+    int rc = stmt(s, F_GRAINS_READY, &st, "isssssss", 0,
                   orch_grain_phase_name(ORCH_PHASE_READY),
                   orch_failure_kind_name(ORCH_FAILURE_ERROR),
                   orch_failure_kind_name(ORCH_FAILURE_CRASH),
@@ -2119,7 +2121,7 @@ int orch_store_grains_ready(orch_store *s, int call,
                   orch_failure_kind_name(ORCH_FAILURE_EXHAUSTED));
     while (rc == 0 && (rc = orch_store_step(s, st)) == 1) {
         struct orch_grain_row g = {.id = sqlite3_column_int64(st, 0),
-                                   .call = call,
+                                   .call = (int)sqlite3_column_int64(st, 6),
                                    .entity = sqlite3_column_int64(st, 1),
                                    .parent = sqlite3_column_int64(st, 2),
                                    .phase = ORCH_PHASE_READY,

@@ -260,10 +260,11 @@ int orch_store_grains_sealed_counts(orch_store *s,
                                                int64_t n),
                                     void *ctx);
 
-/* Calls fn(ctx, row) for each READY grain of `call` in ready_seq order, with `attempts` =
- * the attempt failures charged against its retries (those since its last terminal
- * failure: a grain re-opened by `orch retry` starts afresh). Stops at fn's non-zero. */
-int orch_store_grains_ready(orch_store *s, int call,
+/* Calls fn(ctx, row) for each READY grain, call by call (ascending), each call's in
+ * ready_seq order, with `attempts` = the attempt failures charged against its retries
+ * (those since its last terminal failure: a grain re-opened by `orch retry` starts
+ * afresh). Stops at fn's non-zero. */
+int orch_store_grains_ready(orch_store *s,
                             int (*fn)(void *ctx, const struct orch_grain_row *g), void *ctx);
 
 /* The job's counters, read at a driver's start and written once per turn: next_ready_seq,

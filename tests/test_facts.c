@@ -859,16 +859,35 @@ static void test_recovery(void **state)
     int64_t unsealed;
     assert_int_equal(orch_store_grains_unsealed(f->s, &unsealed), 0);
     assert_int_equal(unsealed, 2);
-    struct orch_grain_row out[3] = {{.call = 0}};
-    assert_int_equal(orch_store_grains_ready(f->s, 1, collect_ready, out), 0);
-    assert_int_equal(out[0].call, 2);
-    /* ready_seq order: grain 1 (seq 19) before grain 0 (seq 20) */
-    assert_int_equal(out[1].id, g[1].id);
-    assert_int_equal(out[2].id, g[0].id);
-    assert_int_equal(out[1].generation, 1);
-    assert_int_equal(out[1].attempts, 0);
-    assert_int_equal(out[2].attempts, 1); /* the crash is charged */
-    assert_int_equal(out[2].parent, root);
+    /* A READY grain of call 0 (on the root) with a later ready_seq, one of a call 2 with an
+     * earlier one. */
+    assert_int_equal(
+        orch_store_exec(f->s, "INSERT INTO call VALUES (2, 'tag', 'map', 't', 1, 1)"), 0);
+    struct orch_grain_row h[2];
+    for (int i = 0; i < 2; i++) {
+        int64_t e = i == 0 ? root : kids[0];
+        assert_int_equal(orch_store_grain_create(f->s, i * 2, e, i == 0 ? 0 : root, 1), 0);
+        assert_int_equal(orch_store_grain_get(f->s, i * 2, e, false, &h[i]), 0);
+        assert_int_equal(orch_store_grain_ready(f->s, &h[i], i == 0 ? 30 : 2), 0);
+    }
+    struct orch_grain_row out[5] = {{.call = 0}};
+    assert_int_equal(orch_store_grains_ready(f->s, collect_ready, out), 0);
+    assert_int_equal(out[0].call, 4);
+    /* call by call, each in ready_seq order: call 0's, then grain 1 (seq 19) before grain 0
+     * (seq 20) of call 1, then call 2's */
+    assert_int_equal(out[1].id, h[0].id);
+    assert_int_equal(out[1].call, 0);
+    assert_int_equal(out[2].id, g[1].id);
+    assert_int_equal(out[3].id, g[0].id);
+    assert_int_equal(out[2].call, 1);
+    assert_int_equal(out[3].call, 1);
+    assert_int_equal(out[4].id, h[1].id);
+    assert_int_equal(out[4].call, 2);
+    assert_int_equal(out[2].generation, 1);
+    assert_int_equal(out[2].attempts, 0);
+    assert_int_equal(out[3].attempts, 1); /* the crash is charged */
+    assert_int_equal(out[3].parent, root);
+    assert_int_equal(out[1].parent, 0);
 }
 
 static void test_barriers(void **state)

@@ -30,23 +30,22 @@ static int recover_barred(struct orch_sched *d)
     return rc;
 }
 
-struct requeue_ctx {
-    struct orch_sched *d;
-    int call;
-};
-
+/* A READY grain back in its call's queue. Only a call with a statement has a pool, and
+ * grains (dispatch.c); the check keeps a grain of any other out of the queues. */
 static int requeue_one(void *ctx, const struct orch_grain_row *r)
 {
-    struct requeue_ctx *c = ctx;
+    struct orch_sched *d = ctx;
+    if (r->call < 0 || r->call >= d->ncalls || !d->calls[r->call].pool)
+        return 0;
     struct orch_sched_qent e = {.g = {.in0_state = -1,
                                       .grain = r->id,
-                                      .call = c->call,
+                                      .call = r->call,
                                       .entity = r->entity,
                                       .parent = r->parent,
                                       .generation = r->generation,
                                       .seq = r->seq,
                                       .attempts = r->attempts}};
-    return orch_sched_queue_push(&c->d->calls[c->call].q, &e);
+    return orch_sched_queue_push(&d->calls[r->call].q, &e);
 }
 
 static void count_sealed(void *ctx, int call, enum orch_grain_outcome o, int64_t n)
@@ -94,11 +93,8 @@ int orch_sched_recover(struct orch_sched *d)
         /* What earlier runs sealed, so that progress counts the whole job. */
         rc = orch_store_grains_sealed_counts(st, count_sealed, d->prop);
     orch_prop_set_unsealed(d->prop, unsealed);
-    for (int c = 0; c < d->ncalls && rc == 0; c++) {
-        struct requeue_ctx ctx = {d, c};
-        if (d->calls[c].pool)
-            rc = orch_store_grains_ready(st, c, requeue_one, &ctx);
-    }
+    if (rc == 0)
+        rc = orch_store_grains_ready(st, requeue_one, d);
     if (rc == 0) /* for `orch status` */
         rc = orch_store_budgets_set(st, d->max_unsealed, d->max_live);
     if (rc == 0)
