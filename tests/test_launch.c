@@ -88,6 +88,20 @@ static void test_command(void **state)
     assert_string_equal(argv[3], "--job-name=orch-ocr-77"); /* the start's own name */
     free(argv);
     free(envp);
+
+    /* Under a guard: orch __srun-guard SCANCEL NAME, then srun's command. */
+    req.guard = "/opt/orch/bin/orch";
+    unsetenv("SLURM_JOB_ID");
+    assert_int_equal(orch_launcher_command(l, &req, &argv, &envp), 0);
+    assert_string_equal(argv[0], "/opt/orch/bin/orch");
+    assert_string_equal(argv[1], "__srun-guard");
+    /* beside srun when there is one there, else the one in PATH */
+    assert_string_equal(argv[2], access("/bin/scancel", X_OK) == 0 ? "/bin/scancel" : "scancel");
+    assert_string_equal(argv[3], "orch-ocr-77");
+    assert_string_equal(argv[4], "/bin/true");
+    assert_string_equal(argv[7], "--job-name=orch-ocr-77");
+    free(argv);
+    free(envp);
     orch_launcher_free(l);
     event_base_free(base);
 }
@@ -224,6 +238,147 @@ static void test_cancel(void **state)
                             "--quiet --me --name=orch-ocr-77\n") == 0);
     fake_slurm_remove(&fs);
     event_base_free(base);
+}
+
+/* ---- the srun guard ----------------------------------------------------------------------- */
+
+/* The guard as the driver's child would be: a child of the test running
+ * orch_srun_guard_main() with `srun` (a script) and the fake scancel. */
+static pid_t guard_start(const struct fake_slurm *fs, const char *srun, const char *name)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        char scancel[128];
+        snprintf(scancel, sizeof scancel, "%s/scancel", fs->dir);
+        char *argv[] = {(char *)srun, NULL};
+        _exit(orch_srun_guard_main(scancel, name, argv));
+    }
+    return pid;
+}
+
+/* Waits up to 10 s for path to exist. */
+static void wait_file(const char *path)
+{
+    for (int i = 0; i < 1000 && access(path, F_OK) != 0; i++)
+        usleep(10 * 1000);
+    assert_int_equal(access(path, F_OK), 0);
+}
+
+/* Waits up to 10 s for pid to end; returns its wait status. */
+static int wait_status(pid_t pid)
+{
+    int st = 0;
+    pid_t r = 0;
+    for (int i = 0; i < 1000 && (r = waitpid(pid, &st, WNOHANG)) == 0; i++)
+        usleep(10 * 1000);
+    if (r == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+        fail_msg("the guard did not end in 10 s");
+    }
+    return st;
+}
+
+/* An srun that misses a SIGTERM (as one that is asking for its job may: launch.h) still
+ * ends: the guard says it again; its exit status is the guard's. */
+static void test_guard_resends(void **state)
+{
+    (void)state;
+    struct fake_slurm fs;
+    fake_slurm_make(&fs);
+    char srun[128], text[512], ready[128], terms[128];
+    snprintf(srun, sizeof srun, "%s/deaf-srun", fs.dir);
+    snprintf(ready, sizeof ready, "%s/ready", fs.dir);
+    snprintf(terms, sizeof terms, "%s/terms", fs.dir);
+    snprintf(text, sizeof text,
+             "#!/bin/sh\nn=0\ntrap 'n=$((n+1)); if [ $n -ge 2 ]; then echo $n > %s; "
+             "exit 3; fi' TERM\n: > %s\nwhile :; do :; done\n",
+             terms, ready);
+    write_script(srun, text);
+    pid_t g = guard_start(&fs, srun, "orch-x-1");
+    wait_file(ready);
+    assert_int_equal(kill(g, SIGTERM), 0);
+    int st = wait_status(g);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 3);
+    char buf[16] = "";
+    FILE *f = fopen(terms, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(buf, sizeof buf, f));
+    fclose(f);
+    assert_string_equal(buf, "2\n"); /* the second SIGTERM ended it */
+    char got[64];
+    fake_slurm_log(&fs, got, sizeof got);
+    assert_string_equal(got, ""); /* srun ended by itself: nothing to cancel */
+    unlink(srun);
+    unlink(ready);
+    unlink(terms);
+    fake_slurm_remove(&fs);
+}
+
+/* An srun that a signal ended: the guard ends by the same signal (what the pool reads to
+ * decide whether srun left a job behind). The guard killed: srun gets SIGTERM. */
+static void test_guard_mirrors(void **state)
+{
+    (void)state;
+    struct fake_slurm fs;
+    fake_slurm_make(&fs);
+    char srun[128], text[512], ready[128], got_term[128];
+    snprintf(srun, sizeof srun, "%s/shot-srun", fs.dir);
+    write_script(srun, "#!/bin/sh\nkill -USR1 $$\n");
+    int st = wait_status(guard_start(&fs, srun, "-"));
+    assert_true(WIFSIGNALED(st));
+    assert_int_equal(WTERMSIG(st), SIGUSR1);
+
+    snprintf(ready, sizeof ready, "%s/ready", fs.dir);
+    snprintf(got_term, sizeof got_term, "%s/got-term", fs.dir);
+    snprintf(text, sizeof text,
+             "#!/bin/sh\ntrap ': > %s; exit 0' TERM\n: > %s\nwhile :; do :; done\n",
+             got_term, ready);
+    write_script(srun, text);
+    pid_t g = guard_start(&fs, srun, "-");
+    wait_file(ready);
+    assert_int_equal(kill(g, SIGKILL), 0);
+    st = wait_status(g);
+    assert_true(WIFSIGNALED(st));
+    wait_file(got_term); /* its death signal, from the guard's death */
+    unlink(srun);
+    unlink(ready);
+    unlink(got_term);
+    fake_slurm_remove(&fs);
+}
+
+/* An srun deaf to SIGTERM is killed after the guard's patience, and its job cancelled by
+ * name (no driver may be there to do it); not when there is no name ("-"). */
+static void test_guard_kills(void **state)
+{
+    (void)state;
+    struct fake_slurm fs;
+    fake_slurm_make(&fs);
+    char srun[128], text[512], ready[128];
+    snprintf(srun, sizeof srun, "%s/stone-srun", fs.dir);
+    snprintf(ready, sizeof ready, "%s/ready", fs.dir);
+    snprintf(text, sizeof text, "#!/bin/sh\ntrap '' TERM\n: > %s\nwhile :; do :; done\n",
+             ready);
+    write_script(srun, text);
+    setenv("ORCH_SRUN_GUARD_KILL_MS", "300", 1);
+    const char *names[] = {"orch-ocr-9", "-"};
+    for (int i = 0; i < 2; i++) {
+        pid_t g = guard_start(&fs, srun, names[i]);
+        wait_file(ready);
+        assert_int_equal(kill(g, SIGTERM), 0);
+        int st = wait_status(g);
+        assert_true(WIFSIGNALED(st));
+        assert_int_equal(WTERMSIG(st), SIGKILL);
+        unlink(ready);
+    }
+    unsetenv("ORCH_SRUN_GUARD_KILL_MS");
+    char got[64];
+    fake_slurm_log(&fs, got, sizeof got);
+    assert_string_equal(got, "--quiet --me --name=orch-ocr-9\n");
+    unlink(srun);
+    fake_slurm_remove(&fs);
 }
 
 /* ---- the handshake ----------------------------------------------------------------------- */
@@ -386,6 +541,9 @@ int main(void)
         cmocka_unit_test(test_bad_options),
         cmocka_unit_test(test_handshake),
         cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_guard_resends),
+        cmocka_unit_test(test_guard_mirrors),
+        cmocka_unit_test(test_guard_kills),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,6 @@
 /* main.c — the orch command line: a table of commands, dispatched by name (cli.h). */
 #include "cli.h"
+#include "launch.h"
 #include "pool.h"
 
 #include <stdarg.h>
@@ -85,6 +86,9 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "__worker") == 0 && argc == 6 && strcmp(argv[2], "--connect") == 0 &&
         strcmp(argv[4], "--token") == 0)
         return orch_worker_remote_main(argv[3], strtoull(argv[5], NULL, 10));
+    /* Hidden: the guard of a remote worker's srun (launch.h), started by the driver. */
+    if (strcmp(cmd, "__srun-guard") == 0 && argc >= 5)
+        return orch_srun_guard_main(argv[2], argv[3], argv + 4);
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 ||
         (strcmp(cmd, "help") == 0 && argc == 2)) {
         help(stdout);

@@ -20,13 +20,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 extern char **environ;
+
+/* The srun guard (orch_srun_guard_main): once told to end srun, it says so again this
+ * often, and kills srun after this long. */
+#define GUARD_RESEND_MS 1000
+#define GUARD_KILL_AFTER_MS 45000
 
 /* How long a connection may take to prove itself before it is closed. */
 #define AUTH_WAIT_MS 10000
@@ -744,9 +751,23 @@ int orch_launcher_command(const orch_launcher *l, const struct orch_launch_reque
     snprintf(after[nafter++], sizeof after[0], "--token");
     snprintf(after[nafter++], sizeof after[0], "%" PRIu64, req->token);
 
+    /* With a guard: orch __srun-guard SCANCEL NAME, then srun's command (the NAME to cancel
+     * if the guard has to kill srun, "-" when the job's name is not this start's own). */
+    int nguard = 0;
+    char guard[4][ORCH_SLURM_NAME_MAX + 4096];
+    if (req->guard) {
+        snprintf(guard[nguard++], sizeof guard[0], "%s", req->guard);
+        snprintf(guard[nguard++], sizeof guard[0], "__srun-guard");
+        snprintf(guard[nguard++], sizeof guard[0], "%s", l->scancel);
+        snprintf(guard[nguard++], sizeof guard[0], "%s",
+                 getenv("SLURM_JOB_ID") != NULL || user_names_job(l) ? "-" : name);
+    }
     /* srun, our options, the user's (later options win in srun, so theirs do), then the
      * worker's command. One block: the pointers, then the strings. */
-    size_t count = (size_t)l->nwords + (size_t)n + (size_t)nafter + 1, bytes = 0;
+    size_t count = (size_t)nguard + (size_t)l->nwords + (size_t)n + (size_t)nafter + 1;
+    size_t bytes = 0;
+    for (int i = 0; i < nguard; i++)
+        bytes += strlen(guard[i]) + 1;
     for (int i = 0; i < l->nwords; i++)
         bytes += strlen(l->words[i]) + 1;
     for (int i = 0; i < n; i++)
@@ -763,6 +784,8 @@ int orch_launcher_command(const orch_launcher *l, const struct orch_launch_reque
         argv[k++] = strcpy(s, (str));                                                          \
         s += strlen(s) + 1;                                                                    \
     } while (0)
+    for (int i = 0; i < nguard; i++)
+        PUT(guard[i]);
     PUT(l->words[0]);
     for (int i = 0; i < n; i++)
         PUT(ours[i]);
@@ -913,4 +936,121 @@ int orch_launch_connect(const char *addr, uint64_t token)
         return -1;
     }
     return fd;
+}
+
+/* ---- the srun guard -------------------------------------------------------------------- */
+
+/* The exit status of the guard is srun's: its exit code, or the signal that ended it (raised
+ * again on the guard itself, without a core). */
+static int mirror_status(int st)
+{
+    if (WIFEXITED(st))
+        return WEXITSTATUS(st);
+    int sig = WTERMSIG(st);
+    struct rlimit none = {0, 0};
+    (void)setrlimit(RLIMIT_CORE, &none);
+    signal(sig, SIG_DFL);
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    sigprocmask(SIG_UNBLOCK, &one, NULL);
+    kill(getpid(), sig);
+    return 128 + sig; /* a signal whose default is not to end the process */
+}
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* After the guard killed srun: its job may be left RUNNING without a step (as after any
+ * kill -9 of srun), and no driver is there to cancel it; cancelled by its name, waiting
+ * for scancel at most 5 s. */
+static void guard_cancel(char *scancel, const char *name)
+{
+    if (strcmp(name, "-") == 0)
+        return;
+    char opt[ORCH_SLURM_NAME_MAX + 16];
+    snprintf(opt, sizeof opt, "--name=%s", name);
+    char *argv[] = {scancel, "--quiet", "--me", opt, NULL};
+    pid_t pid = fork();
+    if (pid == 0) {
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        execvp(scancel, argv);
+        _exit(127);
+    }
+    for (int waited = 0; pid > 0 && waited < 5000; waited += 10) {
+        int st;
+        if (waitpid(pid, &st, WNOHANG) != 0)
+            return;
+        struct timespec nap = {0, 10 * 1000 * 1000};
+        nanosleep(&nap, NULL);
+    }
+    if (pid > 0) {
+        kill(pid, SIGKILL);
+        (void)waitpid(pid, NULL, 0);
+    }
+}
+
+int orch_srun_guard_main(char *scancel, const char *name, char **srun_argv)
+{
+    sigset_t set, old;
+    sigemptyset(&set);
+    static const int watched[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGCHLD};
+    for (size_t i = 0; i < sizeof watched / sizeof *watched; i++)
+        sigaddset(&set, watched[i]);
+    sigprocmask(SIG_BLOCK, &set, &old);
+    pid_t self = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "orch: cannot start %s: %s\n", srun_argv[0], strerror(errno));
+        return 127;
+    }
+    if (pid == 0) {
+        /* srun ends if the guard is killed (SIGKILL of the driver's child): one SIGTERM, as
+         * srun had when it was the driver's child itself. */
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != self)
+            _exit(127);
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        execvp(srun_argv[0], srun_argv);
+        fprintf(stderr, "orch: cannot run %s: %s\n", srun_argv[0], strerror(errno));
+        _exit(127);
+    }
+    bool ending = false, killed = false;
+    int64_t ending_since = 0, kill_after = GUARD_KILL_AFTER_MS;
+    const char *e = getenv("ORCH_SRUN_GUARD_KILL_MS"); /* tests: a shorter patience */
+    if (e && atoll(e) > 0)
+        kill_after = atoll(e);
+    for (;;) {
+        struct timespec tick = {GUARD_RESEND_MS / 1000, (GUARD_RESEND_MS % 1000) * 1000000L};
+        int sig = ending ? sigtimedwait(&set, NULL, &tick) : sigwaitinfo(&set, NULL);
+        int st;
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid) {
+            if (killed)
+                guard_cancel(scancel, name);
+            return mirror_status(st);
+        }
+        if (r < 0 && errno != EINTR)
+            return 127; /* not ours any more: nothing to guard */
+        if (sig > 0 && sig != SIGCHLD) {
+            /* The driver died (its SIGTERM on the guard's death signal) or stops the worker:
+             * srun is told once now, then again each GUARD_RESEND_MS (below). */
+            if (!ending)
+                ending_since = mono_ms();
+            ending = true;
+            kill(pid, SIGTERM);
+        } else if (sig < 0 && errno == EAGAIN && ending && !killed) {
+            if (mono_ms() - ending_since >= kill_after) {
+                kill(pid, SIGKILL);
+                killed = true;
+            } else {
+                kill(pid, SIGTERM);
+            }
+        }
+    }
 }

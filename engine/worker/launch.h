@@ -28,14 +28,17 @@
  * the job owner's processes' environments (the owner, root) can read the secret. One
  * secret per driver start: a resume makes a new one.
  *
- * The srun process is the driver's child: the pool reaps it like a local worker's process,
- * and its exit is the worker's death (a step cancelled by `scancel` or a time limit ends
- * srun). It gets SIGTERM when the driver dies (PR_SET_PDEATHSIG), which srun forwards to the
- * step before it ends the job; and the worker itself exits as soon as its connection ends,
- * even in the middle of a batch: no step outlives the driver. (SIGKILL was tried: srun's
- * "shepherd" process then cancels the job, but under load jobs were left RUNNING without
- * a step, measured; with SIGTERM, srun took over 10 s to end once, on a loaded machine
- * under ASan, while Slurm ended its step.)
+ * srun runs under a guard, `orch __srun-guard` (orch_srun_guard_main), the driver's child:
+ * the pool reaps the guard like a local worker's process, and its exit, srun's own status,
+ * is the worker's death (a step cancelled by `scancel` or a time limit ends srun). The
+ * guard gets SIGTERM when the driver dies (PR_SET_PDEATHSIG) and has srun forward it to
+ * the step before it ends the job, saying it again each second until srun ends: srun that
+ * is asking for its job can miss one SIGTERM and then wait for ever (seen: a killed
+ * driver's srun still waiting 60 s later, under load). The worker itself exits as soon as
+ * its connection ends, even in the middle of a batch: no step outlives the driver.
+ * (SIGKILL was tried: srun's "shepherd" process then cancels the job, but under load jobs
+ * were left RUNNING without a step, measured; with SIGTERM, srun took over 10 s to end
+ * once, on a loaded machine under ASan, while Slurm ended its step.)
  */
 #ifndef ORCH_LAUNCH_H
 #define ORCH_LAUNCH_H
@@ -114,6 +117,8 @@ struct orch_launch_request {
     double cpus;      /* the call's cpus (rounded up, at least 1) */
     double gpus;      /* the call's gpus (rounded up; 0: none asked) */
     uint64_t token;
+    const char *guard; /* the orch binary that guards srun (orch_srun_guard_main), or NULL:
+                        * srun's command alone */
 };
 
 /* The command line (NULL-terminated argv) and environment (environ plus the secret) that
@@ -121,6 +126,17 @@ struct orch_launch_request {
  * Returns 0 or -ENOMEM. */
 int orch_launcher_command(const orch_launcher *l, const struct orch_launch_request *req,
                           char ***argv, char ***envp);
+
+/* `orch __srun-guard SCANCEL NAME SRUN ARGS...`: the driver's child that runs srun as its
+ * own child and ends it when told to. srun waiting for its allocation can miss a single
+ * SIGTERM (one that comes while it asks for the job, before it waits: it then waits for an
+ * allocation that never comes, for ever; seen when a driver was killed under load), so the
+ * guard, on a SIGTERM (the driver's death signal, or the pool stopping the worker), sends
+ * srun SIGTERM at once and again each second until it ends, SIGKILL after 45 s, and then
+ * cancels the job by NAME ("-": not) with SCANCEL, since no driver may be left to do it.
+ * srun gets SIGTERM if the guard is killed. Returns srun's exit status (a signal that ended
+ * srun is raised again on the guard), 127 when srun cannot be started. */
+int orch_srun_guard_main(char *scancel, const char *name, char **srun_argv);
 
 /* The worker's side: connects to addr ("HOST:PORT"), answers the CHALLENGE with the secret
  * of ORCH_WORKER_SECRET (removed from the environment, so that nothing the UDF starts

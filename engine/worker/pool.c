@@ -1177,7 +1177,12 @@ static int spawn_remote(orch_worker *w)
     if ((rc = orch_launcher_expect(p->launcher, on_attach, w, &token)) < 0)
         goto fail;
     struct orch_launch_request req = {
-        .exe = p->exe, .call = c.call, .cpus = p->cpus, .gpus = p->gpus, .token = token};
+        .exe = p->exe,
+        .call = c.call,
+        .cpus = p->cpus,
+        .gpus = p->gpus,
+        .token = token,
+        .guard = p->exe};
     if ((rc = orch_launcher_command(p->launcher, &req, &argv, &envp)) < 0)
         goto fail_token;
     if (!p->chld_watched) {
@@ -1187,8 +1192,8 @@ static int spawn_remote(orch_worker *w)
         }
         p->chld_watched = true;
     }
-    /* srun gets SIGTERM when the driver dies: it forwards it to the step, and ends the
-     * job (launch.h). */
+    /* srun's guard gets SIGTERM when the driver dies, and has srun forward it to the step
+     * and end the job (launch.h, orch_srun_guard_main). */
     struct child_args args = {.sock = -1,
                               .deathsig = SIGTERM,
                               .parent = getpid(),

@@ -24,11 +24,15 @@ for t in run_text.sh model.sh crash_loop.sh; do
     { cat "$T/$t.log" >&2; fail "$t failed with every worker placed by Slurm"; }
   echo "slurm_suite: $t passed through Slurm in $((SECONDS - start)) s"
 done
-# Slurm really ran them: slurmctld logs each allocation it made (at once, or later from
-# its queue).
-n=$(grep -cE "sched: (_slurm_rpc_allocate_resources|Allocate) JobId=" "$SLURM_DIR/slurmctld.log" || true)
-[ "$n" -ge 50 ] || fail "slurmctld allocated $n jobs; the tests did not all go through Slurm"
-echo "slurm_suite: slurmctld allocated $n jobs for workers"
+# Slurm really ran them: each worker's srun asked slurmctld for a job, which its log names
+# (JobId=N), allocated at once or later. Local workers would make none; the model pipeline
+# alone has eleven calls. How many the crash loop makes depends on where its kills land:
+# on a loaded machine they land in the start-ups, and the suite made 47 jobs in all once
+# (2026-12-02, three busy loops beside it), against 120-150 on a quiet one.
+n=$(grep -oE "JobId=[0-9]+" "$SLURM_DIR/slurmctld.log" | sort -u | wc -l)
+[ "$n" -ge 20 ] ||
+  fail "slurmctld made $n jobs; the tests did not all go through Slurm: $(grep -E "JobId=" "$SLURM_DIR/slurmctld.log" | tail -20)"
+echo "slurm_suite: slurmctld made $n jobs for workers"
 # As long as a killed driver's step may take (above): twice, on a loaded machine, the last
 # job was still RUNNING after 20 s; a step left behind for good still fails here.
 slurm_idle 60

@@ -83,10 +83,11 @@ open_worker() {
                          LIMIT 1" 2> /dev/null) && [ -n "$wpid" ] && [ -r "/proc/$wpid/cmdline" ]
 }
 wait_until 60 "an attempt of nap running in a Slurm step" open_worker
-# The worker and the srun that started it carry the same token on their command lines.
+# The worker, the srun that started it and srun's guard carry the same token on their
+# command lines.
 tok=$(tr '\0' ' ' < "/proc/$wpid/cmdline" | sed -n 's/.*--token \([0-9]*\).*/\1/p')
 srun_pid=$(pgrep -P "$drv" -f -- "--token $tok\$") || fail "no srun of the driver for token $tok"
-kill -9 -- "-$srun_pid" # srun leads its own process group (the driver's children do)
+kill -9 -- "-$srun_pid" # srun's guard (the driver's child) leads the group of both
 wait "$drv" || fail "run after kill -9 of an srun exited $?: $(cat "$T/s2b.log")"
 grep -q "orch: scancel [0-9]*: the srun of a nap worker (step [0-9]*\.[0-9]*, pid $srun_pid) was killed by signal 9" \
   "$T/s2b.log" || fail "no scancel of the killed srun's job: $(cat "$T/s2b.log")"
@@ -172,7 +173,9 @@ two_open_b() {
   [ "$(qlive "$T/s3b" "SELECT count(*) FROM attempt WHERE ended_at IS NULL AND slurm_job IS NOT NULL" 2> /dev/null)" = 2 ]
 }
 wait_until 60 "two attempts running in Slurm steps" two_open_b
-sruns=$(pgrep -P "$drv" -x srun) || fail "no srun of the driver"
+# The driver's children are the sruns' guards (launch.h), each leading the process group
+# of its srun.
+sruns=$(pgrep -P "$drv" -f -- "__srun-guard") || fail "no srun of the driver"
 kill -9 "$drv"
 for p in $sruns; do kill -9 -- "-$p" 2> /dev/null || true; done
 wait "$drv" 2> /dev/null || true
