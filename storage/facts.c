@@ -353,11 +353,12 @@ static int rows_insert(orch_store *s, enum rows_kind kind, size_t n, rows_fixed 
 enum { SAFE_READY = 1, SAFE_CREATE = 2, SAFE_ITEM = 4, SAFE_ROOT = 8, SAFE_ALL = 15 };
 enum { SAFE_ENTITY = 16, SAFE_NO_ENTITY = SAFE_ALL | SAFE_ENTITY };
 /* A seal held back ("seals held" below) changes a grain row: every statement that does
- * not name the grain table is safe from it (seal_safe), and is not listed here. */
-enum { SAFE_SEAL = 32 };
+ * not name the grain table is safe from it (seal_safe), and is not listed here. So does an
+ * attempt end held back ("attempt ends held") for the attempt table (aend_safe). */
+enum { SAFE_SEAL = 32, SAFE_AEND = 128 };
 /* What held_flush writes: the SAFE_ bits, and the reclaimed ids. */
 enum {
-    HELD_KINDS = SAFE_ALL | SAFE_ENTITY | SAFE_SEAL,
+    HELD_KINDS = SAFE_ALL | SAFE_ENTITY | SAFE_SEAL | SAFE_AEND,
     HELD_RECLAIM = 64,
     HELD_ALL = HELD_KINDS | HELD_RECLAIM
 };
@@ -388,16 +389,29 @@ static const unsigned char held_safe[F__COUNT] = {
  * table (a column such as grain_id is not the table), or reads only its largest id, which
  * a seal does not change. Worked out from the text once, so that a statement added later
  * is judged as it is written. */
+static bool names_table(const char *sql, const char *table)
+{
+    size_t n = strlen(table);
+    for (const char *p = sql; (p = strstr(p, table)) != NULL; p += n)
+        if (p > sql && p[-1] == ' ' && !isalnum((unsigned char)p[n]) && p[n] != '_')
+            return true;
+    return false;
+}
+
 static bool seal_safe(enum fact_slot slot)
 {
     static signed char known[F__COUNT]; /* 0: not yet; 1: safe; -1: not */
-    if (known[slot] == 0) {
-        const char *sql = fact_sql[slot];
-        bool names = false;
-        for (const char *p = sql; !names && (p = strstr(p, "grain")) != NULL; p += 5)
-            names = p > sql && p[-1] == ' ' && !isalnum((unsigned char)p[5]) && p[5] != '_';
-        known[slot] = !names || slot == F_GRAIN_NEXT_ID ? 1 : -1;
-    }
+    if (known[slot] == 0)
+        known[slot] = !names_table(fact_sql[slot], "grain") || slot == F_GRAIN_NEXT_ID ? 1 : -1;
+    return known[slot] > 0;
+}
+
+/* The same for the attempt table and the attempt ends held. */
+static bool aend_safe(enum fact_slot slot)
+{
+    static signed char known[F__COUNT];
+    if (known[slot] == 0)
+        known[slot] = names_table(fact_sql[slot], "attempt") ? -1 : 1;
     return known[slot] > 0;
 }
 
@@ -698,6 +712,7 @@ static int entities_flush(orch_store *s)
 
 static int reclaimed_flush(orch_store *s);
 static int seals_flush(orch_store *s);
+static int aends_flush(orch_store *s);
 static void gmap_clear(struct orch_store_gmap *m);
 
 /* Writes the held writes of `kinds`: SAFE_ENTITY, SAFE_CREATE (the grains), SAFE_READY,
@@ -718,6 +733,8 @@ static int held_flush(orch_store *s, unsigned kinds)
         rc = ready_flush(s);
     if (rc == 0 && (kinds & SAFE_SEAL) && s->nseals > 0)
         rc = seals_flush(s);
+    if (rc == 0 && (kinds & SAFE_AEND) && s->naends > 0)
+        rc = aends_flush(s);
     if (rc == 0 && (kinds & SAFE_ITEM) && s->nitems > 0)
         rc = items_flush(s);
     if (rc == 0 && (kinds & SAFE_ROOT) && s->nroots > 0)
@@ -742,6 +759,7 @@ void orch_store__held_forget(orch_store *s)
     entities_forget(s);
     s->nreclw = 0;
     s->nseals = 0;
+    s->naends = 0;
     /* The attempts begun in the transaction are gone: seals are checked by the table
      * again (seal_in_flight), until dispatch fills this anew. */
     gmap_clear(&s->inflight);
@@ -760,7 +778,8 @@ static int stmt(orch_store *s, enum fact_slot slot, sqlite3_stmt **out, const ch
     if (!s->flushing && orch_store__holds(s)) {
         bool reads_reclaimed =
             slot == F_SPANS || slot == F_SPANS_COUNT || slot == F_RECLAIMED_PORT;
-        unsigned safe = held_safe[slot] | (seal_safe(slot) ? SAFE_SEAL : 0);
+        unsigned safe = held_safe[slot] | (seal_safe(slot) ? SAFE_SEAL : 0) |
+                        (aend_safe(slot) ? SAFE_AEND : 0);
         int rc = held_flush(s, (HELD_KINDS & ~safe) | (reads_reclaimed ? HELD_RECLAIM : 0));
         if (rc < 0)
             return rc;
@@ -2230,13 +2249,51 @@ int orch_store_attempt_end(orch_store *s, int64_t row, enum orch_attempt_outcome
     return rc < 0 ? rc : run(s, st, NULL);
 }
 
+/* Attempt ends held: a report's attempts that ended without a message (every record OK:
+ * most reports) are written at the end of the turn, with its other held rows, instead of
+ * at once: with --durability machine the commit's flush runs while the payload store's
+ * sync is under way (loop.c), where the UPDATEs used to come before it was asked. Ranges
+ * that follow one another with the same outcome and time are written as one. Any
+ * statement that names the attempt table writes them first (aend_safe), as does the
+ * commit; a rollback forgets them with the rows they end. */
+#define AENDS_HELD 4096
+
+static int aends_write(orch_store *s, const struct orch_store_aend *a)
+{
+    sqlite3_stmt *st;
+    int rc = stmt(s, F_ATTEMPTS_END, &st, "lsll", a->at, orch_attempt_outcome_name(a->outcome),
+                  a->first, a->last);
+    return rc < 0 ? rc : run(s, st, NULL);
+}
+
+static int aends_flush(orch_store *s)
+{
+    int rc = 0;
+    for (size_t i = 0; i < s->naends && rc == 0; i++)
+        rc = aends_write(s, &s->aends[i]);
+    s->naends = 0;
+    return rc;
+}
+
 int orch_store_attempts_end(orch_store *s, int64_t first, int64_t last,
                             enum orch_attempt_outcome o)
 {
-    sqlite3_stmt *st;
-    int rc = stmt(s, F_ATTEMPTS_END, &st, "lsll", now_ms(), orch_attempt_outcome_name(o), first,
-                  last);
-    return rc < 0 ? rc : run(s, st, NULL);
+    struct orch_store_aend a = {first, last, now_ms(), (int)o};
+    if (s->naends > 0) {
+        struct orch_store_aend *p = &s->aends[s->naends - 1];
+        if (p->last + 1 == first && p->outcome == a.outcome && p->at == a.at) {
+            p->last = last;
+            return 0;
+        }
+    }
+    int rc;
+    if (s->naends == AENDS_HELD && (rc = held_flush(s, SAFE_AEND)) < 0)
+        return rc;
+    if (s->naends == s->capaends &&
+        orch__grow_n(&s->aends, &s->capaends, s->naends + 1, sizeof *s->aends) < 0)
+        return aends_write(s, &a); /* no memory to hold it: written now */
+    s->aends[s->naends++] = a;
+    return 0;
 }
 
 int orch_store_attempts_interrupt(orch_store *s)

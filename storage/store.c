@@ -391,6 +391,7 @@ static void free_store(orch_store *s)
     free(s->flying.v);
     free(s->inflight.v);
     free(s->seals);
+    free(s->aends);
     free(s->recl.v);
     free(s->reclw);
     free(s->path);

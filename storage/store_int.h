@@ -102,6 +102,13 @@ struct orch_store_seal {
     int outcome; /* enum orch_grain_outcome */
 };
 
+/* Attempt rows first..last ended at `at` with outcome, not written yet (facts.c, "attempt
+ * ends held"). */
+struct orch_store_aend {
+    int64_t first, last, at;
+    int outcome; /* enum orch_attempt_outcome */
+};
+
 /* Fields are written by the store's own functions only. */
 struct orch_store {
     sqlite3 *db;
@@ -161,6 +168,8 @@ struct orch_store {
     struct orch_store_gmap inflight;
     struct orch_store_seal *seals;
     size_t nseals, capseals;
+    struct orch_store_aend *aends;
+    size_t naends, capaends;
     /* facts.c ("reclaimed ids"): the payload ids reclaimed in the open transaction, and
      * those of them not written yet. */
     struct orch_store_gmap recl;
@@ -193,7 +202,7 @@ static inline sqlite3 *orch_store__db_as_is(orch_store *s)
 static inline bool orch_store__holds(const orch_store *s)
 {
     return s->nready > 0 || s->ncreated > 0 || s->nitems > 0 || s->nroots > 0 ||
-           s->nentities > 0 || s->nreclw > 0 || s->nseals > 0;
+           s->nentities > 0 || s->nreclw > 0 || s->nseals > 0 || s->naends > 0;
 }
 /* fdatasync of the file at path (store.c); with missing_ok a file that does not exist has
  * nothing to sync. And of a database file's log, then of the file itself (either may be

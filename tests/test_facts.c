@@ -981,6 +981,55 @@ static void test_job_stop(void **state)
  * grain is refused, a seal at another generation is judged by the row, and a held seal
  * whose row changed behind the store stops the commit (or, with ORCH_STORE_CHECKS, the
  * seal) as corrupt. */
+/* Attempt ends held to the end of the turn: adjacent ranges become one; a statement that
+ * reads the attempt table writes them first, as does the commit; a rollback forgets them
+ * with the rows they end. */
+static void test_attempt_ends_held(void **state)
+{
+    struct fx *f = *state;
+    int64_t root, kids[2];
+    hierarchy(f->s, &root, kids);
+    struct orch_grain_at at[2];
+    for (int i = 0; i < 2; i++) {
+        struct orch_grain_row g;
+        bool done;
+        assert_int_equal(orch_store_grain_create(f->s, 1, kids[i], root, 1), 0);
+        assert_int_equal(orch_store_grain_get(f->s, 1, kids[i], false, &g), 0);
+        assert_int_equal(orch_store_grain_ready(f->s, &g, 10 + i), 0);
+        assert_int_equal(orch_store_grain_dispatch(f->s, g.id, 0, &done), 0);
+        at[i] = (struct orch_grain_at){g.id, 0};
+    }
+    int64_t a[4];
+    for (int i = 0; i < 4; i++) /* two batches of each grain: a[0..3], consecutive rows */
+        assert_int_equal(orch_store_attempts_begin(f->s, &at[i % 2], 1, 7, "h", NULL,
+                                                   (uint64_t)i + 1, &a[i]), 0);
+    assert_int_equal(a[3], a[0] + 3);
+    assert_int_equal(orch_store_commit(f->s), 0);
+    static const char open_rows[] = "SELECT count(*) FROM attempt WHERE outcome IS NULL";
+    /* Ended, then rolled back: nothing written, nothing left to write. */
+    assert_int_equal(orch_store_begin(f->s), 0);
+    assert_int_equal(orch_store_attempts_end(f->s, a[0], a[1], ORCH_ATTEMPT_OK), 0);
+    assert_int_equal(orch_store_rollback(f->s), 0);
+    assert_int_equal(orch_store_begin(f->s), 0);
+    assert_string_equal(text_of(f->s, open_rows), "4");
+    /* Held: the table still says open; a read of it through the store writes them. */
+    assert_int_equal(orch_store_attempts_end(f->s, a[0], a[0], ORCH_ATTEMPT_OK), 0);
+    assert_int_equal(orch_store_attempts_end(f->s, a[1], a[1], ORCH_ATTEMPT_OK), 0);
+    assert_string_equal(text_of(f->s, open_rows), "4");
+    assert_string_equal(outcome_of(f->s, a[1]), "ok");
+    assert_string_equal(text_of(f->s, open_rows), "2");
+    /* A held end, then an end with a message: its statement writes the held one first. */
+    assert_int_equal(orch_store_attempts_end(f->s, a[3], a[3], ORCH_ATTEMPT_DROPPED), 0);
+    assert_int_equal(orch_store_attempt_end(f->s, a[2], ORCH_ATTEMPT_ERROR, "boom"), 0);
+    assert_string_equal(text_of(f->s, open_rows), "0");
+    assert_int_equal(orch_store_commit(f->s), 0);
+    assert_int_equal(orch_store_begin(f->s), 0);
+    assert_string_equal(outcome_of(f->s, a[2]), "error");
+    assert_string_equal(outcome_of(f->s, a[3]), "dropped");
+    assert_string_equal(text_of(f->s, "SELECT count(*) FROM attempt WHERE ended_at IS NULL"),
+                        "0");
+}
+
 static void test_seals_held(void **state)
 {
     struct fx *f = *state;
@@ -1118,6 +1167,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_barriers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_next_seq, setup, teardown),
         cmocka_unit_test_setup_teardown(test_job_stop, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_attempt_ends_held, setup, teardown),
         cmocka_unit_test_setup_teardown(test_seals_held, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
