@@ -17,6 +17,9 @@ export ORCH_LAUNCHER=slurm ORCH_LAUNCHER_ARGS="--partition=shared"
 # the machine built and profiled other trees) an srun was still alive 30 s after its driver
 # was killed, and 10 s after the test's end (run.sh killed it); srun itself may wait up to
 # KillWait + 30 s for a step it was told to end. Three runs after: 28-32 s each, clean.
+# srun's guard (launch.h) kills it 45 s after the driver's death at the latest, then
+# cancels its job: within the 60 s. An srun that missed its one SIGTERM used to wait here
+# for ever (2026-12-02, twice in CI; the guard says it again each second now).
 export CRASH_LOOP_WORKER_WAIT=60
 for t in run_text.sh model.sh crash_loop.sh; do
   start=$SECONDS
