@@ -111,11 +111,11 @@
                             "WHERE phase = ?1 GROUP BY 1, 2")                                  \
     X(GRAINS_READY, "SELECT g.id, g.entity_id, coalesce(e.parent_id, 0), g.generation, "       \
                     "g.ready_seq, (SELECT count(*) FROM failure AS f WHERE f.grain_id = g.id " \
-                    "AND (f.kind = ?3 OR f.kind = ?4 OR f.kind = ?5) AND f.generation > "      \
+                    "AND (f.kind = ?2 OR f.kind = ?3 OR f.kind = ?4) AND f.generation > "      \
                     "coalesce((SELECT max(t.generation) FROM failure AS t "                    \
-                    "WHERE t.grain_id = g.id AND (t.kind = ?6 OR t.kind = ?7 OR t.kind = ?8)), " \
+                    "WHERE t.grain_id = g.id AND (t.kind = ?5 OR t.kind = ?6 OR t.kind = ?7)), " \
                     "-1)), g.call_id FROM grain AS g JOIN entity AS e ON e.id = g.entity_id "  \
-                    "WHERE g.phase = ?2 ORDER BY g.call_id, g.ready_seq")                      \
+                    "WHERE g.phase = ?1 ORDER BY g.call_id, g.ready_seq")                      \
     X(COUNTERS_GET, "SELECT next_ready_seq, live_bytes FROM job WHERE id = 1")                 \
     X(COUNTERS_SET, "UPDATE job SET next_ready_seq = ?, live_bytes = ? WHERE id = 1")          \
     X(BUDGETS_SET, "UPDATE job SET max_unsealed = ?, max_live_bytes = ? WHERE id = 1")         \
@@ -385,10 +385,7 @@ static const unsigned char held_safe[F__COUNT] = {
     [F_PAYLOAD_RECLAIMED] = SAFE_NO_ENTITY,
 };
 
-/* Whether the statement of slot is safe from held seals: it does not name the grain
- * table (a column such as grain_id is not the table), or reads only its largest id, which
- * a seal does not change. Worked out from the text once, so that a statement added later
- * is judged as it is written. */
+/* Whether sql names table (a column such as grain_id is not the table grain). */
 static bool names_table(const char *sql, const char *table)
 {
     size_t n = strlen(table);
@@ -397,6 +394,10 @@ static bool names_table(const char *sql, const char *table)
             return true;
     return false;
 }
+
+/* Whether the statement of slot is safe from held seals: it does not name the grain
+ * table, or reads only its largest id, which a seal does not change. Worked out from the
+ * text once, so that a statement added later is judged as it is written. */
 
 static bool seal_safe(enum fact_slot slot)
 {
@@ -2130,8 +2131,7 @@ int orch_store_grains_ready(orch_store *s,
     sqlite3_stmt *st;
     /* One pass over the table (0018: its index leads with the entity, so a query per call
      * would scan it once per call); the READY grains, bounded by admission, are sorted. */
-    int rc = stmt(s, F_GRAINS_READY, &st, "isssssss", 0,
-                  orch_grain_phase_name(ORCH_PHASE_READY),
+    int rc = stmt(s, F_GRAINS_READY, &st, "sssssss", orch_grain_phase_name(ORCH_PHASE_READY),
                   orch_failure_kind_name(ORCH_FAILURE_ERROR),
                   orch_failure_kind_name(ORCH_FAILURE_CRASH),
                   orch_failure_kind_name(ORCH_FAILURE_TIMEOUT),

@@ -15,6 +15,7 @@
 #include "launch.h"
 #include "orch_error.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <netdb.h>
@@ -169,14 +170,39 @@ static void fake_slurm_log(const struct fake_slurm *fs, char *buf, size_t n)
     fclose(f);
 }
 
+/* Removes the directory and every file a test put in it. */
 static void fake_slurm_remove(const struct fake_slurm *fs)
 {
-    char path[128];
-    snprintf(path, sizeof path, "%s/scancel", fs->dir);
-    unlink(path);
-    unlink(fs->srun);
-    unlink(fs->log);
+    DIR *d = opendir(fs->dir);
+    assert_non_null(d);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char path[384];
+        snprintf(path, sizeof path, "%s/%s", fs->dir, e->d_name);
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            assert_int_equal(unlink(path), 0);
+    }
+    closedir(d);
     assert_int_equal(rmdir(fs->dir), 0);
+}
+
+/* DIR/name into path. */
+static void fake_path(const struct fake_slurm *fs, const char *name, char path[128])
+{
+    snprintf(path, 128, "%s/%s", fs->dir, name);
+}
+
+/* Writes the shell script DIR/name (its path into path): "#!/bin/sh", then fmt's lines. */
+__attribute__((format(printf, 4, 5))) static void
+fake_script(const struct fake_slurm *fs, const char *name, char path[128], const char *fmt, ...)
+{
+    char text[512] = "#!/bin/sh\n";
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text + strlen(text), sizeof text - strlen(text), fmt, ap);
+    va_end(ap);
+    fake_path(fs, name, path);
+    write_script(path, text);
 }
 
 /* orch_launcher_cancel(): the job alone, or the step when the job is the driver's own
@@ -250,7 +276,7 @@ static pid_t guard_start(const struct fake_slurm *fs, const char *srun, const ch
     assert_true(pid >= 0);
     if (pid == 0) {
         char scancel[128];
-        snprintf(scancel, sizeof scancel, "%s/scancel", fs->dir);
+        fake_path(fs, "scancel", scancel);
         char *argv[] = {(char *)srun, NULL};
         _exit(orch_srun_guard_main(scancel, name, argv));
     }
@@ -287,15 +313,13 @@ static void test_guard_resends(void **state)
     (void)state;
     struct fake_slurm fs;
     fake_slurm_make(&fs);
-    char srun[128], text[512], ready[128], terms[128];
-    snprintf(srun, sizeof srun, "%s/deaf-srun", fs.dir);
-    snprintf(ready, sizeof ready, "%s/ready", fs.dir);
-    snprintf(terms, sizeof terms, "%s/terms", fs.dir);
-    snprintf(text, sizeof text,
-             "#!/bin/sh\nn=0\ntrap 'n=$((n+1)); if [ $n -ge 2 ]; then echo $n > %s; "
-             "exit 3; fi' TERM\n: > %s\nwhile :; do :; done\n",
-             terms, ready);
-    write_script(srun, text);
+    char srun[128], ready[128], terms[128];
+    fake_path(&fs, "ready", ready);
+    fake_path(&fs, "terms", terms);
+    fake_script(&fs, "deaf-srun", srun,
+                "n=0\ntrap 'n=$((n+1)); if [ $n -ge 2 ]; then echo $n > %s; exit 3; fi' TERM\n"
+                ": > %s\nwhile :; do :; done\n",
+                terms, ready);
     pid_t g = guard_start(&fs, srun, "orch-x-1");
     wait_file(ready);
     assert_int_equal(kill(g, SIGTERM), 0);
@@ -311,9 +335,6 @@ static void test_guard_resends(void **state)
     char got[64];
     fake_slurm_log(&fs, got, sizeof got);
     assert_string_equal(got, ""); /* srun ended by itself: nothing to cancel */
-    unlink(srun);
-    unlink(ready);
-    unlink(terms);
     fake_slurm_remove(&fs);
 }
 
@@ -324,28 +345,22 @@ static void test_guard_mirrors(void **state)
     (void)state;
     struct fake_slurm fs;
     fake_slurm_make(&fs);
-    char srun[128], text[512], ready[128], got_term[128];
-    snprintf(srun, sizeof srun, "%s/shot-srun", fs.dir);
-    write_script(srun, "#!/bin/sh\nkill -USR1 $$\n");
+    char srun[128], ready[128], got_term[128];
+    fake_script(&fs, "shot-srun", srun, "kill -USR1 $$\n");
     int st = wait_status(guard_start(&fs, srun, "-"));
     assert_true(WIFSIGNALED(st));
     assert_int_equal(WTERMSIG(st), SIGUSR1);
 
-    snprintf(ready, sizeof ready, "%s/ready", fs.dir);
-    snprintf(got_term, sizeof got_term, "%s/got-term", fs.dir);
-    snprintf(text, sizeof text,
-             "#!/bin/sh\ntrap ': > %s; exit 0' TERM\n: > %s\nwhile :; do :; done\n",
-             got_term, ready);
-    write_script(srun, text);
+    fake_path(&fs, "ready", ready);
+    fake_path(&fs, "got-term", got_term);
+    fake_script(&fs, "shot-srun", srun,
+                "trap ': > %s; exit 0' TERM\n: > %s\nwhile :; do :; done\n", got_term, ready);
     pid_t g = guard_start(&fs, srun, "-");
     wait_file(ready);
     assert_int_equal(kill(g, SIGKILL), 0);
     st = wait_status(g);
     assert_true(WIFSIGNALED(st));
     wait_file(got_term); /* its death signal, from the guard's death */
-    unlink(srun);
-    unlink(ready);
-    unlink(got_term);
     fake_slurm_remove(&fs);
 }
 
@@ -356,12 +371,9 @@ static void test_guard_kills(void **state)
     (void)state;
     struct fake_slurm fs;
     fake_slurm_make(&fs);
-    char srun[128], text[512], ready[128];
-    snprintf(srun, sizeof srun, "%s/stone-srun", fs.dir);
-    snprintf(ready, sizeof ready, "%s/ready", fs.dir);
-    snprintf(text, sizeof text, "#!/bin/sh\ntrap '' TERM\n: > %s\nwhile :; do :; done\n",
-             ready);
-    write_script(srun, text);
+    char srun[128], ready[128];
+    fake_path(&fs, "ready", ready);
+    fake_script(&fs, "stone-srun", srun, "trap '' TERM\n: > %s\nwhile :; do :; done\n", ready);
     setenv("ORCH_SRUN_GUARD_KILL_MS", "300", 1);
     const char *names[] = {"orch-ocr-9", "-"};
     for (int i = 0; i < 2; i++) {
@@ -377,7 +389,6 @@ static void test_guard_kills(void **state)
     char got[64];
     fake_slurm_log(&fs, got, sizeof got);
     assert_string_equal(got, "--quiet --me --name=orch-ocr-9\n");
-    unlink(srun);
     fake_slurm_remove(&fs);
 }
 

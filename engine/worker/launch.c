@@ -405,17 +405,43 @@ static bool is_step_id(const char *s)
     return *p == '\0';
 }
 
-static void reap_cancels(orch_launcher *l)
+/* Reaps those of pids[0 .. *n) that have ended (or are not ours to wait for), keeping the
+ * others in pids[0 .. *n). */
+static void reap_pids(pid_t *pids, int *n)
 {
-    for (int i = 0; i < l->ncancels;) {
+    for (int i = 0; i < *n;) {
         int st;
-        pid_t r = waitpid(l->cancels[i], &st, WNOHANG);
+        pid_t r = waitpid(pids[i], &st, WNOHANG);
         if (r == 0 || (r < 0 && errno == EINTR)) {
             i++;
             continue;
         }
-        l->cancels[i] = l->cancels[--l->ncancels]; /* reaped, or not ours to wait for */
+        pids[i] = pids[--*n];
     }
+}
+
+/* Waits up to ms for pids[0 .. *n), then kills and reaps the rest: none outlives the
+ * caller. */
+static void finish_pids(pid_t *pids, int *n, int ms)
+{
+    struct timespec nap = {0, 10 * 1000 * 1000};
+    for (int waited = 0; *n > 0 && waited < ms; waited += 10) {
+        reap_pids(pids, n);
+        if (*n > 0)
+            nanosleep(&nap, NULL);
+    }
+    for (int i = 0; i < *n; i++) {
+        int st;
+        kill(pids[i], SIGKILL);
+        while (waitpid(pids[i], &st, 0) < 0 && errno == EINTR)
+            ;
+    }
+    *n = 0;
+}
+
+static void reap_cancels(orch_launcher *l)
+{
+    reap_pids(l->cancels, &l->ncancels);
     if (l->ncancels > 0 && !evtimer_pending(l->ev_cancel, NULL)) {
         struct timeval tv = {0, CANCEL_POLL_MS * 1000};
         (void)evtimer_add(l->ev_cancel, &tv); /* if it fails, the next cancel or free reaps */
@@ -432,42 +458,48 @@ static void on_cancel_poll(evutil_socket_t fd, short what, void *arg)
  * reaps the rest: none outlives the launcher. */
 static void finish_cancels(orch_launcher *l)
 {
-    struct timespec nap = {0, 10 * 1000 * 1000};
-    for (int waited = 0; l->ncancels > 0 && waited < CANCEL_WAIT_MS; waited += 10) {
-        reap_cancels(l);
-        if (l->ncancels > 0)
-            nanosleep(&nap, NULL);
-    }
-    for (int i = 0; i < l->ncancels; i++) {
-        int st;
-        kill(l->cancels[i], SIGKILL);
-        while (waitpid(l->cancels[i], &st, 0) < 0 && errno == EINTR)
-            ;
-    }
-    l->ncancels = 0;
+    finish_pids(l->cancels, &l->ncancels, CANCEL_WAIT_MS);
 }
 
-/* Starts `scancel --quiet ARGS...` (args: at most three, NULL-terminated) and returns at
- * once; reap_cancels() reaps it. */
+/* Starts `scancel --quiet ARGS...` (args: at most three, NULL-terminated) with stdin and
+ * stdout on /dev/null and no signal blocked (the srun guard blocks some). Returns 0 and
+ * *pid, or the error of starting it with the detail set. */
+static int scancel_start(char *scancel, char *const *args, pid_t *pid)
+{
+    char *argv[6] = {scancel, "--quiet"};
+    for (int i = 0; i < 3 && args[i]; i++)
+        argv[2 + i] = args[i];
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    if (posix_spawn_file_actions_init(&fa) != 0)
+        return -ENOMEM;
+    if (posix_spawnattr_init(&attr) != 0) {
+        posix_spawn_file_actions_destroy(&fa);
+        return -ENOMEM;
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    int rc = posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    if (rc == 0)
+        rc = posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+    if (rc == 0 && (rc = posix_spawnattr_setsigmask(&attr, &none)) == 0)
+        rc = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+    if (rc == 0)
+        rc = posix_spawnp(pid, scancel, &fa, &attr, argv, environ);
+    posix_spawnattr_destroy(&attr);
+    posix_spawn_file_actions_destroy(&fa);
+    return rc == 0 ? 0 : orch_error_set(-rc, "cannot start %s: %s", scancel, strerror(rc));
+}
+
+/* Starts scancel (scancel_start) and returns at once; reap_cancels() reaps it. */
 static int spawn_scancel(orch_launcher *l, char *const *args)
 {
     if (orch__grow(&l->cancels, &l->cap_cancels, l->ncancels + 1, sizeof *l->cancels) < 0)
         return -ENOMEM;
-    char *argv[6] = {l->scancel, "--quiet"};
-    for (int i = 0; i < 3 && args[i]; i++)
-        argv[2 + i] = args[i];
-    posix_spawn_file_actions_t fa;
-    if (posix_spawn_file_actions_init(&fa) != 0)
-        return -ENOMEM;
-    int rc = posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-    if (rc == 0)
-        rc = posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
     pid_t pid;
-    if (rc == 0)
-        rc = posix_spawnp(&pid, l->scancel, &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0)
-        return orch_error_set(-rc, "cannot start %s: %s", l->scancel, strerror(rc));
+    int rc = scancel_start(l->scancel, args, &pid);
+    if (rc < 0)
+        return rc;
     l->cancels[l->ncancels++] = pid;
     reap_cancels(l);
     return 0;
@@ -967,33 +999,16 @@ static int64_t mono_ms(void)
 
 /* After the guard killed srun: its job may be left RUNNING without a step (as after any
  * kill -9 of srun), and no driver is there to cancel it; cancelled by its name, waiting
- * for scancel at most 5 s. */
+ * for scancel as the launcher does (CANCEL_WAIT_MS at most). */
 static void guard_cancel(char *scancel, const char *name)
 {
     if (strcmp(name, "-") == 0)
         return;
     char opt[ORCH_SLURM_NAME_MAX + 16];
     snprintf(opt, sizeof opt, "--name=%s", name);
-    char *argv[] = {scancel, "--quiet", "--me", opt, NULL};
-    pid_t pid = fork();
-    if (pid == 0) {
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        execvp(scancel, argv);
-        _exit(127);
-    }
-    for (int waited = 0; pid > 0 && waited < 5000; waited += 10) {
-        int st;
-        if (waitpid(pid, &st, WNOHANG) != 0)
-            return;
-        struct timespec nap = {0, 10 * 1000 * 1000};
-        nanosleep(&nap, NULL);
-    }
-    if (pid > 0) {
-        kill(pid, SIGKILL);
-        (void)waitpid(pid, NULL, 0);
-    }
+    pid_t pid;
+    int n = scancel_start(scancel, (char *[]){"--me", opt, NULL}, &pid) == 0;
+    finish_pids(&pid, &n, CANCEL_WAIT_MS);
 }
 
 int orch_srun_guard_main(char *scancel, const char *name, char **srun_argv)
