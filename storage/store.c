@@ -664,22 +664,31 @@ int orch_store_begin(orch_store *s)
     return 0;
 }
 
-int orch_store__conn(orch_store *s)
+/* Waits for the commit the writer is making (the driver's thread). Failed, what this
+ * thread did since built on it: its open transaction can only be rolled back. */
+static int joined(orch_store *s)
 {
-    if (orch_store__on_writer)
-        return 0;
     int rc = orch_store__writer_join(s);
     if (rc < 0) {
-        /* The commit handed over failed: what the driver's thread did since built on it. */
         orch_store__waiting_forget(s);
         s->next_grain = 0;
         s->next_entity = 0;
+        s->next_attempt = 0;
         if (s->in_txn && !s->txn_lost) {
             s->txn_lost = rc;
             snprintf(s->txn_lost_why, sizeof s->txn_lost_why, "%s", orch_error_detail());
         }
-        return rc;
     }
+    return rc;
+}
+
+int orch_store__conn(orch_store *s)
+{
+    if (orch_store__on_writer)
+        return 0;
+    int rc = joined(s);
+    if (rc < 0)
+        return rc;
     if (s->in_txn && !s->begun) {
         assert(sqlite3_get_autocommit(s->db) && "a transaction was opened behind the store");
         s->begun = true; /* before: run_control comes back here */
@@ -759,30 +768,39 @@ int orch_store_commit_async(orch_store *s, const char *sync_path)
 
 static int commit(orch_store *s, bool async)
 {
-    int rc;
-    if (async && !s->txn_lost) {
-        /* Made by the writer: the driver goes on, and its next statement waits for it. */
+    /* The commit the writer is making first (one at a time, in order): failed, so does
+     * this transaction, which was built on it. */
+    int rc = joined(s);
+    if (rc == 0 && async && !s->txn_lost) {
+        /* Made by the writer: the driver goes on, and its next statement waits for it.
+         * From here the writer owns the connection and txn_lost: this thread leaves them
+         * alone until it joins. */
         rc = orch_store__writer_commit(s);
-        if (rc < 0)
+        s->in_txn = false;
+        s->begun = false;
+        orch_store__reclaimed_forget(s);
+        if (rc < 0) {
             orch_store__held_forget(s);
-        else
-            rc = 1;
-    } else {
-        rc = orch_store__conn(s);
-        if (rc == 0) {
-            rc = orch_store__commit_here(s, false, s->payload_named, NULL);
-            if (rc == 0)
-                s->payload_mark = s->payload_named;
-        } else {
-            orch_store__held_forget(s);
-            if (!sqlite3_get_autocommit(s->db))
-                (void)run_control(s, "ROLLBACK");
+            s->payload_named = s->payload_mark;
+            return rc;
         }
-        if (rc < 0)
-            orch_store__waiting_forget(s);
+        return 1;
     }
-    if (rc < 0)
+    if (rc == 0)
+        rc = orch_store__conn(s);
+    if (rc == 0) {
+        rc = orch_store__commit_here(s, false, s->payload_named, NULL);
+        if (rc == 0)
+            s->payload_mark = s->payload_named;
+    } else {
+        orch_store__held_forget(s);
+        if (s->begun && !sqlite3_get_autocommit(s->db))
+            (void)run_control(s, "ROLLBACK");
+    }
+    if (rc < 0) {
+        orch_store__waiting_forget(s);
         s->payload_named = s->payload_mark; /* what the transaction noted is gone with it */
+    }
     s->in_txn = false;
     s->begun = false;
     s->txn_lost = 0;
