@@ -300,9 +300,6 @@ void orch_store_background_stop(orch_store *s)
 int orch_store_sync_begin(orch_store *s)
 {
     assert(!s->in_txn);
-    int rc = orch_store_commit_wait(s); /* the sync covers the commit being made */
-    if (rc < 0)
-        return rc;
     struct orch_store_bg *b = s->bg;
     if (b == NULL) {
         s->sync_rc = orch_store_sync(s);

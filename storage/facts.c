@@ -126,7 +126,6 @@
                           "WHERE id >= (SELECT attempt_floor FROM job WHERE id = 1) "          \
                           "AND outcome IS NULL")                                               \
     X(ATTEMPT_FLOOR_SET, "UPDATE job SET attempt_floor = ? WHERE id = 1")                      \
-    X(ATTEMPT_NEXT_ID, "SELECT coalesce(max(id), 0) + 1 FROM attempt")                         \
     X(OPEN_SLURM_JOBS, "SELECT DISTINCT slurm_job FROM attempt "                               \
                        "WHERE id >= (SELECT attempt_floor FROM job WHERE id = 1) "             \
                        "AND outcome IS NULL AND slurm_job IS NOT NULL")                        \
@@ -242,9 +241,9 @@ static const struct {
     int nfixed, per;
     bool rowids; /* rows take consecutive rowids, which the caller is told */
 } row_kinds[] = {
-    [ROWS_ATTEMPT] = {"INSERT INTO attempt (id, grain_id, generation, worker_pid, host, "
-                      "slurm_job, batch, started_at) VALUES ",
-                      "(#, #, #, ?1, ?2, ?3, ?4, ?5)", 5, 3, false},
+    [ROWS_ATTEMPT] = {"INSERT INTO attempt (grain_id, generation, worker_pid, host, slurm_job, "
+                      "batch, started_at) VALUES ",
+                      "(#, #, ?1, ?2, ?3, ?4, ?5)", 5, 2, true},
     [ROWS_GRAIN] = {"INSERT INTO grain (id, call_id, entity_id, phase, generation, pending, "
                     "ready_seq, ready_at) VALUES ",
                     "(#, #, #, #, 0, #, #, #)", 0, 7, false},
@@ -297,9 +296,6 @@ typedef int (*rows_binder)(sqlite3_stmt *st, int p, size_t i, const void *ctx);
 static int rows_insert(orch_store *s, enum rows_kind kind, size_t n, rows_fixed fixed,
                        rows_binder bind, const void *ctx, int64_t *first)
 {
-    int c = orch_store__conn(s);
-    if (c < 0)
-        return c;
     const int per = row_kinds[kind].per, nfixed = row_kinds[kind].nfixed;
     int64_t first_id = 0;
     for (size_t done = 0; done < n;) {
@@ -359,10 +355,10 @@ enum { SAFE_ENTITY = 16, SAFE_NO_ENTITY = SAFE_ALL | SAFE_ENTITY };
 /* A seal held back ("seals held" below) changes a grain row: every statement that does
  * not name the grain table is safe from it (seal_safe), and is not listed here. So does an
  * attempt end held back ("attempt ends held") for the attempt table (aend_safe). */
-enum { SAFE_SEAL = 32, SAFE_AEND = 128, SAFE_ATTEMPT = 256 };
+enum { SAFE_SEAL = 32, SAFE_AEND = 128 };
 /* What held_flush writes: the SAFE_ bits, and the reclaimed ids. */
 enum {
-    HELD_KINDS = SAFE_ALL | SAFE_ENTITY | SAFE_SEAL | SAFE_AEND | SAFE_ATTEMPT,
+    HELD_KINDS = SAFE_ALL | SAFE_ENTITY | SAFE_SEAL | SAFE_AEND,
     HELD_RECLAIM = 64,
     HELD_ALL = HELD_KINDS | HELD_RECLAIM
 };
@@ -387,8 +383,6 @@ static const unsigned char held_safe[F__COUNT] = {
     [F_BARRIER_COVERS] = SAFE_NO_ENTITY,
     [F_ROOT_PUT] = SAFE_ALL,          [F_ROOT_FIND] = SAFE_ALL & ~SAFE_ROOT,
     [F_PAYLOAD_RECLAIMED] = SAFE_NO_ENTITY,
-    /* the job row's counters, at each commit: they read nothing held */
-    [F_ATTEMPT_FLOOR_SET] = SAFE_NO_ENTITY, [F_COUNTERS_SET] = SAFE_NO_ENTITY,
 };
 
 /* Whether sql names table (a column such as grain_id is not the table grain). */
@@ -425,68 +419,68 @@ static bool aend_safe(enum fact_slot slot)
 static size_t ready_hash(const orch_store *s, int64_t grain)
 {
     return (size_t)(((uint64_t)grain * UINT64_C(0x9e3779b97f4a7c15)) >> 32) &
-           (H(s)->ready_ix_size - 1);
+           (s->ready_ix_size - 1);
 }
 
 /* The held READY of grain, or NULL. */
 static struct orch_store_ready *ready_find(orch_store *s, int64_t grain)
 {
-    if (H(s)->nready == 0)
+    if (s->nready == 0)
         return NULL;
-    for (size_t h = ready_hash(s, grain);; h = (h + 1) & (H(s)->ready_ix_size - 1)) {
-        uint32_t i = H(s)->ready_ix[h];
+    for (size_t h = ready_hash(s, grain);; h = (h + 1) & (s->ready_ix_size - 1)) {
+        uint32_t i = s->ready_ix[h];
         if (i == 0)
             return NULL;
-        if (H(s)->ready[i - 1].grain == grain && H(s)->ready[i - 1].live)
-            return &H(s)->ready[i - 1];
+        if (s->ready[i - 1].grain == grain && s->ready[i - 1].live)
+            return &s->ready[i - 1];
     }
 }
 
 /* Holds grain's READY back: 1, or 0 when no more can be held (write it now). */
 static int ready_hold(orch_store *s, int64_t grain, int64_t seq, int64_t at)
 {
-    if (H(s)->nready == READY_HELD)
+    if (s->nready == READY_HELD)
         return 0;
-    if (H(s)->nready == H(s)->capready) {
-        size_t cap = H(s)->capready ? H(s)->capready * 2 : 1024;
-        struct orch_store_ready *v = realloc(H(s)->ready, cap * sizeof *v);
+    if (s->nready == s->capready) {
+        size_t cap = s->capready ? s->capready * 2 : 1024;
+        struct orch_store_ready *v = realloc(s->ready, cap * sizeof *v);
         uint32_t *ix = calloc(cap * 2, sizeof *ix);
         if (!v || !ix) {
             if (v)
-                H(s)->ready = v;
+                s->ready = v;
             free(ix);
             return 0; /* no memory to hold it: written now */
         }
-        H(s)->ready = v;
-        H(s)->capready = cap;
-        free(H(s)->ready_ix);
-        H(s)->ready_ix = ix;
-        H(s)->ready_ix_size = cap * 2;
-        for (size_t i = 0; i < H(s)->nready; i++) { /* index the held ones again */
-            size_t h = ready_hash(s, H(s)->ready[i].grain);
-            while (H(s)->ready_ix[h])
-                h = (h + 1) & (H(s)->ready_ix_size - 1);
-            H(s)->ready_ix[h] = (uint32_t)i + 1;
+        s->ready = v;
+        s->capready = cap;
+        free(s->ready_ix);
+        s->ready_ix = ix;
+        s->ready_ix_size = cap * 2;
+        for (size_t i = 0; i < s->nready; i++) { /* index the held ones again */
+            size_t h = ready_hash(s, s->ready[i].grain);
+            while (s->ready_ix[h])
+                h = (h + 1) & (s->ready_ix_size - 1);
+            s->ready_ix[h] = (uint32_t)i + 1;
         }
     }
     size_t h = ready_hash(s, grain);
-    while (H(s)->ready_ix[h])
-        h = (h + 1) & (H(s)->ready_ix_size - 1);
-    H(s)->ready[H(s)->nready] = (struct orch_store_ready){grain, seq, at, true};
-    H(s)->ready_ix[h] = (uint32_t)++H(s)->nready;
+    while (s->ready_ix[h])
+        h = (h + 1) & (s->ready_ix_size - 1);
+    s->ready[s->nready] = (struct orch_store_ready){grain, seq, at, true};
+    s->ready_ix[h] = (uint32_t)++s->nready;
     return 1;
 }
 
 static void ready_forget(orch_store *s)
 {
     /* Empties the index slot by slot: as many as were held, not the whole index. */
-    for (size_t i = 0; i < H(s)->nready; i++) {
-        size_t h = ready_hash(s, H(s)->ready[i].grain);
-        while (H(s)->ready_ix[h] != i + 1)
-            h = (h + 1) & (H(s)->ready_ix_size - 1);
-        H(s)->ready_ix[h] = 0;
+    for (size_t i = 0; i < s->nready; i++) {
+        size_t h = ready_hash(s, s->ready[i].grain);
+        while (s->ready_ix[h] != i + 1)
+            h = (h + 1) & (s->ready_ix_size - 1);
+        s->ready_ix[h] = 0;
     }
-    H(s)->nready = 0;
+    s->nready = 0;
 }
 
 static int stmt_raw(orch_store *s, enum fact_slot slot, sqlite3_stmt **out, const char *fmt,
@@ -496,19 +490,16 @@ static int stmt_raw(orch_store *s, enum fact_slot slot, sqlite3_stmt **out, cons
  * its first use does not write them (the caller may hold one it is about to use). */
 static int prepare_held(orch_store *s, const char *sql, sqlite3_stmt **out)
 {
-    bool was = H(s)->flushing;
-    H(s)->flushing = true;
+    bool was = s->flushing;
+    s->flushing = true;
     int rc = orch_store_prepare(s, sql, out);
-    H(s)->flushing = was;
+    s->flushing = was;
     return rc;
 }
 
 static int stmt_of(orch_store *s, enum fact_slot slot, sqlite3_stmt **out, const char *fmt,
                    ...)
 {
-    int c = orch_store__conn(s);
-    if (c < 0)
-        return c;
     va_list ap;
     va_start(ap, fmt);
     int rc = stmt_raw(s, slot, out, fmt, ap);
@@ -523,8 +514,8 @@ static int ready_flush(orch_store *s)
 {
     int rc = 0;
     size_t i = 0;
-    while (i < H(s)->nready && rc == 0) {
-        const struct orch_store_ready *a = &H(s)->ready[i];
+    while (i < s->nready && rc == 0) {
+        const struct orch_store_ready *a = &s->ready[i];
         if (!a->live) {
             i++;
             continue;
@@ -532,8 +523,8 @@ static int ready_flush(orch_store *s)
         size_t j = i + 1, n = 1;
         const struct orch_store_ready *last = a;
         int64_t sid = 0, sseq = 0;
-        for (; j < H(s)->nready; j++) {
-            const struct orch_store_ready *b = &H(s)->ready[j];
+        for (; j < s->nready; j++) {
+            const struct orch_store_ready *b = &s->ready[j];
             if (!b->live)
                 continue;
             if (n == 1) {
@@ -575,16 +566,16 @@ static int ready_flush(orch_store *s)
 
 static struct orch_store_created *created_find(orch_store *s, int64_t id)
 {
-    if (H(s)->ncreated == 0 || id < H(s)->created[0].id ||
-        id >= H(s)->created[0].id + (int64_t)H(s)->ncreated)
+    if (s->ncreated == 0 || id < s->created[0].id ||
+        id >= s->created[0].id + (int64_t)s->ncreated)
         return NULL;
-    return &H(s)->created[id - H(s)->created[0].id];
+    return &s->created[id - s->created[0].id];
 }
 
-/* Binds held grain i (H(s)->created): id, call, entity, phase, pending, ready_seq, ready_at. */
+/* Binds held grain i (s->created): id, call, entity, phase, pending, ready_seq, ready_at. */
 static int bind_created(sqlite3_stmt *st, int p, size_t i, const void *ctx)
 {
-    const struct orch_store_created *c = &((const struct orch_store_held *)ctx)->created[i];
+    const struct orch_store_created *c = &((const orch_store *)ctx)->created[i];
     int b = sqlite3_bind_int64(st, p, c->id);
     if (b == SQLITE_OK)
         b = sqlite3_bind_int(st, p + 1, c->call);
@@ -605,9 +596,9 @@ static int bind_created(sqlite3_stmt *st, int p, size_t i, const void *ctx)
 
 static int created_flush(orch_store *s)
 {
-    int rc = rows_insert(s, ROWS_GRAIN, H(s)->ncreated, NULL, bind_created, H(s), NULL);
+    int rc = rows_insert(s, ROWS_GRAIN, s->ncreated, NULL, bind_created, s, NULL);
     if (rc == 0)
-        H(s)->ncreated = 0;
+        s->ncreated = 0;
     return rc;
 }
 
@@ -617,10 +608,10 @@ static int created_flush(orch_store *s)
  * breaks the table's key then, not at the second put: the same error, a little later,
  * and the turn is rolled back either way. */
 
-/* Binds held item i (H(s)->items): port, entity, state, payload, size. */
+/* Binds held item i (s->items): port, entity, state, payload, size. */
 static int bind_item(sqlite3_stmt *st, int p, size_t i, const void *ctx)
 {
-    const struct orch_store_item *it = &((const struct orch_store_held *)ctx)->items[i];
+    const struct orch_store_item *it = &((const orch_store *)ctx)->items[i];
     int b = sqlite3_bind_int(st, p, it->port);
     if (b == SQLITE_OK)
         b = sqlite3_bind_int64(st, p + 1, it->entity);
@@ -636,16 +627,16 @@ static int bind_item(sqlite3_stmt *st, int p, size_t i, const void *ctx)
 
 static int items_flush(orch_store *s)
 {
-    int rc = rows_insert(s, ROWS_ITEM, H(s)->nitems, NULL, bind_item, H(s), NULL);
+    int rc = rows_insert(s, ROWS_ITEM, s->nitems, NULL, bind_item, s, NULL);
     if (rc == 0)
-        H(s)->nitems = 0;
+        s->nitems = 0;
     return rc;
 }
 
-/* Binds held root row i (H(s)->roots). */
+/* Binds held root row i (s->roots). */
 static int bind_root(sqlite3_stmt *st, int p, size_t i, const void *ctx)
 {
-    const struct orch_store_root *r = &((const struct orch_store_held *)ctx)->roots[i];
+    const struct orch_store_root *r = &((const orch_store *)ctx)->roots[i];
     int b = sqlite3_bind_int64(st, p, r->entity);
     if (b == SQLITE_OK)
         b = sqlite3_bind_int(st, p + 1, r->domain);
@@ -668,14 +659,14 @@ static int bind_root(sqlite3_stmt *st, int p, size_t i, const void *ctx)
 
 static void roots_forget(orch_store *s)
 {
-    for (size_t i = 0; i < H(s)->nroots; i++)
-        free(H(s)->roots[i].hash);
-    H(s)->nroots = 0;
+    for (size_t i = 0; i < s->nroots; i++)
+        free(s->roots[i].hash);
+    s->nroots = 0;
 }
 
 static int roots_flush(orch_store *s)
 {
-    int rc = rows_insert(s, ROWS_ROOT, H(s)->nroots, NULL, bind_root, H(s), NULL);
+    int rc = rows_insert(s, ROWS_ROOT, s->nroots, NULL, bind_root, s, NULL);
     if (rc == 0)
         roots_forget(s);
     return rc;
@@ -691,10 +682,10 @@ static int roots_flush(orch_store *s)
  * child: its key is made from its parent's by the INSERT) writes the held ones first, so
  * that ids stay in order. */
 
-/* Binds held entity i (H(s)->entities): id, domain, ordinal, key. */
+/* Binds held entity i (s->entities): id, domain, ordinal, key. */
 static int bind_entity(sqlite3_stmt *st, int p, size_t i, const void *ctx)
 {
-    const struct orch_store_entity *en = &((const struct orch_store_held *)ctx)->entities[i];
+    const struct orch_store_entity *en = &((const orch_store *)ctx)->entities[i];
     int b = sqlite3_bind_int64(st, p, en->id);
     if (b == SQLITE_OK)
         b = sqlite3_bind_int(st, p + 1, en->domain);
@@ -707,22 +698,20 @@ static int bind_entity(sqlite3_stmt *st, int p, size_t i, const void *ctx)
 
 static void entities_forget(orch_store *s)
 {
-    for (size_t i = 0; i < H(s)->nentities; i++)
-        free(H(s)->entities[i].key);
-    H(s)->nentities = 0;
+    for (size_t i = 0; i < s->nentities; i++)
+        free(s->entities[i].key);
+    s->nentities = 0;
 }
 
 static int entities_flush(orch_store *s)
 {
-    int rc = rows_insert(s, ROWS_ENTITY, H(s)->nentities, NULL, bind_entity, H(s), NULL);
+    int rc = rows_insert(s, ROWS_ENTITY, s->nentities, NULL, bind_entity, s, NULL);
     if (rc == 0)
         entities_forget(s);
     return rc;
 }
 
 static int reclaimed_flush(orch_store *s);
-static int attempts_flush(orch_store *s);
-static void attempts_forget(orch_store *s);
 static int seals_flush(orch_store *s);
 static int aends_flush(orch_store *s);
 static void gmap_clear(struct orch_store_gmap *m);
@@ -732,34 +721,28 @@ static void gmap_clear(struct orch_store_gmap *m);
  * rows that name them (grains, items, root rows). */
 static int held_flush(orch_store *s, unsigned kinds)
 {
-    bool was = H(s)->flushing;
-    H(s)->flushing = true;
+    bool was = s->flushing;
+    s->flushing = true;
     int rc = 0;
-    if (kinds & SAFE_AEND) /* the ends update the attempt rows */
-        kinds |= SAFE_ATTEMPT;
-    if (kinds & SAFE_ATTEMPT) /* which name grains */
-        kinds |= SAFE_CREATE;
     if (kinds & (SAFE_CREATE | SAFE_ITEM | SAFE_ROOT))
         kinds |= SAFE_ENTITY;
-    if ((kinds & SAFE_ENTITY) && H(s)->nentities > 0)
+    if ((kinds & SAFE_ENTITY) && s->nentities > 0)
         rc = entities_flush(s);
-    if (rc == 0 && (kinds & SAFE_CREATE) && H(s)->ncreated > 0)
+    if (rc == 0 && (kinds & SAFE_CREATE) && s->ncreated > 0)
         rc = created_flush(s);
-    if (rc == 0 && (kinds & SAFE_ATTEMPT) && H(s)->nabatches > 0)
-        rc = attempts_flush(s);
-    if (rc == 0 && (kinds & SAFE_READY) && H(s)->nready > 0)
+    if (rc == 0 && (kinds & SAFE_READY) && s->nready > 0)
         rc = ready_flush(s);
-    if (rc == 0 && (kinds & SAFE_SEAL) && H(s)->nseals > 0)
+    if (rc == 0 && (kinds & SAFE_SEAL) && s->nseals > 0)
         rc = seals_flush(s);
-    if (rc == 0 && (kinds & SAFE_AEND) && H(s)->naends > 0)
+    if (rc == 0 && (kinds & SAFE_AEND) && s->naends > 0)
         rc = aends_flush(s);
-    if (rc == 0 && (kinds & SAFE_ITEM) && H(s)->nitems > 0)
+    if (rc == 0 && (kinds & SAFE_ITEM) && s->nitems > 0)
         rc = items_flush(s);
-    if (rc == 0 && (kinds & SAFE_ROOT) && H(s)->nroots > 0)
+    if (rc == 0 && (kinds & SAFE_ROOT) && s->nroots > 0)
         rc = roots_flush(s);
-    if (rc == 0 && (kinds & HELD_RECLAIM) && H(s)->nreclw > 0)
+    if (rc == 0 && (kinds & HELD_RECLAIM) && s->nreclw > 0)
         rc = reclaimed_flush(s);
-    H(s)->flushing = was;
+    s->flushing = was;
     return rc; /* on failure the caller rolls back, which forgets them */
 }
 
@@ -768,29 +751,22 @@ int orch_store__held_flush(orch_store *s)
     return orch_store__holds(s) ? held_flush(s, HELD_ALL) : 0;
 }
 
-void orch_store__held_set_forget(orch_store *s)
-{
-    ready_forget(s);
-    H(s)->ncreated = 0;
-    H(s)->nitems = 0;
-    roots_forget(s);
-    entities_forget(s);
-    H(s)->nreclw = 0;
-    H(s)->nseals = 0;
-    H(s)->naends = 0;
-    attempts_forget(s);
-}
-
 void orch_store__held_forget(orch_store *s)
 {
-    orch_store__held_set_forget(s);
+    ready_forget(s);
+    s->ncreated = 0;
+    s->nitems = 0;
+    roots_forget(s);
+    entities_forget(s);
+    s->nreclw = 0;
+    s->nseals = 0;
+    s->naends = 0;
     /* The attempts begun in the transaction are gone: seals are checked by the table
      * again (seal_in_flight), until dispatch fills this anew. */
     gmap_clear(&s->inflight);
     orch_store__reclaimed_forget(s);
     s->next_grain = 0; /* the rows the ids counted on may be gone */
     s->next_entity = 0;
-    s->next_attempt = 0;
 }
 
 /* The statement of `slot`, reset, then bound from `fmt`, one letter per parameter in
@@ -800,14 +776,11 @@ void orch_store__held_forget(orch_store *s)
  * statement could see are written first (held_safe). */
 static int stmt(orch_store *s, enum fact_slot slot, sqlite3_stmt **out, const char *fmt, ...)
 {
-    int c = orch_store__conn(s);
-    if (c < 0)
-        return c;
-    if (!H(s)->flushing && orch_store__holds(s)) {
+    if (!s->flushing && orch_store__holds(s)) {
         bool reads_reclaimed =
             slot == F_SPANS || slot == F_SPANS_COUNT || slot == F_RECLAIMED_PORT;
         unsigned safe = held_safe[slot] | (seal_safe(slot) ? SAFE_SEAL : 0) |
-                        (aend_safe(slot) ? SAFE_AEND | SAFE_ATTEMPT : 0);
+                        (aend_safe(slot) ? SAFE_AEND : 0);
         int rc = held_flush(s, (HELD_KINDS & ~safe) | (reads_reclaimed ? HELD_RECLAIM : 0));
         if (rc < 0)
             return rc;
@@ -921,10 +894,10 @@ static int push(void *arr, size_t *n, size_t *cap, const void *v, size_t size)
 static int entity_hold(orch_store *s, int domain, int64_t ordinal, const char *key, int64_t *id)
 {
     int rc;
-    if (H(s)->nentities == HELD_MAX && (rc = held_flush(s, SAFE_ENTITY)) < 0)
+    if (s->nentities == HELD_MAX && (rc = held_flush(s, SAFE_ENTITY)) < 0)
         return rc;
-    if (H(s)->nentities == H(s)->capentities &&
-        orch__grow_n(&H(s)->entities, &H(s)->capentities, H(s)->nentities + 1, sizeof *H(s)->entities) < 0)
+    if (s->nentities == s->capentities &&
+        orch__grow_n(&s->entities, &s->capentities, s->nentities + 1, sizeof *s->entities) < 0)
         return 0;
     if (s->next_entity == 0) { /* the first since an entity was INSERTed another way */
         sqlite3_stmt *st;
@@ -937,7 +910,7 @@ static int entity_hold(orch_store *s, int domain, int64_t ordinal, const char *k
     if (!copy)
         return 0;
     *id = s->next_entity++;
-    H(s)->entities[H(s)->nentities++] = (struct orch_store_entity){
+    s->entities[s->nentities++] = (struct orch_store_entity){
         .id = *id, .ordinal = ordinal, .key = copy, .domain = domain};
     return 1;
 }
@@ -1024,15 +997,15 @@ int orch_store_root_put(orch_store *s, int64_t e, int domain, int64_t revision,
 {
     assert(orch_store_in_txn(s));
     bool known = sig && sig->known;
-    if (H(s)->nroots == HELD_MAX && !H(s)->flushing) {
+    if (s->nroots == HELD_MAX && !s->flushing) {
         int rc = held_flush(s, SAFE_ROOT);
         if (rc < 0)
             return rc;
     }
     char *hash = known ? strdup(sig->hash) : NULL;
     if ((known && !hash) ||
-        (H(s)->nroots == H(s)->caproots &&
-         orch__grow_n(&H(s)->roots, &H(s)->caproots, H(s)->nroots + 1, sizeof *H(s)->roots) < 0)) {
+        (s->nroots == s->caproots &&
+         orch__grow_n(&s->roots, &s->caproots, s->nroots + 1, sizeof *s->roots) < 0)) {
         free(hash); /* no memory to hold it: written now */
         sqlite3_stmt *st;
         int rc = stmt(s, F_ROOT_PUT, &st, "lillNNtl", e, domain, revision, position,
@@ -1040,7 +1013,7 @@ int orch_store_root_put(orch_store *s, int64_t e, int domain, int64_t revision,
                       known ? sig->hash : NULL, now_ms());
         return rc < 0 ? rc : run(s, st, NULL);
     }
-    H(s)->roots[H(s)->nroots++] = (struct orch_store_root){
+    s->roots[s->nroots++] = (struct orch_store_root){
         .entity = e,
         .revision = revision,
         .position = position,
@@ -1344,20 +1317,20 @@ int orch_store_item_put(orch_store *s, int port, int64_t e, enum orch_item_state
     assert(orch_store_in_txn(s));
     /* Only a Present item names a payload (0 binds NULL: ids are never 0), and has a size. */
     bool present = state == ORCH_ITEM_PRESENT;
-    if (H(s)->nitems == HELD_MAX && !H(s)->flushing) { /* as created_hold */
+    if (s->nitems == HELD_MAX && !s->flushing) { /* as created_hold */
         int rc = held_flush(s, SAFE_ITEM);
         if (rc < 0)
             return rc;
     }
-    if (H(s)->nitems == H(s)->capitems &&
-        orch__grow_n(&H(s)->items, &H(s)->capitems, H(s)->nitems + 1, sizeof *H(s)->items) < 0) {
+    if (s->nitems == s->capitems &&
+        orch__grow_n(&s->items, &s->capitems, s->nitems + 1, sizeof *s->items) < 0) {
         sqlite3_stmt *st; /* no memory to hold it: written now */
         int rc = stmt(s, F_ITEM_PUT, &st, "ilsLN", port, e, orch_item_state_name(state),
                       present ? (int64_t)payload : (int64_t)0, present ? size : (int64_t)-1);
         if (rc < 0 || (rc = run(s, st, NULL)) < 0)
             return rc;
     } else {
-        H(s)->items[H(s)->nitems++] = (struct orch_store_item){
+        s->items[s->nitems++] = (struct orch_store_item){
             .entity = e,
             .payload = present ? (int64_t)payload : 0,
             .size = present ? size : -1,
@@ -1547,10 +1520,10 @@ static int created_hold(orch_store *s, int call, int64_t e, int64_t parent, int6
     int rc;
     /* A million children of one expansion are written HELD_MAX at a time: the memory
      * held stays small whatever the turn publishes. */
-    if (H(s)->ncreated == HELD_MAX && (rc = held_flush(s, SAFE_CREATE)) < 0)
+    if (s->ncreated == HELD_MAX && (rc = held_flush(s, SAFE_CREATE)) < 0)
         return rc;
-    if (H(s)->ncreated == H(s)->capcreated &&
-        orch__grow_n(&H(s)->created, &H(s)->capcreated, H(s)->ncreated + 1, sizeof *H(s)->created) < 0)
+    if (s->ncreated == s->capcreated &&
+        orch__grow_n(&s->created, &s->capcreated, s->ncreated + 1, sizeof *s->created) < 0)
         return 0;
     if (s->next_grain == 0) { /* the first since a grain was INSERTed another way */
         sqlite3_stmt *st;
@@ -1565,7 +1538,7 @@ static int created_hold(orch_store *s, int call, int64_t e, int64_t parent, int6
                                                   .pending = pending,
                                                   .call = call}))
         return 0;
-    H(s)->created[H(s)->ncreated++] = (struct orch_store_created){
+    s->created[s->ncreated++] = (struct orch_store_created){
         .id = s->next_grain++, .entity = e, .pending = pending, .call = call};
     return 1;
 }
@@ -1656,7 +1629,7 @@ static int grain_get_row(orch_store *s, int call, int64_t e, bool root,
                          struct orch_grain_row *g)
 {
     sqlite3_stmt *st;
-    if (H(s)->ncreated > 0 && !H(s)->flushing) { /* it may be a held one that left the table */
+    if (s->ncreated > 0 && !s->flushing) { /* it may be a held one that left the table */
         int rc = held_flush(s, SAFE_CREATE);
         if (rc < 0)
             return rc;
@@ -1897,7 +1870,7 @@ static int unrun_queued(orch_store *s, int64_t grain, int call, int64_t e, bool 
 /* Writes run seals[i .. j-1] (the caller checked that they form one). */
 static int seal_run(orch_store *s, size_t i, size_t j, int64_t sid, int64_t sseq)
 {
-    const struct orch_store_seal *a = &H(s)->seals[i], *z = &H(s)->seals[j - 1];
+    const struct orch_store_seal *a = &s->seals[i], *z = &s->seals[j - 1];
     const char *sealed = orch_grain_phase_name(ORCH_PHASE_SEALED);
     sqlite3_stmt *st;
     int rc = j - i == 1
@@ -1922,16 +1895,16 @@ static int seals_flush(orch_store *s)
 {
     int rc = 0;
     size_t i = 0;
-    while (i < H(s)->nseals && rc == 0) {
-        const struct orch_store_seal *a = &H(s)->seals[i];
+    while (i < s->nseals && rc == 0) {
+        const struct orch_store_seal *a = &s->seals[i];
         size_t j = i + 1;
         int64_t sid = 1, sseq = 0;
-        if (j < H(s)->nseals) {
-            sid = H(s)->seals[j].grain - a->grain;
-            sseq = a->seq >= 0 && H(s)->seals[j].seq >= 0 ? H(s)->seals[j].seq - a->seq : 0;
+        if (j < s->nseals) {
+            sid = s->seals[j].grain - a->grain;
+            sseq = a->seq >= 0 && s->seals[j].seq >= 0 ? s->seals[j].seq - a->seq : 0;
         }
-        while (j < H(s)->nseals && sid > 0) {
-            const struct orch_store_seal *b = &H(s)->seals[j], *p = &H(s)->seals[j - 1];
+        while (j < s->nseals && sid > 0) {
+            const struct orch_store_seal *b = &s->seals[j], *p = &s->seals[j - 1];
             if (b->grain - p->grain != sid || b->outcome != a->outcome ||
                 b->generation != a->generation || b->at != a->at ||
                 (b->seq >= 0) != (a->seq >= 0) || (a->seq >= 0 && b->seq - p->seq != sseq))
@@ -1941,7 +1914,7 @@ static int seals_flush(orch_store *s)
         rc = seal_run(s, i, j, sid > 0 ? sid : 1, sseq);
         i = j;
     }
-    H(s)->nseals = 0;
+    s->nseals = 0;
     return rc;
 }
 
@@ -1950,10 +1923,10 @@ static int seals_flush(orch_store *s)
 static int seal_check(orch_store *s, int64_t grain, uint32_t generation)
 {
     struct orch_grain_row g;
-    bool was = H(s)->flushing;
-    H(s)->flushing = true;
+    bool was = s->flushing;
+    s->flushing = true;
     int rc = orch_store_grain_by_id(s, grain, &g);
-    H(s)->flushing = was;
+    s->flushing = was;
     if (rc < 0)
         return rc;
     return g.phase != ORCH_PHASE_SEALED && g.generation == generation
@@ -1971,14 +1944,14 @@ static int seal_hold(orch_store *s, int64_t grain, enum orch_grain_outcome o,
     int rc = s->checks ? seal_check(s, grain, generation) : 0;
     if (rc < 0)
         return rc;
-    if (H(s)->nseals == SEALS_HELD && (rc = held_flush(s, SAFE_SEAL)) < 0)
+    if (s->nseals == SEALS_HELD && (rc = held_flush(s, SAFE_SEAL)) < 0)
         return rc;
-    if (H(s)->nseals == H(s)->capseals &&
-        orch__grow_n(&H(s)->seals, &H(s)->capseals, H(s)->nseals + 1, sizeof *H(s)->seals) < 0)
+    if (s->nseals == s->capseals &&
+        orch__grow_n(&s->seals, &s->capseals, s->nseals + 1, sizeof *s->seals) < 0)
         return 0;
     struct orch_store_gent f = {0, -1, -1}; /* none kept: the row's stand */
     gmap_take(&s->flying, grain, &f);
-    H(s)->seals[H(s)->nseals++] = (struct orch_store_seal){
+    s->seals[s->nseals++] = (struct orch_store_seal){
         .grain = grain, .seq = f.seq, .at = f.at, .generation = generation, .outcome = (int)o};
     return 1;
 }
@@ -2212,28 +2185,17 @@ int orch_store_budgets_set(orch_store *s, int64_t max_unsealed, int64_t max_live
 
 /* ---- attempts, failures, barriers ------------------------------------------------------ */
 
-/* ---- attempts held ----------------------------------------------------------------------
- * A batch's attempt rows were INSERTed at its dispatch: the one statement of a turn in the
- * middle of it (the rest is held), which made the driver wait for the commit the writer
- * thread was making (writer.c). They are held like the grains (above), with ids of their
- * own (consecutive, from the table's largest), and written after the grains they name,
- * before any statement that names the attempt table (aend_safe), or at the commit. */
-#define ABATCHES_HELD 4096
-
-static void attempts_forget(orch_store *s)
-{
-    struct orch_store_held *h = H(s);
-    for (size_t i = 0; i < h->nabatches; i++) {
-        free(h->abatches[i].host);
-        free(h->abatches[i].slurm_job);
-    }
-    h->nabatches = 0;
-    h->nagrains = 0;
-}
+/* What the attempt rows of a batch share, and their grains. */
+struct attempts_ctx {
+    const struct orch_grain_at *g;
+    int pid;
+    const char *host, *slurm_job; /* NULL for none; they outlive the statement's run */
+    int64_t batch, now;
+};
 
 static int bind_attempts_fixed(sqlite3_stmt *st, const void *ctx)
 {
-    const struct orch_store_abatch *a = ctx;
+    const struct attempts_ctx *a = ctx;
     int b = sqlite3_bind_int(st, 1, a->pid);
     if (b == SQLITE_OK)
         b = sqlite3_bind_text(st, 2, a->host, -1, SQLITE_STATIC);
@@ -2242,46 +2204,15 @@ static int bind_attempts_fixed(sqlite3_stmt *st, const void *ctx)
     if (b == SQLITE_OK)
         b = sqlite3_bind_int64(st, 4, a->batch);
     if (b == SQLITE_OK)
-        b = sqlite3_bind_int64(st, 5, a->at);
+        b = sqlite3_bind_int64(st, 5, a->now);
     return b;
-}
-
-/* The batch being written, for bind_attempt. */
-struct attempts_ctx {
-    const struct orch_store_abatch *a;
-    const struct orch_grain_at *g; /* its grains */
-};
-
-static int bind_attempts_batch(sqlite3_stmt *st, const void *ctx)
-{
-    return bind_attempts_fixed(st, ((const struct attempts_ctx *)ctx)->a);
 }
 
 static int bind_attempt(sqlite3_stmt *st, int p, size_t i, const void *ctx)
 {
-    const struct attempts_ctx *c = ctx;
-    int b = sqlite3_bind_int64(st, p, c->a->first + (int64_t)i);
-    if (b == SQLITE_OK)
-        b = sqlite3_bind_int64(st, p + 1, c->g[i].grain);
-    return b == SQLITE_OK ? sqlite3_bind_int64(st, p + 2, c->g[i].generation) : b;
-}
-
-static int attempts_flush(orch_store *s)
-{
-    struct orch_store_held *h = H(s);
-    int rc = 0;
-    for (size_t i = 0; i < h->nabatches && rc == 0; i++) {
-        struct attempts_ctx c = {&h->abatches[i], h->agrains + h->abatches[i].off};
-        rc = rows_insert(s, ROWS_ATTEMPT, c.a->n, bind_attempts_batch, bind_attempt, &c, NULL);
-    }
-    if (rc == 0)
-        attempts_forget(s);
-    return rc;
-}
-
-static char *dup_or_null(const char *v)
-{
-    return v && *v ? strdup(v) : NULL;
+    const struct orch_grain_at *g = &((const struct attempts_ctx *)ctx)->g[i];
+    int b = sqlite3_bind_int64(st, p, g->grain);
+    return b == SQLITE_OK ? sqlite3_bind_int64(st, p + 1, g->generation) : b;
 }
 
 int orch_store_attempts_begin(orch_store *s, const struct orch_grain_at *g, size_t n, int pid,
@@ -2290,38 +2221,18 @@ int orch_store_attempts_begin(orch_store *s, const struct orch_grain_at *g, size
 {
     assert(orch_store_in_txn(s) && n > 0);
     *first = 0;
-    int rc;
-    struct orch_store_held *h = H(s);
-    if (h->nabatches == ABATCHES_HELD && (rc = held_flush(s, SAFE_ATTEMPT)) < 0)
+    int rc = held_flush(s, SAFE_CREATE); /* the rows name grains */
+    if (rc < 0)
         return rc;
-    if (s->next_attempt == 0) { /* the first since an attempt was written another way */
-        sqlite3_stmt *st;
-        if ((rc = stmt(s, F_ATTEMPT_NEXT_ID, &st, "")) < 0 || (rc = one(s, st)) < 0)
-            return rc;
-        s->next_attempt = rc == 1 ? sqlite3_column_int64(st, 0) : 1;
-        sqlite3_reset(st);
-    }
-    struct orch_store_abatch a = {.first = s->next_attempt,
-                                  .batch = (int64_t)batch,
-                                  .at = now_ms(),
-                                  .off = h->nagrains,
-                                  .n = n,
-                                  .host = dup_or_null(host),
-                                  .slurm_job = dup_or_null(slurm_job),
-                                  .pid = pid};
-    if ((host && *host && !a.host) || (slurm_job && *slurm_job && !a.slurm_job) ||
-        orch__grow_n(&h->abatches, &h->capabatches, h->nabatches + 1, sizeof *h->abatches) <
-            0 ||
-        orch__grow_n(&h->agrains, &h->capagrains, h->nagrains + n, sizeof *h->agrains) < 0) {
-        free(a.host);
-        free(a.slurm_job);
-        return orch_error_set(-ENOMEM, "%s: out of memory for attempt rows", s->path);
-    }
-    memcpy(h->agrains + h->nagrains, g, n * sizeof *g);
-    h->nagrains += n;
-    h->abatches[h->nabatches++] = a;
-    s->next_attempt += (int64_t)n;
-    *first = a.first;
+    struct attempts_ctx a = {.g = g,
+                             .pid = pid,
+                             .host = host && *host ? host : NULL,
+                             .slurm_job = slurm_job && *slurm_job ? slurm_job : NULL,
+                             .batch = (int64_t)batch,
+                             .now = now_ms()};
+    rc = rows_insert(s, ROWS_ATTEMPT, n, bind_attempts_fixed, bind_attempt, &a, first);
+    if (rc < 0)
+        return rc;
     /* In flight at their generations ("seals held"). A grain left out (no memory) has
      * its seal written at once, checked by the table. */
     for (size_t i = 0; i < n; i++)
@@ -2358,9 +2269,9 @@ static int aends_write(orch_store *s, const struct orch_store_aend *a)
 static int aends_flush(orch_store *s)
 {
     int rc = 0;
-    for (size_t i = 0; i < H(s)->naends && rc == 0; i++)
-        rc = aends_write(s, &H(s)->aends[i]);
-    H(s)->naends = 0;
+    for (size_t i = 0; i < s->naends && rc == 0; i++)
+        rc = aends_write(s, &s->aends[i]);
+    s->naends = 0;
     return rc;
 }
 
@@ -2368,20 +2279,20 @@ int orch_store_attempts_end(orch_store *s, int64_t first, int64_t last,
                             enum orch_attempt_outcome o)
 {
     struct orch_store_aend a = {first, last, now_ms(), (int)o};
-    if (H(s)->naends > 0) {
-        struct orch_store_aend *p = &H(s)->aends[H(s)->naends - 1];
+    if (s->naends > 0) {
+        struct orch_store_aend *p = &s->aends[s->naends - 1];
         if (p->last + 1 == first && p->outcome == a.outcome && p->at == a.at) {
             p->last = last;
             return 0;
         }
     }
     int rc;
-    if (H(s)->naends == AENDS_HELD && (rc = held_flush(s, SAFE_AEND)) < 0)
+    if (s->naends == AENDS_HELD && (rc = held_flush(s, SAFE_AEND)) < 0)
         return rc;
-    if (H(s)->naends == H(s)->capaends &&
-        orch__grow_n(&H(s)->aends, &H(s)->capaends, H(s)->naends + 1, sizeof *H(s)->aends) < 0)
+    if (s->naends == s->capaends &&
+        orch__grow_n(&s->aends, &s->capaends, s->naends + 1, sizeof *s->aends) < 0)
         return aends_write(s, &a); /* no memory to hold it: written now */
-    H(s)->aends[H(s)->naends++] = a;
+    s->aends[s->naends++] = a;
     return 0;
 }
 
@@ -2580,10 +2491,10 @@ int orch_store_job_stop_clear(orch_store *s)
 
 /* ---- the payload id high-water mark (job.payload_mark: migrations/0007_payload_mark.sql) - */
 
-int orch_store__payload_mark_raise(orch_store *s, uint64_t named)
+int orch_store__payload_mark_raise(orch_store *s)
 {
     assert(orch_store_in_txn(s));
-    if (named <= s->payload_mark)
+    if (s->payload_named <= s->payload_mark)
         return 0;
     /* Once per commit, through the cache by text: no slot of the per-grain path. The guard
      * keeps the mark from going down when this process's idea of it is behind the row's
@@ -2595,7 +2506,7 @@ int orch_store__payload_mark_raise(orch_store *s, uint64_t named)
                                 &st);
     if (rc < 0)
         return rc;
-    if ((rc = sqlite3_bind_int64(st, 1, (int64_t)named)) != SQLITE_OK)
+    if ((rc = sqlite3_bind_int64(st, 1, (int64_t)s->payload_named)) != SQLITE_OK)
         return orch_store_error(s, rc, "bind");
     return run(s, st, NULL);
 }
@@ -2620,7 +2531,7 @@ int orch_store_payload_mark(orch_store *s, uint64_t *mark)
 
 /* ---- reclaimed ids ---------------------------------------------------------------------
  * The ids freed in a transaction are held: s->recl says which (so that an id freed twice in
- * it, read through two ports, counts once), H(s)->reclw lists those not written yet. They are
+ * it, read through two ports, counts once), s->reclw lists those not written yet. They are
  * written as spans of consecutive ids (migrations/0016_reclaimed_spans.sql): one row for
  * the run of ids that the readers of a batch free, where there was a row per id. A span
  * that meets or touches one already written is merged with it, so that the table stays
@@ -2671,15 +2582,15 @@ static int span_write(orch_store *s, int64_t first, int64_t last)
 
 static int reclaimed_flush(orch_store *s)
 {
-    orch__sort_u64(H(s)->reclw, H(s)->nreclw);
+    orch__sort_u64(s->reclw, s->nreclw);
     int rc = 0;
-    for (size_t i = 0, j; i < H(s)->nreclw && rc == 0; i = j) {
-        for (j = i + 1; j < H(s)->nreclw && H(s)->reclw[j] == H(s)->reclw[j - 1] + 1; j++)
+    for (size_t i = 0, j; i < s->nreclw && rc == 0; i = j) {
+        for (j = i + 1; j < s->nreclw && s->reclw[j] == s->reclw[j - 1] + 1; j++)
             ;
-        rc = span_write(s, (int64_t)H(s)->reclw[i], (int64_t)H(s)->reclw[j - 1]);
+        rc = span_write(s, (int64_t)s->reclw[i], (int64_t)s->reclw[j - 1]);
     }
     if (rc == 0)
-        H(s)->nreclw = 0;
+        s->nreclw = 0;
     return rc;
 }
 
@@ -2700,11 +2611,11 @@ int orch_store_reclaimed_put(orch_store *s, uint64_t payload, bool *added)
         orch_store__reclaimed_forget(s);
         s->recl_spilled = true;
     }
-    if (orch__grow_n(&H(s)->reclw, &H(s)->capreclw, H(s)->nreclw + 1, sizeof *H(s)->reclw) < 0)
+    if (orch__grow_n(&s->reclw, &s->capreclw, s->nreclw + 1, sizeof *s->reclw) < 0)
         return orch_error_set(-ENOMEM, "%s: out of memory for reclaimed ids", s->path);
     if ((rc = gmap_put(&s->recl, (int64_t)payload, 0, 0)) < 0)
         return orch_error_set(rc, "%s: out of memory for reclaimed ids", s->path);
-    H(s)->reclw[H(s)->nreclw++] = payload;
+    s->reclw[s->nreclw++] = payload;
     *added = true;
     return 0;
 }

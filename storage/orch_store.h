@@ -170,26 +170,6 @@ int orch_store_begin(orch_store *s);
  * transaction has been rolled back: every change since orch_store_begin() is lost, and the
  * store is usable for a new transaction. */
 int orch_store_commit(orch_store *s);
-/* The driver's commit of a turn (storage/writer.c): with the store's writer thread started,
- * hands the transaction to it and returns 1 at once (the next statement, or
- * orch_store_commit_wait, waits for it); without, commits as orch_store_commit (0). <0: an
- * error, the transaction is rolled back. sync_path (may be NULL): a file the writer syncs
- * before its COMMIT, asked of the background thread while it writes the held rows (the
- * payload store's, --durability machine): every write made to it before the call is on
- * disk before the commit is. */
-int orch_store_commit_async(orch_store *s, const char *sync_path);
-/* Waits for the commit that the writer thread is making: 0 once it is made (or when none
- * is being made), or its error (the transaction it made is rolled back). */
-int orch_store_commit_wait(orch_store *s);
-/* Whether the writer thread is still making the commit handed to it. */
-bool orch_store_commit_busy(orch_store *s);
-/* A descriptor that becomes readable each time the writer thread ends a commit (an
- * eventfd: read 8 bytes to clear it), or -1 without the thread. */
-int orch_store_commit_fd(const orch_store *s);
-/* Starts the store's writer thread (storage/writer.c); stop waits for the commit it is
- * making and ends it (orch_store_close does too). */
-int orch_store_writer_start(orch_store *s);
-void orch_store_writer_stop(orch_store *s);
 
 /* Rolls back the open transaction (asserted). Always leaves no transaction open;
  * returns 0, or a translated error if SQLite reported one while rolling back. */

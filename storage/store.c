@@ -373,39 +373,27 @@ static char *immutable_uri(const char *path)
     return uri;
 }
 
-static void held_free(struct orch_store_held *h)
-{
-    free(h->ready);
-    free(h->ready_ix);
-    free(h->created);
-    for (size_t i = 0; i < h->nroots; i++)
-        free(h->roots[i].hash);
-    free(h->roots);
-    for (size_t i = 0; i < h->nentities; i++)
-        free(h->entities[i].key);
-    free(h->entities);
-    free(h->items);
-    free(h->seals);
-    free(h->aends);
-    free(h->reclw);
-    for (size_t i = 0; i < h->nabatches; i++) {
-        free(h->abatches[i].host);
-        free(h->abatches[i].slurm_job);
-    }
-    free(h->abatches);
-    free(h->agrains);
-}
-
 static void free_store(orch_store *s)
 {
     free(s->cache);
-    held_free(&s->held[0]);
-    held_free(&s->held[1]);
+    free(s->ready);
+    free(s->ready_ix);
+    free(s->created);
+    for (size_t i = 0; i < s->nroots; i++)
+        free(s->roots[i].hash);
+    free(s->roots);
+    for (size_t i = 0; i < s->nentities; i++)
+        free(s->entities[i].key);
+    free(s->entities);
+    free(s->items);
     free(s->wait);
     free(s->unq.v);
     free(s->flying.v);
     free(s->inflight.v);
+    free(s->seals);
+    free(s->aends);
     free(s->recl.v);
+    free(s->reclw);
     free(s->path);
     free(s);
 }
@@ -425,8 +413,6 @@ int orch_store__open_with(const char *path, int flags, const struct orch_migrati
     }
     s->flags = flags;
     s->pid = current_pid();
-    s->hm = &s->held[0];
-    s->hw = &s->held[1];
 
     int rc;
     bool created = false;
@@ -495,7 +481,6 @@ void orch_store_close(orch_store *s)
     if (s == NULL)
         return;
     assert_owner(s);
-    orch_store__writer_stop(s); /* a commit handed over is made (or fails) first */
     if (s->in_txn)
         (void)orch_store_rollback(s);
     orch_store_background_stop(s);
@@ -509,15 +494,13 @@ void orch_store_close(orch_store *s)
 
 sqlite3 *orch_store_db(orch_store *s)
 {
-    (void)orch_store__conn(s); /* a failure stays: the next statement fails on it */
-    if (orch_store__holds(s) && !H(s)->flushing)
+    if (orch_store__holds(s) && !s->flushing)
         (void)orch_store__held_flush(s); /* a failure stays held: the commit fails on it */
     /* What is done with the connection may change or add grains: the waiting grains kept
      * for look-ups and the next grain and entity ids are read again from the table. */
     orch_store__waiting_forget(s);
     s->next_grain = 0;
     s->next_entity = 0;
-    s->next_attempt = 0;
     return s->db;
 }
 
@@ -546,17 +529,13 @@ int orch_store_schema_found(const orch_store *s)
 int orch_store_exec(orch_store *s, const char *sql)
 {
     assert_owner(s);
-    int c = orch_store__conn(s);
-    if (c < 0)
-        return c;
-    if (orch_store__holds(s) && !H(s)->flushing) { /* any SQL may read what they change */
+    if (orch_store__holds(s) && !s->flushing) { /* any SQL may read what they change */
         int rc = orch_store__held_flush(s);
         if (rc < 0)
             return rc;
     }
     orch_store__waiting_forget(s); /* and it may change the grains kept for look-ups */
     s->next_grain = 0;             /* or add grains */
-    s->next_attempt = 0;
     char *err = NULL;
     int rc = sqlite3_exec(s->db, sql, NULL, NULL, &err);
     if (rc == SQLITE_OK)
@@ -579,11 +558,8 @@ static unsigned hash_text(const char *s)
 int orch_store_prepare(orch_store *s, const char *sql, sqlite3_stmt **out)
 {
     assert_owner(s);
-    int c = orch_store__conn(s);
-    if (c < 0)
-        return c;
     /* A statement that facts.c did not make may read what a late READY would change. */
-    if (orch_store__holds(s) && !H(s)->flushing) {
+    if (orch_store__holds(s) && !s->flushing) {
         int rc = orch_store__held_flush(s);
         if (rc < 0)
             return rc;
@@ -618,9 +594,6 @@ int orch_store_step(orch_store *s, sqlite3_stmt *stmt)
      * transaction back by itself: a statement run after that would commit on its own,
      * one fact without the others of its turn. Every statement fails instead, with the
      * first error, until the caller's rollback. */
-    int c = orch_store__conn(s);
-    if (c < 0)
-        return c;
     if (s->txn_lost)
         return orch_error_set(s->txn_lost, "%s", s->txn_lost_why);
     int rc = sqlite3_step(stmt);
@@ -630,7 +603,7 @@ int orch_store_step(orch_store *s, sqlite3_stmt *stmt)
         return 0;
     int code = orch_store_error(s, rc, NULL);
     sqlite3_reset(stmt); /* release its locks; the detail is already recorded */
-    if (orch_store_in_txn(s) && sqlite3_get_autocommit(s->db)) {
+    if (s->in_txn && sqlite3_get_autocommit(s->db)) {
         s->txn_lost = code;
         snprintf(s->txn_lost_why, sizeof s->txn_lost_why, "%s", orch_error_detail());
     }
@@ -655,162 +628,43 @@ int orch_store_begin(orch_store *s)
 {
     assert_owner(s);
     assert(!s->in_txn && "orch_store transactions do not nest");
-    /* Noted only: BEGIN runs before the transaction's first statement (orch_store__conn),
-     * which waits for a commit still being made by the writer (writer.c). */
-    s->in_txn = true;
-    s->begun = false;
-    if (!s->wr) /* the driver's (writer.c) writes every grain through facts.c */
-        s->next_grain = 0; /* read again inside: grains may have been added between */
-    return 0;
-}
-
-/* Waits for the commit the writer is making (the driver's thread). Failed, what this
- * thread did since built on it: its open transaction can only be rolled back. */
-static int joined(orch_store *s)
-{
-    int rc = orch_store__writer_join(s);
-    if (rc < 0) {
-        orch_store__waiting_forget(s);
-        s->next_grain = 0;
-        s->next_entity = 0;
-        s->next_attempt = 0;
-        if (s->in_txn && !s->txn_lost) {
-            s->txn_lost = rc;
-            snprintf(s->txn_lost_why, sizeof s->txn_lost_why, "%s", orch_error_detail());
-        }
-    }
+    assert(sqlite3_get_autocommit(s->db) && "a transaction was opened behind the store");
+    int rc = run_control(s, "BEGIN IMMEDIATE");
+    if (rc == 0)
+        s->in_txn = true;
+    s->next_grain = 0; /* read again inside: grains may have been added between */
     return rc;
 }
 
-int orch_store__conn(orch_store *s)
+int orch_store_commit(orch_store *s)
 {
-    if (orch_store__on_writer)
-        return 0;
-    int rc = joined(s);
-    if (rc < 0)
-        return rc;
-    if (s->in_txn && !s->begun) {
-        assert(sqlite3_get_autocommit(s->db) && "a transaction was opened behind the store");
-        s->begun = true; /* before: run_control comes back here */
-        bool was = H(s)->flushing; /* the held rows are written inside, not before */
-        H(s)->flushing = true;
-        rc = run_control(s, "BEGIN IMMEDIATE");
-        H(s)->flushing = was;
-        if (rc < 0) {
-            s->begun = false;
-            return rc;
-        }
-    }
-    return 0;
-}
-
-int orch_store__commit_here(orch_store *s, bool begin, uint64_t named, const char *sync_path)
-{
-    int rc = 0;
-    /* Asked first, so that the disk flushes while the rows are written (background.c). */
-    bool asked = sync_path && orch_store_file_sync_begin(s, sync_path) == 0;
-    if (begin) { /* the held rows are written inside it, below */
-        bool was = H(s)->flushing;
-        H(s)->flushing = true;
-        rc = run_control(s, "BEGIN IMMEDIATE");
-        H(s)->flushing = was;
-    }
+    assert_owner(s);
+    assert(s->in_txn && "commit without orch_store_begin");
+    int rc = orch_store__held_flush(s);
     if (rc == 0)
-        rc = orch_store__held_flush(s);
-    if (rc == 0)
-        rc = orch_store__payload_mark_raise(s, named);
-    if (asked && orch_store_file_sync_end(s) == 0)
-        sync_path = NULL; /* made */
-    if (rc == 0 && sync_path) /* not taken by the thread in time, failed, or none */
-        rc = orch_store__sync_file(sync_path, false);
+        rc = orch_store__payload_mark_raise(s);
     if (rc == 0)
         rc = run_control(s, "COMMIT");
+    if (rc == 0)
+        s->payload_mark = s->payload_named;
+    else
+        s->payload_named = s->payload_mark; /* what the transaction noted is gone with it */
     if (rc < 0 && !sqlite3_get_autocommit(s->db)) {
         /* COMMIT can fail and leave the transaction open (a deferred constraint, a lock);
          * the contract is all-or-nothing, so finish it here. The detail of the commit's
          * failure is kept: it is the one that matters. */
         char keep[1024];
         snprintf(keep, sizeof keep, "%s", orch_error_detail());
-        orch_store__held_set_forget(s);
+        orch_store__held_forget(s);
+        orch_store__waiting_forget(s);
         (void)run_control(s, "ROLLBACK"); /* prepared by open: needs no memory */
         orch_error_set(rc, "%s", keep);
-    } else if (rc < 0) {
-        orch_store__held_set_forget(s);
-    }
-    s->txn_lost = 0;
-    assert(sqlite3_get_autocommit(s->db));
-    return rc;
-}
-
-static int commit(orch_store *s, bool async);
-
-int orch_store_commit(orch_store *s)
-{
-    assert_owner(s);
-    assert(s->in_txn && "commit without orch_store_begin");
-    return commit(s, false);
-}
-
-int orch_store_commit_async(orch_store *s, const char *sync_path)
-{
-    assert_owner(s);
-    assert(s->in_txn && "commit without orch_store_begin");
-    if (!s->wr) {
-        int rc = sync_path ? orch_store__sync_file(sync_path, false) : 0;
-        if (rc < 0) {
-            (void)orch_store_rollback(s);
-            return rc;
-        }
-    }
-    s->sync_path = sync_path;
-    return commit(s, s->wr != NULL);
-}
-
-static int commit(orch_store *s, bool async)
-{
-    /* The commit the writer is making first (one at a time, in order): failed, so does
-     * this transaction, which was built on it. */
-    int rc = joined(s);
-    if (rc == 0 && async && !s->txn_lost) {
-        /* Made by the writer: the driver goes on, and its next statement waits for it.
-         * From here the writer owns the connection and txn_lost: this thread leaves them
-         * alone until it joins. */
-        rc = orch_store__writer_commit(s);
-        s->in_txn = false;
-        s->begun = false;
-        orch_store__reclaimed_forget(s);
-        if (rc < 0) {
-            orch_store__held_forget(s);
-            s->payload_named = s->payload_mark;
-            return rc;
-        }
-        return 1;
-    }
-    if (rc == 0)
-        rc = orch_store__conn(s);
-    if (rc == 0) {
-        rc = orch_store__commit_here(s, false, s->payload_named, NULL);
-        if (rc == 0)
-            s->payload_mark = s->payload_named;
-    } else {
-        orch_store__held_forget(s);
-        if (s->begun && !sqlite3_get_autocommit(s->db))
-            (void)run_control(s, "ROLLBACK");
-    }
-    if (rc < 0) {
-        orch_store__waiting_forget(s);
-        s->payload_named = s->payload_mark; /* what the transaction noted is gone with it */
     }
     s->in_txn = false;
-    s->begun = false;
     s->txn_lost = 0;
     orch_store__reclaimed_forget(s);
+    assert(sqlite3_get_autocommit(s->db));
     return rc;
-}
-
-int orch_store_commit_wait(orch_store *s)
-{
-    return orch_store__on_writer ? 0 : orch_store__writer_join(s);
 }
 
 int orch_store_flush(orch_store *s)
@@ -827,13 +681,11 @@ int orch_store_rollback(orch_store *s)
     int rc = 0;
     orch_store__held_forget(s);
     orch_store__waiting_forget(s);
-    (void)orch_store__writer_join(s); /* its error, if any, was met already or is moot */
     /* SQLite rolls back by itself after some errors (SQLITE_FULL, SQLITE_NOMEM, ...):
      * then there is nothing left to roll back. */
-    if (s->begun && !sqlite3_get_autocommit(s->db))
+    if (!sqlite3_get_autocommit(s->db))
         rc = run_control(s, "ROLLBACK");
     s->in_txn = false;
-    s->begun = false;
     s->txn_lost = 0;
     s->payload_named = s->payload_mark;
     return rc;
@@ -846,7 +698,7 @@ bool orch_store_checks(const orch_store *s)
 
 int orch_store_in_txn(const orch_store *s)
 {
-    return orch_store__on_writer || s->in_txn;
+    return s->in_txn;
 }
 
 int orch_store__sync_file(const char *path, bool missing_ok)
@@ -873,9 +725,6 @@ int orch_store__sync_state(const char *path, const char *wal)
 int orch_store_sync(orch_store *s)
 {
     assert(!s->in_txn);
-    int c = orch_store_commit_wait(s);
-    if (c < 0)
-        return c;
     struct orch__buf wal = {0};
     orch__buf_printf(&wal, "%s-wal", s->path);
     if (wal.oom)

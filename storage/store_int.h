@@ -14,7 +14,6 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "orch_facts.h"
 #include "orch_store.h"
 
 /* One migration: migrations/NNNN_name.sql, compiled in by scripts/embed-migrations. */
@@ -110,55 +109,6 @@ struct orch_store_aend {
     int outcome; /* enum orch_attempt_outcome */
 };
 
-/* The rows and changes held back in a transaction (facts.c, "grains written late" and the
- * sections after it), written by held_flush. The store has two sets: the driver's thread
- * fills one while the store's writer thread writes the other (writer.c); H(s) is the set of
- * the calling thread. */
-struct orch_store_held {
-    /* the grains made READY in the open transaction and not written yet, in that order,
-     * and an open-addressing index of them by grain id (entry + 1; 0 is empty). */
-    struct orch_store_ready *ready;
-    size_t nready, capready;
-    uint32_t *ready_ix;
-    size_t ready_ix_size; /* a power of two, twice capready at least; 0 before first use */
-    bool flushing;        /* held_flush is writing these: statements need not flush first */
-    /* the grains created and not written yet, with consecutive ids from created[0].id */
-    struct orch_store_created *created;
-    size_t ncreated, capcreated;
-    /* the items put and not written yet, in that order */
-    struct orch_store_item *items;
-    size_t nitems, capitems;
-    /* the root rows put and not written yet */
-    struct orch_store_root *roots;
-    size_t nroots, caproots;
-    /* the root entities put and not written yet, with consecutive ids from entities[0].id */
-    struct orch_store_entity *entities;
-    size_t nentities, capentities;
-    /* the seals held back ("seals held"), in the order they were made */
-    struct orch_store_seal *seals;
-    size_t nseals, capseals;
-    struct orch_store_aend *aends;
-    size_t naends, capaends;
-    /* the attempts begun and not written yet ("attempts held") */
-    struct orch_store_abatch *abatches;
-    size_t nabatches, capabatches;
-    struct orch_grain_at *agrains;
-    size_t nagrains, capagrains;
-    /* the payload ids reclaimed and not written yet ("reclaimed ids") */
-    uint64_t *reclw;
-    size_t nreclw, capreclw;
-};
-
-/* The attempt rows of one batch begun and not written yet (facts.c, "attempts held"): ids
- * first .. first + n - 1, their grains at grains[off .. off + n - 1] of the held set. host
- * and slurm_job are the store's copies (NULL: none). */
-struct orch_store_abatch {
-    int64_t first, batch, at;
-    size_t off, n;
-    char *host, *slurm_job;
-    int pid;
-};
-
 /* Fields are written by the store's own functions only. */
 struct orch_store {
     sqlite3 *db;
@@ -179,15 +129,31 @@ struct orch_store {
     /* facts.c: the INSERTs of 1, 2, 4, ... rows of each kind (rows_stmt): pointers into
      * the cache above, prepared on first use. */
     sqlite3_stmt *rows[ORCH_STORE_ROW_KINDS][ORCH_STORE_ROW_SIZES];
-    /* facts.c: the rows held back (struct orch_store_held): hm the driver's thread's, hw
-     * the writer thread's (writer.c); see H(s). */
-    struct orch_store_held held[2];
-    struct orch_store_held *hm, *hw;
-    /* facts.c: the id the next grain created takes (0: not known, read from the table), and
-     * the next root entity's. */
+    /* facts.c: the grains made READY in the open transaction and not written yet, in that
+     * order, and an open-addressing index of them by grain id (entry + 1; 0 is empty). */
+    struct orch_store_ready *ready;
+    size_t nready, capready;
+    uint32_t *ready_ix;
+    size_t ready_ix_size; /* a power of two, twice capready at least; 0 before first use */
+    bool flushing;
+    /* facts.c: the grains created in the open transaction and not written yet, with
+     * consecutive ids from created[0].id; next_grain: the id the next one takes (0: not
+     * known, read from the table). */
+    struct orch_store_created *created;
+    size_t ncreated, capcreated;
     int64_t next_grain;
+    /* facts.c: the items put in the open transaction and not written yet, in that order. */
+    struct orch_store_item *items;
+    size_t nitems, capitems;
+    /* facts.c: the root rows put in the open transaction and not written yet. */
+    struct orch_store_root *roots;
+    size_t nroots, caproots;
+    /* facts.c: the root entities put in the open transaction and not written yet, with
+     * consecutive ids from entities[0].id; next_entity: the id the next one takes (0: not
+     * known, read from the table). */
+    struct orch_store_entity *entities;
+    size_t nentities, capentities;
     int64_t next_entity;
-    int64_t next_attempt; /* the id the next attempt row takes (0: not known) */
     /* facts.c: the waiting grains made by this connection, open addressing by (call,
      * entity) with linear probing; wait_size a power of two (0 before first use). */
     struct orch_store_waiting *wait;
@@ -197,10 +163,18 @@ struct orch_store {
      * them READY, whose READY is written with their seal or requeue instead. */
     struct orch_store_gmap unq, flying;
     /* facts.c ("seals held"): every grain that this connection's dispatch put in flight,
-     * with the generation it runs at (in `seq`), until it is sealed or put back. */
+     * with the generation it runs at (in `seq`), until it is sealed or put back; and the
+     * seals held back, in the order they were made. */
     struct orch_store_gmap inflight;
-    /* facts.c ("reclaimed ids"): the payload ids reclaimed in the open transaction. */
+    struct orch_store_seal *seals;
+    size_t nseals, capseals;
+    struct orch_store_aend *aends;
+    size_t naends, capaends;
+    /* facts.c ("reclaimed ids"): the payload ids reclaimed in the open transaction, and
+     * those of them not written yet. */
     struct orch_store_gmap recl;
+    uint64_t *reclw;
+    size_t nreclw, capreclw;
     bool recl_spilled; /* more than facts.c holds were freed: some are written */
     bool checks; /* ORCH_STORE_CHECKS: every cached look-up is compared with the row */
     /* background.c: the thread that checkpoints and syncs (NULL when none), and the result
@@ -211,38 +185,13 @@ struct orch_store {
      * that error, and its detail; 0 while the transaction stands. */
     int txn_lost;
     char txn_lost_why[256];
-    /* writer.c: the thread that commits the driver's turns (NULL when none); writing: a
-     * commit was handed to it and not joined yet (the driver's thread's view); begun: the
-     * open transaction's BEGIN has been run (orch_store_begin only notes the transaction). */
-    struct orch_store_writer *wr;
-    bool writing, begun;
-    const char *sync_path; /* orch_store_commit_async's, for the writer */
 };
-
-/* The calling thread is the store's writer (writer.c): H(s) is its held set. */
-extern _Thread_local bool orch_store__on_writer;
-#define H(s) (orch_store__on_writer ? (s)->hw : (s)->hm)
-
-/* Makes the connection the calling thread's for a statement of the open transaction: waits
- * for the writer's commit (writer.c) and runs the transaction's BEGIN if it has not run. 0,
- * or the error of the writer's commit or of BEGIN. A no-op on the writer's thread. */
-int orch_store__conn(orch_store *s);
-/* writer.c: hands the open transaction, its held rows with it, to the writer to commit;
- * joins: waits for the commit handed over (0 or its error, the detail set); stop: joins
- * and ends the thread. */
-int orch_store__writer_commit(orch_store *s);
-int orch_store__writer_join(orch_store *s);
-void orch_store__writer_stop(orch_store *s);
-/* store.c: commits the open transaction on the calling thread (the writer's or, without
- * one, the driver's), its BEGIN first if `begin`; named: its payload id high-water mark. */
-int orch_store__commit_here(orch_store *s, bool begin, uint64_t named, const char *sync_path);
 
 /* Writes the grains and READY transitions held back in the open transaction (facts.c):
  * called before any statement that may read them, and by commit. Returns 0 or an error
  * (then the caller rolls back). */
 int orch_store__held_flush(orch_store *s);
-/* Forgets them (rollback); the first, only the calling thread's held set (H(s)). */
-void orch_store__held_set_forget(orch_store *s);
+/* Forgets them (rollback). */
 void orch_store__held_forget(orch_store *s);
 /* The connection as it is, held writes not written (tests that look at what is held). */
 static inline sqlite3 *orch_store__db_as_is(orch_store *s)
@@ -252,9 +201,8 @@ static inline sqlite3 *orch_store__db_as_is(orch_store *s)
 /* Whether any is held. */
 static inline bool orch_store__holds(const orch_store *s)
 {
-    return H(s)->nready > 0 || H(s)->ncreated > 0 || H(s)->nitems > 0 || H(s)->nroots > 0 ||
-           H(s)->nentities > 0 || H(s)->nreclw > 0 || H(s)->nseals > 0 || H(s)->naends > 0 ||
-           H(s)->nabatches > 0;
+    return s->nready > 0 || s->ncreated > 0 || s->nitems > 0 || s->nroots > 0 ||
+           s->nentities > 0 || s->nreclw > 0 || s->nseals > 0 || s->naends > 0;
 }
 /* fdatasync of the file at path (store.c); with missing_ok a file that does not exist has
  * nothing to sync. And of a database file's log, then of the file itself (either may be
@@ -287,7 +235,7 @@ int orch_store__migrate(orch_store *s, const struct orch_migration *migs, int nm
  * there (facts.c): called by orch_store_commit() inside the transaction, just before
  * COMMIT, so that the mark commits with the items that name the ids. Returns 0 or a
  * translated error. */
-int orch_store__payload_mark_raise(orch_store *s, uint64_t named);
+int orch_store__payload_mark_raise(orch_store *s);
 
 /* Reads an integer PRAGMA (user_version, application_id, page_count, ...). */
 int orch_store__pragma_int(orch_store *s, const char *pragma, int64_t *out);

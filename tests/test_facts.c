@@ -1145,106 +1145,6 @@ static void test_seals_held(void **state)
     assert_string_equal(text_of(f->s, sql), "0,0");
 }
 
-/* The writer thread (storage/writer.c): a turn handed to it is written whole, its held
- * rows with it (the root, its grains, the attempts held with ids given at once, their
- * ends), while the driver's thread fills the next; the next statement waits for it; a
- * commit made without it (orch_store_commit) is made at once on the calling thread. */
-static void test_writer_commits(void **state)
-{
-    struct fx *f = *state;
-    assert_int_equal(orch_store_writer_start(f->s), 0);
-    int64_t root, kids[2];
-    hierarchy(f->s, &root, kids);
-    struct orch_grain_at at[2];
-    for (int i = 0; i < 2; i++) {
-        struct orch_grain_row g;
-        bool done;
-        assert_int_equal(orch_store_grain_create(f->s, 1, kids[i], root, 1), 0);
-        assert_int_equal(orch_store_grain_get(f->s, 1, kids[i], false, &g), 0);
-        assert_int_equal(orch_store_grain_ready(f->s, &g, 10 + i), 0);
-        assert_int_equal(orch_store_grain_dispatch(f->s, g.id, 0, &done), 0);
-        at[i] = (struct orch_grain_at){g.id, 0};
-    }
-    int64_t a0, a1;
-    assert_int_equal(orch_store_attempts_begin(f->s, at, 2, 7, "h", NULL, 1, &a0), 0);
-    assert_int_equal(orch_store_attempts_begin(f->s, at, 1, 8, NULL, "j", 2, &a1), 0);
-    assert_int_equal(a1, a0 + 2); /* ids given at once, consecutive */
-    assert_int_equal(orch_store_attempts_end(f->s, a0, a0 + 1, ORCH_ATTEMPT_OK), 0);
-    assert_int_equal(orch_store_commit_async(f->s, NULL), 1);
-    assert_false(orch_store_in_txn(f->s));
-    /* The next turn, held while the writer writes: nothing of it reaches the table. */
-    assert_int_equal(orch_store_begin(f->s), 0);
-    int64_t other;
-    assert_int_equal(orch_store_entity_put(f->s, 0, 0, 1, "b.pdf", &other), 0);
-    assert_int_equal(orch_store_commit_wait(f->s), 0);
-    assert_false(orch_store_commit_busy(f->s));
-    sqlite3 *db = orch_store__db_as_is(f->s);
-    sqlite3_stmt *st;
-    assert_int_equal(sqlite3_prepare_v2(db,
-                                        "SELECT (SELECT count(*) FROM entity),"
-                                        " (SELECT group_concat(id || ':' || grain_id || ':' ||"
-                                        "  worker_pid || ':' || coalesce(host, '-') || ':' ||"
-                                        "  coalesce(slurm_job, '-') || ':' ||"
-                                        "  coalesce(outcome, '-'), ' ')"
-                                        "  FROM (SELECT * FROM attempt ORDER BY id))",
-                                        -1, &st, NULL),
-                     SQLITE_OK);
-    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-    assert_int_equal(sqlite3_column_int64(st, 0), 3); /* a.pdf and its pages; b.pdf held */
-    char want[256];
-    snprintf(want, sizeof want, "%lld:%lld:7:h:-:ok %lld:%lld:7:h:-:ok %lld:%lld:8:-:j:-",
-             (long long)a0, (long long)at[0].grain, (long long)a0 + 1, (long long)at[1].grain,
-             (long long)a1, (long long)at[0].grain);
-    assert_string_equal((const char *)sqlite3_column_text(st, 1), want);
-    sqlite3_finalize(st);
-    /* A commit of its own is made on this thread, the held root with it. */
-    assert_int_equal(orch_store_commit(f->s), 0);
-    assert_false(orch_store_commit_busy(f->s));
-    assert_int_equal(orch_store_begin(f->s), 0);
-    assert_string_equal(text_of(f->s, "SELECT group_concat(key, ' ') FROM "
-                                      "(SELECT key FROM entity WHERE parent_id IS NULL "
-                                      "ORDER BY id)"),
-                        "a.pdf b.pdf");
-}
-
-/* A commit that fails on the writer (state.db full): nothing of its turn is in the table;
- * the failure is the next statement's (and the wait's), with the disk's message; the turn
- * the driver's thread held meanwhile is rolled back with it, and the store works on. */
-static void test_writer_commit_fails(void **state)
-{
-    struct fx *f = *state;
-    assert_int_equal(orch_store_commit(f->s), 0); /* the fixture's plan rows stay */
-    assert_int_equal(orch_store_writer_start(f->s), 0);
-    int64_t pages;
-    assert_int_equal(orch_store__pragma_int(f->s, "page_count", &pages), 0);
-    assert_int_equal(orch_store_set_max_pages(f->s, pages + 2), 0);
-    assert_int_equal(orch_store_begin(f->s), 0);
-    char key[600];
-    int64_t e;
-    for (int i = 0; i < 2000; i++) { /* held: written by the writer, which runs out */
-        snprintf(key, sizeof key, "%0500d", i);
-        assert_int_equal(orch_store_entity_put(f->s, 0, 0, i, key, &e), 0);
-    }
-    assert_int_equal(orch_store_commit_async(f->s, NULL), 1);
-    assert_int_equal(orch_store_begin(f->s), 0);
-    assert_int_equal(orch_store_item_put(f->s, 0, 1, ORCH_ITEM_FAILED, 0, -1), 0); /* held */
-    orch_error_clear();
-    int rc = orch_store_entity_put(f->s, 1, e, 0, NULL, &e); /* a statement: it waits */
-    assert_int_equal(rc, -ENOSPC);
-    assert_non_null(strstr(orch_error_detail(), "full"));
-    assert_int_equal(orch_store_commit_wait(f->s), 0); /* met once */
-    assert_int_equal(orch_store_rollback(f->s), 0);
-    assert_int_equal(orch_store_set_max_pages(f->s, 1000000), 0);
-    assert_int_equal(orch_store_begin(f->s), 0);
-    assert_string_equal(text_of(f->s, "SELECT count(*) FROM entity"), "0");
-    assert_string_equal(text_of(f->s, "SELECT count(*) FROM item"), "0");
-    assert_int_equal(orch_store_entity_put(f->s, 0, 0, 0, "a.pdf", &e), 0);
-    assert_int_equal(orch_store_commit_async(f->s, NULL), 1);
-    assert_int_equal(orch_store_commit_wait(f->s), 0);
-    assert_int_equal(orch_store_begin(f->s), 0);
-    assert_string_equal(text_of(f->s, "SELECT group_concat(key) FROM entity"), "a.pdf");
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1269,8 +1169,6 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_job_stop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_attempt_ends_held, setup, teardown),
         cmocka_unit_test_setup_teardown(test_seals_held, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_writer_commits, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_writer_commit_fails, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

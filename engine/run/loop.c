@@ -286,7 +286,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 
 static bool finished(const struct orch_sched *d)
 {
-    return !d->to_send && !d->wsend && orch_sched_sources_done(d) && orch_prop_unsealed(d->prop) == 0 &&
+    return !d->to_send && orch_sched_sources_done(d) && orch_prop_unsealed(d->prop) == 0 &&
            d->ninflight == 0;
 }
 
@@ -294,8 +294,7 @@ static bool finished(const struct orch_sched *d)
  * they wait on facts that will never come. A bug, reported rather than waited on. */
 static bool stuck(const struct orch_sched *d)
 {
-    return !d->to_send && !d->committing && orch_sched_sources_done(d) &&
-           orch_prop_unsealed(d->prop) > 0 &&
+    return !d->to_send && orch_sched_sources_done(d) && orch_prop_unsealed(d->prop) > 0 &&
            d->ninflight == 0 && !orch_sched_any_queued(d);
 }
 
@@ -311,12 +310,6 @@ static void items_committed(struct orch_sched *d)
                (size_t)orch_plan_nports(d->plan) * sizeof *d->stats->items);
 }
 
-/* Whether the store's writer thread commits the turns (storage/writer.c). */
-static bool writer(const struct orch_sched *d)
-{
-    return d->committed_ev != NULL;
-}
-
 /* --durability machine syncs the payload store before each commit that names its
  * payloads. The sync is asked of the store's thread once the turn's last payload is
  * written (admission writes the roots'), so that the disk flushes while the turn's CPU
@@ -324,8 +317,7 @@ static bool writer(const struct orch_sched *d)
  * syncs itself when the thread had not taken it or a payload was written since. */
 static void payload_sync_begin(struct orch_sched *d)
 {
-    if (d->opts->durability != ORCH_DURABILITY_MACHINE || d->psync_asked ||
-        !d->payload_file[0] || writer(d))
+    if (d->opts->durability != ORCH_DURABILITY_MACHINE || d->psync_asked || !d->payload_file[0])
         return;
     d->psync_writes = orch_payload_writes(d->job->payloads);
     d->psync_asked = orch_store_file_sync_begin(d->job->store, d->payload_file) == 0;
@@ -342,73 +334,10 @@ static bool payload_sync_end(struct orch_sched *d)
            orch_payload_writes(d->job->payloads) == d->psync_writes;
 }
 
-/* The turn handed to the store's writer thread (commit_turn): once its commit is made, the
- * batches it reserved are sent and those it settled freed (invariants 1 and 2); if it
- * failed, nothing of it is sent, its settled batches go back to d->settled so that
- * keep_why ends their attempts, and the run stops. send: false when the run stops anyway:
- * the batches are not sent, and their attempts (committed) are ended as interrupted. */
-static int committed(struct orch_sched *d, bool send)
-{
-    if (!d->committing)
-        return 0;
-    d->committing = false;
-    int rc = orch_store_commit_wait(d->job->store);
-    struct orch_sched_batch *batches = d->wsend, *settled = d->wsettled;
-    d->wsend = d->wsettled = NULL;
-    orch_sched_reclaim_committed(d, rc == 0);
-    if (rc == 0 && send) {
-        items_committed(d);
-        orch_sched_batches_free(settled);
-        struct orch_sched_batch *turn_batches = d->to_send; /* the open turn's, if any */
-        d->to_send = batches;
-        orch_sched_send(d);
-        d->to_send = turn_batches;
-        return 0;
-    }
-    if (rc == 0) { /* committed, never sent: ended with the others by keep_why */
-        for (struct orch_sched_batch *b = batches; b; b = b->next)
-            b->end_as = ORCH_ATTEMPT_INTERRUPTED;
-    }
-    while (batches) {
-        struct orch_sched_batch *b = batches;
-        batches = b->next;
-        if (rc == 0) {
-            b->next = d->settled;
-            d->settled = b;
-        } else {
-            b->next = NULL;
-            orch_sched_batches_free(b);
-        }
-    }
-    while (settled) {
-        struct orch_sched_batch *b = settled;
-        settled = b->next;
-        b->next = d->settled;
-        d->settled = b;
-    }
-    if (rc < 0)
-        orch_sched_set_fatal(d, rc);
-    return rc;
-}
-
-/* The event: the writer thread ended a commit. */
-static void on_committed(evutil_socket_t fd, short what, void *arg)
-{
-    (void)what;
-    struct orch_sched *d = arg;
-    uint64_t n;
-    (void)!read(fd, &n, sizeof n);
-    if (d->committing && !orch_store_commit_busy(d->job->store))
-        (void)committed(d, true); /* an error is d->fatal now */
-}
-
 static int commit_turn(struct orch_sched *d)
 {
     int rc = 0;
     if (orch_store_in_txn(d->job->store)) {
-        /* The turn before's commit first: one commit is made at a time. */
-        if ((rc = committed(d, true)) < 0)
-            return rc;
         int64_t floor = orch_sched_attempt_floor(d);
         if (floor > d->attempt_floor &&
             (rc = orch_store_attempt_floor_set(d->job->store, floor)) == 0)
@@ -417,11 +346,7 @@ static int commit_turn(struct orch_sched *d)
             rc = orch_prop_flush(d->prop);
         if (orch_prop_live_bytes(d->prop) > d->stats->live_peak)
             d->stats->live_peak = orch_prop_live_bytes(d->prop);
-        /* With the store's writer thread, the writer syncs the payload store's file itself,
-         * asked as it begins writing the turn's rows (orch_store_commit_async). */
-        bool writer_syncs = d->opts->durability == ORCH_DURABILITY_MACHINE && writer(d) &&
-                            d->payload_file[0];
-        if (rc == 0 && d->opts->durability == ORCH_DURABILITY_MACHINE && !writer_syncs &&
+        if (rc == 0 && d->opts->durability == ORCH_DURABILITY_MACHINE &&
             (rc = orch_store_flush(d->job->store)) == 0 && !payload_sync_end(d))
             rc = orch_payload_sync(d->job->payloads);
         /* Sizes were read in a snapshot of this turn: it ends with the turn. */
@@ -432,23 +357,12 @@ static int commit_turn(struct orch_sched *d)
             orch_sched_reclaim_forget(d);
             return rc;
         }
-        if ((rc = orch_store_commit_async(d->job->store,
-                                          writer_syncs ? d->payload_file : NULL)) < 0) {
+        if ((rc = orch_store_commit(d->job->store)) < 0) {
             orch_sched_reclaim_forget(d);
             return rc;
         }
-        if (rc == 1) { /* the writer makes it: committed() goes on once it is made */
-            rc = 0;
-            d->committing = true;
-            d->wsend = d->to_send;
-            d->to_send = NULL;
-            d->wsettled = d->settled;
-            d->settled = NULL;
-            orch_sched_reclaim_hand(d);
-        } else {
-            items_committed(d);
-        }
         (void)orch_sched_reclaim_flush(d); /* after the commit: reclaim.c */
+        items_committed(d);
     }
     (void)payload_sync_end(d); /* one not ended above (no transaction, or an error) */
     orch_sched_batches_free(d->settled);
@@ -691,13 +605,6 @@ static int start(struct orch_sched *d)
      * commits checkpoint and the syncs are made in the loop, as they were. */
     if (orch_store_background_start(d->job->store) < 0)
         orch_error_clear();
-    if (!getenv("ORCH_NO_WRITER") && orch_store_writer_start(d->job->store) < 0)
-        orch_error_clear();
-    int cfd = orch_store_commit_fd(d->job->store);
-    if (cfd >= 0 && ((d->committed_ev = event_new(d->base, cfd, EV_READ | EV_PERSIST,
-                                                   on_committed, d)) == NULL ||
-                     event_add(d->committed_ev, NULL) < 0))
-        return orch_error_set(-ENOMEM, "cannot watch the store's writer thread");
     if (orch_payload_data_file(d->job->payloads, d->payload_file, sizeof d->payload_file) < 0)
         d->payload_file[0] = '\0'; /* synced in the loop, as without the thread */
     if ((rc = orch_sched_start_pools(d, &cb)) < 0 || (rc = orch_sched_recover(d)) < 0 ||
@@ -729,8 +636,6 @@ static void driver_free(struct orch_sched *d, bool clean)
     orch_prop_free(d->prop);
     if (d->tick)
         event_free(d->tick);
-    if (d->committed_ev)
-        event_free(d->committed_ev);
     if (d->sigint)
         event_free(d->sigint);
     if (d->sigterm)
@@ -795,9 +700,6 @@ int orch_driver_run(struct orch_job *job, const struct orch_run_opts *opts,
     int64_t named = -1;
     if (rc == 0) {
         rc = run_loop(&d);
-        int c = committed(&d, rc == 0);
-        if (rc == 0)
-            rc = c;
         if (rc == 0)
             rc = orch_sched_reclaim_end(&d);
         if (rc == 0)
@@ -814,7 +716,6 @@ int orch_driver_run(struct orch_job *job, const struct orch_run_opts *opts,
         (void)job_stop(job, rc);
     stats->seconds = (double)(orch_sched_mono_ms() - d.started_ms) / 1000.0;
     driver_free(&d, rc == 0);
-    orch_store_writer_stop(job->store);
     orch_store_background_stop(job->store);
     /* The pools are closed: reclaim what stale reports left, unless the store holds just
      * the payloads live items name (reclaim.c, "The end of a run"). */

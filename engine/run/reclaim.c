@@ -83,8 +83,6 @@ struct prop_reclaim {
     struct family *fam;   /* per port; meaningful for roots only */
     uint64_t *ids;        /* recorded in the open turn: pending once it commits */
     size_t nids, cids;
-    uint64_t *committing; /* recorded in a turn whose commit the writer is making */
-    size_t ncommitting, ccommitting;
     uint64_t *pending;    /* committed, deleted after the next sync of state.db */
     size_t npending, cpending;
     size_t covered;       /* the first `covered` of them: a sync asked for covers them */
@@ -167,7 +165,6 @@ void prop__reclaim_free(orch_prop *p)
     free(r->root);
     free(r->ids);
     free(r->pending);
-    free(r->committing);
     free(r);
     p->reclaim = NULL;
 }
@@ -376,30 +373,6 @@ int orch_sched_reclaim_flush(struct orch_sched *d)
     (void)orch_store_sync_begin(store);
     r->covered = r->npending;
     return 0;
-}
-
-void orch_sched_reclaim_hand(struct orch_sched *d)
-{
-    struct prop_reclaim *r = d->prop->reclaim;
-    /* Out of memory, their bytes stay, as orphans of committed rows (the sweeps take them). */
-    if (r->nids > 0 && orch__grow_n(&r->committing, &r->ccommitting, r->ncommitting + r->nids,
-                                    sizeof *r->committing) == 0) {
-        memcpy(r->committing + r->ncommitting, r->ids, r->nids * sizeof *r->ids);
-        r->ncommitting += r->nids;
-    }
-    r->nids = 0;
-}
-
-void orch_sched_reclaim_committed(struct orch_sched *d, bool made)
-{
-    struct prop_reclaim *r = d->prop->reclaim;
-    if (made && r->ncommitting > 0 &&
-        orch__grow_n(&r->pending, &r->cpending, r->npending + r->ncommitting,
-                     sizeof *r->pending) == 0) {
-        memcpy(r->pending + r->npending, r->committing, r->ncommitting * sizeof *r->committing);
-        r->npending += r->ncommitting;
-    }
-    r->ncommitting = 0;
 }
 
 void orch_sched_reclaim_forget(struct orch_sched *d)

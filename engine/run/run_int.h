@@ -18,11 +18,8 @@
  *             │                        batch (queue.c), its grains IN_FLIGHT, one attempt
  *             │                        row each
  *             ├─ commit    loop.c      next ready_seq, payload sync (machine durability),
- *             │                        COMMIT: the group commit of the whole turn, handed
- *             │                        to the store's writer thread (storage/writer.c):
- *             │                        the loop goes on with the next turn meanwhile
- *             ├─ send      dispatch.c  each reserved batch to its worker, once its turn's
- *             │                        commit is made (loop.c, committed)
+ *             │                        COMMIT: the group commit of the whole turn
+ *             ├─ send      dispatch.c  each reserved batch to its worker
  *             └─ workers   workers.c   stop the workers of calls that are done; start
  *                                      workers where ready work waits for none
  *
@@ -202,12 +199,6 @@ struct orch_sched {
     int fatal;                        /* the first fatal error; the loop stops */
     bool interrupted;                 /* SIGINT or SIGTERM */
     struct orch_sched_batch *settled; /* left flight this turn; freed once it commits */
-    /* A turn whose commit the store's writer thread is making (storage/writer.c): its
-     * batches, sent once the commit is made, and its settled ones, freed then (loop.c,
-     * committed); the event that says it is made. */
-    bool committing;
-    struct orch_sched_batch *wsend, *wsettled;
-    struct event *committed_ev;
     /* resources.c: the calls (by plan call index) and their pools; the budgets */
     struct orch_sched_call *calls;
     int ncalls;
@@ -287,10 +278,6 @@ int orch_sched_call_order(struct orch_sched *d);
 /* Reserves a batch for every idle worker whose call has queued grains and fits the
  * budgets, onto d->to_send. Inside the turn's transaction. */
 int orch_sched_dispatch(struct orch_sched *d);
-/* The ids freed in the turn just handed to the store's writer wait for its commit: made,
- * they join those waiting for a sync; failed, they are dropped (their rows are not). */
-void orch_sched_reclaim_hand(struct orch_sched *d);
-void orch_sched_reclaim_committed(struct orch_sched *d, bool made);
 /* After the commit: sends every batch of d->to_send to its worker. A batch whose worker
  * went away meanwhile is put back, uncharged, in a new transaction of the turn. */
 void orch_sched_send(struct orch_sched *d);

@@ -287,9 +287,6 @@ static bool can_be_done(const struct orch_sched *d, int node)
     if (st->call < 0)
         return true; /* a broadcast computes nothing: done with its prerequisites */
     const struct orch_sched_call *cr = &d->calls[st->call];
-    for (const struct orch_sched_batch *b = d->wsend; b; b = b->next)
-        if (b->cr == cr)
-            return false; /* reserved, sent once the writer's commit is made (loop.c) */
     return orch_sched_queue_count(&cr->q) == 0 && cr->inflight == NULL;
 }
 
