@@ -44,10 +44,13 @@ static pid_t current_pid(void)
  * every statement (3% of its time, measured). sqlite3_config() fails harmlessly if SQLite
  * was already initialized by someone else; the setting is an optimisation only. */
 static pthread_once_t sqlite_once = PTHREAD_ONCE_INIT;
+static const char *store_vfs; /* walbuf.c's, once registered; NULL: SQLite's default */
 
 static void sqlite_configure(void)
 {
     (void)sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+    if (!getenv("ORCH_NO_WALBUF") && orch_store__walbuf_register() == 0)
+        store_vfs = ORCH_STORE_WALBUF_VFS;
 }
 
 /* A store belongs to the process that opened it (orch_store.h: process rule). */
@@ -437,7 +440,7 @@ int orch_store__open_with(const char *path, int flags, const struct orch_migrati
         oflags |= SQLITE_OPEN_URI;
     }
     pthread_once(&sqlite_once, sqlite_configure);
-    rc = sqlite3_open_v2(uri ? uri : path, &s->db, oflags | SQLITE_OPEN_NOMUTEX, NULL);
+    rc = sqlite3_open_v2(uri ? uri : path, &s->db, oflags | SQLITE_OPEN_NOMUTEX, store_vfs);
     free(uri);
     if (rc != SQLITE_OK) {
         rc = orch_store_error(s, rc, "cannot open");

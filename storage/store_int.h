@@ -16,6 +16,19 @@
 
 #include "orch_store.h"
 
+/* walbuf.c: the VFS the store opens its connections with (a log's frames handed to the
+ * kernel a commit at a time). Registered once by the store; 0 or a negative errno (the
+ * store then opens with SQLite's default VFS). */
+#define ORCH_STORE_WALBUF_VFS "orch-walbuf"
+int orch_store__walbuf_register(void);
+
+/* What the VFS did in this process (for its tests): log writes SQLite made, the writes
+ * of the buffer to the file, and the log writes made at once (not appends). */
+struct orch_store_walbuf_stats {
+    unsigned long writes, flushes, through;
+};
+void orch_store__walbuf_stats(struct orch_store_walbuf_stats *out);
+
 /* One migration: migrations/NNNN_name.sql, compiled in by scripts/embed-migrations. */
 struct orch_migration {
     int version; /* NNNN: 1, 2, 3 ... */
