@@ -2,7 +2,8 @@
  * few writes, is there in full when COMMIT returns (a process killed with SIGKILL right
  * after loses nothing), and readers of another connection through SQLite's own VFS see
  * every commit whole — through spills, pages rewritten in place, a log started again, and
- * transactions larger than the buffer. */
+ * transactions larger than the buffer; a disk that fills while a commit's buffer is written
+ * fails that commit alone. */
 #define _GNU_SOURCE /* nftw */
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -194,11 +197,76 @@ static void test_killed_after_commit(void **state)
     sqlite3_close(db);
 }
 
+/* A full disk while the buffer is written: the write that fails is the commit's own, so
+ * COMMIT fails and the transaction is rolled back whole; what was committed
+ * before stays, readable and consistent. The file system is made full for the child
+ * alone by RLIMIT_FSIZE (a write past it is cut short, as on a full disk). */
+static void test_full_disk_at_commit(void **state)
+{
+    struct fx *f = *state;
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(p[0]);
+        sqlite3 *db = open_db(f->db, ORCH_STORE_WALBUF_VFS);
+        exec_ok(db, "CREATE TABLE t (id INTEGER PRIMARY KEY, v BLOB)");
+        insert_rows(db, 1, 10, 100);
+        char wal[700];
+        struct stat st;
+        snprintf(wal, sizeof wal, "%s-wal", f->db);
+        if (stat(wal, &st) < 0)
+            _exit(3);
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit lim = {(rlim_t)st.st_size + (300 << 10), RLIM_INFINITY};
+        if (setrlimit(RLIMIT_FSIZE, &lim) < 0)
+            _exit(4);
+        int rc[3];
+        rc[0] = sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
+        rc[1] = sqlite3_exec(db,
+                             "WITH RECURSIVE k(i) AS (SELECT 11 UNION ALL SELECT i + 1 FROM k "
+                             "WHERE i < 1010) INSERT INTO t (id, v) SELECT i, randomblob(1000) "
+                             "FROM k",
+                             NULL, NULL, NULL);
+        rc[2] = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+        (void)sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+        if (write(p[1], rc, sizeof rc) != (ssize_t)sizeof rc)
+            _exit(5);
+        _exit(0);
+    }
+    close(p[1]);
+    int rc[3];
+    assert_int_equal(read(p[0], rc, sizeof rc), (ssize_t)sizeof rc);
+    close(p[0]);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_int_equal(rc[0], SQLITE_OK);
+    /* The 1 MB insert fits the page cache; its commit writes the log past the limit. */
+    assert_int_equal(rc[1], SQLITE_OK);
+    /* SQLITE_FULL on a full disk; the file-size limit's EFBIG is SQLITE_IOERR to SQLite. */
+    assert_true((rc[2] & 0xff) == SQLITE_FULL || (rc[2] & 0xff) == SQLITE_IOERR);
+    sqlite3 *db = open_db(f->db, NULL);
+    assert_int_equal(one_int(db, "SELECT count(*) FROM t"), 10);
+    assert_int_equal(one_int(db, "SELECT sum(length(v)) FROM t"), 1000);
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_string_equal((const char *)sqlite3_column_text(st, 0), "ok");
+    sqlite3_finalize(st);
+    insert_rows(db, 11, 5, 100); /* the job goes on once there is room */
+    assert_int_equal(one_int(db, "SELECT count(*) FROM t"), 15);
+    sqlite3_close(db);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_commit_in_few_writes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_killed_after_commit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_full_disk_at_commit, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
