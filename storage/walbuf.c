@@ -1,5 +1,5 @@
-/* walbuf.c — a SQLite VFS that hands a transaction's write-ahead log to the kernel in one
- * write instead of two a page.
+/* walbuf.c — a SQLite VFS that hands a commit's write-ahead log to the kernel in a few
+ * writes instead of two a page.
  *
  * Why. SQLite writes a commit's log as frames, each with two write() calls: a 24-byte frame
  * header, then the page. The driver commits every loop turn, dozens to hundreds of pages
@@ -7,11 +7,12 @@
  * million grains), and each call pays the system call and the file system's per-write
  * work (locks, timestamps) for 4 KiB: 0.64 s of kernel time for 160,000 frames against
  * 0.07 s for the same bytes in 580 KB writes (a stand-alone measurement on the 2-core
- * machine of BENCHMARKS.md), a tenth of the driver's run.
+ * machine of BENCHMARKS.md, where the driver's whole run is 6-8 s).
  *
- * What. "orch-walbuf" wraps the default VFS and changes one thing: writes to a log file
- * (opened with SQLITE_OPEN_WAL) that extend the bytes it holds are kept in a buffer, and
- * the buffer is written as one pwrite
+ * What. "orch-walbuf" wraps the default VFS and changes one thing: the appends to a log
+ * file (opened with SQLITE_OPEN_WAL), writes past every byte written to it since it last
+ * began at offset 0, are kept in a buffer, and the buffer is written (in writes of up to
+ * 124 KiB, flush)
  *   - once the page of a commit frame is in it (the frame header's second word, the size
  *     of the database after the commit, is nonzero only there: the WAL file format);
  *   - before anything else is done with the file: a write that is not an append (the log
@@ -30,8 +31,9 @@
  * they may sit in SQLite's page cache: a crash loses them with the transaction. The syncs
  * (synchronous = FULL, checkpoints) write the buffer first, so they cover every byte
  * SQLite wrote. A failed write of the buffer is the error of the call that made it (a
- * commit's, for the commit frame: SQLite rolls back); the buffer is dropped then, since
- * SQLite treats the log as broken after any I/O error.
+ * commit's, for the commit frame): SQLite then rolls the transaction back, and its frames
+ * past the last commit are never read, so the buffer is dropped either way
+ * (tests/test_walbuf.c fills the disk during a commit).
  *
  * Files other than logs, and every other method, go straight to the default VFS. */
 #include "store_int.h"
