@@ -19,7 +19,7 @@
  *     header, a frame of the same transaction rewritten in place: these are written at
  *     once, after the buffer), a read, a sync, a size, a truncate, a file control, a
  *     close;
- *   - when it holds BUF_MAX bytes.
+ *   - when the next append would take it past BUF_MAX (that append is written at once).
  *
  * Why that is safe. A frame is visible to no reader until SQLite records it in the
  * wal-index (shared memory), which it does after it has written every frame of the
