@@ -94,6 +94,39 @@ static void insert_rows(sqlite3 *db, int first, int n, int bytes)
     exec_ok(db, "COMMIT");
 }
 
+/* SQLite finds nothing wrong with the database of db. */
+static void assert_intact(sqlite3 *db)
+{
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_string_equal((const char *)sqlite3_column_text(st, 0), "ok");
+    sqlite3_finalize(st);
+}
+
+/* Runs fn(path, fd) in a child process, which writes n bytes to fd (read into out) and
+ * then exits or is killed; returns its wait status. */
+static int run_child(void (*fn)(const char *path, int fd), const char *path, void *out,
+                     size_t n)
+{
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(p[0]);
+        fn(path, p[1]);
+        _exit(0);
+    }
+    close(p[1]);
+    assert_int_equal(read(p[0], out, n), (ssize_t)n);
+    close(p[0]);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    return status;
+}
+
 /* One commit of about 100 pages: hundreds of writes from SQLite, a few to the file; a
  * reader of another connection sees it whole at once, before the writer closes. */
 static void test_commit_in_few_writes(void **state)
@@ -114,12 +147,7 @@ static void test_commit_in_few_writes(void **state)
     assert_int_equal(one_int(r, "SELECT sum(length(v)) FROM t"), 200 * 2000);
     sqlite3_close(w);
     assert_int_equal(one_int(r, "SELECT count(*) FROM t WHERE id BETWEEN 1 AND 200"), 200);
-    sqlite3_stmt *st;
-    assert_int_equal(sqlite3_prepare_v2(r, "PRAGMA integrity_check", -1, &st, NULL),
-                     SQLITE_OK);
-    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-    assert_string_equal((const char *)sqlite3_column_text(st, 0), "ok");
-    sqlite3_finalize(st);
+    assert_intact(r);
     sqlite3_close(r);
 }
 
@@ -130,7 +158,7 @@ struct report {
 
 /* The child: commits of every shape, then SIGKILL at once after the last COMMIT, its
  * connection never closed. A buffered byte not yet written would be lost with it. */
-static void child(const char *path, int fd)
+static void killed_child(const char *path, int fd)
 {
     sqlite3 *db = open_db(path, ORCH_STORE_WALBUF_VFS);
     exec_ok(db, "CREATE TABLE t (id INTEGER PRIMARY KEY, v BLOB)");
@@ -164,20 +192,8 @@ static void child(const char *path, int fd)
 static void test_killed_after_commit(void **state)
 {
     struct fx *f = *state;
-    int p[2];
-    assert_int_equal(pipe(p), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        close(p[0]);
-        child(f->db, p[1]);
-    }
-    close(p[1]);
     struct report rep;
-    assert_int_equal(read(p[0], &rep, sizeof rep), (ssize_t)sizeof rep);
-    close(p[0]);
-    int status;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
+    int status = run_child(killed_child, f->db, &rep, sizeof rep);
     assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
     assert_true(rep.rewrites > 0); /* the spill's pages were rewritten in place */
     /* Recovery through SQLite's own VFS, as any reader after a crash: every commit. */
@@ -188,13 +204,37 @@ static void test_killed_after_commit(void **state)
     assert_int_equal(one_int(db, "SELECT count(*) FROM t WHERE id BETWEEN 6390 AND 6399 "
                                  "AND length(v) = 901"),
                      10);
-    sqlite3_stmt *st;
-    assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, NULL),
-                     SQLITE_OK);
-    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-    assert_string_equal((const char *)sqlite3_column_text(st, 0), "ok");
-    sqlite3_finalize(st);
+    assert_intact(db);
     sqlite3_close(db);
+}
+
+/* The child of test_full_disk_at_commit: ten rows committed, then a file-size limit that
+ * the next commit's log passes; it sends the codes of BEGIN, INSERT and COMMIT. */
+static void full_disk_child(const char *path, int fd)
+{
+    sqlite3 *db = open_db(path, ORCH_STORE_WALBUF_VFS);
+    exec_ok(db, "CREATE TABLE t (id INTEGER PRIMARY KEY, v BLOB)");
+    insert_rows(db, 1, 10, 100);
+    char wal[700];
+    struct stat st;
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    if (stat(wal, &st) < 0)
+        _exit(3);
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit lim = {(rlim_t)st.st_size + (300 << 10), RLIM_INFINITY};
+    if (setrlimit(RLIMIT_FSIZE, &lim) < 0)
+        _exit(4);
+    int rc[3];
+    rc[0] = sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
+    rc[1] = sqlite3_exec(db,
+                         "WITH RECURSIVE k(i) AS (SELECT 11 UNION ALL SELECT i + 1 FROM k "
+                         "WHERE i < 1010) INSERT INTO t (id, v) SELECT i, randomblob(1000) "
+                         "FROM k",
+                         NULL, NULL, NULL);
+    rc[2] = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+    (void)sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    if (write(fd, rc, sizeof rc) != (ssize_t)sizeof rc)
+        _exit(5);
 }
 
 /* A full disk while the buffer is written: the write that fails is the commit's own, so
@@ -204,43 +244,8 @@ static void test_killed_after_commit(void **state)
 static void test_full_disk_at_commit(void **state)
 {
     struct fx *f = *state;
-    int p[2];
-    assert_int_equal(pipe(p), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        close(p[0]);
-        sqlite3 *db = open_db(f->db, ORCH_STORE_WALBUF_VFS);
-        exec_ok(db, "CREATE TABLE t (id INTEGER PRIMARY KEY, v BLOB)");
-        insert_rows(db, 1, 10, 100);
-        char wal[700];
-        struct stat st;
-        snprintf(wal, sizeof wal, "%s-wal", f->db);
-        if (stat(wal, &st) < 0)
-            _exit(3);
-        signal(SIGXFSZ, SIG_IGN);
-        struct rlimit lim = {(rlim_t)st.st_size + (300 << 10), RLIM_INFINITY};
-        if (setrlimit(RLIMIT_FSIZE, &lim) < 0)
-            _exit(4);
-        int rc[3];
-        rc[0] = sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
-        rc[1] = sqlite3_exec(db,
-                             "WITH RECURSIVE k(i) AS (SELECT 11 UNION ALL SELECT i + 1 FROM k "
-                             "WHERE i < 1010) INSERT INTO t (id, v) SELECT i, randomblob(1000) "
-                             "FROM k",
-                             NULL, NULL, NULL);
-        rc[2] = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
-        (void)sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-        if (write(p[1], rc, sizeof rc) != (ssize_t)sizeof rc)
-            _exit(5);
-        _exit(0);
-    }
-    close(p[1]);
     int rc[3];
-    assert_int_equal(read(p[0], rc, sizeof rc), (ssize_t)sizeof rc);
-    close(p[0]);
-    int status;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
+    int status = run_child(full_disk_child, f->db, rc, sizeof rc);
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     assert_int_equal(rc[0], SQLITE_OK);
     /* The 1 MB insert fits the page cache; its commit writes the log past the limit. */
@@ -250,12 +255,7 @@ static void test_full_disk_at_commit(void **state)
     sqlite3 *db = open_db(f->db, NULL);
     assert_int_equal(one_int(db, "SELECT count(*) FROM t"), 10);
     assert_int_equal(one_int(db, "SELECT sum(length(v)) FROM t"), 1000);
-    sqlite3_stmt *st;
-    assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, NULL),
-                     SQLITE_OK);
-    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-    assert_string_equal((const char *)sqlite3_column_text(st, 0), "ok");
-    sqlite3_finalize(st);
+    assert_intact(db);
     insert_rows(db, 11, 5, 100); /* the job goes on once there is room */
     assert_int_equal(one_int(db, "SELECT count(*) FROM t"), 15);
     sqlite3_close(db);
