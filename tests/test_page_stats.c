@@ -10,7 +10,6 @@
 
 #include <errno.h>
 #include <setjmp.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -15,7 +15,6 @@
 
 #include <errno.h>
 #include <setjmp.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -10,8 +10,9 @@
  * udf_h_own().
  *
  * Every function fails the running test (a cmocka assertion) when the harness is misused
- * or the collector refuses; only udf_h_new() and udf_h_free() return errors, for setups
- * and teardowns. The checks name the record and what was expected when they fail.
+ * or the collector refuses. udf_h_open() and udf_h_run() return what the UDF returned;
+ * only udf_h_new() and udf_h_free() return errors of their own, for setups and teardowns.
+ * The checks name the record and what was expected when they fail.
  */
 #ifndef ORCH_UDF_HARNESS_H
 #define ORCH_UDF_HARNESS_H
