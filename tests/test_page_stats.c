@@ -6,10 +6,10 @@
 #include "orch_udf_host.h"
 #include "page_stats.h"
 #include "page_stats_config.h"
+#include "udf_harness.h"
 
 #include <errno.h>
 #include <setjmp.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -22,107 +22,27 @@
 #include <leptonica/allheaders.h>
 #endif
 
-/* ---- a harness: page_stats with some arguments, one batch of records ----------------- */
-
-#define MAXREC 16
-
-struct h {
-    void *state;
-    bool inited;
-    char err[1024];
-    struct orch_udf_answers ans;
-    struct orch_udf_batch batch;
-    struct orch_udf_record rec[MAXREC];
-    struct orch_udf_input in[MAXREC];
-    struct orch_udf_value val[MAXREC];
-};
+/* ---- the harness (udf_harness.h): page_stats as a call "ps", 1 in, 1 out ------------ */
 
 static int setup(void **state)
 {
     /* The CPU path unless a test says otherwise: never the environment's GPU. */
     setenv("CUDA_VISIBLE_DEVICES", "", 1);
     unsetenv("ORCH_PAGE_STATS_CUDA");
-    struct h *h = calloc(1, sizeof *h);
-    if (h == NULL || orch_udf_answers_init(&h->ans, "ps", ORCH_UDF_OP_MAP, 1) != 0)
-        return -1;
-    *state = h;
-    return 0;
-}
-
-static void h_close(struct h *h)
-{
-    if (h->inited)
-        orch_udf_builtin("page_stats")->fini(h->state);
-    h->inited = false;
-    h->batch.n = 0;
+    *state = udf_h_new("ps");
+    return *state != NULL ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
-    struct h *h = *state;
-    h_close(h);
-    orch_udf_answers_free(&h->ans);
-    free(h);
-    return 0;
+    return udf_h_free(*state);
 }
 
 /* Inits page_stats as `op` with key/value pairs ending in NULL; returns init's rc. */
-static int h_open_op(struct h *h, enum orch_udf_op op, ...)
-{
-    const char *keys[8], *vals[8];
-    size_t n = 0;
-    va_list ap;
-    va_start(ap, op);
-    const char *k;
-    while ((k = va_arg(ap, const char *)) != NULL) {
-        assert_true(n < 8);
-        keys[n] = k;
-        vals[n++] = va_arg(ap, const char *);
-    }
-    va_end(ap);
-    struct orch_udf_config cfg = {.call = "ps",
-                                  .function = "page_stats",
-                                  .op = op,
-                                  .nin = 1,
-                                  .nout = 1,
-                                  .nargs = n,
-                                  .arg_keys = keys,
-                                  .arg_values = vals,
-                                  .error = h->err,
-                                  .error_size = sizeof h->err};
-    h->err[0] = '\0';
-    int rc = orch_udf_builtin("page_stats")->init(&cfg, &h->state);
-    h->inited = rc == 0;
-    if (rc != 0)
-        assert_true(h->err[0] != '\0');
-    return rc;
-}
+#define h_open_op(h, op, ...) udf_h_builtin(h, "page_stats", op, 1, 1, __VA_ARGS__)
 #define h_open(h, ...) h_open_op(h, ORCH_UDF_OP_MAP, __VA_ARGS__)
 
-/* Adds a record whose input is len bytes at d (present), or absent when d is NULL. */
-static size_t h_add(struct h *h, const void *d, size_t len)
-{
-    size_t i = h->batch.n++;
-    assert_true(i < MAXREC);
-    h->val[i] = (struct orch_udf_value){d, len, d != NULL};
-    h->in[i] = (struct orch_udf_input){1, &h->val[i]};
-    h->rec[i] = (struct orch_udf_record){
-        .grain_id = 1 + i, .generation = 1, .attempt = 1, .in = &h->in[i]};
-    h->batch.rec = h->rec;
-    return i;
-}
-
-static int h_run(struct h *h)
-{
-    assert_true(h->inited);
-    assert_int_equal(orch_udf_answers_reset(&h->ans, &h->batch), 0);
-    int rc = orch_udf_builtin("page_stats")->run(h->state, &h->batch);
-    if (rc == 0)
-        assert_int_equal(orch_udf_answers_finish(&h->ans), 0);
-    return rc;
-}
-
-static void check_json(struct h *h, size_t i, const char *want)
+static void check_json(struct udf_h *h, size_t i, const char *want)
 {
     const struct orch_udf_answer *a = &h->ans.rec[i];
     if (a->outcome != ORCH_UDF_OK)
@@ -132,22 +52,6 @@ static void check_json(struct h *h, size_t i, const char *want)
     if (o->len != strlen(want) || memcmp(o->data, want, o->len) != 0)
         fail_msg("record %zu:\n  got  %.*s\n  want %s", i, (int)o->len, (const char *)o->data,
                  want);
-}
-
-static void check_failure(struct h *h, size_t i, const char *needle)
-{
-    const struct orch_udf_answer *a = &h->ans.rec[i];
-    if (a->outcome != ORCH_UDF_RECORD_FAILURE)
-        fail_msg("record %zu: %s, expected a RecordFailure with \"%s\"", i,
-                 orch_udf_outcome_name(a->outcome), needle);
-    if (strstr(a->msg, needle) == NULL)
-        fail_msg("record %zu: message \"%s\" lacks \"%s\"", i, a->msg, needle);
-}
-
-static void check_contains(const char *text, const char *needle)
-{
-    if (strstr(text, needle) == NULL)
-        fail_msg("\"%s\" lacks \"%s\"", text, needle);
 }
 
 /* ---- fixtures whose statistics were worked out by hand ---------------------------------
@@ -186,27 +90,29 @@ static const char want_b[] =
 
 static void test_fixed_values(void **state)
 {
-    struct h *h = *state;
+    struct udf_h *h = *state;
     assert_int_equal(h_open(h, NULL), 0);
-    h_add(h, LIT(pgm_a));
-    h_add(h, LIT(pgm_b));
-    h_add(h, NULL, 0); /* absent: dropped */
-    assert_int_equal(h_run(h), 0);
+    udf_h_add(h, LIT(pgm_a));
+    udf_h_add(h, LIT(pgm_b));
+    udf_h_add(h, NULL, 0); /* absent: dropped */
+    assert_int_equal(udf_h_run(h), 0);
     check_json(h, 0, want_a);
     check_json(h, 1, want_b);
     assert_int_equal(h->ans.rec[2].outcome, ORCH_UDF_DROP);
-    h_close(h);
+    udf_h_close(h);
+    udf_h_clear(h);
 
     assert_int_equal(h_open(h, "threshold", "0", "bins", "4", NULL), 0);
-    h_add(h, LIT(pgm_a));
-    assert_int_equal(h_run(h), 0);
+    udf_h_add(h, LIT(pgm_a));
+    assert_int_equal(udf_h_run(h), 0);
     check_json(h, 0, want_a_t0_b4);
-    h_close(h);
+    udf_h_close(h);
+    udf_h_clear(h);
 
     /* threshold 256: every pixel is ink; 256 bins: one per value */
     assert_int_equal(h_open(h, "threshold", "256", "bins", "256", NULL), 0);
-    h_add(h, LIT(pgm_a));
-    assert_int_equal(h_run(h), 0);
+    udf_h_add(h, LIT(pgm_a));
+    assert_int_equal(udf_h_run(h), 0);
     char want[2048];
     int at = snprintf(want, sizeof want,
                       "{\"width\":4,\"height\":3,\"mean\":208.7500,\"std\":92.3789,"
@@ -253,39 +159,40 @@ static void test_format_large(void **state)
 
 static void test_bad_input(void **state)
 {
-    struct h *h = *state;
+    struct udf_h *h = *state;
     assert_int_equal(h_open(h, "max_pixels", "6", NULL), 0);
-    size_t empty = h_add(h, "", 0);
-    size_t trunc = h_add(h, LIT("P5\n3 2\n255\n\1\2\3\4\5"));
-    size_t extra = h_add(h, LIT("P5\n3 2\n255\n\1\2\3\4\5\6\7"));
-    size_t zero = h_add(h, LIT("P5\n0 2\n255\n"));
-    size_t wide = h_add(h, LIT("P5\n3 2\n65535\n\0\0\0\0\0\0\0\0\0\0\0\0"));
-    size_t header = h_add(h, LIT("P5\n3 x\n255\n\1\2\3\4\5\6"));
-    size_t nospace = h_add(h, LIT("P5\n1 1\n255"));
-    size_t over = h_add(h, LIT("P5\n1 2\n3\n\1\4"));
-    size_t big = h_add(h, LIT("P5\n7 1\n255\n\1\2\3\4\5\6\7"));
-    size_t huge = h_add(h, LIT("P5\n99999999999 1\n255\n\1"));
-    size_t text = h_add(h, LIT("hello, world"));
-    size_t good = h_add(h, LIT("P5\n3 2\n255\n\1\2\3\4\5\6"));
-    assert_int_equal(h_run(h), 0);
-    check_failure(h, empty, "page_stats: the image is empty (0 bytes)");
-    check_failure(h, trunc,
-                  "the PGM is 3 x 2, so 6 pixel bytes, but 5 bytes follow its "
-                  "header (truncated)");
-    check_failure(h, extra, "7 bytes follow its header (extra bytes)");
-    check_failure(h, zero, "the PGM is 0 x 2: no pixels");
-    check_failure(h, wide, "PGM maxval 65535 is not supported (1..255: 8-bit pixels)");
-    check_failure(h, header, "a PGM header must be \"P5 WIDTH HEIGHT MAXVAL\"");
-    check_failure(h, nospace, "a PGM header must be");
-    check_failure(h, over, "PGM pixel 1 has value 4, over its maxval 3");
-    check_failure(h, big, "the image is 7 x 1 = 7 pixels, over max_pixels=6");
-    check_failure(h, huge, "a PGM header must be");
+    size_t empty = udf_h_add(h, "", 0);
+    size_t trunc = udf_h_add(h, LIT("P5\n3 2\n255\n\1\2\3\4\5"));
+    size_t extra = udf_h_add(h, LIT("P5\n3 2\n255\n\1\2\3\4\5\6\7"));
+    size_t zero = udf_h_add(h, LIT("P5\n0 2\n255\n"));
+    size_t wide = udf_h_add(h, LIT("P5\n3 2\n65535\n\0\0\0\0\0\0\0\0\0\0\0\0"));
+    size_t header = udf_h_add(h, LIT("P5\n3 x\n255\n\1\2\3\4\5\6"));
+    size_t nospace = udf_h_add(h, LIT("P5\n1 1\n255"));
+    size_t over = udf_h_add(h, LIT("P5\n1 2\n3\n\1\4"));
+    size_t big = udf_h_add(h, LIT("P5\n7 1\n255\n\1\2\3\4\5\6\7"));
+    size_t huge = udf_h_add(h, LIT("P5\n99999999999 1\n255\n\1"));
+    size_t text = udf_h_add(h, LIT("hello, world"));
+    size_t good = udf_h_add(h, LIT("P5\n3 2\n255\n\1\2\3\4\5\6"));
+    assert_int_equal(udf_h_run(h), 0);
+    udf_h_check_failure(h, empty, "page_stats: the image is empty (0 bytes)");
+    udf_h_check_failure(h, trunc,
+                        "the PGM is 3 x 2, so 6 pixel bytes, but 5 bytes follow its "
+                        "header (truncated)");
+    udf_h_check_failure(h, extra, "7 bytes follow its header (extra bytes)");
+    udf_h_check_failure(h, zero, "the PGM is 0 x 2: no pixels");
+    udf_h_check_failure(h, wide, "PGM maxval 65535 is not supported (1..255: 8-bit pixels)");
+    udf_h_check_failure(h, header, "a PGM header must be \"P5 WIDTH HEIGHT MAXVAL\"");
+    udf_h_check_failure(h, nospace, "a PGM header must be");
+    udf_h_check_failure(h, over, "PGM pixel 1 has value 4, over its maxval 3");
+    udf_h_check_failure(h, big, "the image is 7 x 1 = 7 pixels, over max_pixels=6");
+    udf_h_check_failure(h, huge, "a PGM header must be");
 #ifdef ORCH_HAVE_LEPT
-    check_failure(h, text, "page_stats: not a binary PGM nor an image leptonica can read");
+    udf_h_check_failure(h, text,
+                        "page_stats: not a binary PGM nor an image leptonica can read");
 #else
-    check_failure(h, text,
-                  "page_stats: not a binary PGM (P5); any other format needs "
-                  "leptonica");
+    udf_h_check_failure(h, text,
+                        "page_stats: not a binary PGM (P5); any other format needs "
+                        "leptonica");
 #endif
     check_json(h, good,
                "{\"width\":3,\"height\":2,\"mean\":3.5000,\"std\":1.7078,"
@@ -312,7 +219,7 @@ static void png_a(uint8_t **png, size_t *len)
 
 static void test_png(void **state)
 {
-    struct h *h = *state;
+    struct udf_h *h = *state;
     uint8_t *png;
     size_t len;
     png_a(&png, &len);
@@ -325,15 +232,15 @@ static void test_png(void **state)
     static const uint8_t dims[8] = {0, 1, 0x86, 0xa0, 0, 1, 0x86, 0xa0};
     memcpy(huge + 16, dims, sizeof dims);
     assert_int_equal(h_open(h, NULL), 0);
-    size_t ok = h_add(h, png, len);
-    size_t big = h_add(h, huge, len);
-    size_t cut = h_add(h, png, 40); /* the header, then nothing */
-    assert_int_equal(h_run(h), 0);
+    size_t ok = udf_h_add(h, png, len);
+    size_t big = udf_h_add(h, huge, len);
+    size_t cut = udf_h_add(h, png, 40); /* the header, then nothing */
+    assert_int_equal(udf_h_run(h), 0);
     check_json(h, ok, want_a); /* the same statistics as the PGM of the same pixels */
-    check_failure(h, big,
-                  "the image is 100000 x 100000 = 10000000000 pixels, over "
-                  "max_pixels=50000000");
-    check_failure(h, cut, "page_stats: leptonica cannot decode the png image");
+    udf_h_check_failure(h, big,
+                        "the image is 100000 x 100000 = 10000000000 pixels, over "
+                        "max_pixels=50000000");
+    udf_h_check_failure(h, cut, "page_stats: leptonica cannot decode the png image");
     free(huge);
     free(png);
 }
@@ -343,17 +250,17 @@ static void test_png(void **state)
 
 static void test_args(void **state)
 {
-    struct h *h = *state;
+    struct udf_h *h = *state;
     assert_int_equal(h_open(h, "threshold", "257", NULL), -EINVAL);
-    check_contains(h->err, "page_stats: argument threshold must be in 0..256, not 257");
+    udf_h_check_contains(h->err, "page_stats: argument threshold must be in 0..256, not 257");
     assert_int_equal(h_open(h, "bins", "0", NULL), -EINVAL);
-    check_contains(h->err, "argument bins must be in 1..256, not 0");
+    udf_h_check_contains(h->err, "argument bins must be in 1..256, not 0");
     assert_int_equal(h_open(h, "max_pixels", "-1", NULL), -EINVAL);
-    check_contains(h->err, "max_pixels must be a non-negative integer");
+    udf_h_check_contains(h->err, "max_pixels must be a non-negative integer");
     assert_int_equal(h_open(h, "dpi", "1", NULL), -EINVAL);
-    check_contains(h->err, "page_stats has no argument 'dpi'");
+    udf_h_check_contains(h->err, "page_stats has no argument 'dpi'");
     assert_int_equal(h_open_op(h, ORCH_UDF_OP_FILTER, NULL), -EINVAL);
-    check_contains(h->err, "page_stats cannot be used as filter");
+    udf_h_check_contains(h->err, "page_stats cannot be used as filter");
 }
 
 /* ---- the GPU path ------------------------------------------------------------------------ */
@@ -362,17 +269,18 @@ static void test_args(void **state)
  * worker given none (CUDA_VISIBLE_DEVICES empty) runs on the CPU. */
 static void test_gpu_refused(void **state)
 {
-    struct h *h = *state;
+    struct udf_h *h = *state;
     setenv("CUDA_VISIBLE_DEVICES", "3", 1);
     setenv("ORCH_PAGE_STATS_CUDA", "/nonexistent/orch_page_stats_cuda.so", 1);
     assert_int_equal(h_open(h, NULL), -ENODEV);
-    check_contains(h->err, "page_stats: this worker was given GPU 3 (CUDA_VISIBLE_DEVICES) "
-                           "but cannot use it: cannot load the CUDA module "
-                           "/nonexistent/orch_page_stats_cuda.so");
+    udf_h_check_contains(h->err,
+                         "page_stats: this worker was given GPU 3 (CUDA_VISIBLE_DEVICES) "
+                         "but cannot use it: cannot load the CUDA module "
+                         "/nonexistent/orch_page_stats_cuda.so");
     setenv("CUDA_VISIBLE_DEVICES", "", 1);
     assert_int_equal(h_open(h, NULL), 0);
-    h_add(h, LIT(pgm_a));
-    assert_int_equal(h_run(h), 0);
+    udf_h_add(h, LIT(pgm_a));
+    assert_int_equal(udf_h_run(h), 0);
     check_json(h, 0, want_a);
 }
 
@@ -392,18 +300,19 @@ static void synth(uint8_t *px, uint32_t w, uint32_t h, uint32_t seed)
  * Elsewhere: the refusal names the reason. */
 static void test_gpu_matches_cpu(void **state)
 {
-    struct h *h = *state;
+    struct udf_h *h = *state;
     setenv("CUDA_VISIBLE_DEVICES", "0", 1);
     int rc = h_open(h, NULL);
     if (rc != 0) {
-        check_contains(h->err, "page_stats: this worker was given GPU 0 (CUDA_VISIBLE_DEVICES) "
-                               "but cannot use it: ");
+        udf_h_check_contains(h->err,
+                             "page_stats: this worker was given GPU 0 (CUDA_VISIBLE_DEVICES) "
+                             "but cannot use it: ");
         print_message("no GPU path here: %s\n", h->err);
         skip();
     }
-    h_add(h, LIT(pgm_a));
-    h_add(h, LIT(pgm_b));
-    assert_int_equal(h_run(h), 0);
+    udf_h_add(h, LIT(pgm_a));
+    udf_h_add(h, LIT(pgm_b));
+    assert_int_equal(udf_h_run(h), 0);
     check_json(h, 0, want_a);
     check_json(h, 1, want_b);
 

@@ -9,12 +9,12 @@
 #include "orch_udf_host.h"
 #include "pdf_fixture.h"
 #include "testutil.h"
+#include "udf_harness.h"
 
 #include <mupdf/fitz.h>
 
 #include <errno.h>
 #include <setjmp.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -52,110 +52,35 @@ static struct pdf make_pdf(const struct orch_test_pdf_page *pages, size_t n)
     return p;
 }
 
-/* ---- a harness: one built-in, one collector, a batch of one-value records ------------ */
-
-#define MAXREC 8
-
-struct h {
-    const struct orch_udf *udf;
-    void *state;
-    bool inited;
-    char err[1024];
-    struct orch_udf_answers ans;
-    bool ans_inited;
-    struct orch_udf_record rec[MAXREC];
-    struct orch_udf_input in[MAXREC];
-    struct orch_udf_value val[MAXREC];
-    char dir[512];
-};
+/* ---- the harness (udf_harness.h): each built-in a call of its own name, 1 in, 1 out -- */
 
 static int setup(void **state)
 {
-    struct h *h = calloc(1, sizeof *h);
-    if (h == NULL || orch_test_mkdtemp(h->dir, sizeof h->dir, "pdf") != 0)
-        return -1;
-    *state = h;
-    return 0;
-}
-
-static void h_close(struct h *h)
-{
-    if (h->inited)
-        h->udf->fini(h->state);
-    h->inited = false;
-    if (h->ans_inited)
-        orch_udf_answers_free(&h->ans);
-    h->ans_inited = false;
+    *state = udf_h_new(NULL);
+    return *state != NULL ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
-    struct h *h = *state;
-    h_close(h);
-    int rc = orch_test_rmtree(h->dir);
-    free(h);
-    return rc;
+    return udf_h_free(*state);
 }
 
 /* Starts built-in `name` as `op` with the arguments given as key, value, ..., NULL.
  * Returns init's result; on failure the message is in h->err. */
-static int h_start(struct h *h, const char *name, enum orch_udf_op op, ...)
-{
-    h_close(h);
-    const char *keys[8], *vals[8];
-    size_t n = 0;
-    va_list ap;
-    va_start(ap, op);
-    for (const char *k; (k = va_arg(ap, const char *)) != NULL; n++) {
-        assert_true(n < 8);
-        keys[n] = k;
-        vals[n] = va_arg(ap, const char *);
-    }
-    va_end(ap);
-    h->udf = orch_udf_builtin(name);
-    assert_non_null(h->udf);
-    h->err[0] = '\0';
-    struct orch_udf_config cfg = {.call = name,
-                                  .function = name,
-                                  .op = op,
-                                  .nin = 1,
-                                  .nout = 1,
-                                  .nargs = n,
-                                  .arg_keys = keys,
-                                  .arg_values = vals,
-                                  .error = h->err,
-                                  .error_size = sizeof h->err};
-    int rc = h->udf->init(&cfg, &h->state);
-    if (rc != 0)
-        return rc;
-    h->inited = true;
-    assert_int_equal(orch_udf_answers_init(&h->ans, name, op, 1), 0);
-    h->ans_inited = true;
-    return 0;
-}
+#define h_start(h, name, op, ...) udf_h_builtin(h, name, op, 1, 1, __VA_ARGS__)
 
-/* Runs one batch of n records, record i's value being vals[i] (len < 0: absent) and
+/* Runs one batch of n records, record i's value being data[i] (len[i] < 0: absent) and
  * expects run to return 0; the answers are in h->ans. */
-static void h_run(struct h *h, size_t n, const void *const *data, const ptrdiff_t *len)
+static void h_run(struct udf_h *h, size_t n, const void *const *data, const ptrdiff_t *len)
 {
-    assert_true(n <= MAXREC);
-    for (size_t i = 0; i < n; i++) {
-        h->val[i] = (struct orch_udf_value){.data = len[i] < 0 ? NULL : data[i],
-                                            .len = len[i] < 0 ? 0 : (size_t)len[i],
-                                            .present = len[i] >= 0};
-        h->in[i] = (struct orch_udf_input){.n = 1, .v = &h->val[i]};
-        h->rec[i] = (struct orch_udf_record){.grain_id = i + 1, .attempt = 1, .in = &h->in[i]};
-    }
-    struct orch_udf_batch b = {.n = n, .rec = h->rec};
-    assert_int_equal(orch_udf_answers_reset(&h->ans, &b), 0);
-    int rc = h->udf->run(h->state, &b);
-    if (rc != 0)
-        fail_msg("run returned %d: %s", rc, orch_udf_answers_error(&h->ans));
-    assert_int_equal(orch_udf_answers_finish(&h->ans), 0);
+    udf_h_clear(h);
+    for (size_t i = 0; i < n; i++)
+        udf_h_add(h, len[i] < 0 ? NULL : data[i], len[i] < 0 ? 0 : (size_t)len[i]);
+    udf_h_run_ok(h);
 }
 
 /* One record of `len` bytes at data; returns its answer. */
-static const struct orch_udf_answer *h_one(struct h *h, const void *data, size_t len)
+static const struct orch_udf_answer *h_one(struct udf_h *h, const void *data, size_t len)
 {
     const void *d[1] = {data};
     ptrdiff_t l[1] = {(ptrdiff_t)len};
@@ -163,15 +88,15 @@ static const struct orch_udf_answer *h_one(struct h *h, const void *data, size_t
     return &h->ans.rec[0];
 }
 
-static const struct orch_udf_answer *h_path(struct h *h, const char *path)
+static const struct orch_udf_answer *h_path(struct udf_h *h, const char *path)
 {
     return h_one(h, path, strlen(path));
 }
 
 /* Writes data to DIR/name and puts the path into path[4096]. */
-static void h_file(struct h *h, const char *name, const void *data, size_t len, char *path)
+static void h_file(struct udf_h *h, const char *name, const void *data, size_t len, char *path)
 {
-    assert_int_equal(orch_test_path(path, 4096, h->dir, name), 0);
+    assert_int_equal(orch_test_path(path, 4096, udf_h_tmpdir(h, "pdf"), name), 0);
     assert_int_equal(orch_test_write_file(path, data, len), 0);
 }
 
@@ -283,7 +208,7 @@ static size_t dark(const struct image *im)
 /* The text layer, exactly, in page order: from bytes, from a path, and aligned. */
 static void test_text_layer(void **state)
 {
-    struct h *h = *state;
+    struct udf_h *h = *state;
     struct pdf p = make_pdf(good_pages, 3);
     char path[4096];
     h_file(h, "good.pdf", p.data, p.len, path);
@@ -299,7 +224,7 @@ static void test_text_layer(void **state)
  * it, text drawn dark on white; the PGM of format=gray has the same pixels. */
 static void test_render_sizes_and_formats(void **state)
 {
-    struct h *h = *state;
+    struct udf_h *h = *state;
     struct pdf p = make_pdf(good_pages, 3);
     static const struct {
         int dpi;
@@ -351,7 +276,7 @@ static void test_render_sizes_and_formats(void **state)
  * (page 1 has two lines, page 2 one line of fewer letters). */
 static void test_render_order(void **state)
 {
-    struct h *h = *state;
+    struct udf_h *h = *state;
     struct pdf p = make_pdf(good_pages, 3);
     assert_int_equal(h_start(h, "pdf_render", ORCH_UDF_OP_EXPAND, "dpi", "72", NULL), 0);
     const struct orch_udf_answer *a = h_one(h, p.data, p.len);
@@ -368,7 +293,7 @@ static void test_render_order(void **state)
 
 static void test_not_a_pdf(void **state)
 {
-    struct h *h = *state;
+    struct udf_h *h = *state;
     char path[4096], msg[8192];
     static const char text[] = "this is a line of text, not a PDF\n";
     h_file(h, "notpdf.pdf", text, strlen(text), path);
@@ -396,7 +321,7 @@ static void test_not_a_pdf(void **state)
 
 static void test_vanished(void **state)
 {
-    struct h *h = *state;
+    struct udf_h *h = *state;
     struct pdf p = make_pdf(good_pages, 3);
     char path[4096], msg[8192];
     h_file(h, "gone.pdf", p.data, p.len, path);
@@ -414,7 +339,7 @@ static void test_vanished(void **state)
  * document with pages silently blank or missing. */
 static void test_truncated_everywhere(void **state)
 {
-    struct h *h = *state;
+    struct udf_h *h = *state;
     struct pdf p = make_pdf(good_pages, 3);
     assert_int_equal(h_start(h, "pdf_text", ORCH_UDF_OP_EXPAND, NULL), 0);
     size_t failed = 0, whole = 0, damaged = 0;
@@ -451,7 +376,7 @@ static void test_truncated_everywhere(void **state)
 
 static void test_encrypted(void **state)
 {
-    struct h *h = *state;
+    struct udf_h *h = *state;
     struct pdf p = make_pdf(good_pages, 3);
     char *enc;
     size_t enc_len;
@@ -482,7 +407,7 @@ static void test_encrypted(void **state)
  * siblings are made. The limit is on the pixels at the dpi asked for. */
 static void test_max_pixels(void **state)
 {
-    struct h *h = *state;
+    struct udf_h *h = *state;
     static const char *const small[] = {"Small page"};
     static const char *const big[] = {"Big page"};
     static const struct orch_test_pdf_page pages[] = {
@@ -531,7 +456,7 @@ static void test_max_pixels(void **state)
  * with no children. */
 static void test_batch(void **state)
 {
-    struct h *h = *state;
+    struct udf_h *h = *state;
     struct pdf p = make_pdf(good_pages, 3);
     struct pdf none = make_pdf(NULL, 0);
     assert_int_equal(h_start(h, "pdf_text", ORCH_UDF_OP_EXPAND, NULL), 0);
@@ -552,7 +477,7 @@ static void test_batch(void **state)
  * and every answer stays right. Under ASan, a leak of any of them fails the test. */
 static void test_many_documents(void **state)
 {
-    struct h *h = *state;
+    struct udf_h *h = *state;
     struct pdf p = make_pdf(good_pages, 3);
     assert_int_equal(h_start(h, "pdf_render", ORCH_UDF_OP_EXPAND, "dpi", "36", NULL), 0);
     for (int k = 0; k < 40; k++)
@@ -566,7 +491,7 @@ static void test_many_documents(void **state)
  * goes on with the next record. */
 static void test_heap_cap(void **state)
 {
-    struct h *h = *state;
+    struct udf_h *h = *state;
     struct pdf p = make_pdf(good_pages, 3);
     assert_int_equal(setenv("ORCH_PDF_HEAP_MAX", "2000000", 1), 0);
     /* PGM: the pixmap and its copy, nothing else of a page's size. */
@@ -591,7 +516,7 @@ static void test_heap_cap(void **state)
 
 static void test_init_checks(void **state)
 {
-    struct h *h = *state;
+    struct udf_h *h = *state;
     assert_int_equal(h_start(h, "pdf_render", ORCH_UDF_OP_MAP, NULL), -EINVAL);
     assert_string_equal(h->err, "pdf_render cannot be used as map");
     assert_int_equal(h_start(h, "pdf_text", ORCH_UDF_OP_FILTER, NULL), -EINVAL);

@@ -6,12 +6,12 @@
 #include "builtin_sigs.h"
 #include "orch_error.h"
 #include "testutil.h"
+#include "udf_harness.h"
 
 #include <errno.h>
 #include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -31,187 +31,23 @@
 #error "ORCH_SOURCE_ROOT must name the source tree"
 #endif
 
-/* ---- a harness: one UDF instance, one collector, one batch --------------------------- */
-
-#define MAXREC 16
-#define MAXIN 2
-#define MAXVAL 8
-#define MAXARGS 8
-
-struct h {
-    const struct orch_udf *udf;
-    void *state;
-    bool inited;
-    struct orch_udf_config cfg;
-    const char *keys[MAXARGS], *vals[MAXARGS];
-    char err[1024];
-    struct orch_udf_answers ans;
-    bool ans_inited;
-    struct orch_udf_batch batch;
-    struct orch_udf_record rec[MAXREC];
-    struct orch_udf_input in[MAXREC][MAXIN];
-    struct orch_udf_value val[MAXREC][MAXIN][MAXVAL];
-    char tmpdir[512]; /* a scratch directory, removed at teardown, when made */
-};
+/* ---- the harness (udf_harness.h): calls named "t" ------------------------------------ */
 
 static int setup(void **state)
 {
-    struct h *h = calloc(1, sizeof *h);
-    if (h == NULL)
-        return -1;
-    *state = h;
-    return 0;
-}
-
-static void h_close(struct h *h)
-{
-    if (h->inited && h->udf->fini != NULL)
-        h->udf->fini(h->state);
-    h->inited = false;
-    if (h->ans_inited)
-        orch_udf_answers_free(&h->ans);
-    h->ans_inited = false;
+    *state = udf_h_new("t");
+    return *state != NULL ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
-    struct h *h = *state;
-    h_close(h);
-    if (h->tmpdir[0] && orch_test_rmtree(h->tmpdir) != 0)
-        return -1;
-    free(h);
-    return 0;
-}
-
-/* Inits udf with `function`, op, nin, nout, and key/value argument pairs ending in NULL.
- * Returns init's rc; the collector is ready either way. */
-static int h_open(struct h *h, const struct orch_udf *udf, const char *function,
-                  enum orch_udf_op op, size_t nin, size_t nout, ...)
-{
-    va_list ap;
-    va_start(ap, nout);
-    size_t n = 0;
-    const char *k;
-    while ((k = va_arg(ap, const char *)) != NULL) {
-        assert_true(n < MAXARGS);
-        h->keys[n] = k;
-        h->vals[n] = va_arg(ap, const char *);
-        n++;
-    }
-    va_end(ap);
-    h->udf = udf;
-    h->cfg = (struct orch_udf_config){
-        .call = "t",
-        .function = function,
-        .op = op,
-        .nin = nin,
-        .nout = nout,
-        .nargs = n,
-        .arg_keys = h->keys,
-        .arg_values = h->vals,
-        .worker = 0,
-        .error = h->err,
-        .error_size = sizeof h->err,
-    };
-    h->err[0] = '\0';
-    int rc = udf->init != NULL ? udf->init(&h->cfg, &h->state) : 0;
-    h->inited = rc == 0;
-    if (rc != 0)
-        assert_true(h->err[0] != '\0'); /* every init failure explains itself */
-    assert_int_equal(orch_udf_answers_init(&h->ans, "t", op, nout), 0);
-    h->ans_inited = true;
-    return rc;
-}
-
-#define h_builtin(h, name, ...) h_open(h, orch_udf_builtin(name), name, __VA_ARGS__)
-
-/* Adds a record with attempt 1 and no values; returns its index. */
-static size_t h_rec(struct h *h)
-{
-    size_t i = h->batch.n++;
-    assert_true(i < MAXREC);
-    h->rec[i] = (struct orch_udf_record){
-        .grain_id = 100 + i, .generation = 1, .attempt = 1, .in = h->in[i]};
-    for (size_t k = 0; k < MAXIN; k++)
-        h->in[i][k] = (struct orch_udf_input){.n = 0, .v = h->val[i][k]};
-    h->batch.rec = h->rec;
-    return i;
-}
-
-static void h_bin(struct h *h, size_t i, size_t input, const void *d, size_t len, int present)
-{
-    struct orch_udf_input *in = &h->in[i][input];
-    assert_true(in->n < MAXVAL);
-    h->val[i][input][in->n++] = (struct orch_udf_value){d, len, present};
-}
-
-static void h_val(struct h *h, size_t i, size_t input, const char *s)
-{
-    h_bin(h, i, input, s, strlen(s), 1);
-}
-
-/* A record with one present value on input 0. */
-static size_t h_map(struct h *h, const char *s)
-{
-    size_t i = h_rec(h);
-    h_val(h, i, 0, s);
-    return i;
-}
-
-/* A record whose input 0 is an absent (optional, Dropped) value. */
-static size_t h_absent(struct h *h)
-{
-    size_t i = h_rec(h);
-    h_bin(h, i, 0, NULL, 0, 0);
-    return i;
-}
-
-/* Runs the batch; on 0, finishes the collector. Returns run's rc. */
-static int h_run(struct h *h)
-{
-    assert_true(h->inited);
-    assert_int_equal(orch_udf_answers_reset(&h->ans, &h->batch), 0);
-    int rc = h->udf->run(h->state, &h->batch);
-    if (rc == 0)
-        assert_int_equal(orch_udf_answers_finish(&h->ans), 0);
-    return rc;
-}
-
-/* Forgets the records, for the next batch. */
-static void h_clear(struct h *h)
-{
-    h->batch.n = 0;
-}
-
-static void check_outcome(struct h *h, size_t i, enum orch_udf_outcome want)
-{
-    assert_true(i < h->ans.n);
-    if (h->ans.rec[i].outcome != want)
-        fail_msg("record %zu: outcome %s, expected %s (%s)", i,
-                 orch_udf_outcome_name(h->ans.rec[i].outcome), orch_udf_outcome_name(want),
-                 h->ans.rec[i].msg ? h->ans.rec[i].msg : "");
-}
-
-static void check_out(const struct orch_udf_out *o, const void *want, size_t len)
-{
-    assert_true(o->set);
-    assert_non_null(o->data);
-    assert_int_equal(o->len, len);
-    if (len > 0)
-        assert_memory_equal(o->data, want, len);
-}
-
-static void check_value(struct h *h, size_t i, size_t port, const char *want)
-{
-    check_outcome(h, i, ORCH_UDF_OK);
-    assert_non_null(h->ans.rec[i].values);
-    check_out(&h->ans.rec[i].values[port], want, strlen(want));
+    return udf_h_free(*state);
 }
 
 /* Record i is OK with exactly the children in want (NULL-terminated), on every port. */
-static void check_children(struct h *h, size_t i, const char *const *want)
+static void check_children(struct udf_h *h, size_t i, const char *const *want)
 {
-    check_outcome(h, i, ORCH_UDF_OK);
+    udf_h_check_outcome(h, i, ORCH_UDF_OK);
     const struct orch_udf_answer *a = &h->ans.rec[i];
     size_t n = 0;
     while (want[n] != NULL)
@@ -219,21 +55,7 @@ static void check_children(struct h *h, size_t i, const char *const *want)
     assert_int_equal(a->nchildren, n);
     for (size_t c = 0; c < n; c++)
         for (size_t p = 0; p < h->ans.nout; p++)
-            check_out(&a->children[c * h->ans.nout + p], want[c], strlen(want[c]));
-}
-
-static void check_msg(struct h *h, size_t i, const char *needle)
-{
-    const char *msg = h->ans.rec[i].msg;
-    assert_non_null(msg);
-    if (strstr(msg, needle) == NULL)
-        fail_msg("record %zu: message \"%s\" lacks \"%s\"", i, msg, needle);
-}
-
-static void check_contains(const char *text, const char *needle)
-{
-    if (strstr(text, needle) == NULL)
-        fail_msg("\"%s\" lacks \"%s\"", text, needle);
+            udf_h_check_out(&a->children[c * h->ans.nout + p], want[c], strlen(want[c]));
 }
 
 /* No child process is left, running or zombie. */
@@ -244,11 +66,10 @@ static void check_no_children(void)
     assert_int_equal(errno, ECHILD);
 }
 
-/* Makes h->tmpdir and puts the path of NAME in it into path (n bytes). */
-static void make_tmpdir(struct h *h, const char *name, char *path, size_t n)
+/* Makes h's scratch directory and puts the path of NAME in it into path (n bytes). */
+static void make_tmpdir(struct udf_h *h, const char *name, char *path, size_t n)
 {
-    assert_int_equal(orch_test_mkdtemp(h->tmpdir, sizeof h->tmpdir, "udfs"), 0);
-    assert_int_equal(orch_test_path(path, n, h->tmpdir, name), 0);
+    assert_int_equal(orch_test_path(path, n, udf_h_tmpdir(h, "udfs"), name), 0);
 }
 
 /* ---- registry ------------------------------------------------------------------------ */
@@ -282,22 +103,24 @@ static void test_registry(void **state)
 
 static void test_init_checks(void **state)
 {
-    struct h *h = *state;
+    struct udf_h *h = *state;
     /* an op the built-in does not serve */
-    assert_int_equal(h_builtin(h, "split", ORCH_UDF_OP_MAP, 1, 1, "sep", ",", NULL), -EINVAL);
-    check_contains(h->err, "split cannot be used as map");
-    h_close(h);
+    assert_int_equal(udf_h_builtin(h, "split", ORCH_UDF_OP_MAP, 1, 1, "sep", ",", NULL),
+                     -EINVAL);
+    udf_h_check_contains(h->err, "split cannot be used as map");
+    udf_h_close(h);
     /* an unknown argument */
-    assert_int_equal(h_builtin(h, "upper", ORCH_UDF_OP_MAP, 1, 1, "x", "1", NULL), -EINVAL);
-    check_contains(h->err, "upper has no argument 'x'");
-    h_close(h);
+    assert_int_equal(udf_h_builtin(h, "upper", ORCH_UDF_OP_MAP, 1, 1, "x", "1", NULL), -EINVAL);
+    udf_h_check_contains(h->err, "upper has no argument 'x'");
+    udf_h_close(h);
     /* a number that is not one */
-    assert_int_equal(h_builtin(h, "sleep", ORCH_UDF_OP_MAP, 1, 1, "ms", "-3", NULL), -EINVAL);
-    check_contains(h->err, "ms must be a non-negative integer");
-    h_close(h);
-    assert_int_equal(h_builtin(h, "concat", ORCH_UDF_OP_FILTER, 1, 1, NULL), -EINVAL);
-    h_close(h);
-    assert_int_equal(h_builtin(h, "nonempty", ORCH_UDF_OP_REDUCE, 1, 1, NULL), -EINVAL);
+    assert_int_equal(udf_h_builtin(h, "sleep", ORCH_UDF_OP_MAP, 1, 1, "ms", "-3", NULL),
+                     -EINVAL);
+    udf_h_check_contains(h->err, "ms must be a non-negative integer");
+    udf_h_close(h);
+    assert_int_equal(udf_h_builtin(h, "concat", ORCH_UDF_OP_FILTER, 1, 1, NULL), -EINVAL);
+    udf_h_close(h);
+    assert_int_equal(udf_h_builtin(h, "nonempty", ORCH_UDF_OP_REDUCE, 1, 1, NULL), -EINVAL);
 }
 
 /* The compile-time signature table (builtin_sigs.c) and the runtime agree: every built-in
@@ -350,9 +173,9 @@ static void test_signatures(void **state)
             continue;
         }
         assert_int_equal(sig->outputs, 1);
-        assert_true(sig->nargs <= MAXARGS);
-        const char *keys[MAXARGS], *vals[MAXARGS];
-        char num[MAXARGS][24];
+        assert_true(sig->nargs <= UDF_H_MAXARGS);
+        const char *keys[UDF_H_MAXARGS], *vals[UDF_H_MAXARGS];
+        char num[UDF_H_MAXARGS][24];
         for (int a = 0; a < sig->nargs; a++) {
             const struct orch_builtin_arg *arg = &sig->args[a];
             keys[a] = arg->key;
@@ -371,7 +194,7 @@ static void test_signatures(void **state)
             for (int a = 0; a < sig->nargs; a++) {
                 if (!sig->args[a].required)
                     continue;
-                const char *k2[MAXARGS], *v2[MAXARGS];
+                const char *k2[UDF_H_MAXARGS], *v2[UDF_H_MAXARGS];
                 size_t n = 0;
                 for (int b = 0; b < sig->nargs; b++)
                     if (b != a) {
@@ -388,17 +211,17 @@ static void test_signatures(void **state)
 
 static void test_split(void **state)
 {
-    struct h *h = *state;
-    assert_int_equal(h_builtin(h, "split", ORCH_UDF_OP_EXPAND, 1, 1, "sep", ",", NULL), 0);
-    size_t plain = h_map(h, "a,b,c");
-    size_t trailing = h_map(h, "a,b,");
-    size_t consecutive = h_map(h, "a,,b");
-    size_t empty = h_map(h, "");
-    size_t only_sep = h_map(h, ",");
-    size_t no_sep = h_map(h, "abc");
-    size_t leading = h_map(h, ",x");
-    size_t absent = h_absent(h);
-    assert_int_equal(h_run(h), 0);
+    struct udf_h *h = *state;
+    assert_int_equal(udf_h_builtin(h, "split", ORCH_UDF_OP_EXPAND, 1, 1, "sep", ",", NULL), 0);
+    size_t plain = udf_h_add_text(h, "a,b,c");
+    size_t trailing = udf_h_add_text(h, "a,b,");
+    size_t consecutive = udf_h_add_text(h, "a,,b");
+    size_t empty = udf_h_add_text(h, "");
+    size_t only_sep = udf_h_add_text(h, ",");
+    size_t no_sep = udf_h_add_text(h, "abc");
+    size_t leading = udf_h_add_text(h, ",x");
+    size_t absent = udf_h_add(h, NULL, 0);
+    assert_int_equal(udf_h_run(h), 0);
     check_children(h, plain, (const char *const[]){"a", "b", "c", NULL});
     check_children(h, trailing, (const char *const[]){"a", "b", NULL});
     check_children(h, consecutive, (const char *const[]){"a", "", "b", NULL});
@@ -406,19 +229,19 @@ static void test_split(void **state)
     check_children(h, only_sep, (const char *const[]){"", NULL});
     check_children(h, no_sep, (const char *const[]){"abc", NULL});
     check_children(h, leading, (const char *const[]){"", "x", NULL});
-    check_outcome(h, absent, ORCH_UDF_DROP);
+    udf_h_check_outcome(h, absent, ORCH_UDF_DROP);
 }
 
 static void test_split_multibyte(void **state)
 {
-    struct h *h = *state;
+    struct udf_h *h = *state;
     /* two output ports: every child carries the piece on both */
-    assert_int_equal(h_builtin(h, "split", ORCH_UDF_OP_EXPAND_ALIGNED, 1, 2, "sep", "::", NULL),
-                     0);
-    size_t a = h_map(h, "a::b:c::");
-    size_t b = h_map(h, ":::");
-    size_t c = h_map(h, "\xc3\xa9::\xc3\xa8"); /* UTF-8 text, byte-wise */
-    assert_int_equal(h_run(h), 0);
+    assert_int_equal(
+        udf_h_builtin(h, "split", ORCH_UDF_OP_EXPAND_ALIGNED, 1, 2, "sep", "::", NULL), 0);
+    size_t a = udf_h_add_text(h, "a::b:c::");
+    size_t b = udf_h_add_text(h, ":::");
+    size_t c = udf_h_add_text(h, "\xc3\xa9::\xc3\xa8"); /* UTF-8 text, byte-wise */
+    assert_int_equal(udf_h_run(h), 0);
     check_children(h, a, (const char *const[]){"a", "b:c", NULL});
     check_children(h, b, (const char *const[]){"", ":", NULL});
     check_children(h, c, (const char *const[]){"\xc3\xa9", "\xc3\xa8", NULL});
@@ -426,20 +249,21 @@ static void test_split_multibyte(void **state)
 
 static void test_split_args(void **state)
 {
-    struct h *h = *state;
-    assert_int_equal(h_builtin(h, "split", ORCH_UDF_OP_EXPAND, 1, 1, NULL), -EINVAL);
-    check_contains(h->err, "sep is required");
-    h_close(h);
-    assert_int_equal(h_builtin(h, "split", ORCH_UDF_OP_EXPAND, 1, 1, "sep", "", NULL), -EINVAL);
-    check_contains(h->err, "sep is required");
-    h_close(h);
-    assert_int_equal(h_builtin(h, "split_lines", ORCH_UDF_OP_EXPAND, 1, 1, "sep", ",", NULL),
+    struct udf_h *h = *state;
+    assert_int_equal(udf_h_builtin(h, "split", ORCH_UDF_OP_EXPAND, 1, 1, NULL), -EINVAL);
+    udf_h_check_contains(h->err, "sep is required");
+    udf_h_close(h);
+    assert_int_equal(udf_h_builtin(h, "split", ORCH_UDF_OP_EXPAND, 1, 1, "sep", "", NULL),
                      -EINVAL);
-    h_close(h);
-    assert_int_equal(h_builtin(h, "split_lines", ORCH_UDF_OP_EXPAND, 1, 1, NULL), 0);
-    size_t i = h_map(h, "one\ntwo\n\nfour\n");
-    size_t j = h_map(h, "no newline");
-    assert_int_equal(h_run(h), 0);
+    udf_h_check_contains(h->err, "sep is required");
+    udf_h_close(h);
+    assert_int_equal(
+        udf_h_builtin(h, "split_lines", ORCH_UDF_OP_EXPAND, 1, 1, "sep", ",", NULL), -EINVAL);
+    udf_h_close(h);
+    assert_int_equal(udf_h_builtin(h, "split_lines", ORCH_UDF_OP_EXPAND, 1, 1, NULL), 0);
+    size_t i = udf_h_add_text(h, "one\ntwo\n\nfour\n");
+    size_t j = udf_h_add_text(h, "no newline");
+    assert_int_equal(udf_h_run(h), 0);
     check_children(h, i, (const char *const[]){"one", "two", "", "four", NULL});
     check_children(h, j, (const char *const[]){"no newline", NULL});
 }
@@ -448,156 +272,157 @@ static void test_split_args(void **state)
 
 static void test_upper(void **state)
 {
-    struct h *h = *state;
-    assert_int_equal(h_builtin(h, "upper", ORCH_UDF_OP_MAP, 2, 1, NULL), 0);
-    size_t a = h_map(h, "abc-Xyz 09 \xc3\xa9");
-    h_val(h, a, 1, "ignored second input");
-    size_t b = h_map(h, "");
-    size_t c = h_absent(h);
-    assert_int_equal(h_run(h), 0);
-    check_value(h, a, 0, "ABC-XYZ 09 \xc3\xa9"); /* non-ASCII bytes unchanged */
-    check_value(h, b, 0, "");
-    check_outcome(h, c, ORCH_UDF_DROP);
+    struct udf_h *h = *state;
+    assert_int_equal(udf_h_builtin(h, "upper", ORCH_UDF_OP_MAP, 2, 1, NULL), 0);
+    size_t a = udf_h_add_text(h, "abc-Xyz 09 \xc3\xa9");
+    udf_h_text(h, a, 1, "ignored second input");
+    size_t b = udf_h_add_text(h, "");
+    size_t c = udf_h_add(h, NULL, 0);
+    assert_int_equal(udf_h_run(h), 0);
+    udf_h_check_value(h, a, 0, "ABC-XYZ 09 \xc3\xa9"); /* non-ASCII bytes unchanged */
+    udf_h_check_value(h, b, 0, "");
+    udf_h_check_outcome(h, c, ORCH_UDF_DROP);
 }
 
 static void test_identity(void **state)
 {
-    struct h *h = *state;
-    assert_int_equal(h_builtin(h, "identity", ORCH_UDF_OP_MAP, 1, 2, NULL), 0);
+    struct udf_h *h = *state;
+    assert_int_equal(udf_h_builtin(h, "identity", ORCH_UDF_OP_MAP, 1, 2, NULL), 0);
     static const char bin[] = {'a', '\0', 'b'};
-    size_t a = h_rec(h);
-    h_bin(h, a, 0, bin, sizeof bin, 1);
-    size_t b = h_absent(h);
-    assert_int_equal(h_run(h), 0);
-    check_outcome(h, a, ORCH_UDF_OK);
-    check_out(&h->ans.rec[a].values[0], bin, sizeof bin);
-    check_out(&h->ans.rec[a].values[1], bin, sizeof bin);
-    check_outcome(h, b, ORCH_UDF_DROP);
-    h_close(h);
-    h_clear(h);
+    size_t a = udf_h_rec(h);
+    udf_h_value(h, a, 0, bin, sizeof bin);
+    size_t b = udf_h_add(h, NULL, 0);
+    assert_int_equal(udf_h_run(h), 0);
+    udf_h_check_outcome(h, a, ORCH_UDF_OK);
+    udf_h_check_out(&h->ans.rec[a].values[0], bin, sizeof bin);
+    udf_h_check_out(&h->ans.rec[a].values[1], bin, sizeof bin);
+    udf_h_check_outcome(h, b, ORCH_UDF_DROP);
+    udf_h_close(h);
+    udf_h_clear(h);
     /* as an expand: one child */
-    assert_int_equal(h_builtin(h, "identity", ORCH_UDF_OP_EXPAND, 1, 1, NULL), 0);
-    a = h_map(h, "x");
-    assert_int_equal(h_run(h), 0);
+    assert_int_equal(udf_h_builtin(h, "identity", ORCH_UDF_OP_EXPAND, 1, 1, NULL), 0);
+    a = udf_h_add_text(h, "x");
+    assert_int_equal(udf_h_run(h), 0);
     check_children(h, a, (const char *const[]){"x", NULL});
 }
 
 static void test_nonempty(void **state)
 {
-    struct h *h = *state;
-    assert_int_equal(h_builtin(h, "nonempty", ORCH_UDF_OP_FILTER, 1, 1, NULL), 0);
-    size_t a = h_map(h, "x");
-    size_t b = h_map(h, "");
-    size_t c = h_absent(h);
-    assert_int_equal(h_run(h), 0);
-    check_outcome(h, a, ORCH_UDF_KEEP_TRUE);
-    check_outcome(h, b, ORCH_UDF_KEEP_FALSE);
-    check_outcome(h, c, ORCH_UDF_KEEP_FALSE);
+    struct udf_h *h = *state;
+    assert_int_equal(udf_h_builtin(h, "nonempty", ORCH_UDF_OP_FILTER, 1, 1, NULL), 0);
+    size_t a = udf_h_add_text(h, "x");
+    size_t b = udf_h_add_text(h, "");
+    size_t c = udf_h_add(h, NULL, 0);
+    assert_int_equal(udf_h_run(h), 0);
+    udf_h_check_outcome(h, a, ORCH_UDF_KEEP_TRUE);
+    udf_h_check_outcome(h, b, ORCH_UDF_KEEP_FALSE);
+    udf_h_check_outcome(h, c, ORCH_UDF_KEEP_FALSE);
 }
 
 /* ---- reduces ---------------------------------------------------------------------- */
 
 static void test_concat(void **state)
 {
-    struct h *h = *state;
-    assert_int_equal(h_builtin(h, "concat", ORCH_UDF_OP_REDUCE, 1, 1, "sep", ", ", NULL), 0);
-    size_t a = h_rec(h);
-    h_val(h, a, 0, "a");
-    h_val(h, a, 0, "");
-    h_val(h, a, 0, "c");
-    size_t one = h_rec(h);
-    h_val(h, one, 0, "solo");
-    size_t none = h_rec(h);
-    assert_int_equal(h_run(h), 0);
-    check_value(h, a, 0, "a, , c");
-    check_value(h, one, 0, "solo");
-    check_value(h, none, 0, ""); /* zero values: present and empty */
-    h_close(h);
-    h_clear(h);
-    assert_int_equal(h_builtin(h, "concat", ORCH_UDF_OP_REDUCE, 1, 1, NULL), 0);
-    a = h_rec(h);
-    h_val(h, a, 0, "x");
-    h_val(h, a, 0, "y");
-    assert_int_equal(h_run(h), 0);
-    check_value(h, a, 0, "xy"); /* sep defaults to "" */
+    struct udf_h *h = *state;
+    assert_int_equal(udf_h_builtin(h, "concat", ORCH_UDF_OP_REDUCE, 1, 1, "sep", ", ", NULL),
+                     0);
+    size_t a = udf_h_rec(h);
+    udf_h_text(h, a, 0, "a");
+    udf_h_text(h, a, 0, "");
+    udf_h_text(h, a, 0, "c");
+    size_t one = udf_h_rec(h);
+    udf_h_text(h, one, 0, "solo");
+    size_t none = udf_h_rec(h);
+    assert_int_equal(udf_h_run(h), 0);
+    udf_h_check_value(h, a, 0, "a, , c");
+    udf_h_check_value(h, one, 0, "solo");
+    udf_h_check_value(h, none, 0, ""); /* zero values: present and empty */
+    udf_h_close(h);
+    udf_h_clear(h);
+    assert_int_equal(udf_h_builtin(h, "concat", ORCH_UDF_OP_REDUCE, 1, 1, NULL), 0);
+    a = udf_h_rec(h);
+    udf_h_text(h, a, 0, "x");
+    udf_h_text(h, a, 0, "y");
+    assert_int_equal(udf_h_run(h), 0);
+    udf_h_check_value(h, a, 0, "xy"); /* sep defaults to "" */
 }
 
 static void test_count(void **state)
 {
-    struct h *h = *state;
-    assert_int_equal(h_builtin(h, "count", ORCH_UDF_OP_REDUCE, 1, 1, NULL), 0);
-    size_t a = h_rec(h);
+    struct udf_h *h = *state;
+    assert_int_equal(udf_h_builtin(h, "count", ORCH_UDF_OP_REDUCE, 1, 1, NULL), 0);
+    size_t a = udf_h_rec(h);
     for (int k = 0; k < 3; k++)
-        h_val(h, a, 0, "v");
-    size_t none = h_rec(h);
-    assert_int_equal(h_run(h), 0);
-    check_value(h, a, 0, "3");
-    check_value(h, none, 0, "0");
+        udf_h_text(h, a, 0, "v");
+    size_t none = udf_h_rec(h);
+    assert_int_equal(udf_h_run(h), 0);
+    udf_h_check_value(h, a, 0, "3");
+    udf_h_check_value(h, none, 0, "0");
 }
 
 /* ---- sleep, fail_if, flaky ----------------------------------------------------------- */
 
 static void test_sleep(void **state)
 {
-    struct h *h = *state;
-    assert_int_equal(h_builtin(h, "sleep", ORCH_UDF_OP_MAP, 1, 1, "ms", "5", NULL), 0);
-    size_t a = h_map(h, "payload");
-    assert_int_equal(h_run(h), 0);
-    check_value(h, a, 0, "payload");
-    h_close(h);
-    h_clear(h);
+    struct udf_h *h = *state;
+    assert_int_equal(udf_h_builtin(h, "sleep", ORCH_UDF_OP_MAP, 1, 1, "ms", "5", NULL), 0);
+    size_t a = udf_h_add_text(h, "payload");
+    assert_int_equal(udf_h_run(h), 0);
+    udf_h_check_value(h, a, 0, "payload");
+    udf_h_close(h);
+    udf_h_clear(h);
     /* without ms: as many ms as the number the input starts with (0 when none) */
-    assert_int_equal(h_builtin(h, "sleep", ORCH_UDF_OP_MAP, 1, 1, NULL), 0);
-    a = h_map(h, "7 dwarves");
-    size_t b = h_map(h, "no number");
-    size_t c = h_absent(h);
-    assert_int_equal(h_run(h), 0);
-    check_value(h, a, 0, "7 dwarves");
-    check_value(h, b, 0, "no number");
-    check_outcome(h, c, ORCH_UDF_DROP);
+    assert_int_equal(udf_h_builtin(h, "sleep", ORCH_UDF_OP_MAP, 1, 1, NULL), 0);
+    a = udf_h_add_text(h, "7 dwarves");
+    size_t b = udf_h_add_text(h, "no number");
+    size_t c = udf_h_add(h, NULL, 0);
+    assert_int_equal(udf_h_run(h), 0);
+    udf_h_check_value(h, a, 0, "7 dwarves");
+    udf_h_check_value(h, b, 0, "no number");
+    udf_h_check_outcome(h, c, ORCH_UDF_DROP);
 }
 
 static void test_fail_if_typed(void **state)
 {
-    struct h *h = *state;
-    assert_int_equal(h_builtin(h, "fail_if", ORCH_UDF_OP_MAP, 1, 1, "contains", "BAD", NULL),
-                     0);
-    size_t ok = h_map(h, "fine");
-    size_t bad = h_map(h, "very BAD input");
-    assert_int_equal(h_run(h), 0);
-    check_value(h, ok, 0, "fine");
-    check_outcome(h, bad, ORCH_UDF_RECORD_FAILURE);
-    check_msg(h, bad, "contains \"BAD\"");
-    h_close(h);
+    struct udf_h *h = *state;
+    assert_int_equal(
+        udf_h_builtin(h, "fail_if", ORCH_UDF_OP_MAP, 1, 1, "contains", "BAD", NULL), 0);
+    size_t ok = udf_h_add_text(h, "fine");
+    size_t bad = udf_h_add_text(h, "very BAD input");
+    assert_int_equal(udf_h_run(h), 0);
+    udf_h_check_value(h, ok, 0, "fine");
+    udf_h_check_outcome(h, bad, ORCH_UDF_RECORD_FAILURE);
+    udf_h_check_msg(h, bad, "contains \"BAD\"");
+    udf_h_close(h);
 
-    assert_int_equal(h_builtin(h, "fail_if", ORCH_UDF_OP_MAP, 1, 1, "contains", "BAD", "kind",
-                               "group", NULL),
+    assert_int_equal(udf_h_builtin(h, "fail_if", ORCH_UDF_OP_MAP, 1, 1, "contains", "BAD",
+                                   "kind", "group", NULL),
                      0);
-    assert_int_equal(h_run(h), 0);
-    check_value(h, ok, 0, "fine");
-    check_outcome(h, bad, ORCH_UDF_GROUP_FAILURE);
-    check_msg(h, bad, "BAD");
-    h_close(h);
+    assert_int_equal(udf_h_run(h), 0);
+    udf_h_check_value(h, ok, 0, "fine");
+    udf_h_check_outcome(h, bad, ORCH_UDF_GROUP_FAILURE);
+    udf_h_check_msg(h, bad, "BAD");
+    udf_h_close(h);
 
-    assert_int_equal(h_builtin(h, "fail_if", ORCH_UDF_OP_MAP, 1, 1, "contains", "BAD", "kind",
-                               "attempt", NULL),
+    assert_int_equal(udf_h_builtin(h, "fail_if", ORCH_UDF_OP_MAP, 1, 1, "contains", "BAD",
+                                   "kind", "attempt", NULL),
                      0);
-    assert_true(h_run(h) < 0);
-    check_contains(orch_udf_answers_error(&h->ans), "BAD");
-    h_clear(h);
-    h_map(h, "fine");
-    assert_int_equal(h_run(h), 0); /* the same state serves the next batch */
-    check_value(h, 0, 0, "fine");
-    h_close(h);
+    assert_true(udf_h_run(h) < 0);
+    udf_h_check_contains(orch_udf_answers_error(&h->ans), "BAD");
+    udf_h_clear(h);
+    udf_h_add_text(h, "fine");
+    assert_int_equal(udf_h_run(h), 0); /* the same state serves the next batch */
+    udf_h_check_value(h, 0, 0, "fine");
+    udf_h_close(h);
 
-    assert_int_equal(h_builtin(h, "fail_if", ORCH_UDF_OP_MAP, 1, 1, "kind", "record", NULL),
+    assert_int_equal(udf_h_builtin(h, "fail_if", ORCH_UDF_OP_MAP, 1, 1, "kind", "record", NULL),
                      -EINVAL);
-    check_contains(h->err, "contains is required");
-    h_close(h);
-    assert_int_equal(h_builtin(h, "fail_if", ORCH_UDF_OP_MAP, 1, 1, "contains", "x", "kind",
-                               "explode", NULL),
+    udf_h_check_contains(h->err, "contains is required");
+    udf_h_close(h);
+    assert_int_equal(udf_h_builtin(h, "fail_if", ORCH_UDF_OP_MAP, 1, 1, "contains", "x", "kind",
+                                   "explode", NULL),
                      -EINVAL);
-    check_contains(h->err, "'explode'");
+    udf_h_check_contains(h->err, "'explode'");
 }
 
 /* Runs fail_if(contains="BAD", kind=kind) in a child process on the batch ["fine", "BAD"].
@@ -704,79 +529,79 @@ static void test_fail_if_hang(void **state)
 
 static void test_flaky(void **state)
 {
-    struct h *h = *state;
-    assert_int_equal(h_builtin(h, "flaky", ORCH_UDF_OP_MAP, 1, 1, "fail_attempts", "2", NULL),
-                     0);
+    struct udf_h *h = *state;
+    assert_int_equal(
+        udf_h_builtin(h, "flaky", ORCH_UDF_OP_MAP, 1, 1, "fail_attempts", "2", NULL), 0);
     for (uint32_t attempt = 1; attempt <= 3; attempt++) {
-        h_clear(h);
-        size_t i = h_map(h, "v");
+        udf_h_clear(h);
+        size_t i = udf_h_add_text(h, "v");
         h->rec[i].attempt = attempt;
-        int rc = h_run(h);
+        int rc = udf_h_run(h);
         if (attempt <= 2) {
             assert_true(rc < 0);
-            check_contains(orch_udf_answers_error(&h->ans), "attempt");
+            udf_h_check_contains(orch_udf_answers_error(&h->ans), "attempt");
         } else {
             assert_int_equal(rc, 0);
-            check_value(h, i, 0, "v");
+            udf_h_check_value(h, i, 0, "v");
         }
     }
     /* one young record fails the whole batch */
-    h_clear(h);
-    h_map(h, "old");
+    udf_h_clear(h);
+    udf_h_add_text(h, "old");
     h->rec[0].attempt = 3;
-    h_map(h, "young");
+    udf_h_add_text(h, "young");
     h->rec[1].attempt = 1;
-    assert_true(h_run(h) < 0);
-    h_close(h);
+    assert_true(udf_h_run(h) < 0);
+    udf_h_close(h);
 
     /* default: fail_attempts=1 */
-    assert_int_equal(h_builtin(h, "flaky", ORCH_UDF_OP_MAP, 1, 1, NULL), 0);
-    h_clear(h);
-    h_map(h, "v");
-    assert_true(h_run(h) < 0);
+    assert_int_equal(udf_h_builtin(h, "flaky", ORCH_UDF_OP_MAP, 1, 1, NULL), 0);
+    udf_h_clear(h);
+    udf_h_add_text(h, "v");
+    assert_true(udf_h_run(h) < 0);
     h->rec[0].attempt = 2;
-    assert_int_equal(h_run(h), 0);
-    check_value(h, 0, 0, "v");
+    assert_int_equal(udf_h_run(h), 0);
+    udf_h_check_value(h, 0, 0, "v");
 }
 
 /* ---- read_file ----------------------------------------------------------------------- */
 
 static void test_read_file(void **state)
 {
-    struct h *h = *state;
+    struct udf_h *h = *state;
     char path[600], missing[600];
     make_tmpdir(h, "data.bin", path, sizeof path);
     assert_int_equal(orch_test_path(missing, sizeof missing, h->tmpdir, "missing.txt"), 0);
     static const char content[] = {'h', 'i', '\0', '\n', 'x'};
     assert_int_equal(orch_test_write_file(path, content, sizeof content), 0);
 
-    assert_int_equal(h_builtin(h, "read_file", ORCH_UDF_OP_MAP, 1, 1, NULL), 0);
-    size_t ok = h_map(h, path);
-    size_t bad = h_map(h, missing);
-    size_t dir = h_map(h, h->tmpdir);
-    size_t empty = h_map(h, "");
-    assert_int_equal(h_run(h), 0);
-    check_outcome(h, ok, ORCH_UDF_OK);
-    check_out(&h->ans.rec[ok].values[0], content, sizeof content);
-    check_outcome(h, bad, ORCH_UDF_RECORD_FAILURE);
-    check_msg(h, bad, missing);
-    check_msg(h, bad, strerror(ENOENT));
-    check_outcome(h, dir, ORCH_UDF_RECORD_FAILURE);
-    check_msg(h, dir, strerror(EISDIR));
-    check_outcome(h, empty, ORCH_UDF_RECORD_FAILURE);
+    assert_int_equal(udf_h_builtin(h, "read_file", ORCH_UDF_OP_MAP, 1, 1, NULL), 0);
+    size_t ok = udf_h_add_text(h, path);
+    size_t bad = udf_h_add_text(h, missing);
+    size_t dir = udf_h_add_text(h, h->tmpdir);
+    size_t empty = udf_h_add_text(h, "");
+    assert_int_equal(udf_h_run(h), 0);
+    udf_h_check_outcome(h, ok, ORCH_UDF_OK);
+    udf_h_check_out(&h->ans.rec[ok].values[0], content, sizeof content);
+    udf_h_check_outcome(h, bad, ORCH_UDF_RECORD_FAILURE);
+    udf_h_check_msg(h, bad, missing);
+    udf_h_check_msg(h, bad, strerror(ENOENT));
+    udf_h_check_outcome(h, dir, ORCH_UDF_RECORD_FAILURE);
+    udf_h_check_msg(h, dir, strerror(EISDIR));
+    udf_h_check_outcome(h, empty, ORCH_UDF_RECORD_FAILURE);
 }
 
 /* ---- the collector's rules ---------------------------------------------------------- */
 
 static void test_collector_map(void **state)
 {
-    struct h *h = *state;
+    struct udf_h *h = *state;
     struct orch_udf_answers *a = &h->ans;
     struct orch_udf_batch *b = &h->batch;
     assert_int_equal(orch_udf_answers_init(a, "ocr", ORCH_UDF_OP_MAP, 2), 0);
     h->ans_inited = true;
     for (int k = 0; k < 6; k++)
-        h_map(h, "in");
+        udf_h_add_text(h, "in");
     assert_int_equal(orch_udf_answers_reset(a, b), 0);
     /* 0: complete */
     assert_int_equal(orch_udf_emit(b, 0, 1, "y", 1), 0);
@@ -804,42 +629,42 @@ static void test_collector_map(void **state)
     assert_int_equal(orch_udf_answers_finish(a), 0);
     assert_int_equal(orch_udf_emit(b, 2, 0, "x", 1), -EINVAL); /* after finish */
 
-    check_value(h, 0, 0, "x");
-    check_value(h, 0, 1, "y");
-    check_outcome(h, 1, ORCH_UDF_RECORD_FAILURE);
+    udf_h_check_value(h, 0, 0, "x");
+    udf_h_check_value(h, 0, 1, "y");
+    udf_h_check_outcome(h, 1, ORCH_UDF_RECORD_FAILURE);
     assert_string_equal(a->rec[1].msg, "udf ocr gave no value for output 2 of 2");
     assert_null(a->rec[1].values);
-    check_outcome(h, 2, ORCH_UDF_RECORD_FAILURE);
+    udf_h_check_outcome(h, 2, ORCH_UDF_RECORD_FAILURE);
     assert_string_equal(a->rec[2].msg, "udf ocr gave no answer for this record");
-    check_outcome(h, 3, ORCH_UDF_RECORD_FAILURE);
+    udf_h_check_outcome(h, 3, ORCH_UDF_RECORD_FAILURE);
     assert_string_equal(a->rec[3].msg, "late problem");
     assert_null(a->rec[3].values);
-    check_outcome(h, 4, ORCH_UDF_DROP);
-    check_outcome(h, 5, ORCH_UDF_GROUP_FAILURE);
+    udf_h_check_outcome(h, 4, ORCH_UDF_DROP);
+    udf_h_check_outcome(h, 5, ORCH_UDF_GROUP_FAILURE);
     assert_string_equal(a->rec[5].msg, "");
 
     /* reset forgets everything; a smaller batch reuses the memory */
-    h_clear(h);
-    h_map(h, "in");
+    udf_h_clear(h);
+    udf_h_add_text(h, "in");
     assert_int_equal(orch_udf_answers_reset(a, b), 0);
     assert_int_equal(a->n, 1);
-    check_outcome(h, 0, ORCH_UDF_NONE);
+    udf_h_check_outcome(h, 0, ORCH_UDF_NONE);
     assert_int_equal(orch_udf_emit(b, 0, 0, "", 0), 0); /* an empty value is a value */
     assert_int_equal(orch_udf_emit(b, 0, 1, NULL, 0), 0);
     assert_int_equal(orch_udf_answers_finish(a), 0);
-    check_value(h, 0, 0, "");
-    check_value(h, 0, 1, "");
+    udf_h_check_value(h, 0, 0, "");
+    udf_h_check_value(h, 0, 1, "");
 }
 
 static void test_collector_expand(void **state)
 {
-    struct h *h = *state;
+    struct udf_h *h = *state;
     struct orch_udf_answers *a = &h->ans;
     struct orch_udf_batch *b = &h->batch;
     assert_int_equal(orch_udf_answers_init(a, "pages", ORCH_UDF_OP_EXPAND, 2), 0);
     h->ans_inited = true;
     for (int k = 0; k < 5; k++)
-        h_map(h, "in");
+        udf_h_add_text(h, "in");
     assert_int_equal(orch_udf_answers_reset(a, b), 0);
     /* 0: many children (grows past the initial capacity) */
     char text[8];
@@ -864,30 +689,30 @@ static void test_collector_expand(void **state)
     assert_int_equal(orch_udf_keep(b, 4, false), -EINVAL);
     assert_int_equal(orch_udf_answers_finish(a), 0);
 
-    check_outcome(h, 0, ORCH_UDF_OK);
+    udf_h_check_outcome(h, 0, ORCH_UDF_OK);
     assert_int_equal(a->rec[0].nchildren, 10);
     for (int c = 0; c < 10; c++) {
         snprintf(text, sizeof text, "%d", c);
-        check_out(&a->rec[0].children[c * 2 + 1], text, strlen(text));
+        udf_h_check_out(&a->rec[0].children[c * 2 + 1], text, strlen(text));
     }
-    check_outcome(h, 1, ORCH_UDF_RECORD_FAILURE);
-    check_msg(h, 1, "udf pages gave no value for output 2 of 2 of child 0");
-    check_outcome(h, 2, ORCH_UDF_OK);
+    udf_h_check_outcome(h, 1, ORCH_UDF_RECORD_FAILURE);
+    udf_h_check_msg(h, 1, "udf pages gave no value for output 2 of 2 of child 0");
+    udf_h_check_outcome(h, 2, ORCH_UDF_OK);
     assert_int_equal(a->rec[2].nchildren, 0);
-    check_outcome(h, 3, ORCH_UDF_DROP);
-    check_outcome(h, 4, ORCH_UDF_RECORD_FAILURE);
+    udf_h_check_outcome(h, 3, ORCH_UDF_DROP);
+    udf_h_check_outcome(h, 4, ORCH_UDF_RECORD_FAILURE);
 }
 
 static void test_collector_filter(void **state)
 {
-    struct h *h = *state;
+    struct udf_h *h = *state;
     struct orch_udf_answers *a = &h->ans;
     struct orch_udf_batch *b = &h->batch;
     assert_int_equal(orch_udf_answers_init(a, "keep", ORCH_UDF_OP_FILTER, 1), 0);
     h->ans_inited = true;
-    h_map(h, "a");
-    h_map(h, "b");
-    h_map(h, "c");
+    udf_h_add_text(h, "a");
+    udf_h_add_text(h, "b");
+    udf_h_add_text(h, "c");
     assert_int_equal(orch_udf_answers_reset(a, b), 0);
     assert_int_equal(orch_udf_keep(b, 0, true), 0);
     assert_int_equal(orch_udf_keep(b, 0, false), -EINVAL);
@@ -896,9 +721,9 @@ static void test_collector_filter(void **state)
     assert_int_equal(orch_udf_keep(b, 2, true), 0);
     assert_int_equal(orch_udf_fail_record(b, 2, "changed my mind"), 0);
     assert_int_equal(orch_udf_answers_finish(a), 0);
-    check_outcome(h, 0, ORCH_UDF_KEEP_TRUE);
-    check_outcome(h, 1, ORCH_UDF_KEEP_FALSE);
-    check_outcome(h, 2, ORCH_UDF_RECORD_FAILURE);
+    udf_h_check_outcome(h, 0, ORCH_UDF_KEEP_TRUE);
+    udf_h_check_outcome(h, 1, ORCH_UDF_KEEP_FALSE);
+    udf_h_check_outcome(h, 2, ORCH_UDF_RECORD_FAILURE);
 
     struct orch_udf_answers bad;
     assert_int_equal(orch_udf_answers_init(&bad, "x", ORCH_UDF_OP_MAP, 0), -EINVAL);
@@ -910,7 +735,7 @@ static void test_collector_filter(void **state)
 
 static void test_library(void **state)
 {
-    struct h *h = *state;
+    struct udf_h *h = *state;
     const struct orch_udf *u;
     void *dl;
     assert_int_equal(orch_udf_load_library(ORCH_UDF_SAMPLE_PATH, "orch_udf_sample", &u, &dl),
@@ -919,13 +744,13 @@ static void test_library(void **state)
     assert_non_null(dl);
     assert_string_equal(u->name, "sample");
     assert_int_equal(
-        h_open(h, u, ORCH_UDF_SAMPLE_PATH, ORCH_UDF_OP_MAP, 1, 1, "suffix", "!", NULL), 0);
-    size_t a = h_map(h, "abc");
-    size_t b = h_absent(h);
-    assert_int_equal(h_run(h), 0);
-    check_value(h, a, 0, "cba!");
-    check_outcome(h, b, ORCH_UDF_DROP);
-    h_close(h); /* fini runs before the object is closed */
+        udf_h_open(h, u, ORCH_UDF_SAMPLE_PATH, ORCH_UDF_OP_MAP, 1, 1, "suffix", "!", NULL), 0);
+    size_t a = udf_h_add_text(h, "abc");
+    size_t b = udf_h_add(h, NULL, 0);
+    assert_int_equal(udf_h_run(h), 0);
+    udf_h_check_value(h, a, 0, "cba!");
+    udf_h_check_outcome(h, b, ORCH_UDF_DROP);
+    udf_h_close(h); /* fini runs before the object is closed */
     orch_udf_unload_library(dl);
     orch_udf_unload_library(NULL);
 }
@@ -934,13 +759,13 @@ static void test_library(void **state)
  * the next child() starts after it; a record failure still replaces everything. */
 static void test_collector_fail_child(void **state)
 {
-    struct h *h = *state;
+    struct udf_h *h = *state;
     struct orch_udf_answers *a = &h->ans;
     struct orch_udf_batch *b = &h->batch;
     assert_int_equal(orch_udf_answers_init(a, "pages", ORCH_UDF_OP_EXPAND, 2), 0);
     h->ans_inited = true;
     for (int k = 0; k < 4; k++)
-        h_map(h, "in");
+        udf_h_add_text(h, "in");
     assert_int_equal(orch_udf_answers_reset(a, b), 0);
     /* 0: ok, failed, ok, failed (the last one first: no values needed after it) */
     assert_int_equal(orch_udf_child(b, 0), 0);
@@ -962,7 +787,7 @@ static void test_collector_fail_child(void **state)
     assert_int_equal(orch_udf_fail_child(b, 3, "x"), -EINVAL);
     assert_int_equal(orch_udf_answers_finish(a), 0);
 
-    check_outcome(h, 0, ORCH_UDF_OK);
+    udf_h_check_outcome(h, 0, ORCH_UDF_OK);
     const struct orch_udf_answer *r = &a->rec[0];
     assert_int_equal(r->nchildren, 4);
     assert_non_null(r->child_msg);
@@ -970,16 +795,16 @@ static void test_collector_fail_child(void **state)
     assert_string_equal(r->child_msg[1], "page 2 is broken");
     assert_null(r->child_msg[2]);
     assert_string_equal(r->child_msg[3], "");
-    check_out(&r->children[0 * 2 + 1], "A", 1);
+    udf_h_check_out(&r->children[0 * 2 + 1], "A", 1);
     assert_false(r->children[1 * 2 + 0].set);
-    check_out(&r->children[2 * 2 + 1], "C", 1);
-    check_outcome(h, 1, ORCH_UDF_OK);
+    udf_h_check_out(&r->children[2 * 2 + 1], "C", 1);
+    udf_h_check_outcome(h, 1, ORCH_UDF_OK);
     assert_int_equal(a->rec[1].nchildren, 1);
     assert_string_equal(a->rec[1].child_msg[0], "only");
-    check_outcome(h, 2, ORCH_UDF_RECORD_FAILURE);
-    check_msg(h, 2, "the whole PDF");
+    udf_h_check_outcome(h, 2, ORCH_UDF_RECORD_FAILURE);
+    udf_h_check_msg(h, 2, "the whole PDF");
     assert_int_equal(a->rec[2].nchildren, 0);
-    check_outcome(h, 3, ORCH_UDF_OK);
+    udf_h_check_outcome(h, 3, ORCH_UDF_OK);
     assert_int_equal(a->rec[3].nchildren, 0);
 
     /* not an expand: refused */
@@ -991,23 +816,23 @@ static void test_collector_fail_child(void **state)
 
 static void test_library_errors(void **state)
 {
-    struct h *h = *state;
+    struct udf_h *h = *state;
     const struct orch_udf *u = (const void *)1;
     void *dl = (void *)1;
     assert_int_equal(orch_udf_load_library(ORCH_UDF_SAMPLE_PATH, "no_such_udf", &u, &dl),
                      ORCH_ENOTFOUND);
     assert_null(u);
     assert_null(dl);
-    check_contains(orch_error_detail(), "no symbol 'no_such_udf'");
+    udf_h_check_contains(orch_error_detail(), "no symbol 'no_such_udf'");
 
     assert_int_equal(
         orch_udf_load_library(ORCH_UDF_SAMPLE_PATH, "orch_udf_sample_future", &u, &dl),
         -ENOEXEC);
-    check_contains(orch_error_detail(), "ABI version 99");
+    udf_h_check_contains(orch_error_detail(), "ABI version 99");
     assert_null(u);
     assert_int_equal(orch_udf_load_library(ORCH_UDF_SAMPLE_PATH, "orch_udf_sample_v0", &u, &dl),
                      -ENOEXEC);
-    check_contains(orch_error_detail(), "ABI version 0");
+    udf_h_check_contains(orch_error_detail(), "ABI version 0");
     /* an older version than the host's is accepted: the ops only grew at the end */
     assert_int_equal(orch_udf_load_library(ORCH_UDF_SAMPLE_PATH, "orch_udf_sample_v1", &u, &dl),
                      0);
@@ -1017,19 +842,19 @@ static void test_library_errors(void **state)
     assert_int_equal(
         orch_udf_load_library(ORCH_UDF_SAMPLE_PATH, "orch_udf_sample_norun", &u, &dl),
         -ENOEXEC);
-    check_contains(orch_error_detail(), "no run");
+    udf_h_check_contains(orch_error_detail(), "no run");
 
     assert_int_equal(orch_udf_load_library("/nonexistent/udf.so", "x", &u, &dl),
                      ORCH_ENOTFOUND);
-    check_contains(orch_error_detail(), "/nonexistent/udf.so");
-    check_contains(orch_error_detail(), strerror(ENOENT));
+    udf_h_check_contains(orch_error_detail(), "/nonexistent/udf.so");
+    udf_h_check_contains(orch_error_detail(), strerror(ENOENT));
 
     /* a file that is not a shared object */
     char path[600];
     make_tmpdir(h, "notso", path, sizeof path);
     assert_int_equal(orch_test_write_text(path, "not elf"), 0);
     assert_int_equal(orch_udf_load_library(path, "x", &u, &dl), ORCH_ENOTFOUND);
-    check_contains(orch_error_detail(), "cannot be loaded");
+    udf_h_check_contains(orch_error_detail(), "cannot be loaded");
 
     assert_int_equal(orch_udf_load_library("", "x", &u, &dl), -EINVAL);
     assert_int_equal(orch_udf_load_library(ORCH_UDF_SAMPLE_PATH, NULL, &u, &dl), -EINVAL);
@@ -1041,46 +866,46 @@ static void test_library_errors(void **state)
 
 static void test_exec_python_example(void **state)
 {
-    struct h *h = *state;
+    struct udf_h *h = *state;
     const char *cmd = "PYTHONDONTWRITEBYTECODE=1 python3 '" PY_DIR "/upper_udf.py'";
-    assert_int_equal(h_open(h, &orch_udf_exec, cmd, ORCH_UDF_OP_MAP, 1, 1, "suffix", "!", NULL),
-                     0);
-    size_t a = h_map(h, "hello");
-    size_t empty = h_map(h, "");
-    size_t absent = h_absent(h);
-    size_t bad = h_map(h, "a bad one");
-    size_t poison = h_map(h, "poison");
+    assert_int_equal(
+        udf_h_open(h, &orch_udf_exec, cmd, ORCH_UDF_OP_MAP, 1, 1, "suffix", "!", NULL), 0);
+    size_t a = udf_h_add_text(h, "hello");
+    size_t empty = udf_h_add_text(h, "");
+    size_t absent = udf_h_add(h, NULL, 0);
+    size_t bad = udf_h_add_text(h, "a bad one");
+    size_t poison = udf_h_add_text(h, "poison");
     static const char bin[] = {'x', '\0', 'y', '\xff'};
-    size_t binary = h_rec(h);
-    h_bin(h, binary, 0, bin, sizeof bin, 1);
-    assert_int_equal(h_run(h), 0);
-    check_value(h, a, 0, "HELLO!");
-    check_outcome(h, empty, ORCH_UDF_DROP);
-    check_outcome(h, absent, ORCH_UDF_DROP);
-    check_outcome(h, bad, ORCH_UDF_RECORD_FAILURE);
-    check_msg(h, bad, "the input is bad");
-    check_outcome(h, poison, ORCH_UDF_GROUP_FAILURE);
-    check_msg(h, poison, "poisoned");
-    check_out(&h->ans.rec[binary].values[0], "X\0Y\xff!", 5);
+    size_t binary = udf_h_rec(h);
+    udf_h_value(h, binary, 0, bin, sizeof bin);
+    assert_int_equal(udf_h_run(h), 0);
+    udf_h_check_value(h, a, 0, "HELLO!");
+    udf_h_check_outcome(h, empty, ORCH_UDF_DROP);
+    udf_h_check_outcome(h, absent, ORCH_UDF_DROP);
+    udf_h_check_outcome(h, bad, ORCH_UDF_RECORD_FAILURE);
+    udf_h_check_msg(h, bad, "the input is bad");
+    udf_h_check_outcome(h, poison, ORCH_UDF_GROUP_FAILURE);
+    udf_h_check_msg(h, poison, "poisoned");
+    udf_h_check_out(&h->ans.rec[binary].values[0], "X\0Y\xff!", 5);
 
     /* an exception in run: an attempt failure of the batch; the program goes on */
-    h_clear(h);
-    h_map(h, "fine");
-    h_map(h, "explode");
-    assert_int_equal(h_run(h), -EIO);
-    check_contains(orch_udf_answers_error(&h->ans), "exploded");
+    udf_h_clear(h);
+    udf_h_add_text(h, "fine");
+    udf_h_add_text(h, "explode");
+    assert_int_equal(udf_h_run(h), -EIO);
+    udf_h_check_contains(orch_udf_answers_error(&h->ans), "exploded");
 
     /* the next batches work; an empty batch too */
-    h_clear(h);
-    assert_int_equal(h_run(h), 0);
+    udf_h_clear(h);
+    assert_int_equal(udf_h_run(h), 0);
     assert_int_equal(h->ans.n, 0);
     for (int k = 0; k < 3; k++) {
-        h_clear(h);
-        a = h_map(h, "again");
-        assert_int_equal(h_run(h), 0);
-        check_value(h, a, 0, "AGAIN!");
+        udf_h_clear(h);
+        a = udf_h_add_text(h, "again");
+        assert_int_equal(udf_h_run(h), 0);
+        udf_h_check_value(h, a, 0, "AGAIN!");
     }
-    h_close(h);
+    udf_h_close(h);
     check_no_children();
 }
 
@@ -1123,7 +948,7 @@ static const char py_classes[] =
     "        return [b'x', 42, None][:len(batch) - 1] if len(batch) == 4 else [b'x', 42, "
     "None]\n";
 
-static void py_command(struct h *h, const char *cls, char *cmd, size_t n)
+static void py_command(struct udf_h *h, const char *cls, char *cmd, size_t n)
 {
     snprintf(cmd, n, "PYTHONDONTWRITEBYTECODE=1 python3 '%s/orch_udf.py' '%s/udfs.py:%s'",
              PY_DIR, h->tmpdir, cls);
@@ -1131,98 +956,98 @@ static void py_command(struct h *h, const char *cls, char *cmd, size_t n)
 
 static void test_exec_python_ops(void **state)
 {
-    struct h *h = *state;
+    struct udf_h *h = *state;
     char path[600], cmd[4096];
     make_tmpdir(h, "udfs.py", path, sizeof path);
     assert_int_equal(orch_test_write_text(path, py_classes), 0);
 
     /* expand with two outputs */
     py_command(h, "Split", cmd, sizeof cmd);
-    assert_int_equal(h_open(h, &orch_udf_exec, cmd, ORCH_UDF_OP_EXPAND, 1, 2, "sep", "|", NULL),
-                     0);
-    size_t a = h_map(h, "a|b|");
-    size_t empty = h_map(h, "");
-    size_t wrong = h_map(h, "wrong");
-    size_t drop = h_map(h, "drop");
-    assert_int_equal(h_run(h), 0);
-    check_outcome(h, a, ORCH_UDF_OK);
+    assert_int_equal(
+        udf_h_open(h, &orch_udf_exec, cmd, ORCH_UDF_OP_EXPAND, 1, 2, "sep", "|", NULL), 0);
+    size_t a = udf_h_add_text(h, "a|b|");
+    size_t empty = udf_h_add_text(h, "");
+    size_t wrong = udf_h_add_text(h, "wrong");
+    size_t drop = udf_h_add_text(h, "drop");
+    assert_int_equal(udf_h_run(h), 0);
+    udf_h_check_outcome(h, a, ORCH_UDF_OK);
     assert_int_equal(h->ans.rec[a].nchildren, 3);
-    check_out(&h->ans.rec[a].children[0], "a", 1);
-    check_out(&h->ans.rec[a].children[1], "A", 1);
-    check_out(&h->ans.rec[a].children[5], "", 0);
+    udf_h_check_out(&h->ans.rec[a].children[0], "a", 1);
+    udf_h_check_out(&h->ans.rec[a].children[1], "A", 1);
+    udf_h_check_out(&h->ans.rec[a].children[5], "", 0);
     check_children(h, empty, (const char *const[]){NULL});
-    check_outcome(h, wrong, ORCH_UDF_RECORD_FAILURE);
-    check_msg(h, wrong, "list of children");
-    check_outcome(h, drop, ORCH_UDF_DROP);
-    h_close(h);
-    h_clear(h);
+    udf_h_check_outcome(h, wrong, ORCH_UDF_RECORD_FAILURE);
+    udf_h_check_msg(h, wrong, "list of children");
+    udf_h_check_outcome(h, drop, ORCH_UDF_DROP);
+    udf_h_close(h);
+    udf_h_clear(h);
 
     /* a child that failed: the 'E' answer, its siblings kept in order */
-    assert_int_equal(h_open(h, &orch_udf_exec, cmd, ORCH_UDF_OP_EXPAND, 1, 2, "sep", "|", NULL),
-                     0);
-    size_t mixed = h_map(h, "x|bad1|y|bad2");
-    assert_int_equal(h_run(h), 0);
-    check_outcome(h, mixed, ORCH_UDF_OK);
+    assert_int_equal(
+        udf_h_open(h, &orch_udf_exec, cmd, ORCH_UDF_OP_EXPAND, 1, 2, "sep", "|", NULL), 0);
+    size_t mixed = udf_h_add_text(h, "x|bad1|y|bad2");
+    assert_int_equal(udf_h_run(h), 0);
+    udf_h_check_outcome(h, mixed, ORCH_UDF_OK);
     const struct orch_udf_answer *m = &h->ans.rec[mixed];
     assert_int_equal(m->nchildren, 4);
     assert_non_null(m->child_msg);
     assert_null(m->child_msg[0]);
     assert_string_equal(m->child_msg[1], "bad piece bad1");
-    check_out(&m->children[2 * 2 + 1], "Y", 1);
+    udf_h_check_out(&m->children[2 * 2 + 1], "Y", 1);
     assert_string_equal(m->child_msg[3], "bad piece bad2");
-    h_close(h);
-    h_clear(h);
+    udf_h_close(h);
+    udf_h_clear(h);
 
     /* an exception in __init__ fails init with its message */
     assert_int_equal(
-        h_open(h, &orch_udf_exec, cmd, ORCH_UDF_OP_EXPAND, 1, 1, "boom", "1", NULL), -EIO);
-    check_contains(h->err, "boom requested");
-    h_close(h);
+        udf_h_open(h, &orch_udf_exec, cmd, ORCH_UDF_OP_EXPAND, 1, 1, "boom", "1", NULL), -EIO);
+    udf_h_check_contains(h->err, "boom requested");
+    udf_h_close(h);
     check_no_children();
 
     /* reduce: values in order, and the idempotency key */
     py_command(h, "Join", cmd, sizeof cmd);
-    assert_int_equal(h_open(h, &orch_udf_exec, cmd, ORCH_UDF_OP_REDUCE, 1, 1, NULL), 0);
-    a = h_rec(h);
-    h_val(h, a, 0, "x");
-    h_val(h, a, 0, "y");
-    size_t none = h_rec(h);
+    assert_int_equal(udf_h_open(h, &orch_udf_exec, cmd, ORCH_UDF_OP_REDUCE, 1, 1, NULL), 0);
+    a = udf_h_rec(h);
+    udf_h_text(h, a, 0, "x");
+    udf_h_text(h, a, 0, "y");
+    size_t none = udf_h_rec(h);
     h->rec[none].generation = 4;
     h->rec[none].attempt = 2;
-    assert_int_equal(h_run(h), 0);
-    check_value(h, a, 0, "x+y@100/1/1");
-    check_value(h, none, 0, "@101/4/2");
-    h_close(h);
-    h_clear(h);
+    assert_int_equal(udf_h_run(h), 0);
+    udf_h_check_value(h, a, 0, "x+y@100/1/1");
+    udf_h_check_value(h, none, 0, "@101/4/2");
+    udf_h_close(h);
+    udf_h_clear(h);
 
     /* filter (its __init__ prints: that must not break the protocol) */
     py_command(h, "Pos", cmd, sizeof cmd);
-    assert_int_equal(h_open(h, &orch_udf_exec, cmd, ORCH_UDF_OP_FILTER, 1, 1, NULL), 0);
-    h_map(h, "yes");
-    h_map(h, "no");
-    h_absent(h);
-    assert_int_equal(h_run(h), 0);
-    check_outcome(h, 0, ORCH_UDF_KEEP_TRUE);
-    check_outcome(h, 1, ORCH_UDF_KEEP_FALSE);
-    check_outcome(h, 2, ORCH_UDF_KEEP_FALSE);
-    h_close(h);
-    h_clear(h);
+    assert_int_equal(udf_h_open(h, &orch_udf_exec, cmd, ORCH_UDF_OP_FILTER, 1, 1, NULL), 0);
+    udf_h_add_text(h, "yes");
+    udf_h_add_text(h, "no");
+    udf_h_add(h, NULL, 0);
+    assert_int_equal(udf_h_run(h), 0);
+    udf_h_check_outcome(h, 0, ORCH_UDF_KEEP_TRUE);
+    udf_h_check_outcome(h, 1, ORCH_UDF_KEEP_FALSE);
+    udf_h_check_outcome(h, 2, ORCH_UDF_KEEP_FALSE);
+    udf_h_close(h);
+    udf_h_clear(h);
 
     /* answers of bad types, and the wrong number of answers */
     py_command(h, "Short", cmd, sizeof cmd);
-    assert_int_equal(h_open(h, &orch_udf_exec, cmd, ORCH_UDF_OP_MAP, 1, 1, NULL), 0);
+    assert_int_equal(udf_h_open(h, &orch_udf_exec, cmd, ORCH_UDF_OP_MAP, 1, 1, NULL), 0);
     for (int k = 0; k < 3; k++)
-        h_map(h, "v");
-    assert_int_equal(h_run(h), 0);
-    check_value(h, 0, 0, "x");
-    check_outcome(h, 1, ORCH_UDF_RECORD_FAILURE);
-    check_msg(h, 1, "bytes or str, not int");
-    check_outcome(h, 2, ORCH_UDF_RECORD_FAILURE);
-    check_msg(h, 2, "orch_udf.Drop");
-    h_map(h, "v");
-    assert_int_equal(h_run(h), -EIO);
-    check_contains(orch_udf_answers_error(&h->ans), "3 answers for 4 records");
-    h_close(h);
+        udf_h_add_text(h, "v");
+    assert_int_equal(udf_h_run(h), 0);
+    udf_h_check_value(h, 0, 0, "x");
+    udf_h_check_outcome(h, 1, ORCH_UDF_RECORD_FAILURE);
+    udf_h_check_msg(h, 1, "bytes or str, not int");
+    udf_h_check_outcome(h, 2, ORCH_UDF_RECORD_FAILURE);
+    udf_h_check_msg(h, 2, "orch_udf.Drop");
+    udf_h_add_text(h, "v");
+    assert_int_equal(udf_h_run(h), -EIO);
+    udf_h_check_contains(orch_udf_answers_error(&h->ans), "3 answers for 4 records");
+    udf_h_close(h);
     check_no_children();
 }
 
@@ -1255,28 +1080,28 @@ static const char py_raw[] =
     "    elif mode == 'short':\n"
     "        send(b'ANSW', struct.pack('<I', n) + b'R' + struct.pack('<I', 100) + b'abc')\n";
 
-static void raw_command(struct h *h, const char *mode, char *cmd, size_t n)
+static void raw_command(struct udf_h *h, const char *mode, char *cmd, size_t n)
 {
     snprintf(cmd, n, "PYTHONDONTWRITEBYTECODE=1 python3 '%s/raw.py' %s", h->tmpdir, mode);
 }
 
 static void test_exec_protocol_errors(void **state)
 {
-    struct h *h = *state;
+    struct udf_h *h = *state;
     char path[600], cmd[4096];
     make_tmpdir(h, "raw.py", path, sizeof path);
     assert_int_equal(orch_test_write_text(path, py_raw), 0);
 
     /* an answer that does not fit the op: a RecordFailure, not a broken program */
     raw_command(h, "misfit", cmd, sizeof cmd);
-    assert_int_equal(h_open(h, &orch_udf_exec, cmd, ORCH_UDF_OP_EXPAND, 1, 1, NULL), 0);
-    h_map(h, "a");
-    h_map(h, "b");
-    assert_int_equal(h_run(h), 0);
-    check_outcome(h, 1, ORCH_UDF_RECORD_FAILURE);
-    check_msg(h, 1, "does not fit a expand call");
-    assert_int_equal(h_run(h), 0); /* still talking */
-    h_close(h);
+    assert_int_equal(udf_h_open(h, &orch_udf_exec, cmd, ORCH_UDF_OP_EXPAND, 1, 1, NULL), 0);
+    udf_h_add_text(h, "a");
+    udf_h_add_text(h, "b");
+    assert_int_equal(udf_h_run(h), 0);
+    udf_h_check_outcome(h, 1, ORCH_UDF_RECORD_FAILURE);
+    udf_h_check_msg(h, 1, "does not fit a expand call");
+    assert_int_equal(udf_h_run(h), 0); /* still talking */
+    udf_h_close(h);
 
     static const struct {
         const char *mode;
@@ -1290,20 +1115,20 @@ static void test_exec_protocol_errors(void **state)
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         raw_command(h, cases[k].mode, cmd, sizeof cmd);
-        assert_int_equal(h_open(h, &orch_udf_exec, cmd, ORCH_UDF_OP_MAP, 1, 1, NULL), 0);
-        assert_int_equal(h_run(h), cases[k].rc);
-        check_contains(orch_udf_answers_error(&h->ans), cases[k].msg);
+        assert_int_equal(udf_h_open(h, &orch_udf_exec, cmd, ORCH_UDF_OP_MAP, 1, 1, NULL), 0);
+        assert_int_equal(udf_h_run(h), cases[k].rc);
+        udf_h_check_contains(orch_udf_answers_error(&h->ans), cases[k].msg);
         /* broken: every later run fails at once, saying why */
-        assert_int_equal(h_run(h), -EPIPE);
-        check_contains(orch_udf_answers_error(&h->ans), "must be restarted");
+        assert_int_equal(udf_h_run(h), -EPIPE);
+        udf_h_check_contains(orch_udf_answers_error(&h->ans), "must be restarted");
         check_no_children(); /* killed and reaped already */
-        h_close(h);
+        udf_h_close(h);
     }
 
     raw_command(h, "version", cmd, sizeof cmd);
-    assert_int_equal(h_open(h, &orch_udf_exec, cmd, ORCH_UDF_OP_MAP, 1, 1, NULL), -EPROTO);
-    check_contains(h->err, "version 9");
-    h_close(h);
+    assert_int_equal(udf_h_open(h, &orch_udf_exec, cmd, ORCH_UDF_OP_MAP, 1, 1, NULL), -EPROTO);
+    udf_h_check_contains(h->err, "version 9");
+    udf_h_close(h);
     check_no_children();
 }
 
@@ -1312,71 +1137,74 @@ static void test_exec_protocol_errors(void **state)
 
 static void test_exec_dies(void **state)
 {
-    struct h *h = *state;
+    struct udf_h *h = *state;
     /* answers the hello, then exits while the batch is sent */
     const char *cmd = SH_READY "; exit 3";
-    assert_int_equal(h_open(h, &orch_udf_exec, cmd, ORCH_UDF_OP_MAP, 1, 1, NULL), 0);
-    h_map(h, "a");
-    assert_int_equal(h_run(h), -EPIPE);
-    check_contains(orch_udf_answers_error(&h->ans), "exited with status 3");
-    check_contains(orch_udf_answers_error(&h->ans), "in the middle of a batch");
+    assert_int_equal(udf_h_open(h, &orch_udf_exec, cmd, ORCH_UDF_OP_MAP, 1, 1, NULL), 0);
+    udf_h_add_text(h, "a");
+    assert_int_equal(udf_h_run(h), -EPIPE);
+    udf_h_check_contains(orch_udf_answers_error(&h->ans), "exited with status 3");
+    udf_h_check_contains(orch_udf_answers_error(&h->ans), "in the middle of a batch");
     check_no_children();
-    assert_int_equal(h_run(h), -EPIPE);
-    h_close(h);
+    assert_int_equal(udf_h_run(h), -EPIPE);
+    udf_h_close(h);
     check_no_children();
 
     /* garbage instead of an answer */
     cmd = SH_READY "; head -c 1 >/dev/null; printf 'garbage garbage!'; exec cat >/dev/null";
-    assert_int_equal(h_open(h, &orch_udf_exec, cmd, ORCH_UDF_OP_MAP, 1, 1, NULL), 0);
-    assert_int_equal(h_run(h), -EPROTO);
-    check_contains(orch_udf_answers_error(&h->ans), "got \"garb\"");
+    assert_int_equal(udf_h_open(h, &orch_udf_exec, cmd, ORCH_UDF_OP_MAP, 1, 1, NULL), 0);
+    assert_int_equal(udf_h_run(h), -EPROTO);
+    udf_h_check_contains(orch_udf_answers_error(&h->ans), "got \"garb\"");
     check_no_children();
-    h_close(h);
+    udf_h_close(h);
 
     /* a large batch to a program that is gone: SIGPIPE must not kill us */
     cmd = SH_READY "; exec 0<&-; sleep 0.05; exit 0";
-    assert_int_equal(h_open(h, &orch_udf_exec, cmd, ORCH_UDF_OP_MAP, 1, 1, NULL), 0);
+    assert_int_equal(udf_h_open(h, &orch_udf_exec, cmd, ORCH_UDF_OP_MAP, 1, 1, NULL), 0);
     size_t big = 4 << 20;
     char *blob = malloc(big);
     assert_non_null(blob);
     memset(blob, 'z', big);
-    h_clear(h);
-    size_t i = h_rec(h);
-    h_bin(h, i, 0, blob, big, 1);
-    assert_int_equal(h_run(h), -EPIPE);
+    udf_h_clear(h);
+    size_t i = udf_h_rec(h);
+    udf_h_value(h, i, 0, blob, big);
+    assert_int_equal(udf_h_run(h), -EPIPE);
     free(blob);
-    h_close(h);
+    udf_h_close(h);
     check_no_children();
 }
 
 static void test_exec_init_failures(void **state)
 {
-    struct h *h = *state;
-    assert_int_equal(h_open(h, &orch_udf_exec, "exit 5", ORCH_UDF_OP_MAP, 1, 1, NULL), -EPIPE);
-    check_contains(h->err, "exited with status 5");
-    check_contains(h->err, "before it answered the hello");
-    h_close(h);
+    struct udf_h *h = *state;
+    assert_int_equal(udf_h_open(h, &orch_udf_exec, "exit 5", ORCH_UDF_OP_MAP, 1, 1, NULL),
+                     -EPIPE);
+    udf_h_check_contains(h->err, "exited with status 5");
+    udf_h_check_contains(h->err, "before it answered the hello");
+    udf_h_close(h);
     assert_int_equal(
-        h_open(h, &orch_udf_exec, "/nonexistent/program", ORCH_UDF_OP_MAP, 1, 1, NULL), -EPIPE);
-    check_contains(h->err, "status 127");
-    h_close(h);
-    assert_int_equal(h_open(h, &orch_udf_exec, "echo hello there", ORCH_UDF_OP_MAP, 1, 1, NULL),
-                     -EPROTO);
-    check_contains(h->err, "\"hell\"");
-    h_close(h);
-    assert_int_equal(h_open(h, &orch_udf_exec, "", ORCH_UDF_OP_MAP, 1, 1, NULL), -EINVAL);
-    h_close(h);
+        udf_h_open(h, &orch_udf_exec, "/nonexistent/program", ORCH_UDF_OP_MAP, 1, 1, NULL),
+        -EPIPE);
+    udf_h_check_contains(h->err, "status 127");
+    udf_h_close(h);
+    assert_int_equal(
+        udf_h_open(h, &orch_udf_exec, "echo hello there", ORCH_UDF_OP_MAP, 1, 1, NULL),
+        -EPROTO);
+    udf_h_check_contains(h->err, "\"hell\"");
+    udf_h_close(h);
+    assert_int_equal(udf_h_open(h, &orch_udf_exec, "", ORCH_UDF_OP_MAP, 1, 1, NULL), -EINVAL);
+    udf_h_close(h);
     check_no_children();
 }
 
 /* The stdin of a program that never reads it, and a fini that must not wait forever. */
 static void test_exec_fini_kills_stubborn(void **state)
 {
-    struct h *h = *state;
+    struct udf_h *h = *state;
     /* ignores end-of-file and SIGTERM: fini must still reap it (after its grace period) */
     const char *cmd = SH_READY "; exec 0<&-; trap '' TERM; while :; do sleep 0.1; done";
-    assert_int_equal(h_open(h, &orch_udf_exec, cmd, ORCH_UDF_OP_MAP, 1, 1, NULL), 0);
-    h_close(h);
+    assert_int_equal(udf_h_open(h, &orch_udf_exec, cmd, ORCH_UDF_OP_MAP, 1, 1, NULL), 0);
+    udf_h_close(h);
     check_no_children();
 }
 

@@ -11,7 +11,7 @@ slurm_up
 
 export ORCH_LAUNCHER=slurm ORCH_LAUNCHER_ARGS="--partition=shared"
 # A killed driver's srun ends once Slurm has ended its step: allow it 60 s, not the 10 s a
-# local worker gets (scripts/crash-loop, WORKER_WAIT); no step may be left either way
+# local worker gets (tests/crash_loop, WORKER_WAIT); no step may be left either way
 # (slurm_idle below, and run.sh's check that no process outlives the test). 30 s was not
 # always enough on a loaded 2-core machine: once (2026-12-02, a fresh clone's .ci/run while
 # the machine built and profiled other trees) an srun was still alive 30 s after its driver

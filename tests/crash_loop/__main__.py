@@ -1,0 +1,279 @@
+"""python3 tests/crash_loop [--update | --edit] [KILLS] [SEED] — kill -9 the driver (and
+sometimes a worker) of a job again and again, resume it each time, and check that nothing
+committed ever changes.
+
+    python3 tests/crash_loop            30 kills, a seed from the clock (printed: rerun
+                                        with it)
+    python3 tests/crash_loop 20 1234    what the CI test (tests/e2e/crash_loop.sh) runs
+    python3 tests/crash_loop --update 10 1234
+                                        the kills land in `orch update`
+                                        (tests/e2e/update_crash.sh)
+    python3 tests/crash_loop --edit 8 1234
+                                        the kills land in `orch update DIR EDITED.orch`, an
+                                        edited pipeline (tests/e2e/update_edit_crash.sh)
+
+The pipeline has an expand (split into words, empty pieces included), a `sleep` map whose
+delay is the digit each word starts with, a `flaky` map (an attempt failure on every
+grain's first attempt), `upper`, a `nonempty` filter, a broadcast of the line to its
+words with an `identity` map on it, and two reduces (`concat`, `count`). It is run once
+without interruption (the reference), then into a new job whose driver is killed with
+SIGKILL after a random delay of a few to a few hundred ms, then resumed, KILLS times in
+all (each start with a random --durability, sometimes a small --max-unsealed);
+sometimes a worker (a child of the driver) is killed instead, or just before the
+driver. When a job finishes before all kills are spent, a new job takes over. After each
+kill, with no process of the job left, it checks against the previous kill's snapshot:
+
+  (b) committed facts never change: every earlier entity, expansion, item (state and
+      payload id), failure and closed attempt is still there, the same; every earlier line
+      of `orch export DIR PORT --all` (the value of each item) is still exported, the same;
+      sealed grains keep phase, outcome and generation;
+  (c) redone work is bounded by the work in flight: the attempts that were open at the
+      previous kill are now `interrupted` (or still open, when the resume itself was
+      killed before it recovered them), no other attempt became `interrupted`, a grain
+      sealed at the previous kill has no new attempt, a grain in flight then has a higher
+      generation now; and open attempts are exactly one per IN_FLIGHT grain, at its
+      generation;
+
+and at the end of each job:
+
+  (a) `orch export DIR PORT --all` of every port is byte-identical to the reference run's;
+  (d) PRAGMA integrity_check is ok, every present item's payload is readable (export of
+      every port succeeds and lists as many present values as the item table has), every
+      grain is sealed and every attempt closed; the number of `interrupted` attempts equals
+      the number of attempts that were open at the kills.
+
+With --update (DESIGN §10), each job's first run goes to its end (with no kill, or with
+a few that do not count), and the checks above hold for it; then its lines() source is
+edited — lines removed, lines changed (with lines(), a removal and an addition), new lines,
+two repeats of kept lines (keys `LINE#2`), sometimes a second empty line (key `#2`), a few
+lines moved — and `orch update DIR` is run and killed KILLS times in all, the resumes being
+`orch resume DIR` or, one time in three, `orch update DIR` again (always a resume after a
+kill before the update was recorded). Two kills in ten land the moment the driver opens
+the source (inotify; the process is stopped at once, then killed): in the rescan of an
+`orch update`, which often has not committed then (scanned_at NULL: the root table must be
+exactly as before the update, the rescan being one transaction); one in ten the moment it
+opens state.db, before an `orch update` has recorded its update (job_update has no row: a
+resume must then refuse, naming `orch update`, and change no fact; the loop goes on with
+`orch update`); two in ten within the first 150 ms; the others a delay of up to
+CRASH_LOOP_MAX_DELAY_MS after it opened the source (past the start-up, however slow the
+machine: in the admission and the turns). The update's first start draws the early kills
+more often (its kill is the one that can come before the update is recorded), and an
+update has six kills at most, then a new job takes over. The summary says how many kills
+landed where. The same edit is made for every job; its reference is a fresh uninterrupted
+`orch run` over the edited source. Across the update's kills (b) and (c) above still hold,
+except that export lines of entities under a retired root leave the export; and:
+
+  (e) the root table: a row never vanishes, its domain, key, revision and admission time
+      never change, a retired root stays retired with the same time and reason; roots are
+      retired only by an update, and a key has at most one live revision;
+  (f) no grain under a root that was live before the update and is live after it has a
+      new attempt (an update runs only the new roots);
+  (g) at the end: (a) and (d) against the edited source's reference; every job_update row
+      of the update has scanned_at and finished_at; their removed counts add up to the keys
+      that vanished, their added counts to the new keys, changed to 0; the live roots in
+      position order are the edited source's keys, the kept ones the same entities as
+      before; the retired ones are the vanished keys, with reason `removed`.
+
+With --edit (DESIGN §10, README "An edited pipeline"), the source stays as it is and the
+pipeline changes. Each job draws its pipeline and its edit from the seed (pipeline.Edit):
+PIPELINE's steps without `output` statements (every payload kept, so every step the edit
+leaves as it was can be taken over: always for the first job), or, for the second job and
+one in five of the others after it, with PIPELINE's outputs (the intermediates are reclaimed once read, and a step
+upstream of a change that needs them is computed again). The edit: one in five `--rerun
+CALL` alone; otherwise one or more of a middle call's argument changed (concat's
+separator, or `sleep(ms=…)`), a new statement downstream (`doc.m = reduce count(PORT)`),
+a leaf statement dropped with its call (word.ctx, doc.n or doc.joined), and sometimes a
+--rerun on top; the first job's edit changes an argument, the third's drops a statement,
+the fourth's is a --rerun alone (a short loop has each). The job's first run goes to its end (through a kill now and then: checked
+as above); a later job with the same pipeline starts from a copy of it. Then `orch update
+DIR EDITED.orch [--rerun CALL]` is killed 1 to 3 times (KILLS in all over the jobs):
+  - two in ten before the edit is recorded (the plan's adoption and its job_update row
+    are one transaction): the moment the driver opens state.db, or compiles EDITED.orch
+    (inotify, as above). The plan table, job.plan_text and every fact must be as before
+    the update. The loop then runs a plain `orch resume`, which must exit 0, leave the job
+    finished and change no fact (it has nothing to do: the job is finished with its old
+    plan), and starts `orch update DIR EDITED.orch` again, as the user must;
+    (a resume, or --rerun alone, compiles nothing: then the source's opening instead);
+  - one in ten the moment it opens the source, in the rescan (one transaction: either
+    nothing of it, or every root live before it retired for `plan` at one time and
+    job_update.replanned their number);
+  - the others a delay within the start-up or past the source's opening; the update's
+    first start draws the early kills more often, as with --update.
+After a kill once the edit is recorded, the update is finished by `orch resume`; one time
+in three `orch update DIR EDITED.orch` again instead, which must be refused (exit 1, "under
+way … orch resume", no fact changed) when the edit has --rerun or drops a statement (an
+edit while an update is under way), and goes on with the same update when the plan is the
+same and its rescan has not committed. (When the plan is the same and the rescan has
+committed, `orch update DIR EDITED.orch` starts an update of the inputs on top of the
+unfinished edit: the roots the edit had not brought back yet count as new, and the
+remaining grains run instead of taking their twin's result, since carrying follows the
+latest job_update row's plan; the exports are still right. Not drawn, so that (c) holds.)
+Across the kills (b) and (c) above hold, and (e) (the roots); an export line of a port the
+edit computes differently may change once its key's root is retired for the plan, one of
+another port shows the same value or is not there yet (a reclaimed value counts as the
+same as any). At the end:
+
+  (a) `orch export --all` of every port of the edited pipeline is byte-identical to a fresh
+      `orch run` of it over the same source; export of a port the edit dropped fails
+      saying it "left the pipeline"; (d) of the first run's checks;
+  (c) the rule of carrying: no grain of a new revision whose call computes what it did
+      (every port of its statement keeps its fingerprint: not changed, not new, not
+      downstream of a change or of --rerun) has an attempt of the update when its twin
+      (the same call on the entity with the same key, in the root's previous revision)
+      was sealed OK or Dropped and its outputs' bytes are still there (every child's, for
+      an expansion; a filter's verdict always is) — unless a resume found it READY: it was
+      READY, or in flight (made READY again by recovery), in the snapshot at one of the
+      update's kills. Without outputs no payload may have been reclaimed, so such a call
+      runs only for those grains and for twins that failed. The summary counts the
+      grains carried, run as found READY, run as their twin's result was gone;
+  (d) the update has one job_update row: plan_id the last plan (job.plan_text), and, for
+      --rerun, its calls in rerun; scanned_at and finished_at set; replanned and added
+      the number of roots live before it, changed and removed 0; the live roots are the
+      same keys in the same order, each the next revision of one live before.
+
+Prints a summary; exits 1 on any violation (with the work directory kept for a look),
+0 otherwise. Environment: ORCH (the binary; default build/engine/orch), CRASH_LOOP_LINES
+(root entities, default 80), CRASH_LOOP_DIR (work directory; default a new temporary one,
+removed on success), CRASH_LOOP_MAX_DELAY_MS (default 300), CRASH_LOOP_VERBOSE=1 (a line
+per kill of an update: when, and what the update had committed then).
+
+The parts: pipeline.py (the pipeline, its edits, the source's data), jobs.py (the Loop:
+jobs driven, killed and resumed), kills.py (when a kill lands, and the kill), procs.py (the
+job's processes), invariants.py (the snapshots and the checks of every run), updates.py
+and edits.py (the checks of --update and --edit), common.py (`orch`, the log, a
+violation).
+"""
+import hashlib
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+
+from common import Violation, exports, log, run  # noqa: E402 (after the line above)
+from jobs import Loop  # noqa: E402
+from pipeline import (OUTPUTS, PIPELINE, edit_data, line_keys, write_data,  # noqa: E402
+                      write_lines)
+
+
+def main():
+    argv = sys.argv[1:]
+    if argv and argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
+    update = "--update" in argv
+    edit_mode = "--edit" in argv
+    if update and edit_mode:
+        log("--update and --edit: one or the other")
+        return 2
+    argv = [a for a in argv if a not in ("--update", "--edit")]
+    kills = int(argv[0]) if len(argv) > 0 else 30
+    seed = int(argv[1]) if len(argv) > 1 else int(time.time() * 1000) % 1000000
+    nlines = int(os.environ.get("CRASH_LOOP_LINES", "80"))
+    given = os.environ.get("CRASH_LOOP_DIR")
+    work = given or tempfile.mkdtemp(prefix="orch-crash-loop.")
+    os.makedirs(work, exist_ok=True)
+    log("%d kills%s, seed %d, %d lines, in %s"
+        % (kills, " during updates" if update else " during edits" if edit_mode else "",
+           seed, nlines, work))
+    rng = random.Random(seed)
+    write_data(os.path.join(work, "in.txt"), nlines, rng)
+    if edit_mode:
+        return main_edit(kills, seed, work, given)
+    with open(os.path.join(work, "p.orch"), "w") as f:
+        f.write(PIPELINE)
+    edit = None
+    if update:
+        # The edited source, and a pipeline beside it for the reference over it.
+        with open(os.path.join(work, "in.txt")) as f:
+            lines = f.read().split("\n")[:-1]
+        edit = (lines, edit_data(lines, rng))
+        os.makedirs(os.path.join(work, "edited"), exist_ok=True)
+        write_lines(os.path.join(work, "edited", "in.txt"), edit[1])
+        shutil.copy(os.path.join(work, "p.orch"), os.path.join(work, "edited", "p.orch"))
+    t0 = time.monotonic()
+    refs = []
+    for where in ["."] + (["edited"] if update else []):
+        ref_job = os.path.join(work, where, "ref")
+        r = run(["run", os.path.join(work, where, "p.orch"), "--job", ref_job,
+                 "--progress", "none"])
+        if r.returncode != 0:
+            log("FAIL: the reference run exited %d: %s" % (r.returncode, r.stderr.decode()))
+            return 1
+        refs.append(exports(ref_job))
+    ref_s = (time.monotonic() - t0) / len(refs)
+    ref = refs[0]
+    loop = Loop(kills, seed, work, edit)
+    t1 = time.monotonic()
+    try:
+        while (loop.update_kills if update else loop.kills) < kills:
+            loop.one_job(ref, refs[-1])
+    except Violation as e:
+        log("FAIL (seed %d, after %d kills): %s" % (seed, loop.kills, e))
+        log("work directory kept: %s" % work)
+        return 1
+    loop_s = time.monotonic() - t1
+    digest = hashlib.sha256(b"".join(ref[p] for p in OUTPUTS)).hexdigest()[:12]
+    log("ok: %d driver kills (%d also or instead a worker) over %d job(s), %d resumes; "
+        "reference run %.1f s, loop %.1f s" % (loop.kills, loop.worker_kills, loop.jobs,
+                                              loop.resumes, ref_s, loop_s))
+    log("    %d grains in flight at the kills (at most %d at one), %d interrupted attempts "
+        "= %d attempts open at the kills, each run again at a higher generation (%d); "
+        "outputs %s"
+        % (loop.inflight_at_kills, loop.max_inflight, loop.interrupted, loop.open_at_kills,
+           loop.redone, digest))
+    if update:
+        old, new = line_keys(edit[0]), line_keys(edit[1])
+        log("    updates: %d keys kept, %d removed, %d new; %d kills in them: %d before the "
+            "update was recorded (%d resumes refused), %d before its rescan committed, %d "
+            "after; %d `orch update` starts; outputs %s"
+            % (len(set(old) & set(new)), len(set(old) - set(new)), len(set(new) - set(old)),
+               loop.update_kills, loop.landed["unrecorded"], loop.refusals,
+               loop.landed["unscanned"], loop.landed["scanned"], loop.updates,
+               hashlib.sha256(b"".join(refs[-1][p] for p in OUTPUTS)).hexdigest()[:12]))
+    if not given:
+        shutil.rmtree(work)
+    return 0
+
+
+def main_edit(kills, seed, work, given):
+    """--edit: jobs over work/in.txt, each with its pipeline and edit, until KILLS kills
+    landed in the edits' updates."""
+    loop = Loop(kills, seed, work, edit=True)
+    t1 = time.monotonic()
+    try:
+        while loop.update_kills < kills:
+            loop.one_edit_job()
+    except Violation as e:
+        log("FAIL (seed %d, after %d kills, job%d: %s): %s"
+            % (seed, loop.kills, loop.jobs, loop.edits[-1] if loop.edits else "-", e))
+        log("work directory kept: %s" % work)
+        return 1
+    log("ok: %d driver kills (%d also or instead a worker) over %d job(s), %d resumes, "
+        "%.1f s" % (loop.kills, loop.worker_kills, loop.jobs, loop.resumes,
+                    time.monotonic() - t1))
+    for k, e in enumerate(loop.edits):
+        log("    job%d: %s" % (k + 1, e))
+    log("    %d kills in the edits' updates: %d before the edit was recorded (then %d plain "
+        "resumes that did nothing), %d before its rescan committed, %d after; %d `orch "
+        "update` restarts after a kill (%d refused: under way)"
+        % (loop.update_kills, loop.landed["unrecorded"], loop.noops, loop.landed["unscanned"],
+           loop.landed["scanned"], loop.restarts, loop.under_way))
+    c = loop.carrying
+    log("    grains of calls the edit left as they were: %d took their twin's result, %d ran "
+        "as a resume found them READY, %d ran as their twin's result was gone (%s); %d "
+        "attempts of grains the edit computes anew; %d interrupted attempts = %d open at "
+        "the kills"
+        % (c.carried, c.ran_found, sum(c.ran_twin.values()),
+           ", ".join("%s: %d" % kv for kv in sorted(c.ran_twin.items())) or "-",
+           c.ran_anew, loop.interrupted, loop.open_at_kills))
+    if not given:
+        shutil.rmtree(work)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
