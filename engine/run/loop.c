@@ -354,14 +354,15 @@ static int commit_turn(struct orch_sched *d)
         if (rc < 0) {
             (void)payload_sync_end(d);
             orch_store_rollback(d->job->store);
-            orch_sched_reclaim_forget(d);
+            orch_prop_reclaim_forget(d->prop);
             return rc;
         }
         if ((rc = orch_store_commit(d->job->store)) < 0) {
-            orch_sched_reclaim_forget(d);
+            orch_prop_reclaim_forget(d->prop);
             return rc;
         }
-        (void)orch_sched_reclaim_flush(d); /* after the commit: reclaim.c */
+        /* After the commit (reclaim.c). */
+        (void)orch_prop_reclaim_flush(d->prop, orch_sched_mono_ms());
         items_committed(d);
     }
     (void)payload_sync_end(d); /* one not ended above (no transaction, or an error) */
@@ -443,6 +444,32 @@ static void keep_why(struct orch_sched *d, int rc)
     orch_error_set(rc, "%s", why);
 }
 
+/* The job finished: records as freed, in a transaction of its own, the payloads no seal
+ * could free (orch_prop_reclaim_end). */
+static int reclaim_end(struct orch_sched *d)
+{
+    int rc = orch_sched_txn(d);
+    if (rc == 0)
+        rc = orch_prop_reclaim_end(d->prop);
+    if (rc == 0)
+        return orch_store_commit(d->job->store);
+    orch_store_rollback(d->job->store);
+    return rc;
+}
+
+/* After reclaim_end: the freed payloads that waited for a sync are deleted; *named as
+ * orch_prop_reclaim_settle says. Always 0. */
+static int reclaim_settle(struct orch_sched *d, int64_t *named)
+{
+    const struct orch_run_stats *st = d->stats;
+    bool orphans = st->stale > 0 || st->suppressed > 0 || st->attempts_failed > 0 ||
+                   st->carried > 0;
+    int64_t deleted;
+    int rc = orch_prop_reclaim_settle(d->prop, orphans, &deleted, named);
+    d->stats->reclaimed += deleted;
+    return rc;
+}
+
 /* The job ran to its end: so did the update under way, if any (job_update.finished_at). */
 static int job_finished(struct orch_job *job)
 {
@@ -516,7 +543,7 @@ static void on_watch(evutil_socket_t fd, short what, void *arg)
 static int watch(struct orch_sched *d, bool *stop)
 {
     *stop = false;
-    int rc = orch_sched_reclaim_end(d);
+    int rc = reclaim_end(d);
     if (rc == 0)
         rc = job_finished(d->job);
     if (rc < 0)
@@ -701,9 +728,9 @@ int orch_driver_run(struct orch_job *job, const struct orch_run_opts *opts,
     if (rc == 0) {
         rc = run_loop(&d);
         if (rc == 0)
-            rc = orch_sched_reclaim_end(&d);
+            rc = reclaim_end(&d);
         if (rc == 0)
-            rc = orch_sched_reclaim_settle(&d, &named);
+            rc = reclaim_settle(&d, &named);
         if (rc == 0)
             rc = job_finished(job);
         orch_sched_progress(&d, true);

@@ -19,7 +19,7 @@
  *           parent for a reduce). The id is freed in the turn that seals the last of them.
  *   AT_END  a broadcast in the family: the descendants that read a copy appear as
  *           expansions seal, up to the end of the job, so no seal before then can prove
- *           that the last reader came. Freed when the job finishes (orch_sched_reclaim_end).
+ *           that the last reader came. Freed when the job finishes (orch_prop_reclaim_end).
  *
  * The rule (EAGER). When a grain of a reader seals OK or Dropped, for each of its inputs
  * (each child's item, for a reduce) that is Present: its id is freed when every reader of
@@ -41,7 +41,7 @@
  *
  * Order of writes. The freed id is recorded (table `reclaimed_span`, orch_facts.h) in the
  * turn's transaction, with the seal that proved it; its bytes are deleted from the
- * payload store only once that transaction is durable (orch_sched_reclaim_flush). A crash
+ * payload store only once that transaction is durable (orch_prop_reclaim_flush). A crash
  * between the two leaves bytes that only a reclaimed span names: the orphan reclamation
  * at the next start deletes them. Never the reverse: no byte is deleted before the row
  * that says so is on disk. "Committed" is not enough: state.db runs in WAL mode with
@@ -59,7 +59,6 @@
  * grain look-up.
  */
 #include "prop_int.h"
-#include "run_int.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -86,7 +85,7 @@ struct prop_reclaim {
     uint64_t *pending;    /* committed, deleted after the next sync of state.db */
     size_t npending, cpending;
     size_t covered;       /* the first `covered` of them: a sync asked for covers them */
-    int64_t synced_ms;    /* when state.db was last synced (orch_sched_mono_ms) */
+    int64_t synced_ms;    /* when state.db was last synced (monotonic, ms) */
 };
 
 /* Pending deletes wait at most this long, or until this many wait, for a sync. */
@@ -344,13 +343,12 @@ static void take_turn_ids(struct prop_reclaim *r)
     r->nids = 0;
 }
 
-int orch_sched_reclaim_flush(struct orch_sched *d)
+int orch_prop_reclaim_flush(orch_prop *p, int64_t now)
 {
-    struct prop_reclaim *r = d->prop->reclaim;
-    orch_store *store = d->job->store;
+    struct prop_reclaim *r = p->reclaim;
+    orch_store *store = p->store;
     assert(!orch_store_in_txn(store) && "the rows that free them are committed");
     take_turn_ids(r);
-    int64_t now = orch_sched_mono_ms();
     if (r->covered > 0) {
         /* The sync asked for covers the first `covered`: once it is made they go. A failed
          * sync or delete leaves the bytes as orphans of committed rows: the orphan
@@ -359,7 +357,7 @@ int orch_sched_reclaim_flush(struct orch_sched *d)
         if (done == 0)
             return 0;
         if (done == 1)
-            (void)orch_payload_delete_many(d->job->payloads, r->pending, r->covered, NULL);
+            (void)orch_payload_delete_many(p->payloads, r->pending, r->covered, NULL);
         orch_error_clear();
         r->npending -= r->covered;
         memmove(r->pending, r->pending + r->covered, r->npending * sizeof *r->pending);
@@ -375,33 +373,30 @@ int orch_sched_reclaim_flush(struct orch_sched *d)
     return 0;
 }
 
-void orch_sched_reclaim_forget(struct orch_sched *d)
+void orch_prop_reclaim_forget(orch_prop *p)
 {
-    if (d->prop && d->prop->reclaim)
-        d->prop->reclaim->nids = 0;
+    if (p && p->reclaim)
+        p->reclaim->nids = 0;
 }
 
-int orch_sched_reclaim_end(struct orch_sched *d)
+int orch_prop_reclaim_end(orch_prop *p)
 {
-    const orch_plan *plan = d->plan;
-    struct prop_reclaim *r = d->prop->reclaim;
+    const orch_plan *plan = p->plan;
+    struct prop_reclaim *r = p->reclaim;
     bool failures = false;
     for (int c = 0; c < orch_plan_ncalls(plan) && !failures; c++) {
-        const struct orch_prop_counts *k = orch_prop_counts(d->prop, c);
+        const struct orch_prop_counts *k = orch_prop_counts(p, c);
         failures = k->sealed[ORCH_OUTCOME_FAILED] > 0 || k->sealed[ORCH_OUTCOME_SUPPRESSED] > 0;
     }
-    int rc = orch_sched_txn(d);
+    int rc = 0;
     for (int i = 0; i < orch_plan_nports(plan) && rc == 0; i++) {
         const struct family *f = &r->fam[r->root[i]];
         bool sweep = (f->fate == FATE_AT_END && !failures) ||
                      (f->fate == FATE_EAGER && f->nreaders == 0);
         int64_t added;
         if (sweep)
-            rc = orch_store_reclaimed_port(d->job->store, i, &added);
+            rc = orch_store_reclaimed_port(p->store, i, &added);
     }
-    if (rc == 0)
-        return orch_store_commit(d->job->store);
-    orch_store_rollback(d->job->store);
     return rc;
 }
 
@@ -418,18 +413,18 @@ int orch_sched_reclaim_end(struct orch_sched *d)
  * names its input's), less the ids that the spans free. The caller compares that with the
  * store's count and sweeps when they differ (ids freed at the job's end, a failed delete,
  * anything not foreseen here). */
-int orch_sched_reclaim_settle(struct orch_sched *d, int64_t *named)
+int orch_prop_reclaim_settle(orch_prop *p, bool orphans, int64_t *deleted, int64_t *named)
 {
-    struct prop_reclaim *r = d->prop->reclaim;
-    const struct orch_run_stats *st = d->stats;
+    struct prop_reclaim *r = p->reclaim;
     *named = -1;
+    *deleted = 0;
     take_turn_ids(r); /* the last turn's: the sync below covers them all */
     if (r->npending > 0) {
         /* As in the loop, a failed sync or delete leaves orphans: the sweep takes them. */
         size_t k = 0;
-        bool gone = orch_store_sync(d->job->store) == 0 &&
-                    orch_payload_delete_many(d->job->payloads, r->pending, r->npending, &k) == 0;
-        d->stats->reclaimed += (int64_t)k;
+        bool gone = orch_store_sync(p->store) == 0 &&
+                    orch_payload_delete_many(p->payloads, r->pending, r->npending, &k) == 0;
+        *deleted = (int64_t)k;
         r->npending = r->covered = 0;
         if (!gone) {
             orch_error_clear();
@@ -437,14 +432,14 @@ int orch_sched_reclaim_settle(struct orch_sched *d, int64_t *named)
         }
     }
     int64_t freed, own = 0;
-    if (st->stale > 0 || st->suppressed > 0 || st->attempts_failed > 0 || st->carried > 0)
+    if (orphans)
         return 0;
-    if (orch_store_reclaimed_count(d->job->store, &freed) < 0) {
+    if (orch_store_reclaimed_count(p->store, &freed) < 0) {
         orch_error_clear();
         return 0;
     }
-    const int64_t *items = orch_prop_items(d->prop);
-    for (int i = 0; i < orch_plan_nports(d->plan); i++)
+    const int64_t *items = orch_prop_items(p);
+    for (int i = 0; i < orch_plan_nports(p->plan); i++)
         if (r->root[i] == i)
             own += items[i * ORCH_ITEM__COUNT + ORCH_ITEM_PRESENT];
     *named = own - freed;

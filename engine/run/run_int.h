@@ -400,24 +400,4 @@ void orch_sched_progress_init(struct orch_sched *d);
 /* Writes the progress (plain lines: at most once per interval unless final). */
 void orch_sched_progress(struct orch_sched *d, bool final);
 
-/* ---- reclaim.c ------------------------------------------------------------------------- */
-
-/* After a commit: deletes from the payload store, in one write transaction, the payloads
- * that the committed turn recorded as freed. A failed delete leaves orphans that the next
- * start reclaims; it does not stop the job. Always 0. */
-int orch_sched_reclaim_flush(struct orch_sched *d);
-/* After a rollback: forgets the payloads the rolled-back turn recorded (their rows are
- * gone: their bytes must stay). */
-void orch_sched_reclaim_forget(struct orch_sched *d);
-/* The job finished: records as freed, in a transaction of its own, the payloads no seal
- * could free (broadcast families, unless a grain is Failed or Suppressed; families that no
- * statement reads). Their bytes go with the orphans after the pools close. */
-int orch_sched_reclaim_end(struct orch_sched *d);
-/* After orch_sched_reclaim_end: syncs state.db and deletes the freed payloads that waited
- * for a sync. *named: how many payloads the live items name, when this run can have left
- * no other (the payload store must then hold exactly as many; the caller compares), or -1
- * when the sweep of orphans must run whatever the count (reclaim.c, "The end of a run"):
- * so does anything that fails here. Always 0. */
-int orch_sched_reclaim_settle(struct orch_sched *d, int64_t *named);
-
 #endif
