@@ -15,35 +15,6 @@
 
 #define DEFAULT_MAX_UNSEALED 20000
 
-void orch_sched_set_fatal(struct orch_sched *d, int rc)
-{
-    if (!d->fatal)
-        d->fatal = rc;
-}
-
-/* The turn's transaction is opened lazily by whatever needs to write first. */
-int orch_sched_txn(struct orch_sched *d)
-{
-    if (orch_store_in_txn(d->job->store))
-        return 0;
-    return orch_store_begin(d->job->store);
-}
-
-void orch_sched_settle(struct orch_sched *d, struct orch_sched_batch *b)
-{
-    b->next = d->settled;
-    d->settled = b;
-}
-
-int orch_sched_queue_ready(struct orch_sched *d, const struct orch_grain_ref *g)
-{
-    struct orch_sched_qent e = {.g = *g};
-    int rc = orch_sched_queue_push(&d->calls[g->call].q, &e);
-    if (rc == 0)
-        orch_sched_want(d, &d->calls[g->call]);
-    return rc;
-}
-
 /* propagate.h's hook: a grain became READY. */
 static int on_ready(void *ctx, const struct orch_grain_ref *g)
 {
@@ -57,20 +28,8 @@ static int on_ready(void *ctx, const struct orch_grain_ref *g)
 static void on_idle(void *ctx, orch_pool *pool, orch_worker *w)
 {
     struct orch_sched_call *cr = ctx;
-    struct orch_sched *d = cr->d;
     assert(cr->pool == pool);
-    if (!orch_sched_worker_idle(cr, w))
-        return; /* its call is done: the worker was stopped */
-    if (orch__grow(&cr->idle, &cr->cidle, cr->nidle + 1, sizeof *cr->idle) < 0) {
-        orch_sched_set_fatal(d, -ENOMEM);
-        return;
-    }
-    cr->idle[cr->nidle++] = w;
-}
-
-void orch_sched_worker_back(struct orch_sched_call *cr, orch_worker *w)
-{
-    on_idle(cr, cr->pool, w);
+    orch_sched_worker_back(cr, w);
 }
 
 /* The attempt outcome of an answer that was accepted as it came. */

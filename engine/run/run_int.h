@@ -261,7 +261,7 @@ static inline int64_t orch_sched_mono_ms(void) /* for durations */
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* ---- loop.c ---------------------------------------------------------------------------- */
+/* ---- turn.c: the services of a turn ------------------------------------------------------ */
 
 /* Opens the turn's transaction unless it is open. 0 or a negative error. */
 int orch_sched_txn(struct orch_sched *d);
@@ -270,6 +270,12 @@ void orch_sched_set_fatal(struct orch_sched *d, int rc);
 /* Batch b left flight (answered, failed, or never sent) and its outcome is written in the
  * turn's transaction: it is freed when that commits (invariants 2 and 3). */
 void orch_sched_settle(struct orch_sched *d, struct orch_sched_batch *b);
+/* Queues READY grain g on its call. */
+int orch_sched_queue_ready(struct orch_sched *d, const struct orch_grain_ref *g);
+/* Worker w of cr is idle (its HELLO, a report; or, reserved for a batch that could not be
+ * sent to it — dispatch.c: too big for a remote worker — idle again): it goes on cr->idle,
+ * unless cr is done (the worker is then stopped). */
+void orch_sched_worker_back(struct orch_sched_call *cr, orch_worker *w);
 
 /* ---- dispatch.c ------------------------------------------------------------------------ */
 
@@ -315,9 +321,6 @@ int orch_sched_carry_push(struct orch_sched *d, const struct orch_grain_ref *g);
  * on; queues the others. */
 int orch_sched_carry_turn(struct orch_sched *d);
 
-/* loop.c: queues READY grain g on its call. */
-int orch_sched_queue_ready(struct orch_sched *d, const struct orch_grain_ref *g);
-
 /* ---- admit.c --------------------------------------------------------------------------- */
 
 /* Opens every source and moves its cursor past the roots the job already has, checking
@@ -359,9 +362,6 @@ void orch_sched_release(struct orch_sched *d, const struct orch_sched_call *cr);
 int orch_sched_start_pools(struct orch_sched *d, const struct orch_pool_callbacks *cb);
 /* Closes (clean) or kills the pools, and frees the calls' run time state. */
 void orch_sched_calls_free(struct orch_sched *d, bool clean);
-/* loop.c: worker w, reserved for a batch that could not be sent to it (dispatch.c: too big
- * for a remote worker), is idle again. */
-void orch_sched_worker_back(struct orch_sched_call *cr, orch_worker *w);
 
 /* ---- workers.c ------------------------------------------------------------------------- */
 
