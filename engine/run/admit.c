@@ -18,7 +18,7 @@
 enum { WALK_MAX = 4096 }; /* values walked per turn at most, admitted or not */
 
 struct retire_ctx {
-    struct orch_sched *d;
+    struct orch_driver *d;
     int64_t removed;
 };
 
@@ -36,7 +36,7 @@ static int retire_removed(void *ctx, int64_t e, const char *key)
  * hash) is retired as "changed", and one the source no longer gives as "removed". New
  * keys, and the new revisions of changed ones, are admitted later, like any root. A root
  * of a job made before schema 13 has no signature: it gets the file's now. */
-static int rescan(struct orch_sched *d, struct orch_sched_source *s, int64_t update)
+static int rescan(struct orch_driver *d, struct orch_driver_source *s, int64_t update)
 {
     orch_store *st = d->job->store;
     struct orch_walk_value v;
@@ -123,7 +123,7 @@ static int resume_check(struct orch_job *job, struct orch_walk *walk)
     return rc;
 }
 
-int orch_sched_sources_check(struct orch_job *job)
+int orch_driver_sources_check(struct orch_job *job)
 {
     int64_t update;
     bool scanned;
@@ -139,12 +139,12 @@ int orch_sched_sources_check(struct orch_job *job)
     return rc;
 }
 
-int orch_sched_sources_open(struct orch_sched *d)
+int orch_driver_sources_open(struct orch_driver *d)
 {
     orch_store *st = d->job->store;
     int rc;
     for (int i = 0; i < d->nsources; i++) {
-        struct orch_sched_source *s = &d->sources[i];
+        struct orch_driver_source *s = &d->sources[i];
         s->src = orch_plan_source(d->plan, i);
         s->domain = s->src->domain;
         if (s->src->retired) { /* dropped by an edit: it admits nothing (cli_update.c) */
@@ -186,7 +186,7 @@ int orch_sched_sources_open(struct orch_sched *d)
     return 0;
 }
 
-int orch_sched_rescan(struct orch_sched *d)
+int orch_driver_rescan(struct orch_driver *d)
 {
     orch_store *st = d->job->store;
     int rc = orch_store_begin(st);
@@ -206,18 +206,18 @@ int orch_sched_rescan(struct orch_sched *d)
         return rc;
     d->updates++;
     d->update_plan = 0;
-    orch_sched_carry_free(d); /* an update of the inputs: nothing is taken over */
+    orch_driver_carry_free(d); /* an update of the inputs: nothing is taken over */
     for (int i = 0; i < d->nsources && rc == 0; i++) {
         if (!d->sources[i].walk)
             continue; /* retired */
         rc = orch_walk_rewind(d->sources[i].walk, false);
         d->sources[i].exhausted = false;
     }
-    orch_sched_workers_reopen(d);
+    orch_driver_workers_reopen(d);
     return rc;
 }
 
-void orch_sched_sources_free(struct orch_sched *d)
+void orch_driver_sources_free(struct orch_driver *d)
 {
     for (int i = 0; d->sources && i < d->nsources; i++)
         orch_walk_free(d->sources[i].walk);
@@ -232,7 +232,7 @@ void orch_sched_sources_free(struct orch_sched *d)
  * its root row (key, revision, position, and a files() root's signature). A failure leaves
  * the walk past values that were not committed: the run stops, and the next start walks
  * the source again from its start. */
-static int admit_chunk(struct orch_sched *d, struct orch_sched_source *s)
+static int admit_chunk(struct orch_driver *d, struct orch_driver_source *s)
 {
     char *vals[ADMIT_CHUNK], *keys[ADMIT_CHUNK];
     struct orch_iov iov[ADMIT_CHUNK];
@@ -285,7 +285,7 @@ static int admit_chunk(struct orch_sched *d, struct orch_sched_source *s)
     if (rc == 0 && n > 0)
         rc = orch_payload_put_many(d->job->payloads, iov, (size_t)n, ids);
     if (rc == 0 && n > 0)
-        rc = orch_sched_txn(d);
+        rc = orch_driver_txn(d);
     for (int k = 0; k < n && rc == 0; k++) {
         int64_t e;
         rc = orch_prop_admit_root(d->prop, s->domain, s->next_ordinal, keys[k], ids[k],
@@ -317,7 +317,7 @@ static int admit_chunk(struct orch_sched *d, struct orch_sched_source *s)
  * intermediate payloads are read through the page cache by the workers that consume them
  * (memory), and they are written to JOB/payloads/ (disk), so either may be what runs out.
  * At least 64 MiB, so that a small machine still streams pages of a document. */
-int64_t orch_sched_live_budget(const struct orch_sched *d)
+int64_t orch_driver_live_budget(const struct orch_driver *d)
 {
     const int64_t floor = (int64_t)64 << 20;
     int64_t budget = INT64_MAX;
@@ -333,7 +333,7 @@ int64_t orch_sched_live_budget(const struct orch_sched *d)
     return budget > floor ? budget : floor;
 }
 
-bool orch_sched_tight(const struct orch_sched *d, bool *grains, bool *bytes)
+bool orch_driver_tight(const struct orch_driver *d, bool *grains, bool *bytes)
 {
     *grains = orch_prop_unsealed(d->prop) >= d->max_unsealed;
     *bytes = orch_prop_live_bytes(d->prop) >= d->max_live;
@@ -349,13 +349,13 @@ bool orch_sched_tight(const struct orch_sched *d, bool *grains, bool *bytes)
  * the budgets: the first calls are held until the sources are exhausted, so a budget would
  * wait on grains that wait on it (a deadlock), and chunks paced by turns would wait on
  * turns that nothing else makes. */
-int orch_sched_admit(struct orch_sched *d)
+int orch_driver_admit(struct orch_driver *d)
 {
     d->walking = false;
     for (int i = 0; i < d->nsources; i++) {
-        struct orch_sched_source *s = &d->sources[i];
+        struct orch_driver_source *s = &d->sources[i];
         bool grains, bytes;
-        if (s->exhausted || (!d->opts->staged && orch_sched_tight(d, &grains, &bytes) &&
+        if (s->exhausted || (!d->opts->staged && orch_driver_tight(d, &grains, &bytes) &&
                              orch_prop_unsealed(d->prop) > 0))
             continue;
         int rc;
@@ -368,7 +368,7 @@ int orch_sched_admit(struct orch_sched *d)
     return 0;
 }
 
-bool orch_sched_sources_done(const struct orch_sched *d)
+bool orch_driver_sources_done(const struct orch_driver *d)
 {
     for (int i = 0; i < d->nsources; i++)
         if (!d->sources[i].exhausted)

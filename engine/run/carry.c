@@ -40,7 +40,7 @@
 #include "orch_lang.h"
 #include "support.h"
 
-struct orch_sched_carry {
+struct orch_driver_carry {
     bool *same; /* by call: every port of its statement computes what it computed */
     struct orch_grain_ref *list; /* READY grains to look at, this turn */
     size_t n, cap;
@@ -48,7 +48,7 @@ struct orch_sched_carry {
     size_t cap_ids;
 };
 
-int orch_sched_carry_open(struct orch_sched *d)
+int orch_driver_carry_open(struct orch_driver *d)
 {
     if (!d->update_plan)
         return 0;
@@ -58,7 +58,7 @@ int orch_sched_carry_open(struct orch_sched *d)
         return rc;
     orch_plan *old = NULL;
     char (*fo)[65] = NULL, (*fn)[65] = NULL;
-    struct orch_sched_carry *c = calloc(1, sizeof *c);
+    struct orch_driver_carry *c = calloc(1, sizeof *c);
     rc = c && (c->same = calloc((size_t)d->ncalls + 1, sizeof *c->same)) ? 0 : -ENOMEM;
     if (rc == 0 && (rc = orch_plan_from_canonical(text, &old)) < 0)
         rc = orch_error_set(ORCH_ECORRUPT, "the job's previous plan does not compile: %s",
@@ -107,7 +107,7 @@ int orch_sched_carry_open(struct orch_sched *d)
     return 0;
 }
 
-void orch_sched_carry_free(struct orch_sched *d)
+void orch_driver_carry_free(struct orch_driver *d)
 {
     if (!d->carry)
         return;
@@ -118,9 +118,9 @@ void orch_sched_carry_free(struct orch_sched *d)
     d->carry = NULL;
 }
 
-int orch_sched_carry_push(struct orch_sched *d, const struct orch_grain_ref *g)
+int orch_driver_carry_push(struct orch_driver *d, const struct orch_grain_ref *g)
 {
-    struct orch_sched_carry *c = d->carry;
+    struct orch_driver_carry *c = d->carry;
     if (!c || !c->same[g->call])
         return 0;
     if (orch__grow_n(&c->list, &c->cap, c->n + 1, sizeof *c->list) < 0)
@@ -130,7 +130,7 @@ int orch_sched_carry_push(struct orch_sched *d, const struct orch_grain_ref *g)
 }
 
 /* Room for n payload ids in c->ids. */
-static int ids_fit(struct orch_sched_carry *c, size_t n)
+static int ids_fit(struct orch_driver_carry *c, size_t n)
 {
     return orch__grow_n(&c->ids, &c->cap_ids, n + 1, sizeof *c->ids);
 }
@@ -151,11 +151,11 @@ static int present(orch_store *s, int port, int64_t e, uint64_t *id)
 
 /* The answer that twin t's grain of g's call gave, rebuilt from its facts into *a: 1, or
  * 0 when it cannot be carried (see the top of this file). */
-static int twin_answer(struct orch_sched *d, const struct orch_grain_ref *g, int64_t t,
+static int twin_answer(struct orch_driver *d, const struct orch_grain_ref *g, int64_t t,
                        struct orch_wire_answer *a)
 {
     orch_store *st = d->job->store;
-    struct orch_sched_carry *c = d->carry;
+    struct orch_driver_carry *c = d->carry;
     const struct orch_stmt *s = orch_plan_stmt(d->plan, orch_plan_call(d->plan, g->call)->stmt);
     enum orch_grain_outcome o;
     int rc = orch_store_grain_outcome(st, g->call, t, &o);
@@ -218,7 +218,7 @@ static int twin_answer(struct orch_sched *d, const struct orch_grain_ref *g, int
 }
 
 /* Carries g when its twin's answer can be had: *done. */
-static int carry_one(struct orch_sched *d, const struct orch_grain_ref *g, bool *done)
+static int carry_one(struct orch_driver *d, const struct orch_grain_ref *g, bool *done)
 {
     *done = false;
     orch_store *st = d->job->store;
@@ -244,19 +244,19 @@ static int carry_one(struct orch_sched *d, const struct orch_grain_ref *g, bool 
     return 0;
 }
 
-int orch_sched_carry_turn(struct orch_sched *d)
+int orch_driver_carry_turn(struct orch_driver *d)
 {
-    struct orch_sched_carry *c = d->carry;
+    struct orch_driver_carry *c = d->carry;
     if (!c || c->n == 0)
         return 0;
-    int rc = orch_sched_txn(d);
+    int rc = orch_driver_txn(d);
     /* Carrying a grain may make more READY (pushed here): the list grows while it is
      * walked, and each is copied out first, since pushing may move the list. */
     for (size_t i = 0; rc == 0 && i < c->n; i++) {
         struct orch_grain_ref g = c->list[i];
         bool done;
         if ((rc = carry_one(d, &g, &done)) == 0 && !done)
-            rc = orch_sched_queue_ready(d, &g);
+            rc = orch_queue_ready(d, &g);
     }
     c->n = 0;
     return rc;

@@ -18,18 +18,18 @@
 /* propagate.h's hook: a grain became READY. */
 static int on_ready(void *ctx, const struct orch_grain_ref *g)
 {
-    struct orch_sched *d = ctx;
-    int rc = orch_sched_carry_push(d, g);
-    return rc != 0 ? (rc < 0 ? rc : 0) : orch_sched_queue_ready(d, g);
+    struct orch_driver *d = ctx;
+    int rc = orch_driver_carry_push(d, g);
+    return rc != 0 ? (rc < 0 ? rc : 0) : orch_queue_ready(d, g);
 }
 
 /* ---- pool callbacks (ctx: the call, whose pool it is) ---------------------------------- */
 
 static void on_idle(void *ctx, orch_pool *pool, orch_worker *w)
 {
-    struct orch_sched_call *cr = ctx;
+    struct orch_driver_call *cr = ctx;
     assert(cr->pool == pool);
-    orch_sched_worker_back(cr, w);
+    orch_driver_worker_back(cr, w);
 }
 
 /* The attempt outcome of an answer that was accepted as it came. */
@@ -59,12 +59,12 @@ struct ok_run {
 };
 
 /* Ends the attempts of run k, in one statement (most reports: every record OK). */
-static int ok_flush(struct orch_sched *d, struct ok_run *k)
+static int ok_flush(struct orch_driver *d, struct ok_run *k)
 {
     int rc = 0;
     if (k->first > 0)
         rc = k->first == k->last
-                 ? orch_sched_attempt_end(d, k->first, ORCH_ATTEMPT_OK, NULL)
+                 ? orch_driver_attempt_end(d, k->first, ORCH_ATTEMPT_OK, NULL)
                  : orch_store_attempts_end(d->job->store, k->first, k->last, ORCH_ATTEMPT_OK);
     k->first = k->last = 0;
     return rc;
@@ -73,13 +73,13 @@ static int ok_flush(struct orch_sched *d, struct ok_run *k)
 /* Applies the answers of batch b, record by record. The attempts that ended OK with no
  * message are ended together, a run of consecutive rows at a time: a batch's rows were
  * begun one after the other (dispatch.c, take). */
-static int apply_answers(struct orch_sched *d, struct orch_sched_batch *b,
+static int apply_answers(struct orch_driver *d, struct orch_driver_batch *b,
                          const struct orch_wire_report *r)
 {
     int rc = 0;
     struct ok_run ok = {0, 0};
     for (int i = 0; i < b->n && rc == 0; i++) {
-        struct orch_sched_slot *s = &b->slot[i];
+        struct orch_driver_slot *s = &b->slot[i];
         const struct orch_wire_answer *a = &r->rec[i];
         struct orch_verdict v;
         if ((rc = orch_prop_report(d->prop, &s->g, a, s->first_input, &v)) < 0)
@@ -89,9 +89,9 @@ static int apply_answers(struct orch_sched *d, struct orch_sched_batch *b,
         switch (v.kind) {
         case ORCH_VERDICT_STALE: /* nothing changed; the attempt still ends */
             d->stats->stale++;
-            rc = orch_sched_attempt_end(d, s->attempt_row, ORCH_ATTEMPT_INTERRUPTED,
-                                        "report not accepted: the grain was no longer in "
-                                        "flight at this generation");
+            rc = orch_driver_attempt_end(d, s->attempt_row, ORCH_ATTEMPT_INTERRUPTED,
+                                         "report not accepted: the grain was no longer in "
+                                         "flight at this generation");
             continue;
         case ORCH_VERDICT_SEALED:
             ao = answer_attempt(a->outcome);
@@ -113,7 +113,7 @@ static int apply_answers(struct orch_sched *d, struct orch_sched_batch *b,
                 ok.first = s->attempt_row;
             ok.last = s->attempt_row;
         } else {
-            rc = orch_sched_attempt_end(d, s->attempt_row, ao, why);
+            rc = orch_driver_attempt_end(d, s->attempt_row, ao, why);
         }
     }
     if (rc == 0)
@@ -127,10 +127,10 @@ static int apply_answers(struct orch_sched *d, struct orch_sched_batch *b,
  * back (a fatal error), so nothing is written now: after the rollback the batch's
  * attempts are ended as errors with the worker's message (keep_why), and its grains,
  * still IN_FLIGHT in the store, go back to READY uncharged on resume (recover.c). */
-static int storage_full(struct orch_sched *d, struct orch_sched_call *cr,
-                        struct orch_sched_batch *b, const char *message)
+static int storage_full(struct orch_driver *d, struct orch_driver_call *cr,
+                        struct orch_driver_batch *b, const char *message)
 {
-    orch_sched_release(d, cr);
+    orch_driver_release(d, cr);
     b->end_as = ORCH_ATTEMPT_ERROR;
     b->end_why = strdup(message); /* NULL (no memory): the stop's message */
     return orch_error_set(-ENOSPC, "call %s could not use the payload store: %s",
@@ -138,62 +138,62 @@ static int storage_full(struct orch_sched *d, struct orch_sched_call *cr,
 }
 
 /* A report of every record: each answer is applied, unless the count is wrong. */
-static int answered(struct orch_sched *d, struct orch_sched_call *cr,
-                    struct orch_sched_batch *b, orch_worker *w,
+static int answered(struct orch_driver *d, struct orch_driver_call *cr,
+                    struct orch_driver_batch *b, orch_worker *w,
                     const struct orch_wire_report *r)
 {
     if (r->nrec != (uint32_t)b->n) {
         char why[128];
         snprintf(why, sizeof why, "worker %d answered %u records of a batch of %d",
                  orch_worker_pid(w), r->nrec, b->n);
-        return orch_sched_batch_failed(d, cr, b, ORCH_FAILURE_ERROR, why);
+        return orch_driver_batch_failed(d, cr, b, ORCH_FAILURE_ERROR, why);
     }
-    int rc = orch_sched_txn(d);
-    orch_sched_release(d, cr);
+    int rc = orch_driver_txn(d);
+    orch_driver_release(d, cr);
     return rc < 0 ? rc : apply_answers(d, b, r);
 }
 
 static void on_report(void *ctx, orch_pool *pool, orch_worker *w,
                       const struct orch_wire_report *r)
 {
-    struct orch_sched_call *cr = ctx;
-    struct orch_sched *d = cr->d;
-    struct orch_sched_batch *b = orch_sched_batch_take(cr, r->batch);
+    struct orch_driver_call *cr = ctx;
+    struct orch_driver *d = cr->d;
+    struct orch_driver_batch *b = orch_driver_batch_take(cr, r->batch);
     on_idle(ctx, pool, w);
     if (!b) { /* not a batch we sent: a duplicate or a stray report */
         d->stats->stale++;
         return;
     }
-    orch_sched_settle(d, b);
+    orch_driver_settle(d, b);
     int rc = 0;
     switch (r->status) {
     case ORCH_WIRE_STATUS_OK:
         rc = answered(d, cr, b, w, r);
         break;
     case ORCH_WIRE_STATUS_FAILED: /* run() failed: an attempt failure of the whole batch */
-        rc = orch_sched_batch_failed(d, cr, b, ORCH_FAILURE_ERROR, r->message);
+        rc = orch_driver_batch_failed(d, cr, b, ORCH_FAILURE_ERROR, r->message);
         break;
     case ORCH_WIRE_STATUS_STORAGE:
         rc = storage_full(d, cr, b, r->message);
         break;
     case ORCH_WIRE_STATUS__COUNT: /* not a status: the wire decoder refuses it */
         assert(!"a report status that wire.c refuses");
-        rc = orch_sched_batch_failed(d, cr, b, ORCH_FAILURE_ERROR, r->message);
+        rc = orch_driver_batch_failed(d, cr, b, ORCH_FAILURE_ERROR, r->message);
         break;
     }
     if (rc < 0)
-        orch_sched_set_fatal(d, rc);
+        orch_driver_set_fatal(d, rc);
 }
 
 static void on_lost(void *ctx, orch_pool *pool, orch_worker *w, uint64_t batch,
                     enum orch_loss_kind kind, const char *message)
 {
-    struct orch_sched_call *cr = ctx;
-    struct orch_sched *d = cr->d;
+    struct orch_driver_call *cr = ctx;
+    struct orch_driver *d = cr->d;
     /* A worker killed inside an LMDB read transaction leaves its reader slot taken;
      * clear it now rather than when a begin finds the table full. */
     (void)orch_payload_reader_check(d->job->payloads, NULL);
-    orch_sched_worker_lost(cr, w);
+    orch_driver_worker_lost(cr, w);
     for (int i = 0; i < cr->nidle; i++) /* a dead worker is never idle */
         if (cr->idle[i] == w)
             cr->idle[i--] = cr->idle[--cr->nidle];
@@ -212,49 +212,49 @@ static void on_lost(void *ctx, orch_pool *pool, orch_worker *w, uint64_t batch,
          * rollback with this message (keep_why). */
         assert(batch == 0);
         if (orch_pool_failed(pool))
-            orch_sched_set_fatal(d, orch_error_set(ORCH_EPLAN,
-                                                   "call %s cannot start its workers: %s",
-                                                   cr->c->name, message));
+            orch_driver_set_fatal(d, orch_error_set(ORCH_EPLAN,
+                                                    "call %s cannot start its workers: %s",
+                                                    cr->c->name, message));
         return;
     case ORCH_LOSS__COUNT: /* not a kind: the pool never gives it */
         assert(!"a loss kind that pool.h does not define");
         break;
     }
-    struct orch_sched_batch *b = batch ? orch_sched_batch_take(cr, batch) : NULL;
+    struct orch_driver_batch *b = batch ? orch_driver_batch_take(cr, batch) : NULL;
     if (!b)
         return;
-    orch_sched_settle(d, b);
-    int rc = orch_sched_batch_failed(d, cr, b, fk, message);
+    orch_driver_settle(d, b);
+    int rc = orch_driver_batch_failed(d, cr, b, fk, message);
     if (rc < 0)
-        orch_sched_set_fatal(d, rc);
+        orch_driver_set_fatal(d, rc);
 }
 
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
-    orch_sched_progress(arg, false);
+    orch_driver_progress(arg, false);
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
-    struct orch_sched *d = arg;
+    struct orch_driver *d = arg;
     d->interrupted = true;
     (void)event_base_loopbreak(d->base); /* fails only for a NULL base */
 }
 
 /* ---- the turn -------------------------------------------------------------------------- */
 
-static bool finished(const struct orch_sched *d)
+static bool finished(const struct orch_driver *d)
 {
-    return !d->to_send && orch_sched_sources_done(d) && orch_prop_unsealed(d->prop) == 0 &&
+    return !d->to_send && orch_driver_sources_done(d) && orch_prop_unsealed(d->prop) == 0 &&
            d->ninflight == 0;
 }
 
 /* Nothing runs, nothing is queued, nothing is left to admit, yet grains are unsealed:
  * they wait on facts that will never come. A bug, reported rather than waited on. */
-static bool stuck(const struct orch_sched *d)
+static bool stuck(const struct orch_driver *d)
 {
-    return !d->to_send && orch_sched_sources_done(d) && orch_prop_unsealed(d->prop) > 0 &&
-           d->ninflight == 0 && !orch_sched_any_queued(d);
+    return !d->to_send && orch_driver_sources_done(d) && orch_prop_unsealed(d->prop) > 0 &&
+           d->ninflight == 0 && !orch_driver_any_queued(d);
 }
 
 /* Commits the turn. With machine durability the payloads that its facts name are made
@@ -262,7 +262,7 @@ static bool stuck(const struct orch_sched *d)
  * never names a payload that a machine crash could lose (DESIGN §6, invariant 1). Then
  * the batches settled in it are done with. */
 /* The item counts as of the last commit, for the summary (driver.h). */
-static void items_committed(struct orch_sched *d)
+static void items_committed(struct orch_driver *d)
 {
     if (d->stats->items)
         memcpy(d->stats->items, orch_prop_items(d->prop),
@@ -274,7 +274,7 @@ static void items_committed(struct orch_sched *d)
  * written (admission writes the roots'), so that the disk flushes while the turn's CPU
  * work goes on (the dispatch, the rows held back); the commit then waits for it, and
  * syncs itself when the thread had not taken it or a payload was written since. */
-static void payload_sync_begin(struct orch_sched *d)
+static void payload_sync_begin(struct orch_driver *d)
 {
     if (d->opts->durability != ORCH_DURABILITY_MACHINE || d->psync_asked || !d->payload_file[0])
         return;
@@ -284,7 +284,7 @@ static void payload_sync_begin(struct orch_sched *d)
 
 /* Whether the sync asked this turn was made and covers every payload written: it is ended
  * either way (waited for, or withdrawn). */
-static bool payload_sync_end(struct orch_sched *d)
+static bool payload_sync_end(struct orch_driver *d)
 {
     if (!d->psync_asked)
         return false;
@@ -293,11 +293,11 @@ static bool payload_sync_end(struct orch_sched *d)
            orch_payload_writes(d->job->payloads) == d->psync_writes;
 }
 
-static int commit_turn(struct orch_sched *d)
+static int commit_turn(struct orch_driver *d)
 {
     int rc = 0;
     if (orch_store_in_txn(d->job->store)) {
-        int64_t floor = orch_sched_attempt_floor(d);
+        int64_t floor = orch_driver_attempt_floor(d);
         if (floor > d->attempt_floor &&
             (rc = orch_store_attempt_floor_set(d->job->store, floor)) == 0)
             d->attempt_floor = floor;
@@ -321,54 +321,54 @@ static int commit_turn(struct orch_sched *d)
             return rc;
         }
         /* After the commit (reclaim.c). */
-        (void)orch_prop_reclaim_flush(d->prop, orch_sched_mono_ms());
+        (void)orch_prop_reclaim_flush(d->prop, orch_driver_mono_ms());
         items_committed(d);
     }
     (void)payload_sync_end(d); /* one not ended above (no transaction, or an error) */
-    orch_sched_batches_free(d->settled);
+    orch_driver_batches_free(d->settled);
     d->settled = NULL;
     return 0;
 }
 
-static int turn(struct orch_sched *d)
+static int turn(struct orch_driver *d)
 {
     /* A fatal error met while applying a report may have left the turn's transaction
      * half done: it is rolled back (by the caller), never committed. What it held was in
      * flight and runs again on resume. */
     if (d->fatal)
         return d->fatal;
-    int rc = orch_sched_admit(d);
+    int rc = orch_driver_admit(d);
     if (rc == 0)
-        rc = orch_sched_carry_turn(d);
+        rc = orch_driver_carry_turn(d);
     payload_sync_begin(d); /* the turn's payloads are written */
     if (rc == 0)
-        rc = orch_sched_dispatch(d);
+        rc = orch_driver_dispatch(d);
     if (rc == 0)
         rc = commit_turn(d);
     if (rc < 0) {
         /* Nothing of this turn is committed; batches reserved in it must not run. */
-        orch_sched_batches_free(d->to_send);
+        orch_driver_batches_free(d->to_send);
         d->to_send = NULL;
         return rc;
     }
-    orch_sched_send(d);
+    orch_driver_send(d);
     if (d->fatal)
         return d->fatal;
-    /* orch_sched_send may have put back batches that never reached their workers. */
+    /* orch_driver_send may have put back batches that never reached their workers. */
     if ((rc = commit_turn(d)) < 0)
         return rc;
-    return orch_sched_workers(d);
+    return orch_driver_workers(d);
 }
 
 /* ---- after a stop ---------------------------------------------------------------------- */
 
 /* Ends the attempts of batch b, and puts its grains back to READY with generation+1 as
  * resume would have: an open attempt is what tells resume that a grain was in flight. */
-static void end_attempts(struct orch_sched *d, const struct orch_sched_batch *b,
+static void end_attempts(struct orch_driver *d, const struct orch_driver_batch *b,
                          enum orch_attempt_outcome o, const char *why, int *rc)
 {
     for (int i = 0; i < b->n && *rc == 0; i++) {
-        *rc = orch_sched_attempt_end(d, b->slot[i].attempt_row, o, why);
+        *rc = orch_driver_attempt_end(d, b->slot[i].attempt_row, o, why);
         if (*rc == 0)
             *rc = orch_store_grain_interrupt(d->job->store, b->slot[i].g.grain,
                                              b->slot[i].g.generation);
@@ -380,7 +380,7 @@ static void end_attempts(struct orch_sched *d, const struct orch_sched_batch *b,
  * caused the stop with its own message, every other with the stop's — rather than being
  * found open and marked interrupted, without a word, by the next resume (recover.c).
  * Best effort: the stop's error stands whatever happens here, its detail included. */
-static void keep_why(struct orch_sched *d, int rc)
+static void keep_why(struct orch_driver *d, int rc)
 {
     bool any = d->settled != NULL;
     for (int i = 0; i < d->ncalls && !any; i++)
@@ -391,10 +391,10 @@ static void keep_why(struct orch_sched *d, int rc)
     snprintf(why, sizeof why, "%s",
              *orch_error_detail() ? orch_error_detail() : orch_strerror(rc));
     int k = orch_store_begin(d->job->store);
-    for (const struct orch_sched_batch *b = d->settled; b; b = b->next)
+    for (const struct orch_driver_batch *b = d->settled; b; b = b->next)
         end_attempts(d, b, b->end_as, b->end_why ? b->end_why : why, &k);
     for (int i = 0; i < d->ncalls; i++)
-        for (const struct orch_sched_batch *b = d->calls[i].inflight; b; b = b->next)
+        for (const struct orch_driver_batch *b = d->calls[i].inflight; b; b = b->next)
             end_attempts(d, b, ORCH_ATTEMPT_INTERRUPTED, why, &k);
     if (k == 0)
         k = orch_store_commit(d->job->store);
@@ -405,9 +405,9 @@ static void keep_why(struct orch_sched *d, int rc)
 
 /* The job finished: records as freed, in a transaction of its own, the payloads no seal
  * could free (orch_prop_reclaim_end). */
-static int reclaim_end(struct orch_sched *d)
+static int reclaim_end(struct orch_driver *d)
 {
-    int rc = orch_sched_txn(d);
+    int rc = orch_driver_txn(d);
     if (rc == 0)
         rc = orch_prop_reclaim_end(d->prop);
     if (rc == 0)
@@ -418,7 +418,7 @@ static int reclaim_end(struct orch_sched *d)
 
 /* After reclaim_end: the freed payloads that waited for a sync are deleted; *named as
  * orch_prop_reclaim_settle says. Always 0. */
-static int reclaim_settle(struct orch_sched *d, int64_t *named)
+static int reclaim_settle(struct orch_driver *d, int64_t *named)
 {
     const struct orch_run_stats *st = d->stats;
     bool orphans = st->stale > 0 || st->suppressed > 0 || st->attempts_failed > 0 ||
@@ -475,7 +475,7 @@ static int job_stop(struct orch_job *job, int rc)
 /* ---- set-up and the loop --------------------------------------------------------------- */
 
 /* The signal and progress events. */
-static int arm_events(struct orch_sched *d)
+static int arm_events(struct orch_driver *d)
 {
     static const struct timeval second = {1, 0};
     d->sigint = evsignal_new(d->base, SIGINT, on_signal, d);
@@ -499,7 +499,7 @@ static void on_watch(evutil_socket_t fd, short what, void *arg)
  * a read of `status` between scans says so), then after the interval the sources are read
  * again. Turns go on while it waits, so that idle workers are stopped by their rule. A
  * signal while waiting ends the run here, cleanly: *stop. */
-static int watch(struct orch_sched *d, bool *stop)
+static int watch(struct orch_driver *d, bool *stop)
 {
     *stop = false;
     int rc = reclaim_end(d);
@@ -507,7 +507,7 @@ static int watch(struct orch_sched *d, bool *stop)
         rc = job_finished(d->job);
     if (rc < 0)
         return rc;
-    orch_sched_progress(d, true);
+    orch_driver_progress(d, true);
     bool due = false;
     struct event *timer = evtimer_new(d->base, on_watch, &due);
     struct timeval tv = {(time_t)(d->opts->watch_ms / 1000),
@@ -528,10 +528,10 @@ static int watch(struct orch_sched *d, bool *stop)
         *stop = true;
         return 0;
     }
-    return rc < 0 ? rc : orch_sched_rescan(d);
+    return rc < 0 ? rc : orch_driver_rescan(d);
 }
 
-static int run_loop(struct orch_sched *d)
+static int run_loop(struct orch_driver *d)
 {
     int rc, stuck_turns = 0;
     while ((rc = turn(d)) == 0 && !d->interrupted) {
@@ -562,7 +562,7 @@ static int run_loop(struct orch_sched *d)
     return rc;
 }
 
-static int start(struct orch_sched *d)
+static int start(struct orch_driver *d)
 {
     struct orch_prop_hooks hooks = {.ctx = d, .ready = on_ready};
     struct orch_pool_callbacks cb = {.idle = on_idle, .report = on_report, .lost = on_lost};
@@ -573,13 +573,13 @@ static int start(struct orch_sched *d)
     d->base = event_base_new();
     if (!d->calls || !d->sources || !d->base)
         return -ENOMEM;
-    int rc = orch_sched_call_order(d);
+    int rc = orch_driver_call_order(d);
     if (rc < 0)
         return rc;
     /* A report's pipe may close under us (a dying worker): never die of SIGPIPE. */
     signal(SIGPIPE, SIG_IGN);
     if ((rc = orch_prop_open(d->plan, d->job->store, &hooks, &d->prop)) < 0 ||
-        (rc = orch_sched_sources_open(d)) < 0 || (rc = orch_sched_carry_open(d)) < 0)
+        (rc = orch_driver_sources_open(d)) < 0 || (rc = orch_driver_carry_open(d)) < 0)
         return rc;
     orch_prop_set_payloads(d->prop, d->job->payloads); /* live bytes are counted */
     /* Before any worker writes: payloads left by a stopped driver's last turn. */
@@ -593,8 +593,8 @@ static int start(struct orch_sched *d)
         orch_error_clear();
     if (orch_payload_data_file(d->job->payloads, d->payload_file, sizeof d->payload_file) < 0)
         d->payload_file[0] = '\0'; /* synced in the loop, as without the thread */
-    if ((rc = orch_sched_start_pools(d, &cb)) < 0 || (rc = orch_sched_recover(d)) < 0 ||
-        (rc = orch_sched_workers_init(d)) < 0)
+    if ((rc = orch_driver_start_pools(d, &cb)) < 0 || (rc = orch_driver_recover(d)) < 0 ||
+        (rc = orch_driver_workers_init(d)) < 0)
         return rc;
     /* The summary's counts: read once now (nothing to read in a new job), then counted
      * as items are published, rather than read from every item at the end. */
@@ -607,15 +607,15 @@ static int start(struct orch_sched *d)
     return arm_events(d);
 }
 
-static void driver_free(struct orch_sched *d, bool clean)
+static void driver_free(struct orch_driver *d, bool clean)
 {
-    orch_sched_calls_free(d, clean);
-    orch_sched_batches_free(d->to_send);
-    orch_sched_batches_free(d->settled);
-    orch_sched_workers_free(d);
+    orch_driver_calls_free(d, clean);
+    orch_driver_batches_free(d->to_send);
+    orch_driver_batches_free(d->settled);
+    orch_driver_workers_free(d);
     free(d->ready);
-    orch_sched_sources_free(d);
-    orch_sched_carry_free(d);
+    orch_driver_sources_free(d);
+    orch_driver_carry_free(d);
     free(d->calls);
     free(d->order);
     orch_prop_inputs_free(&d->inputs);
@@ -640,7 +640,7 @@ int orch_driver_run(struct orch_job *job, const struct orch_run_opts *opts,
                     struct orch_run_stats *stats)
 {
     memset(stats, 0, sizeof *stats);
-    struct orch_sched d = {.job = job, .plan = job->plan, .opts = opts, .stats = stats};
+    struct orch_driver d = {.job = job, .plan = job->plan, .opts = opts, .stats = stats};
     /* Workers exec this very binary through /proc/self/exe, which names the running image
      * even when its file was replaced or deleted since (a rebuild during a long job).
      * ORCH_WORKER_EXE names an orch binary to exec instead, for a driver that runs inside
@@ -662,11 +662,11 @@ int orch_driver_run(struct orch_job *job, const struct orch_run_opts *opts,
     if ((size_t)snprintf(d.exe, sizeof d.exe, "%s", exe) >= sizeof d.exe)
         return orch_error_set(-ENAMETOOLONG, "ORCH_WORKER_EXE is longer than %zu bytes",
                               sizeof d.exe - 1);
-    orch_sched_progress_init(&d);
+    orch_driver_progress_init(&d);
     d.max_unsealed = opts->max_unsealed > 0 ? opts->max_unsealed : DEFAULT_MAX_UNSEALED;
-    d.max_live = opts->max_live_bytes > 0 ? opts->max_live_bytes : orch_sched_live_budget(&d);
+    d.max_live = opts->max_live_bytes > 0 ? opts->max_live_bytes : orch_driver_live_budget(&d);
     stats->live_budget = d.max_live;
-    orch_sched_budgets(&d);
+    orch_driver_budgets(&d);
     /* Each turn allocates and frees much the same memory (SQLite's page cache, batches);
      * without this, glibc returns the top of the heap to the kernel after every turn and
      * faults it back in on the next: half of the driver's time, measured. */
@@ -675,7 +675,7 @@ int orch_driver_run(struct orch_job *job, const struct orch_run_opts *opts,
 
     /* A source that changed under the job is refused before anything is written: the
      * job stays as it was (finished, interrupted), and `orch update` is the way. */
-    int rc = orch_sched_sources_check(job);
+    int rc = orch_driver_sources_check(job);
     if (rc < 0) {
         driver_free(&d, false);
         return rc;
@@ -692,7 +692,7 @@ int orch_driver_run(struct orch_job *job, const struct orch_run_opts *opts,
             rc = reclaim_settle(&d, &named);
         if (rc == 0)
             rc = job_finished(job);
-        orch_sched_progress(&d, true);
+        orch_driver_progress(&d, true);
     }
     if (orch_store_in_txn(job->store))
         orch_store_rollback(job->store);
@@ -700,7 +700,7 @@ int orch_driver_run(struct orch_job *job, const struct orch_run_opts *opts,
         keep_why(&d, rc);
     if (rc < 0)
         (void)job_stop(job, rc);
-    stats->seconds = (double)(orch_sched_mono_ms() - d.started_ms) / 1000.0;
+    stats->seconds = (double)(orch_driver_mono_ms() - d.started_ms) / 1000.0;
     driver_free(&d, rc == 0);
     orch_store_background_stop(job->store);
     /* The pools are closed: reclaim what stale reports left, unless the store holds just

@@ -117,7 +117,7 @@ static int add_reader(struct family *f, int stmt)
     return 0;
 }
 
-int prop__reclaim_open(orch_prop *p)
+int orch_prop_reclaim_open(orch_prop *p)
 {
     const orch_plan *plan = p->plan;
     int np = orch_plan_nports(plan);
@@ -152,7 +152,7 @@ int prop__reclaim_open(orch_prop *p)
     return 0;
 }
 
-void prop__reclaim_free(orch_prop *p)
+void orch_prop_reclaim_free(orch_prop *p)
 {
     struct prop_reclaim *r = p->reclaim;
     if (!r)
@@ -202,7 +202,7 @@ static int payload_size(orch_prop *p, uint64_t id, size_t *len)
     return 0;
 }
 
-int prop__payload_size(orch_prop *p, uint64_t id, int64_t *size)
+int orch_prop_payload_size(orch_prop *p, uint64_t id, int64_t *size)
 {
     size_t len;
     int rc = payload_size(p, id, &len);
@@ -236,7 +236,8 @@ static int free_id(orch_prop *p, uint64_t id, int64_t size)
     int rc = orch_store_reclaimed_put(p->store, id, &added);
     if (rc < 0 || !added)
         return rc; /* already freed: one reader read it through two ports */
-    if (p->payloads) { /* only EAGER families come here: counted ones (prop__item_resolve) */
+    if (p->payloads) { /* only EAGER families come here: counted ones (orch_prop_item_resolve)
+                        */
         /* Its size when the caller knows it (what the reader was sent); read when not, and
          * with ORCH_STORE_CHECKS checked. */
         size_t len = size >= 0 ? (size_t)size : 0;
@@ -288,7 +289,8 @@ static int check_item(orch_prop *p, const struct family *f, int root, int64_t x,
         if (f->readers[i] == stmt && on == e)
             continue; /* the grain that sealed now */
         struct orch_grain_row g;
-        if ((rc = orch_store_grain_get(p->store, s->call, on, prop__on_roots(p, s), &g)) < 0)
+        if ((rc = orch_store_grain_get(p->store, s->call, on, orch_prop_on_roots(p, s), &g)) <
+            0)
             return rc;
         if (g.phase != ORCH_PHASE_SEALED || !outcome_final(g.outcome))
             return 0; /* a reader to come, or one that `orch retry` may run again */
@@ -296,8 +298,8 @@ static int check_item(orch_prop *p, const struct family *f, int root, int64_t x,
     return free_id(p, id, known ? known_size : -1);
 }
 
-int prop__reclaim_sealed(orch_prop *p, int stmt, int64_t e, enum orch_grain_outcome o,
-                         uint64_t in0, int64_t in0_size)
+int orch_prop_reclaim_sealed(orch_prop *p, int stmt, int64_t e, enum orch_grain_outcome o,
+                             uint64_t in0, int64_t in0_size)
 {
     struct prop_reclaim *r = p->reclaim;
     if (!outcome_final((int)o))
@@ -319,8 +321,8 @@ int prop__reclaim_sealed(orch_prop *p, int stmt, int64_t e, enum orch_grain_outc
         }
         int64_t *kids;
         size_t n;
-        if ((rc = orch_store_children(p->store, e, prop__reduce_child(p->plan, s), &kids, &n)) <
-            0)
+        if ((rc = orch_store_children(p->store, e, orch_prop_reduce_child(p->plan, s), &kids,
+                                      &n)) < 0)
             return rc;
         for (size_t k = 0; k < n && rc == 0; k++)
             rc = check_item(p, f, root, kids[k], stmt, e, 0, -1);

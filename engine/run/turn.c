@@ -8,41 +8,41 @@
 
 #include "support.h"
 
-void orch_sched_set_fatal(struct orch_sched *d, int rc)
+void orch_driver_set_fatal(struct orch_driver *d, int rc)
 {
     if (!d->fatal)
         d->fatal = rc;
 }
 
 /* The turn's transaction is opened lazily by whatever needs to write first. */
-int orch_sched_txn(struct orch_sched *d)
+int orch_driver_txn(struct orch_driver *d)
 {
     if (orch_store_in_txn(d->job->store))
         return 0;
     return orch_store_begin(d->job->store);
 }
 
-void orch_sched_settle(struct orch_sched *d, struct orch_sched_batch *b)
+void orch_driver_settle(struct orch_driver *d, struct orch_driver_batch *b)
 {
     b->next = d->settled;
     d->settled = b;
 }
 
-int orch_sched_queue_ready(struct orch_sched *d, const struct orch_grain_ref *g)
+int orch_queue_ready(struct orch_driver *d, const struct orch_grain_ref *g)
 {
-    struct orch_sched_qent e = {.g = *g};
-    int rc = orch_sched_queue_push(&d->calls[g->call].q, &e);
+    struct orch_queue_entry e = {.g = *g};
+    int rc = orch_queue_push(&d->calls[g->call].q, &e);
     if (rc == 0)
-        orch_sched_want(d, &d->calls[g->call]);
+        orch_driver_want(d, &d->calls[g->call]);
     return rc;
 }
 
-void orch_sched_worker_back(struct orch_sched_call *cr, orch_worker *w)
+void orch_driver_worker_back(struct orch_driver_call *cr, orch_worker *w)
 {
-    if (!orch_sched_worker_idle(cr, w))
+    if (!orch_driver_worker_idle(cr, w))
         return; /* its call is done: the worker was stopped */
     if (orch__grow(&cr->idle, &cr->cidle, cr->nidle + 1, sizeof *cr->idle) < 0) {
-        orch_sched_set_fatal(cr->d, -ENOMEM);
+        orch_driver_set_fatal(cr->d, -ENOMEM);
         return;
     }
     cr->idle[cr->nidle++] = w;
