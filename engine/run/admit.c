@@ -17,128 +17,6 @@
 
 enum { WALK_MAX = 4096 }; /* values walked per turn at most, admitted or not */
 
-struct retire_ctx {
-    struct orch_driver *d;
-    int64_t removed;
-};
-
-static int retire_removed(void *ctx, int64_t e, const char *key)
-{
-    (void)key;
-    struct retire_ctx *c = ctx;
-    c->removed++;
-    return orch_store_root_retire(c->d->job->store, e, "removed");
-}
-
-/* The rescan of `orch update` (DESIGN §10), for source s, inside the caller's transaction:
- * every live root the source still gives takes its place in it now (root.position); a
- * files() root whose file changed (size or modification time, confirmed by the content
- * hash) is retired as "changed", and one the source no longer gives as "removed". New
- * keys, and the new revisions of changed ones, are admitted later, like any root. A root
- * of a job made before schema 13 has no signature: it gets the file's now. */
-static int rescan(struct orch_driver *d, struct orch_driver_source *s, int64_t update)
-{
-    orch_store *st = d->job->store;
-    struct orch_walk_value v;
-    int64_t changed = 0;
-    int rc;
-    while ((rc = orch_walk_next(s->walk, &v)) == 1) {
-        if (!v.match) {
-            if ((rc = orch_walk_claim(s->walk, v.key)) < 0)
-                return rc;
-            continue;
-        }
-        if (v.match_position != v.position &&
-            (rc = orch_store_root_position(st, v.match, v.position)) < 0)
-            return rc;
-        if (!orch_walk_files(s->walk))
-            continue;
-        struct orch_root_sig now;
-        bool same_stat = false;
-        if ((rc = orch_file_sig(v.value, false, &now)) == 0)
-            same_stat = v.stored.known && now.size == v.stored.size &&
-                        now.mtime_ns == v.stored.mtime_ns;
-        if (rc < 0 || same_stat) /* unreadable now: admitted again, its UDF says why */
-            continue;
-        if ((rc = orch_file_sig(v.value, true, &now)) < 0)
-            continue;
-        if (!v.stored.known || strcmp(now.hash, v.stored.hash) == 0) {
-            rc = orch_store_root_sig(st, v.match, &now); /* touched, same bytes */
-        } else {
-            changed++;
-            rc = orch_store_root_retire(st, v.match, "changed");
-            if (rc == 0)
-                rc = orch_walk_claim(s->walk, v.key);
-        }
-        if (rc < 0)
-            return rc;
-    }
-    if (rc < 0)
-        return rc;
-    struct retire_ctx c = {d, 0};
-    if ((rc = orch_walk_unmatched(s->walk, retire_removed, &c)) < 0)
-        return rc;
-    /* New roots are counted as they are admitted (admit_chunk). */
-    return orch_store_update_count(st, update, 0, changed, c.removed);
-}
-
-/* The check of a resume with no update under way: the source must still give the job's
- * live roots, in their order, before anything new (it may give more after them: roots an
- * interrupted run had not admitted yet, or files added since, which are admitted). Any
- * other change is for `orch update`, which says what it retires. */
-static int resume_check(struct orch_job *job, struct orch_walk *walk)
-{
-    struct orch_walk_value v;
-    int rc;
-    for (;;) {
-        int left = orch_walk_unmatched_left(walk);
-        if (left <= 0)
-            return left;
-        if ((rc = orch_walk_next(walk, &v)) < 0)
-            return rc;
-        if (rc == 0 || !v.match || !v.in_order)
-            break;
-    }
-    char *was = NULL;
-    if (rc == 1) {
-        if (!(was = strdup(v.key)))
-            return -ENOMEM;
-        /* The job's next root: the value just read may have matched a later one. */
-        orch_walk_rewind(walk, false);
-        int64_t skip = v.position;
-        while (skip-- > 0 && orch_walk_next(walk, &v) == 1) {
-        }
-    }
-    const char *next = orch_walk_unmatched_left(walk) == 1 ? orch_walk_head_key(walk)
-                                                                : NULL;
-    rc = orch_error_set(ORCH_EMISMATCH,
-                        "source %s changed since the job last read it: %s%s%s%s%s%s; `orch "
-                        "update %s` takes new, changed and removed inputs, or restore the "
-                        "source",
-                        orch_walk_port(walk), was ? "it gives \"" : "", was ? was : "",
-                        was ? "\" where the job has " : "it ends where the job has ",
-                        next ? "\"" : "", next ? next : "more roots", next ? "\"" : "",
-                        job->dir);
-    free(was);
-    return rc;
-}
-
-int orch_driver_sources_check(struct orch_job *job)
-{
-    int64_t update;
-    bool scanned;
-    int rc = orch_store_update_open(job->store, &update, &scanned, NULL);
-    for (int i = 0; rc == 0 && !update && i < orch_plan_nsources(job->plan); i++) {
-        if (orch_plan_source(job->plan, i)->retired)
-            continue;
-        struct orch_walk *w = NULL;
-        if ((rc = orch_walk_open(job->store, job->plan, i, job->base_dir, &w)) == 0)
-            rc = resume_check(job, w);
-        orch_walk_free(w);
-    }
-    return rc;
-}
-
 int orch_driver_sources_open(struct orch_driver *d)
 {
     orch_store *st = d->job->store;
@@ -165,12 +43,9 @@ int orch_driver_sources_open(struct orch_driver *d)
             return rc;
         for (int i = 0; i < d->nsources && rc == 0; i++)
             if (d->sources[i].walk)
-                rc = rescan(d, &d->sources[i], d->update);
-        /* An edited plan: every root that is still live gets a new revision, which takes
-         * over from this one what the edit left as it was (carry.c). */
-        int64_t n;
-        if (rc == 0 && d->update_plan && (rc = orch_store_root_retire_all(st, "plan", &n)) == 0)
-            rc = orch_store_update_replanned(st, d->update, n);
+                rc = orch_update_rescan(st, d->sources[i].walk, d->update);
+        if (rc == 0 && d->update_plan)
+            rc = orch_update_replan(st, d->update);
         if (rc == 0)
             rc = orch_store_update_scanned(st, d->update);
         if (rc < 0) {
@@ -194,7 +69,7 @@ int orch_driver_rescan(struct orch_driver *d)
         rc = orch_store_update_start(st, 0, NULL, &d->update);
     for (int i = 0; i < d->nsources && rc == 0; i++)
         if (d->sources[i].walk && (rc = orch_walk_rewind(d->sources[i].walk, true)) == 0)
-            rc = rescan(d, &d->sources[i], d->update);
+            rc = orch_update_rescan(st, d->sources[i].walk, d->update);
     if (rc == 0)
         rc = orch_store_update_scanned(st, d->update);
     if (rc < 0) {
@@ -206,7 +81,8 @@ int orch_driver_rescan(struct orch_driver *d)
         return rc;
     d->updates++;
     d->update_plan = 0;
-    orch_driver_carry_free(d); /* an update of the inputs: nothing is taken over */
+    orch_carry_free(d->carry); /* an update of the inputs: nothing is taken over */
+    d->carry = NULL;
     for (int i = 0; i < d->nsources && rc == 0; i++) {
         if (!d->sources[i].walk)
             continue; /* retired */

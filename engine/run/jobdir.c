@@ -21,6 +21,7 @@
 #include "orch_error.h"
 #include "orch_facts.h"
 #include "orch_lang.h"
+#include "update.h"
 
 static char *path_join(const char *dir, const char *name)
 {
@@ -745,7 +746,9 @@ int orch_job_open(const char *dir, int flags, struct orch_job **out)
                             dir);
         goto fail;
     }
-    if (!job->base_dir && (rc = orch_job_rekey(job)) < 0)
+    if (!job->base_dir &&
+        (rc = orch_update_rekey(job->store, job->plan, job->dir, job->info->pipeline_path,
+                                &job->base_dir)) < 0)
         goto fail;
     *out = job;
     return 0;

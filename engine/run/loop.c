@@ -15,12 +15,17 @@
 
 #define DEFAULT_MAX_UNSEALED 20000
 
+static int queue_ready(void *ctx, const struct orch_grain_ref *g)
+{
+    return orch_driver_queue_ready(ctx, g);
+}
+
 /* propagate.h's hook: a grain became READY. */
 static int on_ready(void *ctx, const struct orch_grain_ref *g)
 {
     struct orch_driver *d = ctx;
-    int rc = orch_driver_carry_push(d, g);
-    return rc != 0 ? (rc < 0 ? rc : 0) : orch_queue_ready(d, g);
+    int rc = orch_carry_push(d->carry, g);
+    return rc != 0 ? (rc < 0 ? rc : 0) : orch_driver_queue_ready(d, g);
 }
 
 /* ---- pool callbacks (ctx: the call, whose pool it is) ---------------------------------- */
@@ -337,9 +342,10 @@ static int turn(struct orch_driver *d)
      * flight and runs again on resume. */
     if (d->fatal)
         return d->fatal;
+    struct orch_prop_hooks queue = {.ctx = d, .ready = queue_ready};
     int rc = orch_driver_admit(d);
     if (rc == 0)
-        rc = orch_driver_carry_turn(d);
+        rc = orch_carry_turn(d->carry, d->prop, &d->inputs, &queue, &d->stats->carried);
     payload_sync_begin(d); /* the turn's payloads are written */
     if (rc == 0)
         rc = orch_driver_dispatch(d);
@@ -579,7 +585,9 @@ static int start(struct orch_driver *d)
     /* A report's pipe may close under us (a dying worker): never die of SIGPIPE. */
     signal(SIGPIPE, SIG_IGN);
     if ((rc = orch_prop_open(d->plan, d->job->store, &hooks, &d->prop)) < 0 ||
-        (rc = orch_driver_sources_open(d)) < 0 || (rc = orch_driver_carry_open(d)) < 0)
+        (rc = orch_driver_sources_open(d)) < 0 ||
+        (rc = orch_carry_open(d->job->store, d->plan, d->update, d->update_plan, &d->carry)) <
+            0)
         return rc;
     orch_prop_set_payloads(d->prop, d->job->payloads); /* live bytes are counted */
     /* Before any worker writes: payloads left by a stopped driver's last turn. */
@@ -615,7 +623,7 @@ static void driver_free(struct orch_driver *d, bool clean)
     orch_driver_workers_free(d);
     free(d->ready);
     orch_driver_sources_free(d);
-    orch_driver_carry_free(d);
+    orch_carry_free(d->carry);
     free(d->calls);
     free(d->order);
     orch_prop_inputs_free(&d->inputs);
@@ -675,7 +683,7 @@ int orch_driver_run(struct orch_job *job, const struct orch_run_opts *opts,
 
     /* A source that changed under the job is refused before anything is written: the
      * job stays as it was (finished, interrupted), and `orch update` is the way. */
-    int rc = orch_driver_sources_check(job);
+    int rc = orch_update_sources_check(job->store, job->plan, job->base_dir, job->dir);
     if (rc < 0) {
         driver_free(&d, false);
         return rc;

@@ -84,6 +84,7 @@
 #include "propagate.h"
 #include "queue.h"
 #include "source.h"
+#include "update.h"
 
 /* One grain of a batch. */
 struct orch_driver_slot {
@@ -221,7 +222,7 @@ struct orch_driver {
     int nsources;
     int64_t update; /* the job_update row of the update under way; 0: none */
     int64_t update_plan; /* the plan row it adopted (an edited pipeline); 0: none */
-    struct orch_driver_carry *carry; /* carry.c: NULL unless an edited plan's update runs */
+    struct orch_carry *carry; /* update.h: NULL unless an edited plan's update runs */
     int64_t updates; /* updates this run started (--watch) */
     bool walking;    /* the last admission walked values that were all roots the job has:
                         admission can move on with no event to wait for */
@@ -271,7 +272,7 @@ void orch_driver_set_fatal(struct orch_driver *d, int rc);
  * turn's transaction: it is freed when that commits (invariants 2 and 3). */
 void orch_driver_settle(struct orch_driver *d, struct orch_driver_batch *b);
 /* Queues READY grain g on its call. */
-int orch_queue_ready(struct orch_driver *d, const struct orch_grain_ref *g);
+int orch_driver_queue_ready(struct orch_driver *d, const struct orch_grain_ref *g);
 /* Worker w of cr is idle (its HELLO, a report; or, reserved for a batch that could not be
  * sent to it — dispatch.c: too big for a remote worker — idle again): it goes on cr->idle,
  * unless cr is done (the worker is then stopped). */
@@ -308,19 +309,6 @@ int64_t orch_driver_attempt_floor(const struct orch_driver *d);
 /* Frees a list of batches linked by next (NULL: nothing). */
 void orch_driver_batches_free(struct orch_driver_batch *b);
 
-/* ---- carry.c: an edited pipeline keeps what still holds ------------------------------------ */
-
-/* When the update under way adopted an edited plan, compares it with the plan before and
- * starts carrying; otherwise nothing. */
-int orch_driver_carry_open(struct orch_driver *d);
-void orch_driver_carry_free(struct orch_driver *d);
-/* A grain became READY: 1 when it is held to be carried (its call computes what it did),
- * 0 when it is to be queued. */
-int orch_driver_carry_push(struct orch_driver *d, const struct orch_grain_ref *g);
-/* Carries, in the turn's transaction, the held grains whose twins' results can be handed
- * on; queues the others. */
-int orch_driver_carry_turn(struct orch_driver *d);
-
 /* ---- admit.c --------------------------------------------------------------------------- */
 
 /* Opens every source and moves its cursor past the roots the job already has, checking
@@ -328,10 +316,6 @@ int orch_driver_carry_turn(struct orch_driver *d);
 int orch_driver_sources_open(struct orch_driver *d);
 /* Admits a chunk of roots from each source while the budgets allow. */
 int orch_driver_admit(struct orch_driver *d);
-/* Before a driver starts (and writes anything): with no update under way, each source
- * must still give the job's live roots in their order (a resume takes no change: `orch
- * update` does); ORCH_EMISMATCH with a message naming the difference otherwise. */
-int orch_driver_sources_check(struct orch_job *job);
 /* `--watch`: starts a new update (a job_update row) and rescans every source in one
  * transaction, then admission goes on with what the scan found new. */
 int orch_driver_rescan(struct orch_driver *d);

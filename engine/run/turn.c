@@ -28,7 +28,7 @@ void orch_driver_settle(struct orch_driver *d, struct orch_driver_batch *b)
     d->settled = b;
 }
 
-int orch_queue_ready(struct orch_driver *d, const struct orch_grain_ref *g)
+int orch_driver_queue_ready(struct orch_driver *d, const struct orch_grain_ref *g)
 {
     struct orch_queue_entry e = {.g = *g};
     int rc = orch_queue_push(&d->calls[g->call].q, &e);
