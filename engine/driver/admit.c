@@ -1,5 +1,5 @@
 /* admit.c — the sources of root entities, admitted within the grain budget (run_int.h). */
-#include "run_int.h"
+#include "driver_int.h"
 
 #include <errno.h>
 #include <stdlib.h>

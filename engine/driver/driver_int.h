@@ -68,8 +68,8 @@
  * The store is read and written only through storage/'s API (orch_facts.h): the loop
  * holds no SQL text.
  */
-#ifndef ORCH_RUN_INT_H
-#define ORCH_RUN_INT_H
+#ifndef ORCH_DRIVER_INT_H
+#define ORCH_DRIVER_INT_H
 
 #include <glob.h>
 #include <stdbool.h>

@@ -1,6 +1,6 @@
 /* dispatch.c — batches against the store: reserve, send, fail, retry; which calls are
  * served, in which order (run_int.h). */
-#include "run_int.h"
+#include "driver_int.h"
 
 #include <assert.h>
 #include <errno.h>

@@ -88,7 +88,7 @@
  * at the LOOKAHEAD calls after each call served in the turn. The deadlines are checked at
  * every turn, and the driver's one-second tick makes a turn.
  */
-#include "run_int.h"
+#include "driver_int.h"
 
 #include <assert.h>
 #include <errno.h>

@@ -2,7 +2,7 @@
  * (run_int.h): its transaction, its fatal error, the batches settled in it, the READY
  * grains queued in it, the workers idle again. loop.c runs the turns; everything below it
  * calls these, never into loop.c. */
-#include "run_int.h"
+#include "driver_int.h"
 
 #include <errno.h>
 

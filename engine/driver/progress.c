@@ -1,5 +1,5 @@
 /* progress.c — the progress display of a running job, and the end-of-run summary. */
-#include "run_int.h"
+#include "driver_int.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* resources.c — CPU and GPU budgets, GPU devices, the calls' pools (run_int.h). The pools
  * start with no process: workers.c starts and stops them. */
-#include "run_int.h"
+#include "driver_int.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* loop.c — the driver's event loop: turns, group commit, pool callbacks (run_int.h). */
-#include "run_int.h"
+#include "driver_int.h"
 
 #include <assert.h>
 #include <errno.h>

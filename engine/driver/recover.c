@@ -1,5 +1,5 @@
 /* recover.c — taking over what a stopped driver left in the store (run_int.h). */
-#include "run_int.h"
+#include "driver_int.h"
 
 #include <errno.h>
 #include <stdio.h>
