@@ -1,5 +1,5 @@
 /* test_queue.c — unit tests of a call's ready queue and of batch reservation
- * (engine/run/queue.h), with no store: elastic and parent reservation, solo retries,
+ * (engine/queue/queue.h), with no store: elastic and parent reservation, solo retries,
  * batch_bytes, stale entries, the order of requeued grains, and the queue's growth and
  * compaction, and the window that keeps a large frontier in a spill file. The store's side
  * is played by a table of grains: whether each is still READY, and the size of its inputs. */

@@ -1,4 +1,4 @@
-/* admit.c — the sources of root entities, admitted within the grain budget (run_int.h). */
+/* admit.c — the sources of root entities, admitted within the grain budget (driver_int.h). */
 #include "driver_int.h"
 
 #include <errno.h>

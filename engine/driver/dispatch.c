@@ -1,5 +1,5 @@
 /* dispatch.c — batches against the store: reserve, send, fail, retry; which calls are
- * served, in which order (run_int.h). */
+ * served, in which order (driver_int.h). */
 #include "driver_int.h"
 
 #include <assert.h>

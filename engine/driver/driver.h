@@ -23,8 +23,8 @@
  * (queue.h); sealed history lives only in the store.
  *
  * The loop's internals — a turn in detail, its invariants, who owns what, and the files
- * that make it (loop.c, queue.c, dispatch.c, admit.c, recover.c, resources.c,
- * progress.c) — are described in run_int.h.
+ * that make it (loop.c, turn.c, dispatch.c, admit.c, recover.c, resources.c, workers.c,
+ * progress.c) — are described in driver_int.h.
  */
 #ifndef ORCH_DRIVER_H
 #define ORCH_DRIVER_H

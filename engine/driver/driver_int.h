@@ -1,6 +1,6 @@
-/* run_int.h — the driver's internals, shared by the files that make its loop.
+/* driver_int.h — the driver's internals, shared by the files that make its loop.
  *
- * driver.h is the interface; nothing outside engine/run/ includes this header.
+ * driver.h is the interface; nothing outside engine/driver/ includes this header.
  *
  * A turn. The driver is one thread running one libevent loop. Between two turns it waits
  * for events; what arrives — a worker's report, a lost worker, an idle one — is applied at
@@ -15,7 +15,7 @@
  *     turn()  ├─ admit     admit.c     roots from the sources while the budgets allow
  *     (loop.c)├─ dispatch  dispatch.c  per idle worker whose call fits the budgets
  *             │                        (resources.c), deepest call first: reserve a
- *             │                        batch (queue.c), its grains IN_FLIGHT, one attempt
+ *             │                        batch (queue.h), its grains IN_FLIGHT, one attempt
  *             │                        row each
  *             ├─ commit    loop.c      next ready_seq, payload sync (machine durability),
  *             │                        COMMIT: the group commit of the whole turn
@@ -57,13 +57,17 @@
  *     d->check; a call that has nothing queued and nothing in flight is not looked at.
  *     The pools keep to the same rule (pool.h).
  *
- * Files, one concern each: loop.c (the loop, the turn, the group commit, the pool
- * callbacks), queue.c (ready queues and the reservation rule, no store), dispatch.c
- * (batches against the store: reservation, dispatch order, sending, failures and retries,
- * attempt rows), admit.c (sources and admission), recover.c (what a stopped driver left),
+ * Files, one concern each, in layers: loop.c (the entry point, the loop, the turn, the
+ * group commit, then the pool callbacks) calls everything; turn.c (the services of a turn:
+ * its transaction, its fatal error, settling a batch, queuing a READY grain, an idle
+ * worker) is called by every file and calls only down; in between, dispatch.c (batches
+ * against the store: reservation, dispatch order, sending, failures and retries, attempt
+ * rows), admit.c (sources and admission), recover.c (what a stopped driver left),
  * resources.c (CPU and GPU budgets, devices, pools), workers.c (when workers start and
- * stop), progress.c (the progress display and the summary). Cross-file names are
- * orch_driver_*; everything else is static.
+ * stop), progress.c (the progress display and the summary). No file calls into loop.c.
+ * Cross-file names are orch_driver_*; everything else is static. The rooms below do the
+ * rest: propagation (engine/prop/), the sources and the ready queues (engine/queue/),
+ * incremental jobs (engine/update/: rescan, carry), the job directory (engine/job/).
  *
  * The store is read and written only through storage/'s API (orch_facts.h): the loop
  * holds no SQL text.
@@ -94,7 +98,7 @@ struct orch_driver_slot {
 };
 
 /* A batch, from its reservation until it is settled and its turn committed (dispatch.c
- * makes and sends it; loop.c settles and frees it). */
+ * makes and sends it; turn.c settles it; loop.c frees it once the turn commits). */
 struct orch_driver_batch {
     uint64_t id;
     struct orch_driver_call *cr;
@@ -128,7 +132,7 @@ struct orch_driver_call {
     const struct orch_stmt *s;
     orch_pool *pool;
     struct orch_queue q;       /* on_ready, requeue, recover push; dispatch pops */
-    orch_worker **idle;        /* loop.c (on_idle, on_lost); dispatch pops */
+    orch_worker **idle;        /* turn.c (worker_back), loop.c (on_lost); dispatch pops */
     int nidle, cidle;
     struct orch_driver_batch *inflight; /* sent: pushed by send, taken by report or loss */
     double cpus, gpus;                 /* held from the budgets while a batch runs */
@@ -196,7 +200,7 @@ struct orch_driver {
     bool psync_asked;
     uint64_t psync_writes;
     struct event *sigint, *sigterm, *tick;
-    /* loop.c */
+    /* loop.c, and turn.c (fatal, settled) */
     int fatal;                        /* the first fatal error; the loop stops */
     bool interrupted;                 /* SIGINT or SIGTERM */
     struct orch_driver_batch *settled; /* left flight this turn; freed once it commits */

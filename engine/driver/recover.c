@@ -1,4 +1,4 @@
-/* recover.c — taking over what a stopped driver left in the store (run_int.h). */
+/* recover.c — taking over what a stopped driver left in the store (driver_int.h). */
 #include "driver_int.h"
 
 #include <errno.h>

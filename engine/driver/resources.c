@@ -1,4 +1,4 @@
-/* resources.c — CPU and GPU budgets, GPU devices, the calls' pools (run_int.h). The pools
+/* resources.c — CPU and GPU budgets, GPU devices, the calls' pools (driver_int.h). The pools
  * start with no process: workers.c starts and stops them. */
 #include "driver_int.h"
 

@@ -1,5 +1,5 @@
 /* turn.c — the services a turn offers to the files that apply its events and fill it
- * (run_int.h): its transaction, its fatal error, the batches settled in it, the READY
+ * (driver_int.h): its transaction, its fatal error, the batches settled in it, the READY
  * grains queued in it, the workers idle again. loop.c runs the turns; everything below it
  * calls these, never into loop.c. */
 #include "driver_int.h"

@@ -1,4 +1,4 @@
-/* workers.c — when the calls' workers start and when they stop (run_int.h).
+/* workers.c — when the calls' workers start and when they stop (driver_int.h).
  *
  * Start on demand. A pool starts with no process (pool.h). At the end of each turn, a call
  * with queued grains gets one more worker while its queue holds more than its idle and
@@ -79,7 +79,7 @@
  * do not count as work to the loop (orch_driver_any_queued), which then stops with an
  * error rather than wait.
  *
- * Cost (run_int.h, invariant 6). Rule 1 is applied to the nodes whose state may have
+ * Cost (driver_int.h, invariant 6). Rule 1 is applied to the nodes whose state may have
  * changed in the turn — a call whose flight ended or whose queue emptied (d->check), the
  * sources (every turn; there are few) — and spreads downstream through counters: each node
  * becomes done once and each edge is counted down once per run. Rule 2 keeps a min-heap of

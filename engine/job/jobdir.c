@@ -771,7 +771,7 @@ int orch_job_reclaim(struct orch_job *job, size_t *deleted)
     int rc = !page || !gone ? -ENOMEM : 0;
     /* The rows that make a payload an orphan (no item names it, or a reclaimed span does) must
      * be on disk before its bytes go: a machine crash must not bring back a state.db
-     * whose unsealed grains read them (engine/run/reclaim.c, "Order of writes"). */
+     * whose unsealed grains read them (engine/prop/reclaim.c, "Order of writes"). */
     if (rc == 0 && !orch_store_in_txn(job->store))
         rc = orch_store_sync(job->store);
     if (rc == 0)

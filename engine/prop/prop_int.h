@@ -1,5 +1,5 @@
 /* prop_int.h — internals shared by the files of propagation (propagate.h): propagate.c,
- * report.c, reopen.c, inputs.c. Not for the driver.
+ * report.c, reopen.c, inputs.c, reclaim.c. Not for the rooms above.
  *
  *   report.c ──accept──► seal ──► publish outputs ──► notify consumers ──► fate_of ──► READY
  *      │                   (propagate.c)                 (propagate.c)        │     or sealed

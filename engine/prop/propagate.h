@@ -33,9 +33,10 @@
  * sealed only while it is IN_FLIGHT at the report's generation, so a stale or duplicate
  * report changes nothing. Its verdict comes back as a value.
  *
- * Files: propagate.c (publishing and the rules), report.c (reports, failures, barriers),
- * reopen.c (`orch retry`), inputs.c (what a READY grain's worker is sent); their shared
- * internals are in prop_int.h.
+ * Files (engine/prop/): propagate.c (publishing and the rules), report.c (reports,
+ * failures, barriers), reopen.c (`orch retry`), inputs.c (what a READY grain's worker is
+ * sent), reclaim.c (freeing intermediate payloads); their shared internals are in
+ * prop_int.h.
  */
 #ifndef ORCH_PROPAGATE_H
 #define ORCH_PROPAGATE_H
