@@ -96,7 +96,7 @@ struct orch_run_stats {
     int64_t suppressed;      /* reports of in-flight siblings discarded by a barrier */
     int64_t attempts_failed; /* attempt failures (error, crash, timeout) */
     int64_t batches;
-    int64_t reclaimed;       /* payloads deleted by the sweeps at start and end (jobdir.c):
+    int64_t reclaimed;       /* payloads deleted by the sweeps at start and end (engine/job/):
                                 orphans, and freed ones that waited for a sync */
     int64_t workers_started; /* worker processes started (on demand) */
     int64_t workers_peak;    /* the most worker processes in use at once */

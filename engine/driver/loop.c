@@ -134,7 +134,7 @@ int orch_driver_run(struct orch_job *job, const struct orch_run_opts *opts,
     driver_free(&d, rc == 0);
     orch_store_background_stop(job->store);
     /* The pools are closed: reclaim what stale reports left, unless the store holds just
-     * the payloads live items name (reclaim.c, "The end of a run"). */
+     * the payloads live items name (engine/prop/reclaim.c, "The end of a run"). */
     struct orch_payload_stat ps;
     if (rc == 0 && (named < 0 || orch_payload_stat(job->payloads, &ps) < 0 ||
                     ps.count != (uint64_t)named)) {
@@ -389,7 +389,7 @@ static int commit_turn(struct orch_driver *d)
             orch_prop_reclaim_forget(d->prop);
             return rc;
         }
-        /* After the commit (reclaim.c). */
+        /* After the commit (engine/prop/reclaim.c). */
         (void)orch_prop_reclaim_flush(d->prop, orch_driver_mono_ms());
         items_committed(d);
     }
