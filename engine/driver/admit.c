@@ -219,9 +219,9 @@ bool orch_driver_tight(const struct orch_driver *d, bool *grains, bool *bytes)
 /* Admission (DESIGN §5): roots enter lazily, one chunk per source per turn (so that the
  * turn commits and the workers get going), and only while the unsealed grains and the
  * live intermediate bytes are under their budgets — or when nothing is unsealed at all:
- * bytes kept for a failed reader (engine/prop/reclaim.c) stay counted, and a budget full of them must
- * not stop a job that has nothing else to do (a chunk of roots then enters, the least
- * that keeps it going). Staged (driver.h), every root enters in the first turn, whatever
+ * bytes kept for a failed reader (engine/prop/reclaim.c) stay counted, and a budget full
+ * of them must not stop a job that has nothing else to do (a chunk of roots then enters,
+ * the least that keeps it going). Staged (driver.h), every root enters in the first turn, whatever
  * the budgets: the first calls are held until the sources are exhausted, so a budget would
  * wait on grains that wait on it (a deadlock), and chunks paced by turns would wait on
  * turns that nothing else makes. */
