@@ -5,7 +5,7 @@
  * syncing it, but two things the driver did in its loop wait on the disk: SQLite's
  * autocheckpoint (every 8,000 pages, run by the commit that crosses them) syncs the WAL
  * and the database file, and the deletes of reclaimed payloads wait for a sync of both
- * (engine/run/reclaim.c). Each fdatasync took 16 to 190 ms on the 2-core machine of
+ * (engine/prop/reclaim.c). Each fdatasync took 16 to 190 ms on the 2-core machine of
  * BENCHMARKS.md: together about 15% of scripts/bench/scheduler's wall clock, with the
  * driver idle and its workers waiting for it. Here a thread of the store's own makes them,
  * on a connection of its own, while the driver goes on.

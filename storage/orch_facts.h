@@ -108,7 +108,7 @@ int orch_store_update_replanned(orch_store *s, int64_t id, int64_t n);
 /* Retires every live root of `domain`, for `reason`. */
 int orch_store_root_retire_domain(orch_store *s, int domain, const char *reason);
 
-/* ---- an edited pipeline's new revisions (engine/run/carry.c) ---------------------------- */
+/* ---- an edited pipeline's new revisions (engine/update/carry.c) ------------------------- */
 
 /* The entity that e was in the previous revision of its root, when that revision was
  * retired for an edited plan: the same key path, found by ordinals down from that root.
@@ -377,7 +377,7 @@ int orch_store_job_stop_clear(orch_store *s);
 
 /* *mark = the largest payload id that a committed item names (0: none). A payload store
  * whose next id is not above it lacks bytes that the job's items name (an older copy, or
- * writes lost in a machine crash): the job refuses it (engine/run/jobdir.c). The mark is
+ * writes lost in a machine crash): the job refuses it (engine/job/jobdir.c). The mark is
  * kept by the store itself: orch_store_item_put() notes each Present item's id, and the
  * transaction's commit raises job.payload_mark to the largest (one UPDATE per commit that
  * names a larger id, none otherwise), so it is exact for every committed state. */
@@ -387,7 +387,7 @@ int orch_store_payload_mark(orch_store *s, uint64_t *mark);
 
 /* Records that the bytes of payload `payload` are (about to be) deleted: the item rows that
  * name it stay as they are. *added (may be NULL): false when it was recorded already. The
- * caller deletes the bytes only after this commits (engine/run/reclaim.c). */
+ * caller deletes the bytes only after this commits (engine/prop/reclaim.c). */
 int orch_store_reclaimed_put(orch_store *s, uint64_t payload, bool *added);
 
 /* orch_store_reclaimed_put() of every payload that an item of `port` names; *added receives

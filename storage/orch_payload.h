@@ -94,7 +94,7 @@ struct orch_payload_opts {
                              readers are invisible to writers, and a writer could reuse the
                              pages they read: set it only when the caller has made sure that
                              no process writes the store while the handle is open (the job
-                             holds its driver lock shared: engine/run/jobdir.c). */
+                             holds its driver lock shared: engine/job/jobdir.c). */
     size_t max_value;     /* the largest value put_many accepts; 0 or more than
                              ORCH_PAYLOAD_MAX_VALUE: ORCH_PAYLOAD_MAX_VALUE (lower only to
                              test the refusal without 4 GiB values) */

@@ -183,7 +183,7 @@ bool orch_store_checks(const orch_store *s);
 /* Makes every committed transaction durable through a machine crash, whatever the sync
  * setting: fdatasync of the write-ahead log and of the database file (WAL mode with
  * synchronous = NORMAL syncs only at checkpoints). For writes elsewhere that must never
- * be ahead of the commits that justify them (engine/run/reclaim.c deletes payloads only
+ * be ahead of the commits that justify them (engine/prop/reclaim.c deletes payloads only
  * after this). No transaction may be open. Returns 0, or -errno with the detail set. */
 int orch_store_sync(orch_store *s);
 
@@ -257,7 +257,7 @@ int orch_store_plan_adopt(orch_store *s, const char *text, const char *hash, int
 int orch_store_ports_shift(orch_store *s, int first, int by);
 
 /* job.base_dir (migrations/0013_roots.sql): *out a malloc'd copy, or NULL for a job made
- * before schema 13 whose keys are not converted yet (engine/run/rekey.c). */
+ * before schema 13 whose keys are not converted yet (engine/update/rekey.c). */
 int orch_store_job_base_dir(orch_store *s, char **out);
 int orch_store_job_set_base_dir(orch_store *s, const char *dir);
 

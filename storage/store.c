@@ -302,7 +302,7 @@ static int identify(orch_store *s, int latest)
 
     if (uv == 0 && !(s->flags & ORCH_STORE_CREATE))
         /* Jobs are created in a directory of their own and renamed into place only after
-         * their first commit (engine/run/jobdir.c), so an empty database is never a job. */
+         * their first commit (engine/job/jobdir.c), so an empty database is never a job. */
         return orch_error_set(ORCH_ECORRUPT,
                               "%s: not an orch job (an empty database: its creation never "
                               "finished)",

@@ -1,5 +1,5 @@
 /* test_propagate.c — unit tests of the propagation rules and the acceptance rule
- * (engine/run/propagate.h) on a real job (orch_job_create: SQLite and LMDB in a scratch
+ * (engine/prop/propagate.h) on a real job (orch_job_create: SQLite and LMDB in a scratch
  * directory), with no driver and no worker: the test plays the driver, taking READY grains
  * from the ready hook, putting them in flight (an open attempt) and handing propagation the
  * answers a worker would send (orch_prop_report).

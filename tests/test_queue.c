@@ -1,5 +1,5 @@
 /* test_queue.c — unit tests of a call's ready queue and of batch reservation
- * (engine/run/queue.h), with no store: elastic and parent reservation, solo retries,
+ * (engine/queue/queue.h), with no store: elastic and parent reservation, solo retries,
  * batch_bytes, stale entries, the order of requeued grains, and the queue's growth and
  * compaction, and the window that keeps a large frontier in a spill file. The store's side
  * is played by a table of grains: whether each is still READY, and the size of its inputs. */
@@ -29,7 +29,7 @@ struct fake {
     int nlooked, ntaken;
 };
 
-static int look(void *ctx, const struct orch_sched_qent *e, uint64_t *bytes)
+static int look(void *ctx, const struct orch_queue_entry *e, uint64_t *bytes)
 {
     struct fake *f = ctx;
     assert_int_equal(*bytes, 0);
@@ -38,7 +38,7 @@ static int look(void *ctx, const struct orch_sched_qent *e, uint64_t *bytes)
     return 0;
 }
 
-static int take(void *ctx, const struct orch_sched_qent *e)
+static int take(void *ctx, const struct orch_queue_entry *e)
 {
     struct fake *f = ctx;
     if (e->g.grain == f->fail_at)
@@ -58,37 +58,37 @@ static struct fake *fake_new(void)
 
 /* Reserves under (batch, batch_bytes, parent) and returns what reserve returned; the
  * grains taken are in f->taken[0 .. f->ntaken). */
-static int reserve(struct orch_sched_queue *q, struct fake *f, int batch, int64_t batch_bytes,
+static int reserve(struct orch_queue *q, struct fake *f, int batch, int64_t batch_bytes,
                    bool parent)
 {
     f->nlooked = f->ntaken = 0;
-    struct orch_sched_reserve r = {.batch = batch,
-                                   .batch_bytes = batch_bytes,
-                                   .parent = parent,
-                                   .ctx = f,
-                                   .look = look,
-                                   .take = take};
-    int n = orch_sched_queue_reserve(q, &r);
+    struct orch_queue_reservation r = {.batch = batch,
+                                       .batch_bytes = batch_bytes,
+                                       .parent = parent,
+                                       .ctx = f,
+                                       .look = look,
+                                       .take = take};
+    int n = orch_queue_reserve(q, &r);
     if (n >= 0)
         assert_int_equal(n, f->ntaken);
     return n;
 }
 
 /* Appends grain `grain` of parent `parent` with ready_seq = grain. */
-static void push(struct orch_sched_queue *q, int64_t grain, int64_t parent, bool solo)
+static void push(struct orch_queue *q, int64_t grain, int64_t parent, bool solo)
 {
-    struct orch_sched_qent e = {.g = {.grain = grain,
-                                      .call = 0,
-                                      .entity = 100 + grain,
-                                      .parent = parent,
-                                      .seq = grain,
-                                      .in0_state = -1},
-                                .solo = solo};
-    assert_int_equal(orch_sched_queue_push(q, &e), 0);
+    struct orch_queue_entry e = {.g = {.grain = grain,
+                                       .call = 0,
+                                       .entity = 100 + grain,
+                                       .parent = parent,
+                                       .seq = grain,
+                                       .in0_state = -1},
+                                 .solo = solo};
+    assert_int_equal(orch_queue_push(q, &e), 0);
 }
 
 /* The grains of q, head first, as "1 2 3". */
-static const char *contents(const struct orch_sched_queue *q)
+static const char *contents(const struct orch_queue *q)
 {
     static char buf[4096];
     size_t len = 0;
@@ -116,7 +116,7 @@ static const char *taken(const struct fake *f)
 /* Up to `batch` grains from the head, in order, whatever their parents. */
 static void test_elastic(void **state)
 {
-    struct orch_sched_queue q = {0};
+    struct orch_queue q = {0};
     struct fake *f = fake_new();
     int64_t parents[] = {1, 2, 1, 3, 2, 1};
     for (int i = 0; i < 6; i++)
@@ -131,7 +131,7 @@ static void test_elastic(void **state)
     /* An empty queue gives nothing, and asks nothing. */
     assert_int_equal(reserve(&q, f, 4, 0, false), 0);
     assert_int_equal(f->nlooked, 0);
-    orch_sched_queue_free(&q);
+    orch_queue_free(&q);
     free(f);
 }
 
@@ -141,7 +141,7 @@ static void test_elastic(void **state)
  * and the gap left by the grains taken is closed. */
 static void test_parent(void **state)
 {
-    struct orch_sched_queue q = {0};
+    struct orch_queue q = {0};
     struct fake *f = fake_new();
     int64_t parents[] = {1, 2, 1, 3, 1, 2, 1};
     for (int i = 0; i < 7; i++)
@@ -157,7 +157,7 @@ static void test_parent(void **state)
     assert_int_equal(reserve(&q, f, 8, 0, true), 1);
     assert_string_equal(taken(f), "4");
     assert_string_equal(contents(&q), "7");
-    orch_sched_queue_free(&q);
+    orch_queue_free(&q);
     free(f);
 }
 
@@ -165,7 +165,7 @@ static void test_parent(void **state)
  * its siblings are taken. */
 static void test_parent_stale_head(void **state)
 {
-    struct orch_sched_queue q = {0};
+    struct orch_queue q = {0};
     struct fake *f = fake_new();
     push(&q, 1, 7, false);
     push(&q, 2, 8, false);
@@ -174,7 +174,7 @@ static void test_parent_stale_head(void **state)
     assert_int_equal(reserve(&q, f, 4, 0, true), 1);
     assert_string_equal(taken(f), "3");
     assert_string_equal(contents(&q), "2");
-    orch_sched_queue_free(&q);
+    orch_queue_free(&q);
     free(f);
 }
 
@@ -183,7 +183,7 @@ static void test_parent_stale_head(void **state)
 /* Elastic: a solo entry ends a batch that holds something, and runs alone. */
 static void test_solo_elastic(void **state)
 {
-    struct orch_sched_queue q = {0};
+    struct orch_queue q = {0};
     struct fake *f = fake_new();
     push(&q, 1, 1, false);
     push(&q, 2, 1, true);
@@ -202,7 +202,7 @@ static void test_solo_elastic(void **state)
     assert_int_equal(reserve(&q, f, 8, 0, false), 1);
     assert_string_equal(taken(f), "5");
     assert_int_equal(q.len, 0);
-    orch_sched_queue_free(&q);
+    orch_queue_free(&q);
     free(f);
 }
 
@@ -210,7 +210,7 @@ static void test_solo_elastic(void **state)
  * place, and later siblings are still taken; then it runs alone. */
 static void test_solo_parent(void **state)
 {
-    struct orch_sched_queue q = {0};
+    struct orch_queue q = {0};
     struct fake *f = fake_new();
     push(&q, 1, 1, false);
     push(&q, 2, 1, true);
@@ -222,7 +222,7 @@ static void test_solo_parent(void **state)
     assert_int_equal(reserve(&q, f, 8, 0, true), 1);
     assert_string_equal(taken(f), "2");
     assert_string_equal(contents(&q), "3");
-    orch_sched_queue_free(&q);
+    orch_queue_free(&q);
     free(f);
 }
 
@@ -231,7 +231,7 @@ static void test_solo_parent(void **state)
  * nothing. */
 static void test_solo_behind_stale(void **state)
 {
-    struct orch_sched_queue q = {0};
+    struct orch_queue q = {0};
     struct fake *f = fake_new();
     push(&q, 1, 1, false);
     push(&q, 2, 1, true);
@@ -246,7 +246,7 @@ static void test_solo_behind_stale(void **state)
     f->stale[4] = true;
     assert_int_equal(reserve(&q, f, 8, 0, false), 0);
     assert_string_equal(contents(&q), "5");
-    orch_sched_queue_free(&q);
+    orch_queue_free(&q);
     free(f);
 }
 
@@ -256,7 +256,7 @@ static void test_solo_behind_stale(void **state)
  * the limit exactly is not passing it. */
 static void test_batch_bytes_cut(void **state)
 {
-    struct orch_sched_queue q = {0};
+    struct orch_queue q = {0};
     struct fake *f = fake_new();
     for (int i = 1; i <= 5; i++) {
         push(&q, i, 1, false);
@@ -278,14 +278,14 @@ static void test_batch_bytes_cut(void **state)
     f->size[8] = f->size[9] = UINT64_C(1) << 40;
     assert_int_equal(reserve(&q, f, 16, 0, false), 2);
     assert_string_equal(taken(f), "8 9");
-    orch_sched_queue_free(&q);
+    orch_queue_free(&q);
     free(f);
 }
 
 /* A grain bigger than the limit still runs, alone; in parent mode too. */
 static void test_batch_bytes_big(void **state)
 {
-    struct orch_sched_queue q = {0};
+    struct orch_queue q = {0};
     struct fake *f = fake_new();
     push(&q, 1, 1, false);
     push(&q, 2, 1, false);
@@ -299,14 +299,14 @@ static void test_batch_bytes_big(void **state)
     assert_string_equal(taken(f), "2");
     assert_int_equal(reserve(&q, f, 16, 100, true), 1);
     assert_string_equal(taken(f), "3");
-    orch_sched_queue_free(&q);
+    orch_queue_free(&q);
     free(f);
 }
 
 /* A stale entry is consumed and weighs nothing. */
 static void test_batch_bytes_stale(void **state)
 {
-    struct orch_sched_queue q = {0};
+    struct orch_queue q = {0};
     struct fake *f = fake_new();
     for (int i = 1; i <= 4; i++)
         push(&q, i, 1, false);
@@ -318,7 +318,7 @@ static void test_batch_bytes_stale(void **state)
     assert_int_equal(reserve(&q, f, 16, 100, false), 2);
     assert_string_equal(taken(f), "2 3"); /* 60 + 30; the stale 60 not counted */
     assert_string_equal(contents(&q), "4");
-    orch_sched_queue_free(&q);
+    orch_queue_free(&q);
     free(f);
 }
 
@@ -327,7 +327,7 @@ static void test_batch_bytes_stale(void **state)
 /* Stale entries are consumed, not added, and do not count against `batch`. */
 static void test_stale(void **state)
 {
-    struct orch_sched_queue q = {0};
+    struct orch_queue q = {0};
     struct fake *f = fake_new();
     for (int i = 1; i <= 7; i++)
         push(&q, i, i % 2, false);
@@ -347,14 +347,14 @@ static void test_stale(void **state)
     assert_int_equal(reserve(&q, f, 2, 0, true), 2);
     assert_string_equal(taken(f), "10 14");
     assert_string_equal(contents(&q), "11 13 15");
-    orch_sched_queue_free(&q);
+    orch_queue_free(&q);
     free(f);
 }
 
 /* A callback's error is returned; the entry it was called for stays queued. */
 static void test_error(void **state)
 {
-    struct orch_sched_queue q = {0};
+    struct orch_queue q = {0};
     struct fake *f = fake_new();
     for (int i = 1; i <= 3; i++)
         push(&q, i, 1, false);
@@ -362,7 +362,7 @@ static void test_error(void **state)
     assert_int_equal(reserve(&q, f, 8, 0, false), -EIO);
     assert_string_equal(taken(f), "1");
     assert_string_equal(contents(&q), "2 3");
-    orch_sched_queue_free(&q);
+    orch_queue_free(&q);
     free(f);
 }
 
@@ -372,7 +372,7 @@ static void test_error(void **state)
  * asked, keeping its attempts; it then waits for the grains ahead of it, and runs alone. */
 static void test_requeue_order(void **state)
 {
-    struct orch_sched_queue q = {0};
+    struct orch_queue q = {0};
     struct fake *f = fake_new();
     for (int i = 1; i <= 3; i++)
         push(&q, i, 1, false);
@@ -386,9 +386,9 @@ static void test_requeue_order(void **state)
                                .attempts = 2,
                                .seq = 1,
                                .in0_state = -1};
-    assert_int_equal(orch_sched_queue_requeue(&q, &g, 10, true), 0);
+    assert_int_equal(orch_queue_requeue(&q, &g, 10, true), 0);
     assert_string_equal(contents(&q), "2 3 1");
-    const struct orch_sched_qent *e = &q.v[q.head + 2];
+    const struct orch_queue_entry *e = &q.v[q.head + 2];
     assert_int_equal(e->g.seq, 10);
     assert_int_equal(e->g.generation, g.generation + 1);
     assert_int_equal(e->g.attempts, 2);
@@ -403,11 +403,11 @@ static void test_requeue_order(void **state)
     /* Not solo: it batches with the others again, at the tail. */
     push(&q, 4, 1, false);
     g.generation++;
-    assert_int_equal(orch_sched_queue_requeue(&q, &g, 11, false), 0);
+    assert_int_equal(orch_queue_requeue(&q, &g, 11, false), 0);
     push(&q, 12, 1, false);
     assert_int_equal(reserve(&q, f, 8, 0, false), 3);
     assert_string_equal(taken(f), "4 1 12");
-    orch_sched_queue_free(&q);
+    orch_queue_free(&q);
     free(f);
 }
 
@@ -417,7 +417,7 @@ static void test_requeue_order(void **state)
  * kept), freed when empty; a small queue keeps its array. */
 static void test_shrink(void **state)
 {
-    struct orch_sched_queue q = {0};
+    struct orch_queue q = {0};
     struct fake *f = fake_new();
     for (int i = 1; i <= 100000; i++)
         push(&q, i, 0, false);
@@ -440,7 +440,7 @@ static void test_shrink(void **state)
         push(&q, i, 0, false);
     assert_int_equal(reserve(&q, f, 100, 0, false), 100);
     assert_non_null(q.v);
-    orch_sched_queue_free(&q);
+    orch_queue_free(&q);
     free(f);
 }
 
@@ -448,7 +448,7 @@ static void test_shrink(void **state)
  * the array full moves the live entries down instead of growing. */
 static void test_growth_compaction(void **state)
 {
-    struct orch_sched_queue q = {0};
+    struct orch_queue q = {0};
     struct fake *f = fake_new();
     for (int i = 1; i <= 1000; i++)
         push(&q, i, i % 7, false);
@@ -483,7 +483,7 @@ static void test_growth_compaction(void **state)
     assert_int_equal(q.v[q.head + q.len - 1].g.grain, 99999);
     assert_int_equal(q.v[q.head].g.grain, (int64_t)take_n + 3);
     /* A parent reservation closes its gaps in place. */
-    orch_sched_queue_free(&q);
+    orch_queue_free(&q);
     assert_null(q.v);
     for (int i = 1; i <= 9; i++)
         push(&q, i, i % 3 == 1 ? 5 : 6, false);
@@ -492,7 +492,7 @@ static void test_growth_compaction(void **state)
     assert_string_equal(taken(f), "1 4 7");
     assert_int_equal(q.head, head);
     assert_string_equal(contents(&q), "2 3 5 6 8 9");
-    orch_sched_queue_free(&q);
+    orch_queue_free(&q);
     free(f);
 }
 
@@ -504,7 +504,7 @@ static void test_growth_compaction(void **state)
  * room), and a requeued grain behind everything. Once drained, the file is emptied. */
 static void test_spill_order(void **state)
 {
-    struct orch_sched_queue q = {.window = 8};
+    struct orch_queue q = {.window = 8};
     struct fake *f = fake_new();
     static int64_t expect[2000], got[2000];
     int nexpect = 0, ngot = 0;
@@ -514,11 +514,11 @@ static void test_spill_order(void **state)
     }
     assert_int_equal(q.len, 8);
     assert_int_equal(q.spilled, 992);
-    assert_int_equal(orch_sched_queue_count(&q), 1000);
+    assert_int_equal(orch_queue_count(&q), 1000);
     assert_true(q.cap <= 16);
     int64_t pushed = 1000;
     bool requeued = false;
-    while (orch_sched_queue_count(&q) > 0) {
+    while (orch_queue_count(&q) > 0) {
         int n = reserve(&q, f, 3, 0, false);
         assert_true(n >= 1 && n <= 3);
         assert_true(q.len <= 8);
@@ -532,7 +532,7 @@ static void test_spill_order(void **state)
         if (!requeued && ngot >= 499) {
             /* Grain 499's batch failed: it goes back behind everything queued. */
             struct orch_grain_ref g = {.grain = 499, .parent = 49, .seq = 499, .in0_state = -1};
-            assert_int_equal(orch_sched_queue_requeue(&q, &g, 5000, false), 0);
+            assert_int_equal(orch_queue_requeue(&q, &g, 5000, false), 0);
             expect[nexpect++] = 499;
             requeued = true;
         }
@@ -543,7 +543,7 @@ static void test_spill_order(void **state)
     assert_int_equal(q.spilled, 0);
     assert_int_equal(q.rd, 0); /* drained: the file starts over */
     assert_int_equal(q.wr, 0);
-    orch_sched_queue_free(&q);
+    orch_queue_free(&q);
     assert_false(q.spill_open);
     assert_int_equal(q.window, 8); /* kept for reuse */
     free(f);
@@ -553,7 +553,7 @@ static void test_spill_order(void **state)
  * still consumed without being added, and the grain's fields come back as they went. */
 static void test_spill_fields(void **state)
 {
-    struct orch_sched_queue q = {.window = 4};
+    struct orch_queue q = {.window = 4};
     struct fake *f = fake_new();
     for (int i = 1; i <= 20; i++)
         push(&q, i, 7, i == 10);
@@ -566,7 +566,7 @@ static void test_spill_fields(void **state)
     /* 9 stale (consumed), then solo 10 into an empty batch: alone. */
     assert_int_equal(reserve(&q, f, 8, 0, false), 1);
     assert_string_equal(taken(f), "10");
-    const struct orch_sched_qent *e = &q.v[q.head];
+    const struct orch_queue_entry *e = &q.v[q.head];
     assert_int_equal(e->g.grain, 11);
     assert_int_equal(e->g.entity, 111);
     assert_int_equal(e->g.parent, 7);
@@ -578,7 +578,7 @@ static void test_spill_fields(void **state)
     /* Empty: the rest comes back, 4 at most. */
     assert_int_equal(reserve(&q, f, 100, 0, false), 4);
     assert_string_equal(taken(f), "13 14 15 16");
-    orch_sched_queue_free(&q);
+    orch_queue_free(&q);
     free(f);
 }
 
@@ -586,26 +586,26 @@ static void test_spill_fields(void **state)
  * it was; with a directory, a million entries keep the array at the window. */
 static void test_spill_error_and_bound(void **state)
 {
-    struct orch_sched_queue q = {.window = 2, .spill_dir = "/nonexistent/orch-test"};
+    struct orch_queue q = {.window = 2, .spill_dir = "/nonexistent/orch-test"};
     struct fake *f = fake_new();
     push(&q, 1, 0, false);
     push(&q, 2, 0, false);
-    struct orch_sched_qent e = {.g = {.grain = 3, .in0_state = -1}};
-    assert_int_equal(orch_sched_queue_push(&q, &e), -ENOENT);
-    assert_int_equal(orch_sched_queue_count(&q), 2);
+    struct orch_queue_entry e = {.g = {.grain = 3, .in0_state = -1}};
+    assert_int_equal(orch_queue_push(&q, &e), -ENOENT);
+    assert_int_equal(orch_queue_count(&q), 2);
     assert_int_equal(reserve(&q, f, 5, 0, false), 2);
-    orch_sched_queue_free(&q);
+    orch_queue_free(&q);
 
-    q = (struct orch_sched_queue){.window = 64};
+    q = (struct orch_queue){.window = 64};
     for (int i = 1; i <= 1000000; i++) {
-        struct orch_sched_qent x = {.g = {.grain = i % NGRAINS, .seq = i, .in0_state = -1}};
-        assert_int_equal(orch_sched_queue_push(&q, &x), 0);
+        struct orch_queue_entry x = {.g = {.grain = i % NGRAINS, .seq = i, .in0_state = -1}};
+        assert_int_equal(orch_queue_push(&q, &x), 0);
     }
     assert_true(q.cap <= 128);
-    assert_int_equal(orch_sched_queue_count(&q), 1000000);
+    assert_int_equal(orch_queue_count(&q), 1000000);
     int64_t seq = 0;
-    while (orch_sched_queue_count(&q) > 0) {
-        assert_int_equal(orch_sched_queue_refill(&q), 0);
+    while (orch_queue_count(&q) > 0) {
+        assert_int_equal(orch_queue_refill(&q), 0);
         assert_true(q.len > 0 && q.len <= 64 && q.cap <= 128);
         for (size_t i = q.head; i < q.head + q.len; i++)
             assert_int_equal(q.v[i].g.seq, ++seq);
@@ -613,7 +613,7 @@ static void test_spill_error_and_bound(void **state)
         q.len = 0;
     }
     assert_int_equal(seq, 1000000);
-    orch_sched_queue_free(&q);
+    orch_queue_free(&q);
     free(f);
 }
 

@@ -6,7 +6,7 @@
  * printing why to stderr, so that a setup can return -1 and a test can assert the result.
  *
  * The job helpers exist only where orch_job.h is included before this header (the tests
- * of engine/run); the others need nothing of the project. A program that includes it
+ * that open a job); the others need nothing of the project. A program that includes it
  * defines _GNU_SOURCE before its first #include (for nftw).
  */
 #ifndef ORCH_TESTUTIL_H

@@ -136,7 +136,7 @@ static int export_port(struct orch_job *job, int port, bool all, FILE *out)
         const unsigned char *key = sqlite3_column_text(st, 0);
         bool present = orch_item_state_parse(state) == ORCH_ITEM_PRESENT;
         /* Its payload was freed once every grain reading it sealed (a port that is not
-         * `output`: engine/run/reclaim.c): the fact stands, its bytes are gone. */
+         * `output`: engine/prop/reclaim.c): the fact stands, its bytes are gone. */
         bool reclaimed = present && sqlite3_column_int(st, 4) != 0;
         const void *data = NULL;
         size_t len = 0;

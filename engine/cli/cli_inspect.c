@@ -34,7 +34,7 @@ int64_t orch_cli_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Whether a driver holds the job's lock now (engine/run/jobdir.c: an flock on DIR/lock, with
+/* Whether a driver holds the job's lock now (engine/job/jobdir.c: an flock on DIR/lock, with
  * the holder's pid written in the file), and that pid (0 when unknown).
  *
  * The file is never created here. When the pid recorded in it is gone, no driver holds

@@ -332,7 +332,7 @@ static int align(const orch_plan *old, const orch_plan *new, orch_plan **out,
 /* `orch update DIR PIPELINE` (DESIGN §10): the edited pipeline, aligned with the job's plan
  * (align), is adopted. When no port computes anything else (options such as workers or
  * batch changed), nothing runs again. Otherwise every root gets a new revision at the
- * rescan, which takes from the old one what the edit left as it was (engine/run/carry.c):
+ * rescan, which takes from the old one what the edit left as it was (engine/update/carry.c):
  * new and changed ports, and what is downstream of them, are computed. An edit that
  * cannot keep the job's ids, or that moves a domain or changes a source's kind, is refused
  * and changes nothing. *update: the job_update row made for an edit, or 0. Returns -1 to

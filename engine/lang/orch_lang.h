@@ -71,7 +71,7 @@ int orch_lang_compile_file(const char *path, FILE *diag, orch_plan **out);
  * the caller frees *text_out), so that a job stores exactly the source of its plan. */
 /* Compiles the pipeline file at path with "/" as its directory, no diagnostics: a relative
  * path P in it becomes "/P", so that what was written relative can be told from what was
- * absolute by comparison with the same plan resolved elsewhere (engine/run/rekey.c). */
+ * absolute by comparison with the same plan resolved elsewhere (engine/update/rekey.c). */
 int orch_lang_compile_written(const char *path, orch_plan **out);
 
 int orch_lang_compile_path(const char *path, FILE *diag, orch_plan **out, char **text_out,

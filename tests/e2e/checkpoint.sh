@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # checkpoint.sh — checkpoints of state.db's log run on the store's own thread while the
 # driver commits (storage/background.c), and the end-of-run sweep of orphans is skipped
-# when a count shows nothing to sweep (engine/run/reclaim.c, "The end of a run"). A job of
+# when a count shows nothing to sweep (engine/prop/reclaim.c, "The end of a run"). A job of
 # 180,000 grains writes its log past the checkpoint threshold (8,000 pages) several times:
 #   1. run to its end, its outputs are its inputs, the database is intact, and the payload
 #      store holds exactly the payloads live items name (no orphan, none missing);

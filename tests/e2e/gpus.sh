@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU budget and devices: each worker of a call with gpus=G is given its devices through
-# CUDA_VISIBLE_DEVICES as the driver documents it (engine/run/resources.c, assign_devices):
+# CUDA_VISIBLE_DEVICES as the driver documents it (engine/driver/resources.c, assign_devices):
 # a worker that holds G GPUs gets ceil(G) consecutive devices, workers packed in order
 # (worker w starts at device floor(w * G)), wrapping around the budget's devices, so that
 # fractional calls share a device. Checked here worker by worker, with --gpus on a machine

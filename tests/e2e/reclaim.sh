@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reclamation of intermediate payloads (DESIGN §2 `output`, engine/run/reclaim.c): the
+# Reclamation of intermediate payloads (DESIGN §2 `output`, engine/prop/reclaim.c): the
 # payload of a port that is not `output` is freed once every grain that reads it has
 # sealed; at the end of a job the payload store holds the outputs' payloads only; items
 # stay 'present' and export says "reclaimed"; a filter's pass-through and a broadcast keep

@@ -4,7 +4,7 @@
 # concat and count. Every root's export must equal what Python computes from the file.
 # Run three times: with the default admission budget; with a tight one (--max-unsealed 300)
 # that makes admission wait on the drain; and with ready queues that keep 5 entries in
-# memory (ORCH_QUEUE_WINDOW, engine/run/queue.h), smaller than most expansions, so that
+# memory (ORCH_QUEUE_WINDOW, engine/queue/queue.h), smaller than most expansions, so that
 # children wait in the spill file and come back from it. In every run each call's batches
 # took their grains in ready_seq order (FIFO, DESIGN §5), spill or not.
 source "$(dirname "$0")/lib.sh"

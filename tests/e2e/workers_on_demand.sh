@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # workers_on_demand.sh — workers start on demand and stop when their call is done
-# (engine/run/workers.c):
+# (engine/driver/workers.c):
 #   * `workers=64` on 3 grains starts 3 processes, not 64: the driver's count of starts,
 #     the processes that ran fini (each leaves a mark), and the attempt table agree;
 #   * a chain of 200 calls over 3 lines (one batch of 3 travels the chain) starts one

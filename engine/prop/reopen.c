@@ -6,7 +6,7 @@
  * sealed Suppressed because of them, transitively, and the suppression barrier G's
  * GroupFailure installed with the siblings it sealed. Those grains go back to WAITING
  * with generation+1; their attempt and failure rows stay as history. Then each is
- * evaluated again against the facts that remain (prop__reconsider: the same rule as
+ * evaluated again against the facts that remain (orch_prop_reconsider: the same rule as
  * everywhere): G itself becomes READY (its inputs are what they were), the others wait
  * for G's new outputs, or are sealed again at once if another input is still Failed. */
 #include "prop_int.h"
@@ -40,7 +40,7 @@ static int retake(orch_prop *p, int stmt, int64_t e, struct reopened *L)
 {
     const struct orch_stmt *s = orch_plan_stmt(p->plan, stmt);
     struct orch_grain_row g;
-    int rc = orch_store_grain_get(p->store, s->call, e, prop__on_roots(p, s), &g);
+    int rc = orch_store_grain_get(p->store, s->call, e, orch_prop_on_roots(p, s), &g);
     if (rc < 0)
         return rc;
     if (g.phase == ORCH_PHASE_WAITING)
@@ -69,7 +69,7 @@ static int unresolve_item(orch_prop *p, int port, int64_t e, struct reopened *L)
     if (rc < 0 || !taken)
         return rc; /* present, dropped or not there: nothing of it is taken back */
     struct prop_visit v = {.grain = retake_grain, .copy = retake_copy, .ctx = L};
-    return prop__for_each_consumer(p, port, e, &v);
+    return orch_prop_for_each_consumer(p, port, e, &v);
 }
 
 static int reopen_grain(orch_prop *p, int stmt, int64_t grain, int64_t e, struct reopened *L)
@@ -79,7 +79,7 @@ static int reopen_grain(orch_prop *p, int stmt, int64_t grain, int64_t e, struct
     int rc = orch_store_grain_reopen(p->store, grain, &done);
     if (rc < 0 || !done)
         return rc; /* already re-opened through another path */
-    prop__reopened(p);
+    orch_prop_reopened(p);
     if ((rc = reopen_push(L, grain)) < 0)
         return rc;
     if (s->op == ORCH_OP_EXPAND) {
@@ -170,7 +170,7 @@ int orch_prop_reopen_failed(orch_prop *p, int call, int64_t *reopened)
         /* Read again: evaluating one grain may have settled another of the list. */
         struct orch_grain_row g;
         if ((rc = orch_store_grain_by_id(p->store, rows[i].id, &g)) == 0)
-            rc = prop__reconsider(p, orch_plan_call(p->plan, g.call)->stmt, &g);
+            rc = orch_prop_reconsider(p, orch_plan_call(p->plan, g.call)->stmt, &g);
     }
     if (rc == 0)
         *reopened = (int64_t)L.n;

@@ -16,7 +16,7 @@
 
 #define SPILL_BUF 256 /* entries gathered before one write: 16 KiB */
 
-static int spill_open(struct orch_sched_queue *q)
+static int spill_open(struct orch_queue *q)
 {
     const char *dir = q->spill_dir;
     if (!dir && !(dir = getenv("TMPDIR")))
@@ -46,7 +46,7 @@ static int spill_open(struct orch_sched_queue *q)
 }
 
 /* Writes the gathered entries at the file's end. */
-static int spill_write(struct orch_sched_queue *q)
+static int spill_write(struct orch_queue *q)
 {
     const char *p = (const char *)q->buf;
     size_t left = q->nbuf * sizeof *q->buf;
@@ -66,7 +66,7 @@ static int spill_write(struct orch_sched_queue *q)
     return 0;
 }
 
-static int spill_push(struct orch_sched_queue *q, const struct orch_sched_qent *e)
+static int spill_push(struct orch_queue *q, const struct orch_queue_entry *e)
 {
     int rc;
     if (!q->spill_open && (rc = spill_open(q)) < 0)
@@ -79,7 +79,7 @@ static int spill_push(struct orch_sched_queue *q, const struct orch_sched_qent *
 }
 
 /* Reads n entries from the file at entry rd into dst. */
-static int spill_read(struct orch_sched_queue *q, struct orch_sched_qent *dst, size_t n)
+static int spill_read(struct orch_queue *q, struct orch_queue_entry *dst, size_t n)
 {
     char *p = (char *)dst;
     size_t left = n * sizeof *dst;
@@ -99,7 +99,7 @@ static int spill_read(struct orch_sched_queue *q, struct orch_sched_qent *dst, s
     return 0;
 }
 
-int orch_sched_queue_refill(struct orch_sched_queue *q)
+int orch_queue_refill(struct orch_queue *q)
 {
     if (q->spilled == 0 || (q->window && q->len >= q->window / 2 && q->len > 0))
         return 0;
@@ -115,7 +115,7 @@ int orch_sched_queue_refill(struct orch_sched_queue *q)
         if (q->len + n > q->cap && orch__grow_n(&q->v, &q->cap, q->len + n, sizeof *q->v) < 0)
             return -ENOMEM;
     }
-    struct orch_sched_qent *dst = q->v + q->head + q->len;
+    struct orch_queue_entry *dst = q->v + q->head + q->len;
     uint64_t in_file = q->wr - q->rd;
     size_t from_file = in_file < n ? (size_t)in_file : n;
     int rc = from_file ? spill_read(q, dst, from_file) : 0;
@@ -142,7 +142,7 @@ int orch_sched_queue_refill(struct orch_sched_queue *q)
 
 /* ---- the queue ------------------------------------------------------------------------- */
 
-int orch_sched_queue_push(struct orch_sched_queue *q, const struct orch_sched_qent *e)
+int orch_queue_push(struct orch_queue *q, const struct orch_queue_entry *e)
 {
     if (q->spilled > 0 || (q->window && q->len >= q->window))
         return spill_push(q, e);
@@ -159,22 +159,22 @@ int orch_sched_queue_push(struct orch_sched_queue *q, const struct orch_sched_qe
     return 0;
 }
 
-int orch_sched_queue_requeue(struct orch_sched_queue *q, const struct orch_grain_ref *g,
-                             int64_t seq, bool solo)
+int orch_queue_requeue(struct orch_queue *q, const struct orch_grain_ref *g, int64_t seq,
+                       bool solo)
 {
-    struct orch_sched_qent e = {.g = *g, .solo = solo};
+    struct orch_queue_entry e = {.g = *g, .solo = solo};
     e.g.seq = seq;
     e.g.generation++;
-    return orch_sched_queue_push(q, &e);
+    return orch_queue_push(q, &e);
 }
 
-void orch_sched_queue_free(struct orch_sched_queue *q)
+void orch_queue_free(struct orch_queue *q)
 {
     free(q->v);
     free(q->buf);
     if (q->spill_open)
         close(q->spill_fd);
-    *q = (struct orch_sched_queue){.window = q->window, .spill_dir = q->spill_dir};
+    *q = (struct orch_queue){.window = q->window, .spill_dir = q->spill_dir};
 }
 
 /* An array that held a large frontier (every child of a huge expansion) is given back
@@ -183,7 +183,7 @@ void orch_sched_queue_free(struct orch_sched_queue *q)
  * what is queued now, not the most that ever was (queue.h, "Memory"). */
 #define QUEUE_KEEP 4096
 
-static void shrink(struct orch_sched_queue *q)
+static void shrink(struct orch_queue *q)
 {
     if (q->cap <= QUEUE_KEEP)
         return;
@@ -198,7 +198,7 @@ static void shrink(struct orch_sched_queue *q)
     memmove(q->v, q->v + q->head, q->len * sizeof *q->v);
     q->head = 0;
     size_t cap = q->len * 2 > QUEUE_KEEP ? q->len * 2 : QUEUE_KEEP;
-    struct orch_sched_qent *v = realloc(q->v, cap * sizeof *v);
+    struct orch_queue_entry *v = realloc(q->v, cap * sizeof *v);
     if (v) { /* else the larger array stays: correct, only bigger */
         q->v = v;
         q->cap = cap;
@@ -216,18 +216,18 @@ static uint64_t next_rand(uint64_t *state)
 
 /* Random order: swaps v[i] with an entry drawn from v[i .. end). The modulo's bias is
  * below n / 2^64: nothing for an ablation. */
-static void draw(struct orch_sched_queue *q, size_t i, size_t end, uint64_t *rng)
+static void draw(struct orch_queue *q, size_t i, size_t end, uint64_t *rng)
 {
     size_t j = i + (size_t)(next_rand(rng) % (uint64_t)(end - i));
-    struct orch_sched_qent t = q->v[i];
+    struct orch_queue_entry t = q->v[i];
     q->v[i] = q->v[j];
     q->v[j] = t;
 }
 
-int orch_sched_queue_reserve(struct orch_sched_queue *q, const struct orch_sched_reserve *r)
+int orch_queue_reserve(struct orch_queue *q, const struct orch_queue_reservation *r)
 {
     assert(r->batch >= 1);
-    int n = 0, rc = orch_sched_queue_refill(q);
+    int n = 0, rc = orch_queue_refill(q);
     if (rc < 0)
         return rc;
     uint64_t bytes = 0;
@@ -242,7 +242,7 @@ int orch_sched_queue_reserve(struct orch_sched_queue *q, const struct orch_sched
         if (r->rng && !r->parent && i > q->head)
             draw(q, i, end, r->rng);
         /* A copy: in parent mode, passed-over entries are written back at `keep` <= i. */
-        struct orch_sched_qent e = q->v[i];
+        struct orch_queue_entry e = q->v[i];
         bool fits = (!r->parent || e.g.parent == parent) && (n == 0 || !e.solo);
         if (!fits) {
             if (!r->parent)

@@ -1,4 +1,4 @@
-/* workers.c — when the calls' workers start and when they stop (run_int.h).
+/* workers.c — when the calls' workers start and when they stop (driver_int.h).
  *
  * Start on demand. A pool starts with no process (pool.h). At the end of each turn, a call
  * with queued grains gets one more worker while its queue holds more than its idle and
@@ -67,8 +67,8 @@
  *
  * Staged (`orch run --staged`, an ablation for benchmarks only). The same rule makes the
  * barrier: a call is held — its queue not served — while a prerequisite is not done
- * (orch_sched_held), and the rule is applied once more at the start of dispatch
- * (orch_sched_staged_settle), so that a call is served in the very turn that applies the
+ * (orch_driver_held), and the rule is applied once more at the start of dispatch
+ * (orch_driver_staged_settle), so that a call is served in the very turn that applies the
  * last report of the stage before it. Why it cannot deadlock: whether a node is done
  * depends on its prerequisites only, never on what they feed, so by induction over the
  * plan every node is done in turn — the sources once exhausted (staged admission takes
@@ -76,10 +76,10 @@
  * grains are all READY or sealed once its prerequisites are done (the argument above:
  * a reduce's children are all terminal, an expand's and a filter's inputs too). Were a
  * call held forever all the same (a cycle through the creators, above), its queued grains
- * do not count as work to the loop (orch_sched_any_queued), which then stops with an
+ * do not count as work to the loop (orch_driver_any_queued), which then stops with an
  * error rather than wait.
  *
- * Cost (run_int.h, invariant 6). Rule 1 is applied to the nodes whose state may have
+ * Cost (driver_int.h, invariant 6). Rule 1 is applied to the nodes whose state may have
  * changed in the turn — a call whose flight ended or whose queue emptied (d->check), the
  * sources (every turn; there are few) — and spreads downstream through counters: each node
  * becomes done once and each edge is counted down once per run. Rule 2 keeps a min-heap of
@@ -88,7 +88,7 @@
  * at the LOOKAHEAD calls after each call served in the turn. The deadlines are checked at
  * every turn, and the driver's one-second tick makes a turn.
  */
-#include "run_int.h"
+#include "driver_int.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -119,7 +119,7 @@
 
 /* The node that creates the entities of domain `dom`: its defining expand, or the source
  * of a root domain; -1 when the plan names neither (it does not build then). */
-static int creator(const struct orch_sched *d, int dom)
+static int creator(const struct orch_driver *d, int dom)
 {
     const struct orch_domain *D = orch_plan_domain(d->plan, dom);
     if (D->expand >= 0)
@@ -142,7 +142,7 @@ static void add_prereq(int *pre, int *n, int node, int self)
 #define MAX_PREREQS (2 * ORCH_PLAN_MAX_INPUTS + 2)
 
 /* The prerequisites of statement s (see the rule above), each once. Returns their count. */
-static int prereqs(const struct orch_sched *d, int s, int pre[MAX_PREREQS])
+static int prereqs(const struct orch_driver *d, int s, int pre[MAX_PREREQS])
 {
     const struct orch_stmt *st = orch_plan_stmt(d->plan, s);
     int n = 0;
@@ -160,27 +160,27 @@ static int prereqs(const struct orch_sched *d, int s, int pre[MAX_PREREQS])
     return n;
 }
 
-void orch_sched_check(struct orch_sched *d, struct orch_sched_call *cr)
+void orch_driver_check(struct orch_driver *d, struct orch_driver_call *cr)
 {
     if (!d->nodes || cr->c->stmt < 0)
         return; /* before the graph exists (recovery): the first turn looks at everything */
-    struct orch_sched_node *n = &d->nodes[cr->c->stmt];
+    struct orch_driver_node *n = &d->nodes[cr->c->stmt];
     if (n->checking || n->done)
         return;
     n->checking = true;
     d->check[d->ncheck++] = cr->c->stmt;
 }
 
-static void check_node(struct orch_sched *d, int node)
+static void check_node(struct orch_driver *d, int node)
 {
-    struct orch_sched_node *n = &d->nodes[node];
+    struct orch_driver_node *n = &d->nodes[node];
     if (n->checking || n->done)
         return;
     n->checking = true;
     d->check[d->ncheck++] = node;
 }
 
-void orch_sched_served(struct orch_sched *d, struct orch_sched_call *cr)
+void orch_driver_served(struct orch_driver *d, struct orch_driver_call *cr)
 {
     if (cr->served || !d->served)
         return;
@@ -188,7 +188,7 @@ void orch_sched_served(struct orch_sched *d, struct orch_sched_call *cr)
     d->served[d->nserved++] = cr->call;
 }
 
-int orch_sched_workers_init(struct orch_sched *d)
+int orch_driver_workers_init(struct orch_driver *d)
 {
     int ns = orch_plan_nstmts(d->plan);
     d->nnodes = ns + d->nsources;
@@ -218,7 +218,7 @@ int orch_sched_workers_init(struct orch_sched *d)
     for (int s = 0; s < ns; s++) {
         int n = prereqs(d, s, pre);
         for (int k = 0; k < n; k++) {
-            struct orch_sched_node *p = &d->nodes[pre[k]];
+            struct orch_driver_node *p = &d->nodes[pre[k]];
             p->down[p->ndown++] = s;
         }
     }
@@ -230,13 +230,13 @@ int orch_sched_workers_init(struct orch_sched *d)
     /* The calls that recovery gave queued grains, and every call's slots: once per run,
      * so a walk is fine. */
     for (int c = 0; c < d->ncalls; c++) {
-        struct orch_sched_call *cr = &d->calls[c];
+        struct orch_driver_call *cr = &d->calls[c];
         if (!cr->pool)
             continue;
         if (!(cr->wk = calloc((size_t)cr->c->opts.workers, sizeof *cr->wk)))
             return -ENOMEM;
-        if (orch_sched_queue_count(&cr->q) > 0)
-            orch_sched_want(d, cr);
+        if (orch_queue_count(&cr->q) > 0)
+            orch_driver_want(d, cr);
     }
     const char *idle = getenv("ORCH_IDLE_STOP_MS");
     char *end = NULL;
@@ -245,7 +245,7 @@ int orch_sched_workers_init(struct orch_sched *d)
     return d->fatal;
 }
 
-void orch_sched_workers_reopen(struct orch_sched *d)
+void orch_driver_workers_reopen(struct orch_driver *d)
 {
     int ns = orch_plan_nstmts(d->plan), pre[MAX_PREREQS];
     for (int i = 0; i < d->nnodes; i++) {
@@ -259,7 +259,7 @@ void orch_sched_workers_reopen(struct orch_sched *d)
             check_node(d, i);
 }
 
-void orch_sched_workers_free(struct orch_sched *d)
+void orch_driver_workers_free(struct orch_driver *d)
 {
     for (int c = 0; d->calls && c < d->ncalls; c++) {
         free(d->calls[c].wk);
@@ -275,9 +275,9 @@ void orch_sched_workers_free(struct orch_sched *d)
     d->edges = d->check = d->served = NULL;
 }
 
-static bool can_be_done(const struct orch_sched *d, int node)
+static bool can_be_done(const struct orch_driver *d, int node)
 {
-    const struct orch_sched_node *n = &d->nodes[node];
+    const struct orch_driver_node *n = &d->nodes[node];
     int ns = orch_plan_nstmts(d->plan);
     if (n->done || n->nopen > 0)
         return false;
@@ -286,13 +286,13 @@ static bool can_be_done(const struct orch_sched *d, int node)
     const struct orch_stmt *st = orch_plan_stmt(d->plan, node);
     if (st->call < 0)
         return true; /* a broadcast computes nothing: done with its prerequisites */
-    const struct orch_sched_call *cr = &d->calls[st->call];
-    return orch_sched_queue_count(&cr->q) == 0 && cr->inflight == NULL;
+    const struct orch_driver_call *cr = &d->calls[st->call];
+    return orch_queue_count(&cr->q) == 0 && cr->inflight == NULL;
 }
 
 /* ---- the slots as the driver sees them -------------------------------------------------- */
 
-static struct orch_sched_wk *wk_of(struct orch_sched_call *cr, orch_worker *w)
+static struct orch_driver_wk *wk_of(struct orch_driver_call *cr, orch_worker *w)
 {
     int i = orch_worker_index(w);
     assert(i >= 0 && i < cr->c->opts.workers);
@@ -300,7 +300,7 @@ static struct orch_sched_wk *wk_of(struct orch_sched_call *cr, orch_worker *w)
 }
 
 /* w's slot changes state: every idle entry of it is stale from now on. */
-static void wk_set(struct orch_sched_wk *k, bool starting, bool idle, int64_t now)
+static void wk_set(struct orch_driver_wk *k, bool starting, bool idle, int64_t now)
 {
     k->stamp++;
     k->starting = starting;
@@ -310,7 +310,7 @@ static void wk_set(struct orch_sched_wk *k, bool starting, bool idle, int64_t no
 
 /* Stops idle worker w of cr, which is off cr->idle; false when it could not be (found dead:
  * its loss follows). */
-static bool stop_worker(struct orch_sched_call *cr, orch_worker *w)
+static bool stop_worker(struct orch_driver_call *cr, orch_worker *w)
 {
     wk_set(wk_of(cr, w), false, false, 0);
     if (orch_pool_stop(cr->pool, w) < 0)
@@ -320,13 +320,13 @@ static bool stop_worker(struct orch_sched_call *cr, orch_worker *w)
 }
 
 /* Marks what can be done on d->check done, stops the idle workers of each call so marked
- * (one that is starting is stopped when it says HELLO: orch_sched_worker_idle), and looks
+ * (one that is starting is stopped when it says HELLO: orch_driver_worker_idle), and looks
  * at the nodes that waited on it (rule 1). */
-static void settle_done(struct orch_sched *d)
+static void settle_done(struct orch_driver *d)
 {
     while (d->ncheck > 0) {
         int node = d->check[--d->ncheck];
-        struct orch_sched_node *n = &d->nodes[node];
+        struct orch_driver_node *n = &d->nodes[node];
         n->checking = false;
         if (!can_be_done(d, node))
             continue;
@@ -334,7 +334,7 @@ static void settle_done(struct orch_sched *d)
         if (node < orch_plan_nstmts(d->plan)) {
             int call = orch_plan_stmt(d->plan, node)->call;
             if (call >= 0) {
-                struct orch_sched_call *cr = &d->calls[call];
+                struct orch_driver_call *cr = &d->calls[call];
                 for (int i = 0; i < cr->nidle; i++)
                     (void)stop_worker(cr, cr->idle[i]); /* a dead one: its loss follows */
                 cr->nidle = 0;
@@ -346,7 +346,7 @@ static void settle_done(struct orch_sched *d)
     }
 }
 
-void orch_sched_staged_settle(struct orch_sched *d)
+void orch_driver_staged_settle(struct orch_driver *d)
 {
     assert(d->to_send == NULL); /* a reserved batch is not on its call's inflight yet */
     if (!d->nodes)
@@ -358,19 +358,19 @@ void orch_sched_staged_settle(struct orch_sched *d)
     settle_done(d);
 }
 
-bool orch_sched_held(const struct orch_sched *d, const struct orch_sched_call *cr)
+bool orch_driver_held(const struct orch_driver *d, const struct orch_driver_call *cr)
 {
     return d->opts->staged && d->nodes && d->nodes[cr->c->stmt].nopen > 0;
 }
 
 /* ---- the idle heap (rule 2) ----------------------------------------------------------- */
 
-static bool idle_before(const struct orch_sched_idle *a, const struct orch_sched_idle *b)
+static bool idle_before(const struct orch_driver_idle *a, const struct orch_driver_idle *b)
 {
     return a->deadline_ms < b->deadline_ms;
 }
 
-static void idle_push(struct orch_sched *d, struct orch_sched_idle e)
+static void idle_push(struct orch_driver *d, struct orch_driver_idle e)
 {
     if (orch__grow(&d->idle, &d->cidle_heap, d->nidle_heap + 1, sizeof *d->idle) < 0)
         return; /* no memory: this worker is not stopped for idling, which is harmless */
@@ -382,9 +382,9 @@ static void idle_push(struct orch_sched *d, struct orch_sched_idle e)
     d->idle[i] = e;
 }
 
-static struct orch_sched_idle idle_pop(struct orch_sched *d)
+static struct orch_driver_idle idle_pop(struct orch_driver *d)
 {
-    struct orch_sched_idle top = d->idle[0], last = d->idle[--d->nidle_heap];
+    struct orch_driver_idle top = d->idle[0], last = d->idle[--d->nidle_heap];
     int i = 0, n = d->nidle_heap;
     for (;;) {
         int c = 2 * i + 1;
@@ -404,34 +404,34 @@ static struct orch_sched_idle idle_pop(struct orch_sched *d)
 
 /* How long a worker of cr is kept idle: as long as a start of it costs, at least the
  * floor (see rule 2). */
-static int64_t idle_limit(const struct orch_sched *d, const struct orch_sched_call *cr)
+static int64_t idle_limit(const struct orch_driver *d, const struct orch_driver_call *cr)
 {
     return cr->start_ms > d->idle_min_ms ? cr->start_ms : d->idle_min_ms;
 }
 
-static void idle_arm(struct orch_sched *d, struct orch_sched_call *cr, orch_worker *w,
+static void idle_arm(struct orch_driver *d, struct orch_driver_call *cr, orch_worker *w,
                      int64_t now)
 {
-    struct orch_sched_wk *k = wk_of(cr, w);
-    idle_push(d, (struct orch_sched_idle){.deadline_ms = now + idle_limit(d, cr),
-                                          .call = cr->call,
-                                          .index = orch_worker_index(w),
-                                          .stamp = k->stamp});
+    struct orch_driver_wk *k = wk_of(cr, w);
+    idle_push(d, (struct orch_driver_idle){.deadline_ms = now + idle_limit(d, cr),
+                                           .call = cr->call,
+                                           .index = orch_worker_index(w),
+                                           .stamp = k->stamp});
 }
 
 /* Stops the workers whose idle deadline passed, if they are still idle since and their
  * call has nothing queued; one whose call has grains queued (waiting for the budget) is
  * given another term. */
-static void stop_idle(struct orch_sched *d)
+static void stop_idle(struct orch_driver *d)
 {
-    int64_t now = orch_sched_mono_ms();
+    int64_t now = orch_driver_mono_ms();
     while (d->nidle_heap > 0 && d->idle[0].deadline_ms <= now) {
-        struct orch_sched_idle e = idle_pop(d);
-        struct orch_sched_call *cr = &d->calls[e.call];
-        struct orch_sched_wk *k = &cr->wk[e.index];
+        struct orch_driver_idle e = idle_pop(d);
+        struct orch_driver_call *cr = &d->calls[e.call];
+        struct orch_driver_wk *k = &cr->wk[e.index];
         if (k->stamp != e.stamp || !k->idle)
             continue; /* it worked, stopped or died since */
-        if (orch_sched_queue_count(&cr->q) > 0) {
+        if (orch_queue_count(&cr->q) > 0) {
             idle_arm(d, cr, k->w, now);
             continue;
         }
@@ -449,10 +449,10 @@ static void stop_idle(struct orch_sched *d)
 
 /* Whether a worker of the job has been starting for PENDING_MS (rule 3). Looks only at the
  * calls whose pool has a start under way. */
-static bool remote_contended(struct orch_sched *d, int64_t now)
+static bool remote_contended(struct orch_driver *d, int64_t now)
 {
     for (int c = 0; c < d->ncalls; c++) {
-        struct orch_sched_call *cr = &d->calls[c];
+        struct orch_driver_call *cr = &d->calls[c];
         if (!cr->pool || orch_pool_starting(cr->pool) == 0)
             continue;
         for (int i = 0; i < cr->c->opts.workers; i++)
@@ -463,13 +463,13 @@ static bool remote_contended(struct orch_sched *d, int64_t now)
 }
 
 /* Rule 3: under contention, stops every remote worker idle for IDLE_CONTENDED_MS. */
-static void stop_idle_contended(struct orch_sched *d)
+static void stop_idle_contended(struct orch_driver *d)
 {
-    int64_t now = orch_sched_mono_ms();
+    int64_t now = orch_driver_mono_ms();
     if (!d->launcher || !remote_contended(d, now))
         return;
     for (int c = 0; c < d->ncalls; c++) {
-        struct orch_sched_call *cr = &d->calls[c];
+        struct orch_driver_call *cr = &d->calls[c];
         for (int i = 0; i < cr->nidle;) {
             orch_worker *w = cr->idle[i];
             if (now - wk_of(cr, w)->since_ms < IDLE_CONTENDED_MS) {
@@ -486,17 +486,17 @@ static void stop_idle_contended(struct orch_sched *d)
 
 /* ---- what the pools tell ------------------------------------------------------------- */
 
-bool orch_sched_worker_idle(struct orch_sched_call *cr, orch_worker *w)
+bool orch_driver_worker_idle(struct orch_driver_call *cr, orch_worker *w)
 {
-    struct orch_sched *d = cr->d;
+    struct orch_driver *d = cr->d;
     if (!d->nodes)
         return true; /* no HELLO comes before the graph exists: nothing is started */
-    int64_t now = orch_sched_mono_ms();
-    struct orch_sched_wk *k = wk_of(cr, w);
+    int64_t now = orch_driver_mono_ms();
+    struct orch_driver_wk *k = wk_of(cr, w);
     if (k->starting)
         cr->start_ms = now - k->since_ms;
     if (d->nodes[cr->c->stmt].done) {
-        assert(orch_sched_queue_count(&cr->q) == 0 && "a call found done got work");
+        assert(orch_queue_count(&cr->q) == 0 && "a call found done got work");
         (void)stop_worker(cr, w);
         return false;
     }
@@ -505,12 +505,12 @@ bool orch_sched_worker_idle(struct orch_sched_call *cr, orch_worker *w)
     return true;
 }
 
-void orch_sched_worker_busy(struct orch_sched_call *cr, orch_worker *w)
+void orch_driver_worker_busy(struct orch_driver_call *cr, orch_worker *w)
 {
     wk_set(wk_of(cr, w), false, false, 0);
 }
 
-void orch_sched_worker_lost(struct orch_sched_call *cr, orch_worker *w)
+void orch_driver_worker_lost(struct orch_driver_call *cr, orch_worker *w)
 {
     wk_set(wk_of(cr, w), false, false, 0);
     cr->d->workers_live--;
@@ -522,7 +522,7 @@ void orch_sched_worker_lost(struct orch_sched_call *cr, orch_worker *w)
  * holds a process, or the pool failed: the loss that failed it stops the job), or the
  * error of a call that has no worker and can start none (it cannot go on). A call that
  * has one goes on with it, and tries again at a later turn. */
-static int start_one(struct orch_sched *d, struct orch_sched_call *cr)
+static int start_one(struct orch_driver *d, struct orch_driver_call *cr)
 {
     orch_worker *w;
     int rc = orch_pool_start(cr->pool, &w);
@@ -530,9 +530,9 @@ static int start_one(struct orch_sched *d, struct orch_sched_call *cr)
         return 0;
     if (rc < 0)
         return orch_pool_alive(cr->pool) == 0 ? rc : 0;
-    struct orch_sched_wk *k = wk_of(cr, w);
+    struct orch_driver_wk *k = wk_of(cr, w);
     k->w = w;
-    wk_set(k, true, false, orch_sched_mono_ms());
+    wk_set(k, true, false, orch_driver_mono_ms());
     d->stats->workers_started++;
     if (++d->workers_live > d->stats->workers_peak)
         d->stats->workers_peak = d->workers_live;
@@ -541,14 +541,14 @@ static int start_one(struct orch_sched *d, struct orch_sched_call *cr)
 
 /* Starts workers for the calls whose queued grains their idle and starting workers cannot
  * take, one batch each (see the top of this file). */
-static int start_wanted(struct orch_sched *d)
+static int start_wanted(struct orch_driver *d)
 {
     for (int k = 0; k < d->nready; k++) {
-        struct orch_sched_call *cr = &d->calls[d->ready[k]];
+        struct orch_driver_call *cr = &d->calls[d->ready[k]];
         size_t batch = (size_t)cr->c->opts.batch;
         size_t have = (size_t)cr->nidle + (size_t)orch_pool_starting(cr->pool);
         int rc = 1;
-        while (rc == 1 && have * batch < orch_sched_queue_count(&cr->q)) {
+        while (rc == 1 && have * batch < orch_queue_count(&cr->q)) {
             if ((rc = start_one(d, cr)) < 0)
                 return rc;
             have++;
@@ -559,7 +559,7 @@ static int start_wanted(struct orch_sched *d)
 
 /* Adds the statements that consume port `port` to the walk's queue, each once per walk;
  * a broadcast is looked through at once (it computes nothing). */
-static void walk_consumers(struct orch_sched *d, int port, int *queue, int *n, int cap)
+static void walk_consumers(struct orch_driver *d, int port, int *queue, int *n, int cap)
 {
     const struct orch_port *p = orch_plan_port(d->plan, port);
     for (int c = 0; c < p->nconsumers && *n < cap; c++) {
@@ -579,7 +579,7 @@ static void walk_consumers(struct orch_sched *d, int port, int *queue, int *n, i
 
 /* Starts one worker in each of the first LOOKAHEAD calls downstream of cr that are not
  * done and have none (see the top), breadth first. */
-static int start_ahead(struct orch_sched *d, struct orch_sched_call *cr)
+static int start_ahead(struct orch_driver *d, struct orch_driver_call *cr)
 {
     int queue[LOOKAHEAD], n = 0, rc = 0;
     d->walk++;
@@ -590,7 +590,7 @@ static int start_ahead(struct orch_sched *d, struct orch_sched_call *cr)
         int s = queue[k];
         const struct orch_stmt *st = orch_plan_stmt(d->plan, s);
         if (!d->nodes[s].done) {
-            struct orch_sched_call *next = &d->calls[st->call];
+            struct orch_driver_call *next = &d->calls[st->call];
             if (orch_pool_alive(next->pool) == 0)
                 rc = start_one(d, next);
         }
@@ -601,11 +601,11 @@ static int start_ahead(struct orch_sched *d, struct orch_sched_call *cr)
 }
 
 /* Workers ahead for the calls served this turn. */
-static int start_consumers(struct orch_sched *d)
+static int start_consumers(struct orch_driver *d)
 {
     int rc = 0;
     for (int k = 0; k < d->nserved; k++) {
-        struct orch_sched_call *cr = &d->calls[d->served[k]];
+        struct orch_driver_call *cr = &d->calls[d->served[k]];
         cr->served = false;
         if (rc == 0)
             rc = start_ahead(d, cr);
@@ -614,7 +614,7 @@ static int start_consumers(struct orch_sched *d)
     return rc;
 }
 
-int orch_sched_workers(struct orch_sched *d)
+int orch_driver_workers(struct orch_driver *d)
 {
     assert(d->to_send == NULL); /* after the send: a reserved batch is in flight */
     int ns = orch_plan_nstmts(d->plan);

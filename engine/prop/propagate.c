@@ -17,12 +17,12 @@ static int push_int(int **arr, int *n, int *cap, int v)
     return 0;
 }
 
-int prop__reduce_child(const orch_plan *plan, const struct orch_stmt *s)
+int orch_prop_reduce_child(const orch_plan *plan, const struct orch_stmt *s)
 {
     return orch_plan_port(plan, s->in[0].port)->domain;
 }
 
-bool prop__on_roots(const orch_prop *p, const struct orch_stmt *s)
+bool orch_prop_on_roots(const orch_prop *p, const struct orch_stmt *s)
 {
     return orch_plan_domain(p->plan, s->domain)->parent < 0;
 }
@@ -47,7 +47,7 @@ int orch_prop_open(const orch_plan *plan, orch_store *store,
     p->dom = calloc((size_t)nd + 1, sizeof *p->dom);
     p->counts = calloc((size_t)orch_plan_ncalls(plan) + 1, sizeof *p->counts);
     p->items = calloc(((size_t)orch_plan_nports(plan) + 1) * ORCH_ITEM__COUNT, sizeof *p->items);
-    if (!p->dom || !p->counts || !p->items || prop__reclaim_open(p) < 0)
+    if (!p->dom || !p->counts || !p->items || orch_prop_reclaim_open(p) < 0)
         goto nomem;
     for (int i = 0; i < orch_plan_nstmts(plan); i++) {
         const struct orch_stmt *s = orch_plan_stmt(plan, i);
@@ -60,7 +60,7 @@ int orch_prop_open(const orch_plan *plan, orch_store *store,
             rc = push_int(&p->dom[s->domain].grain_stmts, &p->dom[s->domain].ngrain,
                           &p->dom[s->domain].cgrain, i);
         if (rc == 0 && s->op == ORCH_OP_REDUCE) {
-            int c = prop__reduce_child(plan, s);
+            int c = orch_prop_reduce_child(plan, s);
             rc = push_int(&p->dom[c].exp_deps, &p->dom[c].nexp, &p->dom[c].cexp, i);
         } else if (rc == 0 && s->op == ORCH_OP_EXPAND_ALIGNED) {
             rc = push_int(&p->dom[s->target].exp_deps, &p->dom[s->target].nexp,
@@ -91,7 +91,7 @@ void orch_prop_free(orch_prop *p)
     free(p->counts);
     free(p->items);
     orch_prop_snapshot_end(p);
-    prop__reclaim_free(p);
+    orch_prop_reclaim_free(p);
     free(p);
 }
 
@@ -145,12 +145,12 @@ void orch_prop_add_sealed(orch_prop *p, int call, enum orch_grain_outcome o, int
     p->counts[call].created += n;
 }
 
-void prop__reopened(orch_prop *p)
+void orch_prop_reopened(orch_prop *p)
 {
     p->unsealed++;
 }
 
-enum orch_item_state prop__outcome_item_state(enum orch_grain_outcome o)
+enum orch_item_state orch_prop_outcome_item_state(enum orch_grain_outcome o)
 {
     switch (o) {
     case ORCH_OUTCOME_OK:
@@ -231,7 +231,7 @@ static int seal_unrun(orch_prop *p, int stmt, int64_t grain, int64_t e,
                       enum orch_grain_outcome o)
 {
     bool sealed;
-    return prop__seal(p, stmt, grain, e, o, false, 0, 0, -1, &sealed);
+    return orch_prop_seal(p, stmt, grain, e, o, false, 0, 0, -1, &sealed);
 }
 
 /* Acts on the fate of WAITING grain g of `stmt`, given what is known of its inputs.
@@ -297,7 +297,7 @@ static int examine(orch_prop *p, int stmt, int64_t e, struct known *k)
     int rc;
     *k = (struct known){0};
     if (s->op == ORCH_OP_REDUCE) {
-        int child = prop__reduce_child(p->plan, s);
+        int child = orch_prop_reduce_child(p->plan, s);
         if ((rc = plain_expansion(p, child, e, &xs)) < 0)
             return rc;
         known_expansion(k, rc, xs, true);
@@ -335,7 +335,7 @@ static int examine(orch_prop *p, int stmt, int64_t e, struct known *k)
     return 0;
 }
 
-int prop__reconsider(orch_prop *p, int stmt, const struct orch_grain_row *g)
+int orch_prop_reconsider(orch_prop *p, int stmt, const struct orch_grain_row *g)
 {
     if (g->phase != ORCH_PHASE_WAITING)
         return 0;
@@ -347,7 +347,7 @@ int prop__reconsider(orch_prop *p, int stmt, const struct orch_grain_row *g)
 static int grain_get(orch_prop *p, int stmt, int64_t e, struct orch_grain_row *g)
 {
     const struct orch_stmt *s = orch_plan_stmt(p->plan, stmt);
-    return orch_store_grain_get(p->store, s->call, e, prop__on_roots(p, s), g);
+    return orch_store_grain_get(p->store, s->call, e, orch_prop_on_roots(p, s), g);
 }
 
 /* One input fact of grain (stmt, e) became terminal in `state` (an item state; for an
@@ -412,9 +412,9 @@ static int outputs_terminal(orch_prop *p, int stmt, int64_t e, enum orch_item_st
     const struct orch_stmt *s = orch_plan_stmt(p->plan, stmt);
     int rc = 0;
     if (s->op == ORCH_OP_EXPAND)
-        return prop__expansion_resolve(
-            p, stmt, e, ist == ORCH_ITEM_DROPPED ? ORCH_EXPANSION_DROPPED : ORCH_EXPANSION_FAILED,
-            0);
+        return orch_prop_expansion_resolve(
+            p, stmt, e,
+            ist == ORCH_ITEM_DROPPED ? ORCH_EXPANSION_DROPPED : ORCH_EXPANSION_FAILED, 0);
     if (s->op == ORCH_OP_EXPAND_ALIGNED) {
         int64_t *kids;
         size_t n;
@@ -422,29 +422,29 @@ static int outputs_terminal(orch_prop *p, int stmt, int64_t e, enum orch_item_st
             return rc;
         for (size_t c = 0; c < n && rc == 0; c++)
             for (int o = 0; o < s->nout && rc == 0; o++)
-                rc = prop__item_resolve(p, s->out[o], kids[c], ist, 0, -1);
+                rc = orch_prop_item_resolve(p, s->out[o], kids[c], ist, 0, -1);
         free(kids);
         return rc;
     }
     for (int o = 0; o < s->nout && rc == 0; o++)
-        rc = prop__item_resolve(p, s->out[o], e, ist, 0, -1);
+        rc = orch_prop_item_resolve(p, s->out[o], e, ist, 0, -1);
     return rc;
 }
 
-int prop__seal(orch_prop *p, int stmt, int64_t grain, int64_t e, enum orch_grain_outcome o,
-               bool in_flight, uint32_t generation, uint64_t in0, int64_t in0_size,
-               bool *sealed)
+int orch_prop_seal(orch_prop *p, int stmt, int64_t grain, int64_t e, enum orch_grain_outcome o,
+                   bool in_flight, uint32_t generation, uint64_t in0, int64_t in0_size,
+                   bool *sealed)
 {
     const struct orch_stmt *s = orch_plan_stmt(p->plan, stmt);
     int rc = orch_store_grain_seal(p->store, grain, s->call, e, o, in_flight, generation, sealed);
     if (rc < 0 || !*sealed)
         return rc;
     count_sealed(p, s->call, o);
-    if ((rc = prop__reclaim_sealed(p, stmt, e, o, in0, in0_size)) < 0)
+    if ((rc = orch_prop_reclaim_sealed(p, stmt, e, o, in0, in0_size)) < 0)
         return rc;
     if (o == ORCH_OUTCOME_OK)
         return 0; /* the caller publishes the values */
-    return outputs_terminal(p, stmt, e, prop__outcome_item_state(o));
+    return outputs_terminal(p, stmt, e, orch_prop_outcome_item_state(o));
 }
 
 /* ---- entities, items, expansions ------------------------------------------------------- */
@@ -463,8 +463,8 @@ static int ancestor_in(orch_prop *p, int64_t e, int d, int a, int64_t *out)
     return 0;
 }
 
-int prop__entity_publish(orch_prop *p, int d, int64_t parent, int64_t ordinal, const char *key,
-                         int64_t *out)
+int orch_prop_entity_publish(orch_prop *p, int d, int64_t parent, int64_t ordinal,
+                             const char *key, int64_t *out)
 {
     int64_t e;
     int rc = orch_store_entity_put(p->store, d, parent, ordinal, key, &e);
@@ -486,7 +486,7 @@ int prop__entity_publish(orch_prop *p, int d, int64_t parent, int64_t ordinal, c
         if ((rc = ancestor_in(p, e, d, src->domain, &anc)) < 0 ||
             (rc = orch_store_item_get(p->store, b->in[0].port, anc, &state, &payload)) < 0)
             return rc;
-        if (rc == 1 && (rc = prop__item_resolve(p, b->out[0], e, state, payload, -1)) < 0)
+        if (rc == 1 && (rc = orch_prop_item_resolve(p, b->out[0], e, state, payload, -1)) < 0)
             return rc;
     }
     return 0;
@@ -536,7 +536,7 @@ static int descendants(orch_prop *p, int64_t e, int a, int d, int64_t **ids, siz
     return 0;
 }
 
-int prop__for_each_consumer(orch_prop *p, int port, int64_t e, const struct prop_visit *v)
+int orch_prop_for_each_consumer(orch_prop *p, int port, int64_t e, const struct prop_visit *v)
 {
     const struct orch_port *pt = orch_plan_port(p->plan, port);
     int rc = 0;
@@ -569,11 +569,11 @@ static int notify_grain(orch_prop *p, int stmt, int64_t e, const struct prop_vis
 
 static int notify_copy(orch_prop *p, int port, int64_t e, const struct prop_visit *v)
 {
-    return prop__item_resolve(p, port, e, v->state, v->payload, v->size);
+    return orch_prop_item_resolve(p, port, e, v->state, v->payload, v->size);
 }
 
-int prop__item_resolve(orch_prop *p, int port, int64_t e, enum orch_item_state state,
-                       uint64_t payload, int64_t size)
+int orch_prop_item_resolve(orch_prop *p, int port, int64_t e, enum orch_item_state state,
+                           uint64_t payload, int64_t size)
 {
     /* A Present item records its payload's size (the `items` view shows it, reclaimed or
      * not), and the size counts as live when its port's payloads are freed as read. */
@@ -583,7 +583,7 @@ int prop__item_resolve(orch_prop *p, int port, int64_t e, enum orch_item_state s
     else if (size < 0 || orch_store_checks(p->store)) {
         /* Read when the caller does not know it; with ORCH_STORE_CHECKS, checked. */
         int64_t stored;
-        rc = prop__payload_size(p, payload, &stored);
+        rc = orch_prop_payload_size(p, payload, &stored);
         if (rc == 0 && size >= 0 && stored != size)
             rc = orch_error_set(ORCH_ECORRUPT,
                                 "payload %llu was reported as %lld bytes, but %lld are stored",
@@ -604,11 +604,11 @@ int prop__item_resolve(orch_prop *p, int port, int64_t e, enum orch_item_state s
                            .state = state,
                            .payload = payload,
                            .size = size};
-    return prop__for_each_consumer(p, port, e, &v);
+    return orch_prop_for_each_consumer(p, port, e, &v);
 }
 
-int prop__expansion_resolve(orch_prop *p, int stmt, int64_t parent,
-                            enum orch_expansion_state state, int64_t nchildren)
+int orch_prop_expansion_resolve(orch_prop *p, int stmt, int64_t parent,
+                                enum orch_expansion_state state, int64_t nchildren)
 {
     const struct orch_stmt *s = orch_plan_stmt(p->plan, stmt);
     int rc = orch_store_expansion_put(p->store, s->call, parent, state, nchildren);
@@ -619,7 +619,7 @@ int prop__expansion_resolve(orch_prop *p, int stmt, int64_t parent,
             /* A reduce learns its expansion: read back its children's inputs. */
             struct orch_grain_row g;
             if ((rc = grain_get(p, dep, parent, &g)) == 0)
-                rc = prop__reconsider(p, dep, &g);
+                rc = orch_prop_reconsider(p, dep, &g);
         } else {
             /* An aligned expand sees the plain expansion as one more input. */
             enum orch_item_state as_item = state == ORCH_EXPANSION_SUCCEEDED ? ORCH_ITEM_PRESENT
@@ -639,9 +639,9 @@ int orch_prop_admit_root(orch_prop *p, int domain, int64_t ordinal, const char *
     const struct orch_domain *d = orch_plan_domain(p->plan, domain);
     const struct orch_source *src = orch_plan_source(p->plan, d->source);
     int64_t e;
-    int rc = prop__entity_publish(p, domain, 0, ordinal, key, &e);
+    int rc = orch_prop_entity_publish(p, domain, 0, ordinal, key, &e);
     if (rc == 0)
-        rc = prop__item_resolve(p, src->port, e, ORCH_ITEM_PRESENT, payload, size);
+        rc = orch_prop_item_resolve(p, src->port, e, ORCH_ITEM_PRESENT, payload, size);
     if (rc == 0 && entity_out)
         *entity_out = e;
     return rc;

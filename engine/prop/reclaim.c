@@ -19,7 +19,7 @@
  *           parent for a reduce). The id is freed in the turn that seals the last of them.
  *   AT_END  a broadcast in the family: the descendants that read a copy appear as
  *           expansions seal, up to the end of the job, so no seal before then can prove
- *           that the last reader came. Freed when the job finishes (orch_sched_reclaim_end).
+ *           that the last reader came. Freed when the job finishes (orch_prop_reclaim_end).
  *
  * The rule (EAGER). When a grain of a reader seals OK or Dropped, for each of its inputs
  * (each child's item, for a reduce) that is Present: its id is freed when every reader of
@@ -41,7 +41,7 @@
  *
  * Order of writes. The freed id is recorded (table `reclaimed_span`, orch_facts.h) in the
  * turn's transaction, with the seal that proved it; its bytes are deleted from the
- * payload store only once that transaction is durable (orch_sched_reclaim_flush). A crash
+ * payload store only once that transaction is durable (orch_prop_reclaim_flush). A crash
  * between the two leaves bytes that only a reclaimed span names: the orphan reclamation
  * at the next start deletes them. Never the reverse: no byte is deleted before the row
  * that says so is on disk. "Committed" is not enough: state.db runs in WAL mode with
@@ -59,7 +59,6 @@
  * grain look-up.
  */
 #include "prop_int.h"
-#include "run_int.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -86,7 +85,7 @@ struct prop_reclaim {
     uint64_t *pending;    /* committed, deleted after the next sync of state.db */
     size_t npending, cpending;
     size_t covered;       /* the first `covered` of them: a sync asked for covers them */
-    int64_t synced_ms;    /* when state.db was last synced (orch_sched_mono_ms) */
+    int64_t synced_ms;    /* when state.db was last synced (monotonic, ms) */
 };
 
 /* Pending deletes wait at most this long, or until this many wait, for a sync. */
@@ -118,7 +117,7 @@ static int add_reader(struct family *f, int stmt)
     return 0;
 }
 
-int prop__reclaim_open(orch_prop *p)
+int orch_prop_reclaim_open(orch_prop *p)
 {
     const orch_plan *plan = p->plan;
     int np = orch_plan_nports(plan);
@@ -153,7 +152,7 @@ int prop__reclaim_open(orch_prop *p)
     return 0;
 }
 
-void prop__reclaim_free(orch_prop *p)
+void orch_prop_reclaim_free(orch_prop *p)
 {
     struct prop_reclaim *r = p->reclaim;
     if (!r)
@@ -203,7 +202,7 @@ static int payload_size(orch_prop *p, uint64_t id, size_t *len)
     return 0;
 }
 
-int prop__payload_size(orch_prop *p, uint64_t id, int64_t *size)
+int orch_prop_payload_size(orch_prop *p, uint64_t id, int64_t *size)
 {
     size_t len;
     int rc = payload_size(p, id, &len);
@@ -237,7 +236,8 @@ static int free_id(orch_prop *p, uint64_t id, int64_t size)
     int rc = orch_store_reclaimed_put(p->store, id, &added);
     if (rc < 0 || !added)
         return rc; /* already freed: one reader read it through two ports */
-    if (p->payloads) { /* only EAGER families come here: counted ones (prop__item_resolve) */
+    if (p->payloads) { /* only EAGER families come here: counted ones (orch_prop_item_resolve)
+                        */
         /* Its size when the caller knows it (what the reader was sent); read when not, and
          * with ORCH_STORE_CHECKS checked. */
         size_t len = size >= 0 ? (size_t)size : 0;
@@ -289,7 +289,8 @@ static int check_item(orch_prop *p, const struct family *f, int root, int64_t x,
         if (f->readers[i] == stmt && on == e)
             continue; /* the grain that sealed now */
         struct orch_grain_row g;
-        if ((rc = orch_store_grain_get(p->store, s->call, on, prop__on_roots(p, s), &g)) < 0)
+        if ((rc = orch_store_grain_get(p->store, s->call, on, orch_prop_on_roots(p, s), &g)) <
+            0)
             return rc;
         if (g.phase != ORCH_PHASE_SEALED || !outcome_final(g.outcome))
             return 0; /* a reader to come, or one that `orch retry` may run again */
@@ -297,8 +298,8 @@ static int check_item(orch_prop *p, const struct family *f, int root, int64_t x,
     return free_id(p, id, known ? known_size : -1);
 }
 
-int prop__reclaim_sealed(orch_prop *p, int stmt, int64_t e, enum orch_grain_outcome o,
-                         uint64_t in0, int64_t in0_size)
+int orch_prop_reclaim_sealed(orch_prop *p, int stmt, int64_t e, enum orch_grain_outcome o,
+                             uint64_t in0, int64_t in0_size)
 {
     struct prop_reclaim *r = p->reclaim;
     if (!outcome_final((int)o))
@@ -320,8 +321,8 @@ int prop__reclaim_sealed(orch_prop *p, int stmt, int64_t e, enum orch_grain_outc
         }
         int64_t *kids;
         size_t n;
-        if ((rc = orch_store_children(p->store, e, prop__reduce_child(p->plan, s), &kids, &n)) <
-            0)
+        if ((rc = orch_store_children(p->store, e, orch_prop_reduce_child(p->plan, s), &kids,
+                                      &n)) < 0)
             return rc;
         for (size_t k = 0; k < n && rc == 0; k++)
             rc = check_item(p, f, root, kids[k], stmt, e, 0, -1);
@@ -344,13 +345,12 @@ static void take_turn_ids(struct prop_reclaim *r)
     r->nids = 0;
 }
 
-int orch_sched_reclaim_flush(struct orch_sched *d)
+int orch_prop_reclaim_flush(orch_prop *p, int64_t now)
 {
-    struct prop_reclaim *r = d->prop->reclaim;
-    orch_store *store = d->job->store;
+    struct prop_reclaim *r = p->reclaim;
+    orch_store *store = p->store;
     assert(!orch_store_in_txn(store) && "the rows that free them are committed");
     take_turn_ids(r);
-    int64_t now = orch_sched_mono_ms();
     if (r->covered > 0) {
         /* The sync asked for covers the first `covered`: once it is made they go. A failed
          * sync or delete leaves the bytes as orphans of committed rows: the orphan
@@ -359,7 +359,7 @@ int orch_sched_reclaim_flush(struct orch_sched *d)
         if (done == 0)
             return 0;
         if (done == 1)
-            (void)orch_payload_delete_many(d->job->payloads, r->pending, r->covered, NULL);
+            (void)orch_payload_delete_many(p->payloads, r->pending, r->covered, NULL);
         orch_error_clear();
         r->npending -= r->covered;
         memmove(r->pending, r->pending + r->covered, r->npending * sizeof *r->pending);
@@ -375,33 +375,30 @@ int orch_sched_reclaim_flush(struct orch_sched *d)
     return 0;
 }
 
-void orch_sched_reclaim_forget(struct orch_sched *d)
+void orch_prop_reclaim_forget(orch_prop *p)
 {
-    if (d->prop && d->prop->reclaim)
-        d->prop->reclaim->nids = 0;
+    if (p && p->reclaim)
+        p->reclaim->nids = 0;
 }
 
-int orch_sched_reclaim_end(struct orch_sched *d)
+int orch_prop_reclaim_end(orch_prop *p)
 {
-    const orch_plan *plan = d->plan;
-    struct prop_reclaim *r = d->prop->reclaim;
+    const orch_plan *plan = p->plan;
+    struct prop_reclaim *r = p->reclaim;
     bool failures = false;
     for (int c = 0; c < orch_plan_ncalls(plan) && !failures; c++) {
-        const struct orch_prop_counts *k = orch_prop_counts(d->prop, c);
+        const struct orch_prop_counts *k = orch_prop_counts(p, c);
         failures = k->sealed[ORCH_OUTCOME_FAILED] > 0 || k->sealed[ORCH_OUTCOME_SUPPRESSED] > 0;
     }
-    int rc = orch_sched_txn(d);
+    int rc = 0;
     for (int i = 0; i < orch_plan_nports(plan) && rc == 0; i++) {
         const struct family *f = &r->fam[r->root[i]];
         bool sweep = (f->fate == FATE_AT_END && !failures) ||
                      (f->fate == FATE_EAGER && f->nreaders == 0);
         int64_t added;
         if (sweep)
-            rc = orch_store_reclaimed_port(d->job->store, i, &added);
+            rc = orch_store_reclaimed_port(p->store, i, &added);
     }
-    if (rc == 0)
-        return orch_store_commit(d->job->store);
-    orch_store_rollback(d->job->store);
     return rc;
 }
 
@@ -418,18 +415,18 @@ int orch_sched_reclaim_end(struct orch_sched *d)
  * names its input's), less the ids that the spans free. The caller compares that with the
  * store's count and sweeps when they differ (ids freed at the job's end, a failed delete,
  * anything not foreseen here). */
-int orch_sched_reclaim_settle(struct orch_sched *d, int64_t *named)
+int orch_prop_reclaim_settle(orch_prop *p, bool orphans, int64_t *deleted, int64_t *named)
 {
-    struct prop_reclaim *r = d->prop->reclaim;
-    const struct orch_run_stats *st = d->stats;
+    struct prop_reclaim *r = p->reclaim;
     *named = -1;
+    *deleted = 0;
     take_turn_ids(r); /* the last turn's: the sync below covers them all */
     if (r->npending > 0) {
         /* As in the loop, a failed sync or delete leaves orphans: the sweep takes them. */
         size_t k = 0;
-        bool gone = orch_store_sync(d->job->store) == 0 &&
-                    orch_payload_delete_many(d->job->payloads, r->pending, r->npending, &k) == 0;
-        d->stats->reclaimed += (int64_t)k;
+        bool gone = orch_store_sync(p->store) == 0 &&
+                    orch_payload_delete_many(p->payloads, r->pending, r->npending, &k) == 0;
+        *deleted = (int64_t)k;
         r->npending = r->covered = 0;
         if (!gone) {
             orch_error_clear();
@@ -437,14 +434,14 @@ int orch_sched_reclaim_settle(struct orch_sched *d, int64_t *named)
         }
     }
     int64_t freed, own = 0;
-    if (st->stale > 0 || st->suppressed > 0 || st->attempts_failed > 0 || st->carried > 0)
+    if (orphans)
         return 0;
-    if (orch_store_reclaimed_count(d->job->store, &freed) < 0) {
+    if (orch_store_reclaimed_count(p->store, &freed) < 0) {
         orch_error_clear();
         return 0;
     }
-    const int64_t *items = orch_prop_items(d->prop);
-    for (int i = 0; i < orch_plan_nports(d->plan); i++)
+    const int64_t *items = orch_prop_items(p);
+    for (int i = 0; i < orch_plan_nports(p->plan); i++)
         if (r->root[i] == i)
             own += items[i * ORCH_ITEM__COUNT + ORCH_ITEM_PRESENT];
     *named = own - freed;

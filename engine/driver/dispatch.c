@@ -1,6 +1,6 @@
 /* dispatch.c — batches against the store: reserve, send, fail, retry; which calls are
- * served, in which order (run_int.h). */
-#include "run_int.h"
+ * served, in which order (driver_int.h). */
+#include "driver_int.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -12,29 +12,29 @@
 
 /* ---- attempts and retries -------------------------------------------------------------- */
 
-int orch_sched_attempt_end(struct orch_sched *d, int64_t row, enum orch_attempt_outcome o,
-                           const char *message)
+int orch_driver_attempt_end(struct orch_driver *d, int64_t row, enum orch_attempt_outcome o,
+                            const char *message)
 {
     return orch_store_attempt_end(d->job->store, row, o, message);
 }
 
 /* Puts an in-flight grain back to READY with generation+1 at the tail of its queue. */
-static int requeue(struct orch_sched *d, struct orch_grain_ref g, bool solo)
+static int requeue(struct orch_driver *d, struct orch_grain_ref g, bool solo)
 {
     int64_t seq = orch_prop_next_seq(d->prop);
     bool done;
     int rc = orch_store_grain_requeue(d->job->store, g.grain, g.generation, seq, &done);
     if (rc < 0 || !done)
         return rc; /* no longer in flight with that generation: nothing to retry */
-    struct orch_sched_call *cr = &d->calls[g.call];
-    if ((rc = orch_sched_queue_requeue(&cr->q, &g, seq, solo)) == 0)
-        orch_sched_want(d, cr);
+    struct orch_driver_call *cr = &d->calls[g.call];
+    if ((rc = orch_queue_requeue(&cr->q, &g, seq, solo)) == 0)
+        orch_driver_want(d, cr);
     return rc;
 }
 
 /* ---- the open batches: reserved or in flight, oldest first (invariant 6) -------------- */
 
-static void open_link(struct orch_sched *d, struct orch_sched_batch *b)
+static void open_link(struct orch_driver *d, struct orch_driver_batch *b)
 {
     assert(!b->open);
     b->open = true;
@@ -47,7 +47,7 @@ static void open_link(struct orch_sched *d, struct orch_sched_batch *b)
     d->open_new = b;
 }
 
-static void open_unlink(struct orch_sched *d, struct orch_sched_batch *b)
+static void open_unlink(struct orch_driver *d, struct orch_driver_batch *b)
 {
     if (!b->open)
         return;
@@ -63,31 +63,31 @@ static void open_unlink(struct orch_sched *d, struct orch_sched_batch *b)
     b->older = b->newer = NULL;
 }
 
-int64_t orch_sched_attempt_floor(const struct orch_sched *d)
+int64_t orch_driver_attempt_floor(const struct orch_driver *d)
 {
-    const struct orch_sched_batch *b = d->open_old;
+    const struct orch_driver_batch *b = d->open_old;
     assert(!b || b->n > 0); /* a reservation that took nothing is freed at once */
     return b ? b->slot[0].attempt_row : d->attempt_last + 1;
 }
 
 /* A call's in-flight list is short: one batch per worker of the call at most. */
-struct orch_sched_batch *orch_sched_batch_take(struct orch_sched_call *cr, uint64_t id)
+struct orch_driver_batch *orch_driver_batch_take(struct orch_driver_call *cr, uint64_t id)
 {
-    for (struct orch_sched_batch **p = &cr->inflight; *p; p = &(*p)->next) {
+    for (struct orch_driver_batch **p = &cr->inflight; *p; p = &(*p)->next) {
         if ((*p)->id == id) {
-            struct orch_sched_batch *b = *p;
+            struct orch_driver_batch *b = *p;
             *p = b->next;
             b->next = NULL;
             open_unlink(cr->d, b);
             cr->d->ninflight--;
-            orch_sched_check(cr->d, cr);
+            orch_driver_check(cr->d, cr);
             return b;
         }
     }
     return NULL;
 }
 
-static void batch_free(struct orch_sched_batch *b)
+static void batch_free(struct orch_driver_batch *b)
 {
     if (!b)
         return;
@@ -101,10 +101,10 @@ static void batch_free(struct orch_sched_batch *b)
     free(b);
 }
 
-void orch_sched_batches_free(struct orch_sched_batch *b)
+void orch_driver_batches_free(struct orch_driver_batch *b)
 {
     while (b) {
-        struct orch_sched_batch *next = b->next;
+        struct orch_driver_batch *next = b->next;
         batch_free(b);
         b = next;
     }
@@ -132,16 +132,16 @@ static enum orch_attempt_outcome failure_attempt(enum orch_failure_kind kind)
 /* A batch of several grains is split: each is retried alone, not counted. A grain that
  * failed alone counts the attempt against `retries`, and is sealed Failed (exhausted)
  * past it. */
-int orch_sched_batch_failed(struct orch_sched *d, struct orch_sched_call *cr,
-                            struct orch_sched_batch *b, enum orch_failure_kind kind,
-                            const char *message)
+int orch_driver_batch_failed(struct orch_driver *d, struct orch_driver_call *cr,
+                             struct orch_driver_batch *b, enum orch_failure_kind kind,
+                             const char *message)
 {
     enum orch_attempt_outcome ao = failure_attempt(kind);
-    int rc = orch_sched_txn(d);
+    int rc = orch_driver_txn(d);
     d->stats->attempts_failed++;
     for (int i = 0; i < b->n && rc == 0; i++) {
-        struct orch_sched_slot *s = &b->slot[i];
-        if ((rc = orch_sched_attempt_end(d, s->attempt_row, ao, message)) < 0)
+        struct orch_driver_slot *s = &b->slot[i];
+        if ((rc = orch_driver_attempt_end(d, s->attempt_row, ao, message)) < 0)
             break;
         /* A sibling under a GroupFailure barrier is neither retried (it would be
          * dispatched under the barrier) nor charged: it is sealed Suppressed. */
@@ -165,7 +165,7 @@ int orch_sched_batch_failed(struct orch_sched *d, struct orch_sched_call *cr,
             rc = requeue(d, s->g, true);
         }
     }
-    orch_sched_release(d, cr);
+    orch_driver_release(d, cr);
     return rc;
 }
 
@@ -177,17 +177,17 @@ int orch_sched_batch_failed(struct orch_sched *d, struct orch_sched_call *cr,
 
 /* One reservation in progress: the store's side of queue.h's rule. */
 struct reserving {
-    struct orch_sched *d;
-    struct orch_sched_call *cr;
-    struct orch_sched_batch *b;
+    struct orch_driver *d;
+    struct orch_driver_call *cr;
+    struct orch_driver_batch *b;
 };
 
 /* Loads the entry's inputs (kept in d->inputs for take) and, with batch_bytes, their size:
  * read from LMDB without copying, in a read transaction that lives for one reservation. */
-static int look(void *ctx, const struct orch_sched_qent *e, uint64_t *bytes)
+static int look(void *ctx, const struct orch_queue_entry *e, uint64_t *bytes)
 {
     struct reserving *r = ctx;
-    struct orch_sched *d = r->d;
+    struct orch_driver *d = r->d;
     int rc = orch_prop_inputs(d->prop, &e->g, &d->inputs);
     if (rc < 0 || r->cr->c->opts.batch_bytes <= 0)
         return rc;
@@ -208,17 +208,17 @@ static int look(void *ctx, const struct orch_sched_qent *e, uint64_t *bytes)
 /* The entry whose inputs look() loaded goes IN_FLIGHT, and into the batch; unless it left
  * READY meanwhile (sealed by a barrier): stale, 0. Its attempt row is begun with the
  * batch's others (begin_attempts). */
-static int take(void *ctx, const struct orch_sched_qent *e)
+static int take(void *ctx, const struct orch_queue_entry *e)
 {
     struct reserving *r = ctx;
-    struct orch_sched *d = r->d;
-    struct orch_sched_batch *b = r->b;
+    struct orch_driver *d = r->d;
+    struct orch_driver_batch *b = r->b;
     bool taken;
     int rc = orch_store_grain_dispatch(d->job->store, e->g.grain, e->g.generation, &taken);
     if (rc < 0 || !taken)
         return rc;
     assert(b->n < b->cap);
-    struct orch_sched_slot *s = &b->slot[b->n];
+    struct orch_driver_slot *s = &b->slot[b->n];
     s->g = e->g;
     s->attempt_row = 0; /* begun with the batch's others once it is complete (reserve) */
     s->first_input = d->inputs.first_input;
@@ -257,7 +257,7 @@ static int take(void *ctx, const struct orch_sched_qent *e)
 
 /* The attempt rows of a complete batch, in slot order, a few statements for the whole
  * batch (orch_store_attempts_begin). */
-static int begin_attempts(struct orch_sched *d, struct orch_sched_batch *b)
+static int begin_attempts(struct orch_driver *d, struct orch_driver_batch *b)
 {
     struct orch_grain_at *g = malloc((size_t)b->n * sizeof *g);
     if (!g)
@@ -280,14 +280,14 @@ static int begin_attempts(struct orch_sched *d, struct orch_sched_batch *b)
 /* A batch for up to min(batch, queued) grains: a reservation never adds more than it
  * consumes, so what is queued bounds it, whatever `batch` says (1,000,000 would otherwise
  * allocate ~184 MB per reservation). */
-static struct orch_sched_batch *batch_new(struct orch_sched *d, struct orch_sched_call *cr,
-                                          orch_worker *w)
+static struct orch_driver_batch *batch_new(struct orch_driver *d, struct orch_driver_call *cr,
+                                           orch_worker *w)
 {
-    uint64_t queued = orch_sched_queue_count(&cr->q);
+    uint64_t queued = orch_queue_count(&cr->q);
     size_t cap =
         queued < (uint64_t)cr->c->opts.batch ? (size_t)queued : (size_t)cr->c->opts.batch;
     assert(cap >= 1);
-    struct orch_sched_batch *b = calloc(1, sizeof *b);
+    struct orch_driver_batch *b = calloc(1, sizeof *b);
     if (!b)
         return NULL;
     b->cap = (int)cap;
@@ -307,8 +307,8 @@ static struct orch_sched_batch *batch_new(struct orch_sched *d, struct orch_sche
 
 /* Takes a batch from cr's queue for worker w (queue.h's rule). *out is NULL when every
  * entry consumed was stale. */
-static int reserve(struct orch_sched *d, struct orch_sched_call *cr, orch_worker *w,
-                   struct orch_sched_batch **out)
+static int reserve(struct orch_driver *d, struct orch_driver_call *cr, orch_worker *w,
+                   struct orch_driver_batch **out)
 {
     *out = NULL;
     if (d->opts->order == ORCH_ORDER_RANDOM && !cr->q.seeded) {
@@ -316,11 +316,11 @@ static int reserve(struct orch_sched *d, struct orch_sched_call *cr, orch_worker
         cr->q.rng = d->opts->seed ^ ((uint64_t)cr->call * UINT64_C(0x9e3779b97f4a7c15));
         cr->q.seeded = true;
     }
-    struct orch_sched_batch *b = batch_new(d, cr, w);
+    struct orch_driver_batch *b = batch_new(d, cr, w);
     if (!b)
         return -ENOMEM;
     struct reserving ctx = {.d = d, .cr = cr, .b = b};
-    struct orch_sched_reserve rule = {
+    struct orch_queue_reservation rule = {
         .batch = cr->c->opts.batch,
         .batch_bytes = cr->c->opts.batch_bytes,
         .parent = cr->c->opts.reserve == ORCH_RESERVE_PARENT,
@@ -329,7 +329,7 @@ static int reserve(struct orch_sched *d, struct orch_sched_call *cr, orch_worker
         .look = look,
         .take = take,
     };
-    int rc = orch_sched_queue_reserve(&cr->q, &rule);
+    int rc = orch_queue_reserve(&cr->q, &rule);
     orch_payload_read_end(b->rtxn);
     b->rtxn = NULL;
     if (rc <= 0) {
@@ -357,31 +357,31 @@ static int reserve(struct orch_sched *d, struct orch_sched_call *cr, orch_worker
 
 /* ---- dispatch and sending -------------------------------------------------------------- */
 
-void orch_sched_want(struct orch_sched *d, struct orch_sched_call *cr)
+void orch_driver_want(struct orch_driver *d, struct orch_driver_call *cr)
 {
     if (cr->listed)
         return;
     if (orch__grow(&d->ready, &d->cready, d->nready + 1, sizeof *d->ready) < 0) {
-        orch_sched_set_fatal(d, -ENOMEM);
+        orch_driver_set_fatal(d, -ENOMEM);
         return;
     }
     cr->listed = true;
     d->ready[d->nready++] = cr->call;
 }
 
-bool orch_sched_any_queued(const struct orch_sched *d)
+bool orch_driver_any_queued(const struct orch_driver *d)
 {
     /* A held call's grains (--staged) are work only once it is released (workers.c). */
     for (int k = 0; k < d->nready; k++)
-        if (orch_sched_queue_count(&d->calls[d->ready[k]].q) > 0 &&
-            !orch_sched_held(d, &d->calls[d->ready[k]]))
+        if (orch_queue_count(&d->calls[d->ready[k]].q) > 0 &&
+            !orch_driver_held(d, &d->calls[d->ready[k]]))
             return true;
     return false;
 }
 
 /* Sorts d->ready by rank. Insertion sort: the list keeps its order from turn to turn, and
  * only the calls listed since the last turn are out of place. */
-static void sort_ready(struct orch_sched *d)
+static void sort_ready(struct orch_driver *d)
 {
     for (int i = 1; i < d->nready; i++) {
         int c = d->ready[i], k = i - 1;
@@ -393,7 +393,7 @@ static void sort_ready(struct orch_sched *d)
     }
 }
 
-int orch_sched_dispatch(struct orch_sched *d)
+int orch_driver_dispatch(struct orch_driver *d)
 {
     /* Downstream calls first: when the budget is tight, finishing what is in the
      * pipeline drains it and frees room for admission (DESIGN §5). Only the calls with
@@ -401,7 +401,7 @@ int orch_sched_dispatch(struct orch_sched *d)
      * until a grain is queued for it again. */
     sort_ready(d);
     if (d->opts->staged)
-        orch_sched_staged_settle(d);
+        orch_driver_staged_settle(d);
     /* A full budget (DESIGN §5: "when full, the driver serves downstream queues first").
      * A call that would make it fuller — an expand when the unsealed grains are at their
      * budget, a call that makes live intermediate payloads when their bytes are — is not
@@ -411,24 +411,24 @@ int orch_sched_dispatch(struct orch_sched *d)
      * pipeline moves whatever the budgets (no deadlock; tests/e2e/admission.sh runs a
      * budget smaller than one expansion). Calls that only consume are served as always. */
     bool tight_grains = false, tight_bytes = false;
-    bool tight = !d->opts->staged && orch_sched_tight(d, &tight_grains, &tight_bytes);
+    bool tight = !d->opts->staged && orch_driver_tight(d, &tight_grains, &tight_bytes);
     int backlog = -1; /* the depth of the deepest call left with queued grains; -1: none */
     bool held_any = false;
     int kept = 0;
     for (int k = 0; k < d->nready; k++) {
-        struct orch_sched_call *cr = &d->calls[d->ready[k]];
+        struct orch_driver_call *cr = &d->calls[d->ready[k]];
         assert(cr->pool); /* only a call with a statement has grains */
-        bool held = orch_sched_held(d, cr); /* --staged: stays listed, unserved */
+        bool held = orch_driver_held(d, cr); /* --staged: stays listed, unserved */
         if (!held && tight && cr->depth < backlog &&
             ((tight_grains && cr->grows_grains) || (tight_bytes && cr->grows_bytes))) {
             held = true;
             held_any = held_any || cr->nidle > 0;
         }
-        while (!held && cr->nidle > 0 && orch_sched_queue_count(&cr->q) > 0 &&
-               orch_sched_fits(d, cr)) {
-            int rc = orch_sched_txn(d);
+        while (!held && cr->nidle > 0 && orch_queue_count(&cr->q) > 0 &&
+               orch_driver_fits(d, cr)) {
+            int rc = orch_driver_txn(d);
             orch_worker *w = cr->idle[cr->nidle - 1];
-            struct orch_sched_batch *b;
+            struct orch_driver_batch *b;
             if (rc == 0)
                 rc = reserve(d, cr, w, &b);
             if (rc < 0)
@@ -436,19 +436,19 @@ int orch_sched_dispatch(struct orch_sched *d)
             if (!b)
                 continue; /* every entry taken was stale */
             cr->nidle--;
-            orch_sched_worker_busy(cr, w);
-            orch_sched_hold(d, cr);
-            orch_sched_served(d, cr);
+            orch_driver_worker_busy(cr, w);
+            orch_driver_hold(d, cr);
+            orch_driver_served(d, cr);
             b->next = d->to_send;
             d->to_send = b;
         }
-        if (orch_sched_queue_count(&cr->q) > 0) {
+        if (orch_queue_count(&cr->q) > 0) {
             d->ready[kept++] = cr->call;
             if (backlog < 0)
                 backlog = cr->depth;
         } else {
             cr->listed = false;
-            orch_sched_check(d, cr); /* stale entries may have been its last */
+            orch_driver_check(d, cr); /* stale entries may have been its last */
         }
     }
     d->nready = kept;
@@ -456,13 +456,13 @@ int orch_sched_dispatch(struct orch_sched *d)
     return 0;
 }
 
-void orch_sched_send(struct orch_sched *d)
+void orch_driver_send(struct orch_driver *d)
 {
-    struct orch_sched_batch *b = d->to_send;
+    struct orch_driver_batch *b = d->to_send;
     d->to_send = NULL;
     while (b) {
-        struct orch_sched_batch *next = b->next;
-        struct orch_sched_call *cr = b->cr;
+        struct orch_driver_batch *next = b->next;
+        struct orch_driver_call *cr = b->cr;
         b->next = cr->inflight;
         cr->inflight = b;
         d->ninflight++;
@@ -473,7 +473,7 @@ void orch_sched_send(struct orch_sched *d)
             /* A remote worker's inputs could not be read from the payload store (pool.c,
              * put_batch_values): not the batch's fault and no retry helps, so the job
              * stops, as for a local worker's STORAGE report. */
-            orch_sched_set_fatal(d, rc);
+            orch_driver_set_fatal(d, rc);
         }
         if (rc == -E2BIG) {
             /* A remote worker's batch carries its input values, and these are over what
@@ -486,30 +486,30 @@ void orch_sched_send(struct orch_sched *d)
                      "the inputs of the batch are over what a batch for a remote worker "
                      "carries (%zu MiB)",
                      (size_t)ORCH_WIRE_MAX_BODY >> 20);
-            orch_sched_batch_take(cr, b->id);
-            orch_sched_settle(d, b);
-            rc = orch_sched_batch_failed(d, cr, b, ORCH_FAILURE_ERROR, why);
+            orch_driver_batch_take(cr, b->id);
+            orch_driver_settle(d, b);
+            rc = orch_driver_batch_failed(d, cr, b, ORCH_FAILURE_ERROR, why);
             if (rc < 0)
-                orch_sched_set_fatal(d, rc);
-            orch_sched_worker_back(cr, b->worker);
+                orch_driver_set_fatal(d, rc);
+            orch_driver_worker_back(cr, b->worker);
             b = next;
             continue;
         }
         if (rc < 0) {
             /* The worker went away between reservation and sending: the batch never ran,
              * so its grains go back to their queue without being charged an attempt. */
-            orch_sched_batch_take(cr, b->id);
-            rc = orch_sched_txn(d);
+            orch_driver_batch_take(cr, b->id);
+            rc = orch_driver_txn(d);
             for (int i = 0; i < b->n && rc == 0; i++) {
-                rc = orch_sched_attempt_end(d, b->slot[i].attempt_row, ORCH_ATTEMPT_CRASH,
-                                            "the worker was lost before the batch reached it");
+                rc = orch_driver_attempt_end(d, b->slot[i].attempt_row, ORCH_ATTEMPT_CRASH,
+                                             "the worker was lost before the batch reached it");
                 if (rc == 0)
                     rc = requeue(d, b->slot[i].g, false);
             }
-            orch_sched_release(d, cr);
+            orch_driver_release(d, cr);
             if (rc < 0)
-                orch_sched_set_fatal(d, rc);
-            orch_sched_settle(d, b);
+                orch_driver_set_fatal(d, rc);
+            orch_driver_settle(d, b);
         }
         b = next;
     }
@@ -521,7 +521,7 @@ void orch_sched_send(struct orch_sched *d)
  * one deeper than the deepest producer of its inputs; sources are depth 0), deepest
  * first, so that dispatch serves downstream queues first whatever the order in which
  * the pipeline declared its calls. */
-int orch_sched_call_order(struct orch_sched *d)
+int orch_driver_call_order(struct orch_driver *d)
 {
     int ns = orch_plan_nstmts(d->plan);
     int *depth = calloc((size_t)ns + 1, sizeof *depth);

@@ -23,8 +23,8 @@
  * (queue.h); sealed history lives only in the store.
  *
  * The loop's internals — a turn in detail, its invariants, who owns what, and the files
- * that make it (loop.c, queue.c, dispatch.c, admit.c, recover.c, resources.c,
- * progress.c) — are described in run_int.h.
+ * that make it (loop.c, turn.c, dispatch.c, admit.c, recover.c, resources.c, workers.c,
+ * progress.c) — are described in driver_int.h.
  */
 #ifndef ORCH_DRIVER_H
 #define ORCH_DRIVER_H
@@ -96,7 +96,7 @@ struct orch_run_stats {
     int64_t suppressed;      /* reports of in-flight siblings discarded by a barrier */
     int64_t attempts_failed; /* attempt failures (error, crash, timeout) */
     int64_t batches;
-    int64_t reclaimed;       /* payloads deleted by the sweeps at start and end (jobdir.c):
+    int64_t reclaimed;       /* payloads deleted by the sweeps at start and end (engine/job/):
                                 orphans, and freed ones that waited for a sync */
     int64_t workers_started; /* worker processes started (on demand) */
     int64_t workers_peak;    /* the most worker processes in use at once */

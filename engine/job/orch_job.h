@@ -77,8 +77,4 @@ void orch_job_close(struct orch_job *job);
  * rows of those ids (an edited plan aligned with the job's: cli_update.c). */
 int orch_job_write_plan_rows(orch_store *s, const orch_plan *p);
 
-/* Converts the keys of a job made before schema 13 (engine/run/rekey.c) and sets
- * job->base_dir. orch_job_open calls it on a read-write open of such a job. */
-int orch_job_rekey(struct orch_job *job);
-
 #endif

@@ -21,6 +21,7 @@
 #include "orch_error.h"
 #include "orch_facts.h"
 #include "orch_lang.h"
+#include "update.h"
 
 static char *path_join(const char *dir, const char *name)
 {
@@ -745,7 +746,9 @@ int orch_job_open(const char *dir, int flags, struct orch_job **out)
                             dir);
         goto fail;
     }
-    if (!job->base_dir && (rc = orch_job_rekey(job)) < 0)
+    if (!job->base_dir &&
+        (rc = orch_update_rekey(job->store, job->plan, job->dir, job->info->pipeline_path,
+                                &job->base_dir)) < 0)
         goto fail;
     *out = job;
     return 0;
@@ -768,7 +771,7 @@ int orch_job_reclaim(struct orch_job *job, size_t *deleted)
     int rc = !page || !gone ? -ENOMEM : 0;
     /* The rows that make a payload an orphan (no item names it, or a reclaimed span does) must
      * be on disk before its bytes go: a machine crash must not bring back a state.db
-     * whose unsealed grains read them (engine/run/reclaim.c, "Order of writes"). */
+     * whose unsealed grains read them (engine/prop/reclaim.c, "Order of writes"). */
     if (rc == 0 && !orch_store_in_txn(job->store))
         rc = orch_store_sync(job->store);
     if (rc == 0)

@@ -1,8 +1,8 @@
-/* carry.c — an edited pipeline keeps what still holds (DESIGN §10; run_int.h).
+/* carry.c — an edited pipeline keeps what still holds (DESIGN §10; update.h).
  *
  * `orch update DIR PIPELINE` with an edit that changes what some ports compute adopts the
  * edited plan (aligned with the job's: every domain, call and port keeps its id), and its
- * rescan retires every live root for "plan" (admit.c): the roots come back as new
+ * rescan retires every live root for "plan" (orch_update_replan): the roots come back as new
  * revisions, with the same keys and values, and their grains are made as for any root.
  * When such a grain becomes READY, it may take its result from its twin instead of running:
  * the grain of the same call on the entity with the same key path in the root's previous
@@ -29,7 +29,7 @@
  *
  * Grains found READY by a resume (recover.c) are queued as usual and run: a crash during
  * an edited update costs some work, never a wrong result. */
-#include "run_int.h"
+#include "update.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -40,7 +40,9 @@
 #include "orch_lang.h"
 #include "support.h"
 
-struct orch_sched_carry {
+struct orch_carry {
+    orch_store *store;
+    const orch_plan *plan;
     bool *same; /* by call: every port of its statement computes what it computed */
     struct orch_grain_ref *list; /* READY grains to look at, this turn */
     size_t n, cap;
@@ -48,47 +50,50 @@ struct orch_sched_carry {
     size_t cap_ids;
 };
 
-int orch_sched_carry_open(struct orch_sched *d)
+int orch_carry_open(orch_store *st, const orch_plan *plan, int64_t update, int64_t update_plan,
+                    struct orch_carry **out)
 {
-    if (!d->update_plan)
+    *out = NULL;
+    if (!update_plan)
         return 0;
     char *text = NULL;
-    int rc = orch_store_plan_previous(d->job->store, d->update_plan, &text);
+    int rc = orch_store_plan_previous(st, update_plan, &text);
     if (rc <= 0)
         return rc;
+    int ncalls = orch_plan_ncalls(plan);
     orch_plan *old = NULL;
     char (*fo)[65] = NULL, (*fn)[65] = NULL;
-    struct orch_sched_carry *c = calloc(1, sizeof *c);
-    rc = c && (c->same = calloc((size_t)d->ncalls + 1, sizeof *c->same)) ? 0 : -ENOMEM;
+    struct orch_carry *c = calloc(1, sizeof *c);
+    rc = c && (c->same = calloc((size_t)ncalls + 1, sizeof *c->same)) ? 0 : -ENOMEM;
     if (rc == 0 && (rc = orch_plan_from_canonical(text, &old)) < 0)
         rc = orch_error_set(ORCH_ECORRUPT, "the job's previous plan does not compile: %s",
                             orch_error_detail());
     /* --rerun: the calls named, and everything downstream of them, compute "anew". */
     char *rerun = NULL;
     bool *salted = NULL;
-    if (rc == 0 && (rc = orch_store_update_rerun(d->job->store, d->update, &rerun)) == 0 &&
-        rerun && !(salted = calloc((size_t)d->ncalls + 1, sizeof *salted)))
+    if (rc == 0 && (rc = orch_store_update_rerun(st, update, &rerun)) == 0 && rerun &&
+        !(salted = calloc((size_t)ncalls + 1, sizeof *salted)))
         rc = -ENOMEM;
     for (char *name = rerun ? strtok(rerun, ",") : NULL; rc == 0 && name;
          name = strtok(NULL, ",")) {
-        int k = orch_plan_find_call(d->plan, name);
+        int k = orch_plan_find_call(plan, name);
         if (k >= 0)
             salted[k] = true;
     }
     if (rc == 0 && (rc = orch_plan_fingerprints(old, &fo)) == 0)
-        rc = orch_plan_fingerprints_salted(d->plan, salted, "rerun", &fn);
+        rc = orch_plan_fingerprints_salted(plan, salted, "rerun", &fn);
     free(rerun);
     free(salted);
-    for (int k = 0; rc == 0 && k < d->ncalls; k++) {
-        const struct orch_call *cl = orch_plan_call(d->plan, k);
+    for (int k = 0; rc == 0 && k < ncalls; k++) {
+        const struct orch_call *cl = orch_plan_call(plan, k);
         if (cl->stmt < 0)
             continue;
-        const struct orch_stmt *s = orch_plan_stmt(d->plan, cl->stmt);
+        const struct orch_stmt *s = orch_plan_stmt(plan, cl->stmt);
         bool same = true;
         for (int i = 0; i < s->nout && same; i++) {
             /* By name: an edit that added a source moved the statements' ports up. */
             int port = s->out[i];
-            int was = orch_plan_find_port(old, orch_plan_port(d->plan, port)->qualified);
+            int was = orch_plan_find_port(old, orch_plan_port(plan, port)->qualified);
             same = was >= 0 && strcmp(fo[was], fn[port]) == 0;
         }
         c->same[k] = same;
@@ -103,24 +108,24 @@ int orch_sched_carry_open(struct orch_sched *d)
         free(c);
         return rc;
     }
-    d->carry = c;
+    c->store = st;
+    c->plan = plan;
+    *out = c;
     return 0;
 }
 
-void orch_sched_carry_free(struct orch_sched *d)
+void orch_carry_free(struct orch_carry *c)
 {
-    if (!d->carry)
+    if (!c)
         return;
-    free(d->carry->same);
-    free(d->carry->list);
-    free(d->carry->ids);
-    free(d->carry);
-    d->carry = NULL;
+    free(c->same);
+    free(c->list);
+    free(c->ids);
+    free(c);
 }
 
-int orch_sched_carry_push(struct orch_sched *d, const struct orch_grain_ref *g)
+int orch_carry_push(struct orch_carry *c, const struct orch_grain_ref *g)
 {
-    struct orch_sched_carry *c = d->carry;
     if (!c || !c->same[g->call])
         return 0;
     if (orch__grow_n(&c->list, &c->cap, c->n + 1, sizeof *c->list) < 0)
@@ -130,7 +135,7 @@ int orch_sched_carry_push(struct orch_sched *d, const struct orch_grain_ref *g)
 }
 
 /* Room for n payload ids in c->ids. */
-static int ids_fit(struct orch_sched_carry *c, size_t n)
+static int ids_fit(struct orch_carry *c, size_t n)
 {
     return orch__grow_n(&c->ids, &c->cap_ids, n + 1, sizeof *c->ids);
 }
@@ -151,12 +156,11 @@ static int present(orch_store *s, int port, int64_t e, uint64_t *id)
 
 /* The answer that twin t's grain of g's call gave, rebuilt from its facts into *a: 1, or
  * 0 when it cannot be carried (see the top of this file). */
-static int twin_answer(struct orch_sched *d, const struct orch_grain_ref *g, int64_t t,
+static int twin_answer(struct orch_carry *c, const struct orch_grain_ref *g, int64_t t,
                        struct orch_wire_answer *a)
 {
-    orch_store *st = d->job->store;
-    struct orch_sched_carry *c = d->carry;
-    const struct orch_stmt *s = orch_plan_stmt(d->plan, orch_plan_call(d->plan, g->call)->stmt);
+    orch_store *st = c->store;
+    const struct orch_stmt *s = orch_plan_stmt(c->plan, orch_plan_call(c->plan, g->call)->stmt);
     enum orch_grain_outcome o;
     int rc = orch_store_grain_outcome(st, g->call, t, &o);
     if (rc <= 0 || (o != ORCH_OUTCOME_OK && o != ORCH_OUTCOME_DROPPED))
@@ -218,18 +222,19 @@ static int twin_answer(struct orch_sched *d, const struct orch_grain_ref *g, int
 }
 
 /* Carries g when its twin's answer can be had: *done. */
-static int carry_one(struct orch_sched *d, const struct orch_grain_ref *g, bool *done)
+static int carry_one(struct orch_carry *c, orch_prop *prop, struct orch_prop_inputs *in,
+                     const struct orch_grain_ref *g, bool *done, int64_t *carried)
 {
     *done = false;
-    orch_store *st = d->job->store;
+    orch_store *st = c->store;
     int64_t t;
     struct orch_wire_answer a;
     int rc = orch_store_twin(st, g->entity, &t);
-    if (rc < 0 || !t || (rc = twin_answer(d, g, t, &a)) <= 0)
+    if (rc < 0 || !t || (rc = twin_answer(c, g, t, &a)) <= 0)
         return rc < 0 ? rc : 0;
     /* What the grain's worker would have been sent first: a filter passes it on, and a
      * single-input grain frees it by that id (reclaim.c). */
-    if ((rc = orch_prop_inputs(d->prop, g, &d->inputs)) < 0)
+    if ((rc = orch_prop_inputs(prop, g, in)) < 0)
         return rc;
     bool taken;
     if ((rc = orch_store_grain_dispatch(st, g->grain, g->generation, &taken)) < 0)
@@ -238,25 +243,26 @@ static int carry_one(struct orch_sched *d, const struct orch_grain_ref *g, bool 
     if (!taken)
         return 0; /* it left READY meanwhile (a barrier sealed it) */
     struct orch_verdict v;
-    if ((rc = orch_prop_report(d->prop, g, &a, d->inputs.first_input, &v)) < 0)
+    if ((rc = orch_prop_report(prop, g, &a, in->first_input, &v)) < 0)
         return rc;
-    d->stats->carried++;
+    (*carried)++;
     return 0;
 }
 
-int orch_sched_carry_turn(struct orch_sched *d)
+int orch_carry_turn(struct orch_carry *c, orch_prop *prop, struct orch_prop_inputs *in,
+                    const struct orch_prop_hooks *queue, int64_t *carried)
 {
-    struct orch_sched_carry *c = d->carry;
     if (!c || c->n == 0)
         return 0;
-    int rc = orch_sched_txn(d);
+    /* The turn's transaction, opened here unless something before opened it. */
+    int rc = orch_store_in_txn(c->store) ? 0 : orch_store_begin(c->store);
     /* Carrying a grain may make more READY (pushed here): the list grows while it is
      * walked, and each is copied out first, since pushing may move the list. */
     for (size_t i = 0; rc == 0 && i < c->n; i++) {
         struct orch_grain_ref g = c->list[i];
         bool done;
-        if ((rc = carry_one(d, &g, &done)) == 0 && !done)
-            rc = orch_sched_queue_ready(d, &g);
+        if ((rc = carry_one(c, prop, in, &g, &done, carried)) == 0 && !done)
+            rc = queue->ready(queue->ctx, &g);
     }
     c->n = 0;
     return rc;

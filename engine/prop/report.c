@@ -24,8 +24,8 @@ int orch_prop_fail(orch_prop *p, const struct orch_grain_ref *g, enum orch_failu
                    const char *message, bool *accepted)
 {
     assert(orch_store_in_txn(p->store));
-    int rc = prop__seal(p, stmt_of(p, g->call), g->grain, g->entity, ORCH_OUTCOME_FAILED, true,
-                        g->generation, 0, -1, accepted);
+    int rc = orch_prop_seal(p, stmt_of(p, g->call), g->grain, g->entity, ORCH_OUTCOME_FAILED,
+                            true, g->generation, 0, -1, accepted);
     if (rc == 0 && *accepted)
         rc = orch_prop_failure_row(p, g, kind, message);
     return rc;
@@ -46,8 +46,8 @@ static int group_barrier(orch_prop *p, const struct orch_grain_ref *g)
         return rc;
     for (size_t i = 0; i < n && rc == 0; i++) {
         bool sealed;
-        rc = prop__seal(p, stmt_of(p, g->call), sib[i].id, sib[i].entity,
-                        ORCH_OUTCOME_SUPPRESSED, false, 0, 0, -1, &sealed);
+        rc = orch_prop_seal(p, stmt_of(p, g->call), sib[i].id, sib[i].entity,
+                            ORCH_OUTCOME_SUPPRESSED, false, 0, 0, -1, &sealed);
     }
     free(sib);
     return rc;
@@ -71,8 +71,8 @@ int orch_prop_barred(orch_prop *p, const struct orch_grain_ref *g, bool *sealed)
     int rc = barrier_covers(p, g, &covered);
     if (rc < 0 || !covered)
         return rc;
-    return prop__seal(p, stmt_of(p, g->call), g->grain, g->entity, ORCH_OUTCOME_SUPPRESSED,
-                      true, g->generation, 0, -1, sealed);
+    return orch_prop_seal(p, stmt_of(p, g->call), g->grain, g->entity, ORCH_OUTCOME_SUPPRESSED,
+                          true, g->generation, 0, -1, sealed);
 }
 
 /* The state that the outputs of aligned expand `stmt` on `parent` take on the children:
@@ -82,10 +82,12 @@ static int aligned_sealed_state(orch_prop *p, int stmt, int64_t parent, int *sta
 {
     const struct orch_stmt *s = orch_plan_stmt(p->plan, stmt);
     struct orch_grain_row g;
-    int rc = orch_store_grain_get(p->store, s->call, parent, prop__on_roots(p, s), &g);
+    int rc = orch_store_grain_get(p->store, s->call, parent, orch_prop_on_roots(p, s), &g);
     if (rc < 0)
         return rc;
-    *state = g.outcome < 0 ? -1 : (int)prop__outcome_item_state((enum orch_grain_outcome)g.outcome);
+    *state = g.outcome < 0
+                 ? -1
+                 : (int)orch_prop_outcome_item_state((enum orch_grain_outcome)g.outcome);
     return 0;
 }
 
@@ -105,7 +107,7 @@ static int child_items(orch_prop *p, const struct orch_grain_ref *g, const struc
     int rc = 0;
     if (*k < a->nfailed && a->failed[*k].child == c) {
         for (int o = 0; o < s->nout && rc == 0; o++)
-            rc = prop__item_resolve(p, s->out[o], e, ORCH_ITEM_FAILED, 0, -1);
+            rc = orch_prop_item_resolve(p, s->out[o], e, ORCH_ITEM_FAILED, 0, -1);
         if (rc == 0)
             rc = orch_store_failure_put(p->store, g->grain, g->generation, ORCH_FAILURE_RECORD,
                                         a->failed[*k].message, e);
@@ -114,8 +116,8 @@ static int child_items(orch_prop *p, const struct orch_grain_ref *g, const struc
     }
     for (int o = 0; o < s->nout && rc == 0; o++) {
         size_t at = (size_t)c * a->nout + (size_t)o;
-        rc = prop__item_resolve(p, s->out[o], e, ORCH_ITEM_PRESENT, a->payload[at],
-                                answer_size(a, at));
+        rc = orch_prop_item_resolve(p, s->out[o], e, ORCH_ITEM_PRESENT, a->payload[at],
+                                    answer_size(a, at));
     }
     return rc;
 }
@@ -146,20 +148,20 @@ static int expand_ok(orch_prop *p, const struct orch_grain_ref *g, int stmt,
     uint32_t failed = 0;
     for (uint32_t c = 0; c < a->nchild && rc == 0; c++) {
         int64_t e;
-        if ((rc = prop__entity_publish(p, s->target, parent, c, NULL, &e)) < 0)
+        if ((rc = orch_prop_entity_publish(p, s->target, parent, c, NULL, &e)) < 0)
             break;
         rc = child_items(p, g, s, a, c, e, &failed);
         for (int k = 0; k < naligned && rc == 0; k++) {
             const struct orch_stmt *as = orch_plan_stmt(p->plan, aligned[k][0]);
             for (int o = 0; o < as->nout && rc == 0; o++)
-                rc = prop__item_resolve(p, as->out[o], e, (enum orch_item_state)aligned[k][1],
-                                        0, -1);
+                rc = orch_prop_item_resolve(p, as->out[o], e,
+                                            (enum orch_item_state)aligned[k][1], 0, -1);
         }
     }
     free(aligned);
     if (rc == 0)
-        rc = prop__expansion_resolve(p, stmt, parent, ORCH_EXPANSION_SUCCEEDED,
-                                     (int64_t)a->nchild);
+        rc = orch_prop_expansion_resolve(p, stmt, parent, ORCH_EXPANSION_SUCCEEDED,
+                                         (int64_t)a->nchild);
     return rc;
 }
 
@@ -189,7 +191,8 @@ static int publish_ok(orch_prop *p, const struct orch_grain_ref *g, const struct
     int rc = 0;
     switch (s->op) {
     case ORCH_OP_FILTER:
-        return prop__item_resolve(p, s->out[0], g->entity, ORCH_ITEM_PRESENT, first_input, -1);
+        return orch_prop_item_resolve(p, s->out[0], g->entity, ORCH_ITEM_PRESENT, first_input,
+                                      -1);
     case ORCH_OP_EXPAND:
         return expand_ok(p, g, stmt, a);
     case ORCH_OP_EXPAND_ALIGNED:
@@ -197,8 +200,8 @@ static int publish_ok(orch_prop *p, const struct orch_grain_ref *g, const struct
     case ORCH_OP_MAP:
     case ORCH_OP_REDUCE:
         for (int o = 0; o < s->nout && rc == 0; o++)
-            rc = prop__item_resolve(p, s->out[o], g->entity, ORCH_ITEM_PRESENT, a->payload[o],
-                                    answer_size(a, (size_t)o));
+            rc = orch_prop_item_resolve(p, s->out[o], g->entity, ORCH_ITEM_PRESENT,
+                                        a->payload[o], answer_size(a, (size_t)o));
         return rc;
     case ORCH_OP_BROADCAST: /* computes nothing: no grain, no report */
     case ORCH_OP__COUNT:
@@ -218,8 +221,8 @@ static int seal_report(orch_prop *p, const struct orch_grain_ref *g, enum orch_g
                                g->in0_size != ORCH_IN0_SIZE_UNKNOWN
                            ? (int64_t)g->in0_size
                            : -1;
-    int rc = prop__seal(p, stmt_of(p, g->call), g->grain, g->entity, o, true, g->generation,
-                        first_input, in0_size, &sealed);
+    int rc = orch_prop_seal(p, stmt_of(p, g->call), g->grain, g->entity, o, true, g->generation,
+                            first_input, in0_size, &sealed);
     v->kind = sealed ? kind : ORCH_VERDICT_STALE;
     return rc;
 }

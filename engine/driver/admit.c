@@ -1,5 +1,5 @@
-/* admit.c — the sources of root entities, admitted within the grain budget (run_int.h). */
-#include "run_int.h"
+/* admit.c — the sources of root entities, admitted within the grain budget (driver_int.h). */
+#include "driver_int.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -17,134 +17,12 @@
 
 enum { WALK_MAX = 4096 }; /* values walked per turn at most, admitted or not */
 
-struct retire_ctx {
-    struct orch_sched *d;
-    int64_t removed;
-};
-
-static int retire_removed(void *ctx, int64_t e, const char *key)
-{
-    (void)key;
-    struct retire_ctx *c = ctx;
-    c->removed++;
-    return orch_store_root_retire(c->d->job->store, e, "removed");
-}
-
-/* The rescan of `orch update` (DESIGN §10), for source s, inside the caller's transaction:
- * every live root the source still gives takes its place in it now (root.position); a
- * files() root whose file changed (size or modification time, confirmed by the content
- * hash) is retired as "changed", and one the source no longer gives as "removed". New
- * keys, and the new revisions of changed ones, are admitted later, like any root. A root
- * of a job made before schema 13 has no signature: it gets the file's now. */
-static int rescan(struct orch_sched *d, struct orch_sched_source *s, int64_t update)
-{
-    orch_store *st = d->job->store;
-    struct orch_walk_value v;
-    int64_t changed = 0;
-    int rc;
-    while ((rc = orch_walk_next(s->walk, &v)) == 1) {
-        if (!v.match) {
-            if ((rc = orch_walk_claim(s->walk, v.key)) < 0)
-                return rc;
-            continue;
-        }
-        if (v.match_position != v.position &&
-            (rc = orch_store_root_position(st, v.match, v.position)) < 0)
-            return rc;
-        if (!orch_walk_files(s->walk))
-            continue;
-        struct orch_root_sig now;
-        bool same_stat = false;
-        if ((rc = orch_file_sig(v.value, false, &now)) == 0)
-            same_stat = v.stored.known && now.size == v.stored.size &&
-                        now.mtime_ns == v.stored.mtime_ns;
-        if (rc < 0 || same_stat) /* unreadable now: admitted again, its UDF says why */
-            continue;
-        if ((rc = orch_file_sig(v.value, true, &now)) < 0)
-            continue;
-        if (!v.stored.known || strcmp(now.hash, v.stored.hash) == 0) {
-            rc = orch_store_root_sig(st, v.match, &now); /* touched, same bytes */
-        } else {
-            changed++;
-            rc = orch_store_root_retire(st, v.match, "changed");
-            if (rc == 0)
-                rc = orch_walk_claim(s->walk, v.key);
-        }
-        if (rc < 0)
-            return rc;
-    }
-    if (rc < 0)
-        return rc;
-    struct retire_ctx c = {d, 0};
-    if ((rc = orch_walk_unmatched(s->walk, retire_removed, &c)) < 0)
-        return rc;
-    /* New roots are counted as they are admitted (admit_chunk). */
-    return orch_store_update_count(st, update, 0, changed, c.removed);
-}
-
-/* The check of a resume with no update under way: the source must still give the job's
- * live roots, in their order, before anything new (it may give more after them: roots an
- * interrupted run had not admitted yet, or files added since, which are admitted). Any
- * other change is for `orch update`, which says what it retires. */
-static int resume_check(struct orch_job *job, struct orch_walk *walk)
-{
-    struct orch_walk_value v;
-    int rc;
-    for (;;) {
-        int left = orch_walk_unmatched_left(walk);
-        if (left <= 0)
-            return left;
-        if ((rc = orch_walk_next(walk, &v)) < 0)
-            return rc;
-        if (rc == 0 || !v.match || !v.in_order)
-            break;
-    }
-    char *was = NULL;
-    if (rc == 1) {
-        if (!(was = strdup(v.key)))
-            return -ENOMEM;
-        /* The job's next root: the value just read may have matched a later one. */
-        orch_walk_rewind(walk, false);
-        int64_t skip = v.position;
-        while (skip-- > 0 && orch_walk_next(walk, &v) == 1) {
-        }
-    }
-    const char *next = orch_walk_unmatched_left(walk) == 1 ? orch_walk_head_key(walk)
-                                                                : NULL;
-    rc = orch_error_set(ORCH_EMISMATCH,
-                        "source %s changed since the job last read it: %s%s%s%s%s%s; `orch "
-                        "update %s` takes new, changed and removed inputs, or restore the "
-                        "source",
-                        orch_walk_port(walk), was ? "it gives \"" : "", was ? was : "",
-                        was ? "\" where the job has " : "it ends where the job has ",
-                        next ? "\"" : "", next ? next : "more roots", next ? "\"" : "",
-                        job->dir);
-    free(was);
-    return rc;
-}
-
-int orch_sched_sources_check(struct orch_job *job)
-{
-    int64_t update;
-    bool scanned;
-    int rc = orch_store_update_open(job->store, &update, &scanned, NULL);
-    for (int i = 0; rc == 0 && !update && i < orch_plan_nsources(job->plan); i++) {
-        if (orch_plan_source(job->plan, i)->retired)
-            continue;
-        struct orch_walk *w = NULL;
-        if ((rc = orch_walk_open(job->store, job->plan, i, job->base_dir, &w)) == 0)
-            rc = resume_check(job, w);
-        orch_walk_free(w);
-    }
-    return rc;
-}
-
-int orch_sched_sources_open(struct orch_sched *d)
+int orch_driver_sources_open(struct orch_driver *d)
 {
     orch_store *st = d->job->store;
     int rc;
     for (int i = 0; i < d->nsources; i++) {
-        struct orch_sched_source *s = &d->sources[i];
+        struct orch_driver_source *s = &d->sources[i];
         s->src = orch_plan_source(d->plan, i);
         s->domain = s->src->domain;
         if (s->src->retired) { /* dropped by an edit: it admits nothing (cli_update.c) */
@@ -165,12 +43,9 @@ int orch_sched_sources_open(struct orch_sched *d)
             return rc;
         for (int i = 0; i < d->nsources && rc == 0; i++)
             if (d->sources[i].walk)
-                rc = rescan(d, &d->sources[i], d->update);
-        /* An edited plan: every root that is still live gets a new revision, which takes
-         * over from this one what the edit left as it was (carry.c). */
-        int64_t n;
-        if (rc == 0 && d->update_plan && (rc = orch_store_root_retire_all(st, "plan", &n)) == 0)
-            rc = orch_store_update_replanned(st, d->update, n);
+                rc = orch_update_rescan(st, d->sources[i].walk, d->update);
+        if (rc == 0 && d->update_plan)
+            rc = orch_update_replan(st, d->update);
         if (rc == 0)
             rc = orch_store_update_scanned(st, d->update);
         if (rc < 0) {
@@ -186,7 +61,7 @@ int orch_sched_sources_open(struct orch_sched *d)
     return 0;
 }
 
-int orch_sched_rescan(struct orch_sched *d)
+int orch_driver_rescan(struct orch_driver *d)
 {
     orch_store *st = d->job->store;
     int rc = orch_store_begin(st);
@@ -194,7 +69,7 @@ int orch_sched_rescan(struct orch_sched *d)
         rc = orch_store_update_start(st, 0, NULL, &d->update);
     for (int i = 0; i < d->nsources && rc == 0; i++)
         if (d->sources[i].walk && (rc = orch_walk_rewind(d->sources[i].walk, true)) == 0)
-            rc = rescan(d, &d->sources[i], d->update);
+            rc = orch_update_rescan(st, d->sources[i].walk, d->update);
     if (rc == 0)
         rc = orch_store_update_scanned(st, d->update);
     if (rc < 0) {
@@ -206,18 +81,19 @@ int orch_sched_rescan(struct orch_sched *d)
         return rc;
     d->updates++;
     d->update_plan = 0;
-    orch_sched_carry_free(d); /* an update of the inputs: nothing is taken over */
+    orch_carry_free(d->carry); /* an update of the inputs: nothing is taken over */
+    d->carry = NULL;
     for (int i = 0; i < d->nsources && rc == 0; i++) {
         if (!d->sources[i].walk)
             continue; /* retired */
         rc = orch_walk_rewind(d->sources[i].walk, false);
         d->sources[i].exhausted = false;
     }
-    orch_sched_workers_reopen(d);
+    orch_driver_workers_reopen(d);
     return rc;
 }
 
-void orch_sched_sources_free(struct orch_sched *d)
+void orch_driver_sources_free(struct orch_driver *d)
 {
     for (int i = 0; d->sources && i < d->nsources; i++)
         orch_walk_free(d->sources[i].walk);
@@ -232,7 +108,7 @@ void orch_sched_sources_free(struct orch_sched *d)
  * its root row (key, revision, position, and a files() root's signature). A failure leaves
  * the walk past values that were not committed: the run stops, and the next start walks
  * the source again from its start. */
-static int admit_chunk(struct orch_sched *d, struct orch_sched_source *s)
+static int admit_chunk(struct orch_driver *d, struct orch_driver_source *s)
 {
     char *vals[ADMIT_CHUNK], *keys[ADMIT_CHUNK];
     struct orch_iov iov[ADMIT_CHUNK];
@@ -285,7 +161,7 @@ static int admit_chunk(struct orch_sched *d, struct orch_sched_source *s)
     if (rc == 0 && n > 0)
         rc = orch_payload_put_many(d->job->payloads, iov, (size_t)n, ids);
     if (rc == 0 && n > 0)
-        rc = orch_sched_txn(d);
+        rc = orch_driver_txn(d);
     for (int k = 0; k < n && rc == 0; k++) {
         int64_t e;
         rc = orch_prop_admit_root(d->prop, s->domain, s->next_ordinal, keys[k], ids[k],
@@ -317,7 +193,7 @@ static int admit_chunk(struct orch_sched *d, struct orch_sched_source *s)
  * intermediate payloads are read through the page cache by the workers that consume them
  * (memory), and they are written to JOB/payloads/ (disk), so either may be what runs out.
  * At least 64 MiB, so that a small machine still streams pages of a document. */
-int64_t orch_sched_live_budget(const struct orch_sched *d)
+int64_t orch_driver_live_budget(const struct orch_driver *d)
 {
     const int64_t floor = (int64_t)64 << 20;
     int64_t budget = INT64_MAX;
@@ -333,7 +209,7 @@ int64_t orch_sched_live_budget(const struct orch_sched *d)
     return budget > floor ? budget : floor;
 }
 
-bool orch_sched_tight(const struct orch_sched *d, bool *grains, bool *bytes)
+bool orch_driver_tight(const struct orch_driver *d, bool *grains, bool *bytes)
 {
     *grains = orch_prop_unsealed(d->prop) >= d->max_unsealed;
     *bytes = orch_prop_live_bytes(d->prop) >= d->max_live;
@@ -343,19 +219,19 @@ bool orch_sched_tight(const struct orch_sched *d, bool *grains, bool *bytes)
 /* Admission (DESIGN §5): roots enter lazily, one chunk per source per turn (so that the
  * turn commits and the workers get going), and only while the unsealed grains and the
  * live intermediate bytes are under their budgets — or when nothing is unsealed at all:
- * bytes kept for a failed reader (reclaim.c) stay counted, and a budget full of them must
- * not stop a job that has nothing else to do (a chunk of roots then enters, the least
- * that keeps it going). Staged (driver.h), every root enters in the first turn, whatever
+ * bytes kept for a failed reader (engine/prop/reclaim.c) stay counted, and a budget full
+ * of them must not stop a job that has nothing else to do (a chunk of roots then enters,
+ * the least that keeps it going). Staged (driver.h), every root enters in the first turn, whatever
  * the budgets: the first calls are held until the sources are exhausted, so a budget would
  * wait on grains that wait on it (a deadlock), and chunks paced by turns would wait on
  * turns that nothing else makes. */
-int orch_sched_admit(struct orch_sched *d)
+int orch_driver_admit(struct orch_driver *d)
 {
     d->walking = false;
     for (int i = 0; i < d->nsources; i++) {
-        struct orch_sched_source *s = &d->sources[i];
+        struct orch_driver_source *s = &d->sources[i];
         bool grains, bytes;
-        if (s->exhausted || (!d->opts->staged && orch_sched_tight(d, &grains, &bytes) &&
+        if (s->exhausted || (!d->opts->staged && orch_driver_tight(d, &grains, &bytes) &&
                              orch_prop_unsealed(d->prop) > 0))
             continue;
         int rc;
@@ -368,7 +244,7 @@ int orch_sched_admit(struct orch_sched *d)
     return 0;
 }
 
-bool orch_sched_sources_done(const struct orch_sched *d)
+bool orch_driver_sources_done(const struct orch_driver *d)
 {
     for (int i = 0; i < d->nsources; i++)
         if (!d->sources[i].exhausted)

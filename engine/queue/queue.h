@@ -8,9 +8,9 @@
  * Order. A queue is a FIFO in ready_seq order: grains are appended as they become READY,
  * each with a larger ready_seq than every entry before it. A grain put back (its batch
  * failed, or it never reached its worker) is appended at the tail with a new ready_seq,
- * and its generation one higher (orch_sched_queue_requeue).
+ * and its generation one higher (orch_queue_requeue).
  *
- * Reservation (orch_sched_queue_reserve) takes up to `batch` grains for one worker:
+ * Reservation (orch_queue_reserve) takes up to `batch` grains for one worker:
  *
  *   elastic  from the head, in order, whatever their parents; it stops before a solo
  *            entry when the batch already holds something;
@@ -66,16 +66,16 @@
 
 #include "propagate.h"
 
-struct orch_sched_qent {
+struct orch_queue_entry {
     struct orch_grain_ref g;
     bool solo; /* retried after its batch failed: runs alone */
 };
 
 /* Live entries are v[head .. head+len), then `spilled` entries in the spill. Zero-initialise
  * (no window: everything in memory), set window and spill_dir before the first push if
- * wanted; free with orch_sched_queue_free. */
-struct orch_sched_queue {
-    struct orch_sched_qent *v;
+ * wanted; free with orch_queue_free. */
+struct orch_queue {
+    struct orch_queue_entry *v;
     size_t head, len, cap;
     uint64_t rng; /* random order: the call's generator state (dispatch.c seeds it) */
     bool seeded;
@@ -86,31 +86,31 @@ struct orch_sched_queue {
     int spill_fd;          /* valid while spill_open */
     bool spill_open;
     uint64_t rd, wr;              /* entries read back from the file, and written to it */
-    struct orch_sched_qent *buf;  /* the spill's newest entries, not yet written */
+    struct orch_queue_entry *buf; /* the spill's newest entries, not yet written */
     size_t nbuf;
 };
 
 /* Appends a copy of e (to the spill when the window is full or something is spilled).
  * Returns 0, -ENOMEM, or -errno of the spill file (the queue is then as it was). */
-int orch_sched_queue_push(struct orch_sched_queue *q, const struct orch_sched_qent *e);
+int orch_queue_push(struct orch_queue *q, const struct orch_queue_entry *e);
 
 /* Entries queued: in memory and spilled. */
-static inline uint64_t orch_sched_queue_count(const struct orch_sched_queue *q)
+static inline uint64_t orch_queue_count(const struct orch_queue *q)
 {
     return q->len + q->spilled;
 }
 
 /* Puts grain g back at the tail: generation + 1, ready_seq `seq` (a new one, larger than
  * any queued), `solo` as given; attempts as g says. Returns 0 or -ENOMEM. */
-int orch_sched_queue_requeue(struct orch_sched_queue *q, const struct orch_grain_ref *g,
-                             int64_t seq, bool solo);
+int orch_queue_requeue(struct orch_queue *q, const struct orch_grain_ref *g, int64_t seq,
+                       bool solo);
 
 /* Frees the array and closes the spill; the queue is empty and reusable afterwards, with
  * its window and spill_dir kept. */
-void orch_sched_queue_free(struct orch_sched_queue *q);
+void orch_queue_free(struct orch_queue *q);
 
 /* How one reservation is made, and the store's side of it. */
-struct orch_sched_reserve {
+struct orch_queue_reservation {
     int batch;           /* most entries added (>= 1) */
     int64_t batch_bytes; /* 0: no limit */
     bool parent;         /* parent reservation, else elastic */
@@ -121,10 +121,10 @@ struct orch_sched_reserve {
      * decided about it: *bytes receives the size of its inputs when batch_bytes > 0 (it is
      * 0 on entry and may be left so otherwise). The driver loads the entry's inputs here,
      * for the take that may follow. Returns 0 or a negative error. */
-    int (*look)(void *ctx, const struct orch_sched_qent *e, uint64_t *bytes);
+    int (*look)(void *ctx, const struct orch_queue_entry *e, uint64_t *bytes);
     /* The entry goes into the batch: returns 1 when added (its grain was READY and is now
      * IN_FLIGHT), 0 when it was stale, or a negative error. */
-    int (*take)(void *ctx, const struct orch_sched_qent *e);
+    int (*take)(void *ctx, const struct orch_queue_entry *e);
 };
 
 /* Reserves one batch from q under r (the rules above), calling r->look and r->take for
@@ -133,11 +133,11 @@ struct orch_sched_reserve {
  * queue was empty or every entry consumed was stale), or the first negative error of a
  * callback: the entry it was called for then stays queued; the entries consumed before it
  * are gone. */
-int orch_sched_queue_reserve(struct orch_sched_queue *q, const struct orch_sched_reserve *r);
+int orch_queue_reserve(struct orch_queue *q, const struct orch_queue_reservation *r);
 
 /* Moves spilled entries back into memory, oldest first, while the array holds under the
  * window (reservation does it first; exposed for tests). Returns 0 or -ENOMEM or -errno
  * of the spill file (the queue is then still whole: nothing read is lost). */
-int orch_sched_queue_refill(struct orch_sched_queue *q);
+int orch_queue_refill(struct orch_queue *q);
 
 #endif

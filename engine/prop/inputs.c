@@ -50,7 +50,8 @@ static int reduce_inputs(orch_prop *p, const struct orch_grain_ref *g, const str
 {
     int64_t *kids;
     size_t n;
-    int rc = orch_store_children(p->store, g->entity, prop__reduce_child(p->plan, s), &kids, &n);
+    int rc =
+        orch_store_children(p->store, g->entity, orch_prop_reduce_child(p->plan, s), &kids, &n);
     if (rc < 0)
         return rc;
     for (int i = 0; i < s->nin; i++)

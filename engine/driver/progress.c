@@ -1,5 +1,5 @@
 /* progress.c — the progress display of a running job, and the end-of-run summary. */
-#include "run_int.h"
+#include "driver_int.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -8,29 +8,29 @@
 
 #include "orch_facts.h"
 
-void orch_sched_progress_init(struct orch_sched *d)
+void orch_driver_progress_init(struct orch_driver *d)
 {
     const struct orch_run_opts *opts = d->opts;
-    d->started_ms = d->last_plain_ms = orch_sched_mono_ms();
+    d->started_ms = d->last_plain_ms = orch_driver_mono_ms();
     d->live = opts->progress == ORCH_PROGRESS_LIVE ||
               (opts->progress == ORCH_PROGRESS_AUTO &&
                isatty(fileno(opts->out ? opts->out : stderr)));
 }
 
-static int64_t inflight_count(const struct orch_sched_call *cr)
+static int64_t inflight_count(const struct orch_driver_call *cr)
 {
     int64_t n = 0;
-    for (const struct orch_sched_batch *b = cr->inflight; b; b = b->next)
+    for (const struct orch_driver_batch *b = cr->inflight; b; b = b->next)
         n += b->n;
     return n;
 }
 
-void orch_sched_progress(struct orch_sched *d, bool final)
+void orch_driver_progress(struct orch_driver *d, bool final)
 {
     FILE *out = d->opts->out ? d->opts->out : stderr;
     if (d->opts->progress == ORCH_PROGRESS_NONE)
         return;
-    int64_t now = orch_sched_mono_ms();
+    int64_t now = orch_driver_mono_ms();
     int interval = d->opts->progress_interval_ms > 0 ? d->opts->progress_interval_ms : 5000;
     if (!d->live && !final && now - d->last_plain_ms < interval)
         return;
@@ -40,7 +40,7 @@ void orch_sched_progress(struct orch_sched *d, bool final)
     d->live_lines = 0;
     double secs = (double)(now - d->started_ms) / 1000.0;
     for (int i = 0; i < d->ncalls; i++) {
-        const struct orch_sched_call *cr = &d->calls[i];
+        const struct orch_driver_call *cr = &d->calls[i];
         if (!cr->pool)
             continue;
         const struct orch_prop_counts *k = orch_prop_counts(d->prop, i);
@@ -51,9 +51,8 @@ void orch_sched_progress(struct orch_sched *d, bool final)
                 "%s[%6.1fs] %-12s ready %-7llu running %-5lld sealed %-8lld ok %-8lld "
                 "dropped %-6lld failed %-5lld suppressed %lld\n",
                 d->live ? "\033[2K" : "", secs, cr->c->name,
-                (unsigned long long)orch_sched_queue_count(&cr->q),
-                (long long)inflight_count(cr), (long long)sealed,
-                (long long)k->sealed[ORCH_OUTCOME_OK],
+                (unsigned long long)orch_queue_count(&cr->q), (long long)inflight_count(cr),
+                (long long)sealed, (long long)k->sealed[ORCH_OUTCOME_OK],
                 (long long)k->sealed[ORCH_OUTCOME_DROPPED],
                 (long long)k->sealed[ORCH_OUTCOME_FAILED],
                 (long long)k->sealed[ORCH_OUTCOME_SUPPRESSED]);

@@ -10,11 +10,12 @@
  * change: no look-up), else by a look-up of its key. Each live root matches at most once
  * per walk (a bitmap of entity ids).
  *
- * Used by admit.c: the rescan of an update (retire what changed or vanished), the check of
- * a resume (the source still gives the job's roots, in order), and admission (values that
- * match no live root are new roots). */
-#ifndef ORCH_RUN_SOURCE_H
-#define ORCH_RUN_SOURCE_H
+ * Used by engine/update/rescan.c: the rescan of an update (retire what changed or vanished)
+ * and the check of a resume (the source still gives the job's roots, in order); and by the
+ * driver's admission (engine/driver/admit.c: values that match no live root are new
+ * roots). */
+#ifndef ORCH_SOURCE_H
+#define ORCH_SOURCE_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,10 +1,10 @@
-/* run_int.h — the driver's internals, shared by the files that make its loop.
+/* driver_int.h — the driver's internals, shared by the files that make its loop.
  *
- * driver.h is the interface; nothing outside engine/run/ includes this header.
+ * driver.h is the interface; nothing outside engine/driver/ includes this header.
  *
  * A turn. The driver is one thread running one libevent loop. Between two turns it waits
  * for events; what arrives — a worker's report, a lost worker, an idle one — is applied at
- * once, in the turn's store transaction, which the first write opens (orch_sched_txn).
+ * once, in the turn's store transaction, which the first write opens (orch_driver_txn).
  * Then the turn admits roots, reserves batches, commits, and only then sends:
  *
  *     event_base_loop(ONCE)      on_report ──► propagate.h rules ──► ready queues
@@ -15,7 +15,7 @@
  *     turn()  ├─ admit     admit.c     roots from the sources while the budgets allow
  *     (loop.c)├─ dispatch  dispatch.c  per idle worker whose call fits the budgets
  *             │                        (resources.c), deepest call first: reserve a
- *             │                        batch (queue.c), its grains IN_FLIGHT, one attempt
+ *             │                        batch (queue.h), its grains IN_FLIGHT, one attempt
  *             │                        row each
  *             ├─ commit    loop.c      next ready_seq, payload sync (machine durability),
  *             │                        COMMIT: the group commit of the whole turn
@@ -57,19 +57,23 @@
  *     d->check; a call that has nothing queued and nothing in flight is not looked at.
  *     The pools keep to the same rule (pool.h).
  *
- * Files, one concern each: loop.c (the loop, the turn, the group commit, the pool
- * callbacks), queue.c (ready queues and the reservation rule, no store), dispatch.c
- * (batches against the store: reservation, dispatch order, sending, failures and retries,
- * attempt rows), admit.c (sources and admission), recover.c (what a stopped driver left),
+ * Files, one concern each, in layers: loop.c (the entry point, the loop, the turn, the
+ * group commit, then the pool callbacks) calls everything; turn.c (the services of a turn:
+ * its transaction, its fatal error, settling a batch, queuing a READY grain, an idle
+ * worker) is called by every file and calls only down; in between, dispatch.c (batches
+ * against the store: reservation, dispatch order, sending, failures and retries, attempt
+ * rows), admit.c (sources and admission), recover.c (what a stopped driver left),
  * resources.c (CPU and GPU budgets, devices, pools), workers.c (when workers start and
- * stop), progress.c (the progress display and the summary). Cross-file names are
- * orch_sched_*; everything else is static.
+ * stop), progress.c (the progress display and the summary). No file calls into loop.c.
+ * Cross-file names are orch_driver_*; everything else is static. The rooms below do the
+ * rest: propagation (engine/prop/), the sources and the ready queues (engine/queue/),
+ * incremental jobs (engine/update/: rescan, carry), the job directory (engine/job/).
  *
  * The store is read and written only through storage/'s API (orch_facts.h): the loop
  * holds no SQL text.
  */
-#ifndef ORCH_RUN_INT_H
-#define ORCH_RUN_INT_H
+#ifndef ORCH_DRIVER_INT_H
+#define ORCH_DRIVER_INT_H
 
 #include <glob.h>
 #include <stdbool.h>
@@ -84,26 +88,27 @@
 #include "propagate.h"
 #include "queue.h"
 #include "source.h"
+#include "update.h"
 
 /* One grain of a batch. */
-struct orch_sched_slot {
+struct orch_driver_slot {
     struct orch_grain_ref g;
     int64_t attempt_row;  /* its open attempt */
     uint64_t first_input; /* what a filter passes on */
 };
 
 /* A batch, from its reservation until it is settled and its turn committed (dispatch.c
- * makes and sends it; loop.c settles and frees it). */
-struct orch_sched_batch {
+ * makes and sends it; turn.c settles it; loop.c frees it once the turn commits). */
+struct orch_driver_batch {
     uint64_t id;
-    struct orch_sched_call *cr;
+    struct orch_driver_call *cr;
     orch_worker *worker;
     int n, cap;                    /* slots used, and allocated: min(batch, queued) */
-    struct orch_sched_slot *slot;  /* [cap] */
-    struct orch_sched_batch *next; /* on d->to_send, on cr->inflight, or on d->settled */
+    struct orch_driver_slot *slot; /* [cap] */
+    struct orch_driver_batch *next; /* on d->to_send, on cr->inflight, or on d->settled */
     /* On d->open from its reservation until it leaves flight (reserved or in flight), in
      * the order of reservation, which is that of its attempt rows. */
-    struct orch_sched_batch *older, *newer;
+    struct orch_driver_batch *older, *newer;
     bool open;
     /* What travels (wire records [cap], their value counts [cap * ORCH_PLAN_MAX_INPUTS],
      * all their values [cap_vals]), kept until the batch is freed. */
@@ -120,30 +125,30 @@ struct orch_sched_batch {
 
 /* A call at run time. Set up by resources.c; unused calls (no statement) have no pool. The
  * pool's callbacks get the call as their ctx. */
-struct orch_sched_call {
-    struct orch_sched *d;
+struct orch_driver_call {
+    struct orch_driver *d;
     int call;
     const struct orch_call *c;
     const struct orch_stmt *s;
     orch_pool *pool;
-    struct orch_sched_queue q; /* on_ready, requeue, recover push; dispatch pops */
-    orch_worker **idle;        /* loop.c (on_idle, on_lost); dispatch pops */
+    struct orch_queue q;       /* on_ready, requeue, recover push; dispatch pops */
+    orch_worker **idle;        /* turn.c (worker_back), loop.c (on_lost); dispatch pops */
     int nidle, cidle;
-    struct orch_sched_batch *inflight; /* sent: pushed by send, taken by report or loss */
+    struct orch_driver_batch *inflight; /* sent: pushed by send, taken by report or loss */
     double cpus, gpus;                 /* held from the budgets while a batch runs */
     char **devices;                    /* per worker: its CUDA_VISIBLE_DEVICES, or NULL */
     int rank;                          /* dispatch.c: its place in d->order (0: served first) */
     int depth;                         /* dispatch.c: its statement's depth in the plan */
     bool grows_grains;                 /* an expand: its reports make grains */
     bool grows_bytes;                  /* it makes live intermediate payloads */
-    bool listed;                       /* on d->ready (orch_sched_want) */
-    bool served;                       /* workers.c: on d->served (orch_sched_served) */
-    struct orch_sched_wk *wk;          /* workers.c: per worker index, [workers] */
+    bool listed;                       /* on d->ready (orch_driver_want) */
+    bool served;                       /* workers.c: on d->served (orch_driver_served) */
+    struct orch_driver_wk *wk;         /* workers.c: per worker index, [workers] */
     int64_t start_ms;                  /* workers.c: its last worker's start, to HELLO, in ms */
 };
 
 /* A worker slot of a call as the driver sees it (workers.c). */
-struct orch_sched_wk {
+struct orch_driver_wk {
     orch_worker *w;   /* the slot, once a process was started in it */
     int64_t since_ms; /* monotonic: started at (until its HELLO), or idle since */
     uint32_t stamp;   /* changes with every change of state: an idle entry whose stamp
@@ -153,14 +158,14 @@ struct orch_sched_wk {
 };
 
 /* A worker that went idle, and when it is to be stopped if it still is (workers.c). */
-struct orch_sched_idle {
+struct orch_driver_idle {
     int64_t deadline_ms;
     int call, index;
     uint32_t stamp;
 };
 
 /* A statement or a source, for the rule that tells when a call is done (workers.c). */
-struct orch_sched_node {
+struct orch_driver_node {
     int nopen;     /* prerequisites not done yet */
     bool done;     /* no grain of it will be READY again in this run */
     bool checking; /* on d->check */
@@ -170,7 +175,7 @@ struct orch_sched_node {
 };
 
 /* A source of root entities (admit.c only). */
-struct orch_sched_source {
+struct orch_driver_source {
     int domain;
     const struct orch_source *src;
     struct orch_walk *walk;  /* source.h */
@@ -179,7 +184,7 @@ struct orch_sched_source {
 };
 
 /* The driver. Each group of fields says which file writes it; any file may read. */
-struct orch_sched {
+struct orch_driver {
     /* loop.c, set once at start */
     struct orch_job *job;
     const orch_plan *plan;
@@ -195,12 +200,12 @@ struct orch_sched {
     bool psync_asked;
     uint64_t psync_writes;
     struct event *sigint, *sigterm, *tick;
-    /* loop.c */
+    /* loop.c, and turn.c (fatal, settled) */
     int fatal;                        /* the first fatal error; the loop stops */
     bool interrupted;                 /* SIGINT or SIGTERM */
-    struct orch_sched_batch *settled; /* left flight this turn; freed once it commits */
+    struct orch_driver_batch *settled; /* left flight this turn; freed once it commits */
     /* resources.c: the calls (by plan call index) and their pools; the budgets */
-    struct orch_sched_call *calls;
+    struct orch_driver_call *calls;
     int ncalls;
     double cpu_total, cpu_busy;
     double gpu_total, gpu_busy;
@@ -209,19 +214,19 @@ struct orch_sched {
     int *order; /* call indexes, the most downstream first */
     int *ready; /* calls that may have queued grains (listed) */
     int nready, cready;
-    struct orch_sched_batch *open_old, *open_new; /* reserved or in flight (invariant 6) */
+    struct orch_driver_batch *open_old, *open_new; /* reserved or in flight (invariant 6) */
     int64_t ninflight;                            /* batches on the calls' inflight lists */
-    struct orch_sched_batch *to_send; /* reserved this turn, sent after the commit */
+    struct orch_driver_batch *to_send; /* reserved this turn, sent after the commit */
     uint64_t next_batch;              /* the last batch id given (recover.c sets it) */
     int64_t attempt_last;             /* the newest attempt row begun by this driver */
     int64_t attempt_floor;            /* job.attempt_floor as last written (loop.c) */
     struct orch_prop_inputs inputs;   /* the inputs of the entry being reserved */
     /* admit.c */
-    struct orch_sched_source *sources;
+    struct orch_driver_source *sources;
     int nsources;
     int64_t update; /* the job_update row of the update under way; 0: none */
     int64_t update_plan; /* the plan row it adopted (an edited pipeline); 0: none */
-    struct orch_sched_carry *carry; /* carry.c: NULL unless an edited plan's update runs */
+    struct orch_carry *carry; /* update.h: NULL unless an edited plan's update runs */
     int64_t updates; /* updates this run started (--watch) */
     bool walking;    /* the last admission walked values that were all roots the job has:
                         admission can move on with no event to wait for */
@@ -229,7 +234,7 @@ struct orch_sched {
     int64_t max_live; /* bytes of live intermediate payloads (orch_prop_live_bytes) */
     /* workers.c: the done rule's graph (statements, then sources), what to look at at the
      * end of the turn; the processes the driver started and has not lost nor stopped */
-    struct orch_sched_node *nodes;
+    struct orch_driver_node *nodes;
     int nnodes;
     int *edges; /* every node's down[], in one allocation */
     int *check; /* room for every node: each is on it at most once */
@@ -237,7 +242,7 @@ struct orch_sched {
     int *served; /* calls that got a batch this turn; room for every call */
     int nserved;
     uint32_t walk;                /* the lookahead walks, counted */
-    struct orch_sched_idle *idle; /* a min-heap by deadline; stale entries included */
+    struct orch_driver_idle *idle; /* a min-heap by deadline; stale entries included */
     int nidle_heap, cidle_heap;
     int64_t idle_min_ms; /* the least idle time before a stop (ORCH_IDLE_STOP_MS) */
     int workers_live;
@@ -247,177 +252,140 @@ struct orch_sched {
     int live_lines;
 };
 
-static inline int64_t orch_sched_now_ms(void) /* wall clock, for the store's timestamps */
+static inline int64_t orch_driver_now_ms(void) /* wall clock, for the store's timestamps */
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static inline int64_t orch_sched_mono_ms(void) /* for durations */
+static inline int64_t orch_driver_mono_ms(void) /* for durations */
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* ---- loop.c ---------------------------------------------------------------------------- */
+/* ---- turn.c: the services of a turn ------------------------------------------------------ */
 
 /* Opens the turn's transaction unless it is open. 0 or a negative error. */
-int orch_sched_txn(struct orch_sched *d);
+int orch_driver_txn(struct orch_driver *d);
 /* Records rc as the fatal error unless one is recorded: the loop stops at the next turn. */
-void orch_sched_set_fatal(struct orch_sched *d, int rc);
+void orch_driver_set_fatal(struct orch_driver *d, int rc);
 /* Batch b left flight (answered, failed, or never sent) and its outcome is written in the
  * turn's transaction: it is freed when that commits (invariants 2 and 3). */
-void orch_sched_settle(struct orch_sched *d, struct orch_sched_batch *b);
+void orch_driver_settle(struct orch_driver *d, struct orch_driver_batch *b);
+/* Queues READY grain g on its call. */
+int orch_driver_queue_ready(struct orch_driver *d, const struct orch_grain_ref *g);
+/* Worker w of cr is idle (its HELLO, a report; or, reserved for a batch that could not be
+ * sent to it — dispatch.c: too big for a remote worker — idle again): it goes on cr->idle,
+ * unless cr is done (the worker is then stopped). */
+void orch_driver_worker_back(struct orch_driver_call *cr, orch_worker *w);
 
 /* ---- dispatch.c ------------------------------------------------------------------------ */
 
 /* Fills d->order: calls by the depth of their statements in the plan, deepest first. */
-int orch_sched_call_order(struct orch_sched *d);
+int orch_driver_call_order(struct orch_driver *d);
 /* Reserves a batch for every idle worker whose call has queued grains and fits the
  * budgets, onto d->to_send. Inside the turn's transaction. */
-int orch_sched_dispatch(struct orch_sched *d);
+int orch_driver_dispatch(struct orch_driver *d);
 /* After the commit: sends every batch of d->to_send to its worker. A batch whose worker
  * went away meanwhile is put back, uncharged, in a new transaction of the turn. */
-void orch_sched_send(struct orch_sched *d);
+void orch_driver_send(struct orch_driver *d);
 /* Batch b of call cr failed whole (run failed, its worker died or hung): splits it or
  * charges its grain (DESIGN §4), and releases what it held. Does not settle b. */
-int orch_sched_batch_failed(struct orch_sched *d, struct orch_sched_call *cr,
-                            struct orch_sched_batch *b, enum orch_failure_kind kind,
-                            const char *message);
+int orch_driver_batch_failed(struct orch_driver *d, struct orch_driver_call *cr,
+                             struct orch_driver_batch *b, enum orch_failure_kind kind,
+                             const char *message);
 /* Ends attempt `row` with outcome o and message (NULL or "": none). */
-int orch_sched_attempt_end(struct orch_sched *d, int64_t row, enum orch_attempt_outcome o,
-                           const char *message);
+int orch_driver_attempt_end(struct orch_driver *d, int64_t row, enum orch_attempt_outcome o,
+                            const char *message);
 /* Takes batch `id` off cr's in-flight list (and d->open); NULL when it is not there. The
  * call is looked at by the done rule at the end of the turn. */
-struct orch_sched_batch *orch_sched_batch_take(struct orch_sched_call *cr, uint64_t id);
+struct orch_driver_batch *orch_driver_batch_take(struct orch_driver_call *cr, uint64_t id);
 /* Puts cr on d->ready: it has queued grains (on_ready, a requeue, recovery). */
-void orch_sched_want(struct orch_sched *d, struct orch_sched_call *cr);
+void orch_driver_want(struct orch_driver *d, struct orch_driver_call *cr);
 /* True when a call on d->ready still has queued grains (whether the loop is stuck). */
-bool orch_sched_any_queued(const struct orch_sched *d);
+bool orch_driver_any_queued(const struct orch_driver *d);
 /* The oldest attempt row still open: the first of the batches reserved or in flight, or
  * past the newest row when none is. */
-int64_t orch_sched_attempt_floor(const struct orch_sched *d);
+int64_t orch_driver_attempt_floor(const struct orch_driver *d);
 /* Frees a list of batches linked by next (NULL: nothing). */
-void orch_sched_batches_free(struct orch_sched_batch *b);
-
-/* ---- carry.c: an edited pipeline keeps what still holds ------------------------------------ */
-
-/* When the update under way adopted an edited plan, compares it with the plan before and
- * starts carrying; otherwise nothing. */
-int orch_sched_carry_open(struct orch_sched *d);
-void orch_sched_carry_free(struct orch_sched *d);
-/* A grain became READY: 1 when it is held to be carried (its call computes what it did),
- * 0 when it is to be queued. */
-int orch_sched_carry_push(struct orch_sched *d, const struct orch_grain_ref *g);
-/* Carries, in the turn's transaction, the held grains whose twins' results can be handed
- * on; queues the others. */
-int orch_sched_carry_turn(struct orch_sched *d);
-
-/* loop.c: queues READY grain g on its call. */
-int orch_sched_queue_ready(struct orch_sched *d, const struct orch_grain_ref *g);
+void orch_driver_batches_free(struct orch_driver_batch *b);
 
 /* ---- admit.c --------------------------------------------------------------------------- */
 
 /* Opens every source and moves its cursor past the roots the job already has, checking
  * that the source still gives them (ORCH_EMISMATCH otherwise). */
-int orch_sched_sources_open(struct orch_sched *d);
+int orch_driver_sources_open(struct orch_driver *d);
 /* Admits a chunk of roots from each source while the budgets allow. */
-int orch_sched_admit(struct orch_sched *d);
-/* Before a driver starts (and writes anything): with no update under way, each source
- * must still give the job's live roots in their order (a resume takes no change: `orch
- * update` does); ORCH_EMISMATCH with a message naming the difference otherwise. */
-int orch_sched_sources_check(struct orch_job *job);
+int orch_driver_admit(struct orch_driver *d);
 /* `--watch`: starts a new update (a job_update row) and rescans every source in one
  * transaction, then admission goes on with what the scan found new. */
-int orch_sched_rescan(struct orch_sched *d);
+int orch_driver_rescan(struct orch_driver *d);
 /* Whether a budget is full: unsealed grains or live intermediate bytes (dispatch then
  * serves downstream calls first). */
-bool orch_sched_tight(const struct orch_sched *d, bool *grains, bool *bytes);
+bool orch_driver_tight(const struct orch_driver *d, bool *grains, bool *bytes);
 /* The default budget of live intermediate bytes on this machine (admit.c says how). */
-int64_t orch_sched_live_budget(const struct orch_sched *d);
-bool orch_sched_sources_done(const struct orch_sched *d);
-void orch_sched_sources_free(struct orch_sched *d);
+int64_t orch_driver_live_budget(const struct orch_driver *d);
+bool orch_driver_sources_done(const struct orch_driver *d);
+void orch_driver_sources_free(struct orch_driver *d);
 
 /* ---- recover.c ------------------------------------------------------------------------- */
 
 /* Takes over what a stopped driver left, in one transaction: in-flight grains back to
  * READY (or sealed Suppressed under a barrier), open attempts interrupted, the counts for
  * progress, the queues rebuilt in ready_seq order; marks the job running. */
-int orch_sched_recover(struct orch_sched *d);
+int orch_driver_recover(struct orch_driver *d);
 
 /* ---- resources.c ----------------------------------------------------------------------- */
 
 /* Sets the CPU and GPU budgets: given in opts, else detected. */
-void orch_sched_budgets(struct orch_sched *d);
+void orch_driver_budgets(struct orch_driver *d);
 /* Whether a batch of cr fits the free budgets now. */
-bool orch_sched_fits(const struct orch_sched *d, const struct orch_sched_call *cr);
-void orch_sched_hold(struct orch_sched *d, const struct orch_sched_call *cr);
-void orch_sched_release(struct orch_sched *d, const struct orch_sched_call *cr);
+bool orch_driver_fits(const struct orch_driver *d, const struct orch_driver_call *cr);
+void orch_driver_hold(struct orch_driver *d, const struct orch_driver_call *cr);
+void orch_driver_release(struct orch_driver *d, const struct orch_driver_call *cr);
 /* Sets up d->calls and starts a pool for every call that a statement uses. */
-int orch_sched_start_pools(struct orch_sched *d, const struct orch_pool_callbacks *cb);
+int orch_driver_start_pools(struct orch_driver *d, const struct orch_pool_callbacks *cb);
 /* Closes (clean) or kills the pools, and frees the calls' run time state. */
-void orch_sched_calls_free(struct orch_sched *d, bool clean);
-/* loop.c: worker w, reserved for a batch that could not be sent to it (dispatch.c: too big
- * for a remote worker), is idle again. */
-void orch_sched_worker_back(struct orch_sched_call *cr, orch_worker *w);
+void orch_driver_calls_free(struct orch_driver *d, bool clean);
 
 /* ---- workers.c ------------------------------------------------------------------------- */
 
 /* Builds the done rule's graph and lists the calls that have queued grains (after
  * recovery). 0 or -ENOMEM. */
-int orch_sched_workers_init(struct orch_sched *d);
+int orch_driver_workers_init(struct orch_driver *d);
 /* --watch: the sources give roots again (a new update); every statement may get work
  * again, so the done rule starts over. */
-void orch_sched_workers_reopen(struct orch_sched *d);
+void orch_driver_workers_reopen(struct orch_driver *d);
 /* At the end of a turn: stops the workers of the calls found done, then starts workers
  * for the calls whose queued grains their idle and starting workers cannot take. 0, or the
  * error of a call that can start no worker at all (the job cannot go on). */
-int orch_sched_workers(struct orch_sched *d);
+int orch_driver_workers(struct orch_driver *d);
 /* The node of cr is to be looked at by the done rule at the end of the turn. */
-void orch_sched_check(struct orch_sched *d, struct orch_sched_call *cr);
+void orch_driver_check(struct orch_driver *d, struct orch_driver_call *cr);
 /* A worker of cr said it is idle (HELLO, or a report): false when cr is done, in which case
  * the worker was stopped and must not be used; true otherwise (it goes on cr->idle). */
-bool orch_sched_worker_idle(struct orch_sched_call *cr, orch_worker *w);
+bool orch_driver_worker_idle(struct orch_driver_call *cr, orch_worker *w);
 /* Idle worker w of cr, taken off cr->idle, got a batch. */
-void orch_sched_worker_busy(struct orch_sched_call *cr, orch_worker *w);
+void orch_driver_worker_busy(struct orch_driver_call *cr, orch_worker *w);
 /* cr got a batch in this turn: its consumers will get work soon (see workers.c). */
-void orch_sched_served(struct orch_sched *d, struct orch_sched_call *cr);
+void orch_driver_served(struct orch_driver *d, struct orch_driver_call *cr);
 /* --staged, before dispatch (nothing reserved yet): applies the done rule, so that a call
  * whose upstream finished in this turn's reports is served in this turn. */
-void orch_sched_staged_settle(struct orch_sched *d);
+void orch_driver_staged_settle(struct orch_driver *d);
 /* --staged: cr is not to be served yet (a call upstream of it is not done). */
-bool orch_sched_held(const struct orch_sched *d, const struct orch_sched_call *cr);
+bool orch_driver_held(const struct orch_driver *d, const struct orch_driver_call *cr);
 /* Worker w of cr was lost. */
-void orch_sched_worker_lost(struct orch_sched_call *cr, orch_worker *w);
-void orch_sched_workers_free(struct orch_sched *d);
+void orch_driver_worker_lost(struct orch_driver_call *cr, orch_worker *w);
+void orch_driver_workers_free(struct orch_driver *d);
 
 /* ---- progress.c ------------------------------------------------------------------------ */
 
 /* Decides between the live display and plain lines, and starts the clocks. */
-void orch_sched_progress_init(struct orch_sched *d);
+void orch_driver_progress_init(struct orch_driver *d);
 /* Writes the progress (plain lines: at most once per interval unless final). */
-void orch_sched_progress(struct orch_sched *d, bool final);
-
-/* ---- reclaim.c ------------------------------------------------------------------------- */
-
-/* After a commit: deletes from the payload store, in one write transaction, the payloads
- * that the committed turn recorded as freed. A failed delete leaves orphans that the next
- * start reclaims; it does not stop the job. Always 0. */
-int orch_sched_reclaim_flush(struct orch_sched *d);
-/* After a rollback: forgets the payloads the rolled-back turn recorded (their rows are
- * gone: their bytes must stay). */
-void orch_sched_reclaim_forget(struct orch_sched *d);
-/* The job finished: records as freed, in a transaction of its own, the payloads no seal
- * could free (broadcast families, unless a grain is Failed or Suppressed; families that no
- * statement reads). Their bytes go with the orphans after the pools close. */
-int orch_sched_reclaim_end(struct orch_sched *d);
-/* After orch_sched_reclaim_end: syncs state.db and deletes the freed payloads that waited
- * for a sync. *named: how many payloads the live items name, when this run can have left
- * no other (the payload store must then hold exactly as many; the caller compares), or -1
- * when the sweep of orphans must run whatever the count (reclaim.c, "The end of a run"):
- * so does anything that fails here. Always 0. */
-int orch_sched_reclaim_settle(struct orch_sched *d, int64_t *named);
+void orch_driver_progress(struct orch_driver *d, bool final);
 
 #endif

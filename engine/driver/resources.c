@@ -1,6 +1,6 @@
-/* resources.c — CPU and GPU budgets, GPU devices, the calls' pools (run_int.h). The pools
+/* resources.c — CPU and GPU budgets, GPU devices, the calls' pools (driver_int.h). The pools
  * start with no process: workers.c starts and stops them. */
-#include "run_int.h"
+#include "driver_int.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -24,7 +24,7 @@ static double detect_gpus(void)
 /* The budget of a resource that the workload manager accounts for (--launcher slurm). */
 #define REMOTE_UNBOUNDED 1e9
 
-void orch_sched_budgets(struct orch_sched *d)
+void orch_driver_budgets(struct orch_driver *d)
 {
     const struct orch_run_opts *opts = d->opts;
     /* Remote workers run on the cluster's cores and GPUs, which Slurm accounts for: this
@@ -40,19 +40,19 @@ void orch_sched_budgets(struct orch_sched *d)
 
 /* A call's worker holds the call's cpus and gpus from the engine's budgets while it runs
  * a batch; a batch is reserved only when they fit. */
-bool orch_sched_fits(const struct orch_sched *d, const struct orch_sched_call *cr)
+bool orch_driver_fits(const struct orch_driver *d, const struct orch_driver_call *cr)
 {
     return (cr->cpus <= 0 || d->cpu_busy + cr->cpus <= d->cpu_total + 1e-9) &&
            (cr->gpus <= 0 || d->gpu_busy + cr->gpus <= d->gpu_total + 1e-9);
 }
 
-void orch_sched_hold(struct orch_sched *d, const struct orch_sched_call *cr)
+void orch_driver_hold(struct orch_driver *d, const struct orch_driver_call *cr)
 {
     d->cpu_busy += cr->cpus;
     d->gpu_busy += cr->gpus;
 }
 
-void orch_sched_release(struct orch_sched *d, const struct orch_sched_call *cr)
+void orch_driver_release(struct orch_driver *d, const struct orch_driver_call *cr)
 {
     d->cpu_busy -= cr->cpus;
     d->gpu_busy -= cr->gpus;
@@ -61,7 +61,7 @@ void orch_sched_release(struct orch_sched *d, const struct orch_sched_call *cr)
 /* Gives each worker of a GPU call its devices through CUDA_VISIBLE_DEVICES: a worker that
  * holds g GPUs gets ceil(g) consecutive devices, workers packed in order, wrapping around
  * the machine's devices (fractional calls share a device). */
-static int assign_devices(struct orch_sched *d, struct orch_sched_call *cr)
+static int assign_devices(struct orch_driver *d, struct orch_driver_call *cr)
 {
     int ndev = (int)d->gpu_total;
     if (ndev < 1)
@@ -90,7 +90,7 @@ static int assign_devices(struct orch_sched *d, struct orch_sched_call *cr)
  * devices than it was written for. CPUs are different: a call's cpus are clamped to the
  * budget, since a worker runs on fewer cores, only slower. Checked for every call before
  * any pool starts, so that a refused job has started no worker. */
-static int check_gpus(const struct orch_sched *d, const struct orch_call *c)
+static int check_gpus(const struct orch_driver *d, const struct orch_call *c)
 {
     double g = c->opts.gpus;
     if (g <= 0 || g <= d->gpu_total + 1e-9)
@@ -109,7 +109,7 @@ static int check_gpus(const struct orch_sched *d, const struct orch_call *c)
 /* A call without gpus is given CUDA_VISIBLE_DEVICES="" (no device), so that a worker that
  * holds no GPU cannot use one it inherited from the environment orch was started in:
  * otherwise the budget would not bound what runs on the GPUs. */
-static int hide_devices(struct orch_sched_call *cr)
+static int hide_devices(struct orch_driver_call *cr)
 {
     cr->devices = calloc((size_t)cr->c->opts.workers + 1, sizeof *cr->devices);
     if (!cr->devices)
@@ -125,7 +125,7 @@ static int hide_devices(struct orch_sched_call *cr)
  * batch while the next is read back, and at least 4,096 (256 KiB), so that a call with
  * small batches reads its spill in large steps. ORCH_QUEUE_WINDOW (>= 1), for tests,
  * replaces it: a window smaller than one expansion without making a large one. */
-static size_t queue_window(const struct orch_sched_call *cr)
+static size_t queue_window(const struct orch_driver_call *cr)
 {
     const char *env = getenv("ORCH_QUEUE_WINDOW");
     if (env && *env) {
@@ -138,7 +138,7 @@ static size_t queue_window(const struct orch_sched_call *cr)
     return w > 4096 ? w : 4096;
 }
 
-int orch_sched_start_pools(struct orch_sched *d, const struct orch_pool_callbacks *cb)
+int orch_driver_start_pools(struct orch_driver *d, const struct orch_pool_callbacks *cb)
 {
     if (d->opts->launcher != ORCH_LAUNCHER_LOCAL) {
         struct orch_launcher_config lc = {.kind = d->opts->launcher,
@@ -158,7 +158,7 @@ int orch_sched_start_pools(struct orch_sched *d, const struct orch_pool_callback
             return rc;
     }
     for (int i = 0; i < d->ncalls; i++) {
-        struct orch_sched_call *cr = &d->calls[i];
+        struct orch_driver_call *cr = &d->calls[i];
         cr->d = d;
         cr->call = i;
         cr->c = orch_plan_call(d->plan, i);
@@ -202,19 +202,19 @@ int orch_sched_start_pools(struct orch_sched *d, const struct orch_pool_callback
     return 0;
 }
 
-void orch_sched_calls_free(struct orch_sched *d, bool clean)
+void orch_driver_calls_free(struct orch_driver *d, bool clean)
 {
     for (int i = 0; d->calls && i < d->ncalls; i++) {
-        struct orch_sched_call *cr = &d->calls[i];
+        struct orch_driver_call *cr = &d->calls[i];
         if (cr->pool) {
             if (clean)
                 orch_pool_close(cr->pool);
             else
                 orch_pool_kill(cr->pool);
         }
-        orch_sched_batches_free(cr->inflight);
+        orch_driver_batches_free(cr->inflight);
         cr->inflight = NULL;
-        orch_sched_queue_free(&cr->q);
+        orch_queue_free(&cr->q);
         free(cr->idle);
         for (int w = 0; cr->devices && w < cr->c->opts.workers; w++)
             free(cr->devices[w]);

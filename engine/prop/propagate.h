@@ -33,9 +33,10 @@
  * sealed only while it is IN_FLIGHT at the report's generation, so a stale or duplicate
  * report changes nothing. Its verdict comes back as a value.
  *
- * Files: propagate.c (publishing and the rules), report.c (reports, failures, barriers),
- * reopen.c (`orch retry`), inputs.c (what a READY grain's worker is sent); their shared
- * internals are in prop_int.h.
+ * Files (engine/prop/): propagate.c (publishing and the rules), report.c (reports,
+ * failures, barriers), reopen.c (`orch retry`), inputs.c (what a READY grain's worker is
+ * sent), reclaim.c (freeing intermediate payloads); their shared internals are in
+ * prop_int.h.
  */
 #ifndef ORCH_PROPAGATE_H
 #define ORCH_PROPAGATE_H
@@ -189,5 +190,28 @@ const int64_t *orch_prop_items(const orch_prop *p);
 
 /* Counts n grains of call sealed with outcome o by an earlier run (for progress). */
 void orch_prop_add_sealed(orch_prop *p, int call, enum orch_grain_outcome o, int64_t n);
+
+/* Freeing intermediate payloads (reclaim.c): what the driver does around its commits. */
+
+/* After a commit: deletes from the payload store, in one write transaction, the payloads
+ * that the committed turn recorded as freed, once a sync of state.db covers them (asked
+ * for at most once a second: now is the monotonic clock, in ms). A failed delete leaves
+ * orphans that the next start reclaims; it does not stop the job. Always 0. */
+int orch_prop_reclaim_flush(orch_prop *p, int64_t now);
+/* After a rollback: forgets the payloads the rolled-back turn recorded (their rows are
+ * gone: their bytes must stay). p may be NULL. */
+void orch_prop_reclaim_forget(orch_prop *p);
+/* The job finished: records as freed, inside the caller's transaction, the payloads no
+ * seal could free (broadcast families, unless a grain is Failed or Suppressed; families
+ * that no statement reads). Their bytes go with the orphans after the pools close. */
+int orch_prop_reclaim_end(orch_prop *p);
+/* After orch_prop_reclaim_end has committed: syncs state.db and deletes the freed
+ * payloads that waited for a sync (*deleted: how many). *named: how many payloads the
+ * live items name, when this run can have left no other (the payload store must then hold
+ * exactly as many; the caller compares), or -1 when the sweep of orphans must run whatever
+ * the count (reclaim.c, "The end of a run"): when `orphans` (the run had stale or
+ * suppressed reports, failed attempts or carried grains), and when anything fails here.
+ * Always 0. */
+int orch_prop_reclaim_settle(orch_prop *p, bool orphans, int64_t *deleted, int64_t *named);
 
 #endif

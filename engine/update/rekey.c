@@ -11,7 +11,7 @@
  * also sets job.base_dir: a crash leaves the job as it was, and the next open does it
  * again. */
 #define _GNU_SOURCE /* asprintf */
-#include "orch_job.h"
+#include "update.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -20,23 +20,23 @@
 
 #include "orch_error.h"
 #include "orch_facts.h"
+#include "orch_keys.h"
 #include "orch_lang.h"
-#include "support.h"
 
 /* The directory the job's relative paths were resolved against, malloc'd; "" when it
  * cannot be known (no relative files() glob, and the pipeline was named by a relative
  * path): keys then stay absolute. */
-static char *find_base(const struct orch_job *job)
+static char *find_base(const orch_plan *plan, const char *dir, const char *pipeline_path)
 {
     char *path = NULL;
     orch_plan *written = NULL;
     char *base = NULL;
-    if (asprintf(&path, "%s/pipeline.orch", job->dir) >= 0 &&
+    if (asprintf(&path, "%s/pipeline.orch", dir) >= 0 &&
         orch_lang_compile_written(path, &written) == 0 &&
-        orch_plan_nsources(written) == orch_plan_nsources(job->plan)) {
+        orch_plan_nsources(written) == orch_plan_nsources(plan)) {
         for (int i = 0; i < orch_plan_nsources(written) && !base; i++) {
             const struct orch_source *w = orch_plan_source(written, i);
-            const struct orch_source *r = orch_plan_source(job->plan, i);
+            const struct orch_source *r = orch_plan_source(plan, i);
             if (w->kind != ORCH_SOURCE_FILES || w->written[0] == '/')
                 continue;
             /* w->arg is "/" and the glob as written, normalised as r->arg was. */
@@ -49,74 +49,15 @@ static char *find_base(const struct orch_job *job)
     free(path);
     if (base)
         return base;
-    const char *pp = job->info->pipeline_path;
+    const char *pp = pipeline_path;
     const char *slash = strrchr(pp, '/');
     if (pp[0] == '/' && slash)
         return slash == pp ? strdup("/") : strndup(pp, (size_t)(slash - pp));
     return strdup("");
 }
 
-/* Gives root e (whose key was `from`) the key `to`, and every entity under it the same
- * change of its key's prefix. */
-static int rename_tree(struct orch_job *job, int64_t e, const char *from, const char *to)
-{
-    sqlite3 *db = orch_store_db(job->store);
-    sqlite3_stmt *st;
-    int rc = sqlite3_prepare_v2(
-        db,
-        "WITH RECURSIVE t (id) AS (SELECT ?1 UNION ALL"
-        " SELECT x.id FROM entity AS x JOIN t ON x.parent_id = t.id)"
-        " UPDATE entity SET key = ?3 || substr(key, length(?2) + 1)"
-        " WHERE id IN (SELECT id FROM t)",
-        -1, &st, NULL);
-    if (rc == SQLITE_OK) {
-        sqlite3_bind_int64(st, 1, e);
-        sqlite3_bind_text(st, 2, from, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st, 3, to, -1, SQLITE_STATIC);
-        rc = sqlite3_step(st);
-        sqlite3_finalize(st);
-        if (rc == SQLITE_DONE)
-            return 0;
-    }
-    return orch_store_error(job->store, rc, "rekey");
-}
-
-struct root {
-    int64_t id;
-    char *key;
-};
-
-/* The roots of `domain` in ordinal order (their source order before schema 13). */
-static int roots_read(struct orch_job *job, int domain, struct root **out, size_t *n)
-{
-    *out = NULL;
-    *n = 0;
-    sqlite3_stmt *st;
-    int rc = sqlite3_prepare_v2(orch_store_db(job->store),
-                                "SELECT id, key FROM entity WHERE parent_id IS NULL"
-                                " AND domain_id = ? ORDER BY ordinal",
-                                -1, &st, NULL);
-    if (rc != SQLITE_OK)
-        return orch_store_error(job->store, rc, "rekey");
-    sqlite3_bind_int(st, 1, domain);
-    size_t cap = 0;
-    int ret = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (orch__grow_n(out, &cap, *n + 1, sizeof **out) < 0 ||
-            !((*out)[*n].key = strdup((const char *)sqlite3_column_text(st, 1)))) {
-            ret = -ENOMEM;
-            break;
-        }
-        (*out)[(*n)++].id = sqlite3_column_int64(st, 0);
-    }
-    if (ret == 0 && rc != SQLITE_DONE)
-        ret = orch_store_error(job->store, rc, "rekey");
-    sqlite3_finalize(st);
-    return ret;
-}
-
 /* The new key of a root whose old key is `old`, written into buf (cap bytes). */
-static int new_key(struct orch_job *job, int domain, bool files, const char *prefix,
+static int new_key(orch_store *store, int domain, bool files, const char *prefix,
                    const char *old, char **buf)
 {
     size_t pl = strlen(prefix);
@@ -132,7 +73,7 @@ static int new_key(struct orch_job *job, int domain, bool files, const char *pre
             return -ENOMEM;
         struct orch_root_row r;
         int64_t next;
-        int rc = orch_store_root_find(job->store, domain, cand, &r, &next);
+        int rc = orch_store_root_find(store, domain, cand, &r, &next);
         if (rc == 0) {
             *buf = cand;
             return 0;
@@ -143,47 +84,46 @@ static int new_key(struct orch_job *job, int domain, bool files, const char *pre
     }
 }
 
-static int rekey_source(struct orch_job *job, int i, const char *prefix)
+static int rekey_source(orch_store *store, const orch_plan *plan, int i, const char *prefix)
 {
-    const struct orch_source *src = orch_plan_source(job->plan, i);
-    struct root *roots;
+    const struct orch_source *src = orch_plan_source(plan, i);
+    struct orch_root_key *roots;
     size_t n;
-    int rc = roots_read(job, src->domain, &roots, &n);
+    int rc = orch_store_root_keys(store, src->domain, &roots, &n);
     for (size_t k = 0; k < n && rc == 0; k++) {
         char *key = NULL;
-        rc = new_key(job, src->domain, src->kind == ORCH_SOURCE_FILES, prefix, roots[k].key,
+        rc = new_key(store, src->domain, src->kind == ORCH_SOURCE_FILES, prefix, roots[k].key,
                      &key);
         if (rc == 0 && strcmp(key, roots[k].key) != 0)
-            rc = rename_tree(job, roots[k].id, roots[k].key, key);
+            rc = orch_store_key_prefix_set(store, roots[k].id, roots[k].key, key);
         if (rc == 0)
-            rc = orch_store_root_put(job->store, roots[k].id, src->domain, 1, (int64_t)k, NULL);
+            rc = orch_store_root_put(store, roots[k].id, src->domain, 1, (int64_t)k, NULL);
         free(key);
     }
-    for (size_t k = 0; k < n; k++)
-        free(roots[k].key);
-    free(roots);
+    orch_root_keys_free(roots, n);
     return rc;
 }
 
-int orch_job_rekey(struct orch_job *job)
+int orch_update_rekey(orch_store *store, const orch_plan *plan, const char *dir,
+                      const char *pipeline_path, char **base_dir)
 {
-    char *base = find_base(job), *prefix = NULL;
+    char *base = find_base(plan, dir, pipeline_path), *prefix = NULL;
     if (!base || asprintf(&prefix, "%s%s", base,
                           base[0] && base[strlen(base) - 1] != '/' ? "/" : "") < 0) {
         free(base);
         return orch_error_set(-ENOMEM, "out of memory");
     }
-    int rc = orch_store_begin(job->store);
-    for (int i = 0; i < orch_plan_nsources(job->plan) && rc == 0; i++)
-        rc = rekey_source(job, i, prefix);
+    int rc = orch_store_begin(store);
+    for (int i = 0; i < orch_plan_nsources(plan) && rc == 0; i++)
+        rc = rekey_source(store, plan, i, prefix);
     if (rc == 0)
-        rc = orch_store_job_set_base_dir(job->store, base);
+        rc = orch_store_job_set_base_dir(store, base);
     if (rc == 0)
-        rc = orch_store_commit(job->store);
-    else if (orch_store_in_txn(job->store))
-        orch_store_rollback(job->store);
+        rc = orch_store_commit(store);
+    else if (orch_store_in_txn(store))
+        orch_store_rollback(store);
     if (rc == 0)
-        job->base_dir = base;
+        *base_dir = base;
     else
         free(base);
     free(prefix);

@@ -1,5 +1,5 @@
-/* recover.c — taking over what a stopped driver left in the store (run_int.h). */
-#include "run_int.h"
+/* recover.c — taking over what a stopped driver left in the store (driver_int.h). */
+#include "driver_int.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -12,7 +12,7 @@
  * sealed the others): their reports would not have been committed, so they are sealed
  * Suppressed now rather than put back to READY, which would dispatch them under the
  * barrier (DESIGN §4). Inside recover's transaction. */
-static int recover_barred(struct orch_sched *d)
+static int recover_barred(struct orch_driver *d)
 {
     struct orch_grain_row *v;
     size_t n;
@@ -34,18 +34,18 @@ static int recover_barred(struct orch_sched *d)
  * grains (dispatch.c); the check keeps a grain of any other out of the queues. */
 static int requeue_one(void *ctx, const struct orch_grain_row *r)
 {
-    struct orch_sched *d = ctx;
+    struct orch_driver *d = ctx;
     if (r->call < 0 || r->call >= d->ncalls || !d->calls[r->call].pool)
         return 0;
-    struct orch_sched_qent e = {.g = {.in0_state = -1,
-                                      .grain = r->id,
-                                      .call = r->call,
-                                      .entity = r->entity,
-                                      .parent = r->parent,
-                                      .generation = r->generation,
-                                      .seq = r->seq,
-                                      .attempts = r->attempts}};
-    return orch_sched_queue_push(&d->calls[r->call].q, &e);
+    struct orch_queue_entry e = {.g = {.in0_state = -1,
+                                       .grain = r->id,
+                                       .call = r->call,
+                                       .entity = r->entity,
+                                       .parent = r->parent,
+                                       .generation = r->generation,
+                                       .seq = r->seq,
+                                       .attempts = r->attempts}};
+    return orch_queue_push(&d->calls[r->call].q, &e);
 }
 
 static void count_sealed(void *ctx, int call, enum orch_grain_outcome o, int64_t n)
@@ -59,7 +59,7 @@ static void count_sealed(void *ctx, int call, enum orch_grain_outcome o, int64_t
  * ended meanwhile makes scancel say nothing. */
 static int cancel_left(void *ctx, const char *job)
 {
-    struct orch_sched *d = ctx;
+    struct orch_driver *d = ctx;
     char target[ORCH_SLURM_ID_MAX];
     if (orch_launcher_cancel(d->launcher, job, target) == 0)
         fprintf(stderr, "orch: scancel %s: its worker (step %s) had an attempt open when the "
@@ -74,7 +74,7 @@ static int cancel_left(void *ctx, const char *job)
  * which is the order they had, each grain with the attempts charged against its retries
  * (the attempt failures since its last terminal failure: a grain re-opened by `orch
  * retry` starts afresh). */
-int orch_sched_recover(struct orch_sched *d)
+int orch_driver_recover(struct orch_driver *d)
 {
     orch_store *st = d->job->store;
     int64_t unsealed = 0;

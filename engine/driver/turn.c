@@ -1,0 +1,49 @@
+/* turn.c — the services a turn offers to the files that apply its events and fill it
+ * (driver_int.h): its transaction, its fatal error, the batches settled in it, the READY
+ * grains queued in it, the workers idle again. loop.c runs the turns; everything below it
+ * calls these, never into loop.c. */
+#include "driver_int.h"
+
+#include <errno.h>
+
+#include "support.h"
+
+void orch_driver_set_fatal(struct orch_driver *d, int rc)
+{
+    if (!d->fatal)
+        d->fatal = rc;
+}
+
+/* The turn's transaction is opened lazily by whatever needs to write first. */
+int orch_driver_txn(struct orch_driver *d)
+{
+    if (orch_store_in_txn(d->job->store))
+        return 0;
+    return orch_store_begin(d->job->store);
+}
+
+void orch_driver_settle(struct orch_driver *d, struct orch_driver_batch *b)
+{
+    b->next = d->settled;
+    d->settled = b;
+}
+
+int orch_driver_queue_ready(struct orch_driver *d, const struct orch_grain_ref *g)
+{
+    struct orch_queue_entry e = {.g = *g};
+    int rc = orch_queue_push(&d->calls[g->call].q, &e);
+    if (rc == 0)
+        orch_driver_want(d, &d->calls[g->call]);
+    return rc;
+}
+
+void orch_driver_worker_back(struct orch_driver_call *cr, orch_worker *w)
+{
+    if (!orch_driver_worker_idle(cr, w))
+        return; /* its call is done: the worker was stopped */
+    if (orch__grow(&cr->idle, &cr->cidle, cr->nidle + 1, sizeof *cr->idle) < 0) {
+        orch_driver_set_fatal(cr->d, -ENOMEM);
+        return;
+    }
+    cr->idle[cr->nidle++] = w;
+}
