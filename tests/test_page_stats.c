@@ -41,7 +41,7 @@ static int setup(void **state)
 {
     /* The CPU path unless a test says otherwise: never the environment's GPU. */
     setenv("CUDA_VISIBLE_DEVICES", "", 1);
-    unsetenv("ORCH_PAGE_STATS_CUDA");
+    orch_page_stats_gpu_set_module(NULL);
     struct h *h = calloc(1, sizeof *h);
     if (h == NULL || orch_udf_answers_init(&h->ans, "ps", ORCH_UDF_OP_MAP, 1) != 0)
         return -1;
@@ -364,7 +364,7 @@ static void test_gpu_refused(void **state)
 {
     struct h *h = *state;
     setenv("CUDA_VISIBLE_DEVICES", "3", 1);
-    setenv("ORCH_PAGE_STATS_CUDA", "/nonexistent/orch_page_stats_cuda.so", 1);
+    orch_page_stats_gpu_set_module("/nonexistent/orch_page_stats_cuda.so");
     assert_int_equal(h_open(h, NULL), -ENODEV);
     check_contains(h->err, "page_stats: this worker was given GPU 3 (CUDA_VISIBLE_DEVICES) "
                            "but cannot use it: cannot load the CUDA module "

@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "knobs.h"
 #include "orch_job.h"
 #include "support.h"
 
@@ -956,17 +957,6 @@ static int report_write(struct report *R, FILE *out)
     return rc;
 }
 
-/* The cap of the timeline: ORCH_REPORT_MAX_BATCHES, or 5,000. */
-static int64_t max_batches(void)
-{
-    const char *v = getenv("ORCH_REPORT_MAX_BATCHES");
-    if (!v || !*v)
-        return 5000;
-    char *end;
-    long long n = strtoll(v, &end, 10);
-    return *end || n < 1 ? -1 : n;
-}
-
 int orch_cli_report(int argc, char **argv)
 {
     const char *dir = NULL, *outpath = NULL;
@@ -986,7 +976,7 @@ int orch_cli_report(int argc, char **argv)
     }
     if (!dir)
         return orch_cli_usage_error("report: give a job directory");
-    int64_t cap = max_batches();
+    int64_t cap = orch_knobs()->report_max_batches; /* the timeline's */
     if (cap < 0)
         return orch_cli_usage_error("report: ORCH_REPORT_MAX_BATCHES must be a number >= 1");
     struct orch_job *job;
