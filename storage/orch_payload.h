@@ -245,13 +245,13 @@ int orch_payload_identity_set(orch_payload *p, const char *id);
  * ORCH_PAYLOAD_MAX_MAP, _MAX_READERS, _MAX_VALUE; docs/configuration.md), so that the
  * driver and its workers open the store alike. */
 struct orch_payload_limits {
-    size_t max_map_size;  /* a ceiling on the map, bytes: a store that cannot grow past
-                             it, as on a full disk (and a smaller first map, when it is
-                             below ORCH_PAYLOAD_DEFAULT_MAP_SIZE) */
-    size_t max_readers;   /* the reader table of a store that no process has open: a table
-                             that fills up; over ORCH_PAYLOAD_DEFAULT_MAX_READERS: default */
-    size_t max_value;     /* the largest value, bytes: an output over the limit without
-                             making one of 4 GiB; over ORCH_PAYLOAD_MAX_VALUE: default */
+    size_t max_map_size; /* a ceiling on the map, bytes: a store that cannot grow past
+                            it, as on a full disk (and a smaller first map, when it is
+                            below ORCH_PAYLOAD_DEFAULT_MAP_SIZE) */
+    size_t max_readers;  /* the reader table of a store that no process has open: a table
+                            that fills up; over ORCH_PAYLOAD_DEFAULT_MAX_READERS: default */
+    size_t max_value;    /* the largest value, bytes: an output over the limit without
+                            making one of 4 GiB; over ORCH_PAYLOAD_MAX_VALUE: default */
 };
 
 /* Sets the limits orch_payload_job_opts gives from now on, in this process (copied). */

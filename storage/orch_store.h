@@ -193,7 +193,8 @@ int orch_store_rollback(orch_store *s);
 
 /* Whether a transaction is open. */
 int orch_store_in_txn(const orch_store *s);
-/* Whether checks are on (orch_store_config): callers may then verify what they otherwise trust. */
+/* Whether checks are on (orch_store_config): callers may then verify what they
+ * otherwise trust. */
 bool orch_store_checks(const orch_store *s);
 
 /* Makes every committed transaction durable through a machine crash, whatever the sync

@@ -45,9 +45,9 @@
  * pdf_render (the page pixmap, its PNG, and the page-sized group pixmaps that
  * transparency needs). MuPDF then empties its store and retries, and past that throws
  * its "malloc of N bytes failed", which fails the page (or the record, outside a page) like
- * any other exception, and the next page starts afresh. A worker is bounded whatever the PDF says about itself;
- * a hang in MuPDF (a pathological content stream) is the call's `timeout` option's to
- * end. orch_udf_pdf_set_heap_max() replaces the cap, for tests.
+ * any other exception, and the next page starts afresh. A worker is bounded whatever the PDF
+ * says about itself; a hang in MuPDF (a pathological content stream) is the call's `timeout`
+ * option's to end. orch_udf_pdf_set_heap_max() replaces the cap, for tests.
  */
 #include "udf_int.h"
 
