@@ -240,13 +240,26 @@ int orch_payload_identity_get(orch_payload *p, char buf[ORCH_PAYLOAD_IDENTITY_MA
  * error as for put_many. */
 int orch_payload_identity_set(orch_payload *p, const char *id);
 
+/* Lower limits of a job's payload store, for fault tests; a zero field leaves the default.
+ * The command line fills them once per process from the environment (engine/cli/knobs.c:
+ * ORCH_PAYLOAD_MAX_MAP, _MAX_READERS, _MAX_VALUE; docs/configuration.md), so that the
+ * driver and its workers open the store alike. */
+struct orch_payload_limits {
+    size_t max_map_size; /* a ceiling on the map, bytes: a store that cannot grow past
+                            it, as on a full disk (and a smaller first map, when it is
+                            below ORCH_PAYLOAD_DEFAULT_MAP_SIZE) */
+    size_t max_readers;  /* the reader table of a store that no process has open: a table
+                            that fills up; over ORCH_PAYLOAD_DEFAULT_MAX_READERS: default */
+    size_t max_value;    /* the largest value, bytes: an output over the limit without
+                            making one of 4 GiB; over ORCH_PAYLOAD_MAX_VALUE: default */
+};
+
+/* Sets the limits orch_payload_job_opts gives from now on, in this process (copied). */
+void orch_payload_set_job_limits(const struct orch_payload_limits *l);
+
 /* The options every process of a job opens its payload store with: no sync per commit
- * (the driver syncs once per turn: group commit), the default reader table, and, for fault
- * tests, from the environment: a ceiling on the map (ORCH_PAYLOAD_MAX_MAP, bytes): a store
- * that cannot grow past it, as on a full disk; the reader table of a store that no
- * process has open (ORCH_PAYLOAD_MAX_READERS, >= 1): a table that fills up; and a lower
- * limit per value (ORCH_PAYLOAD_MAX_VALUE, bytes, >= 1): an output over the limit without
- * making one of 4 GiB. Values out of range or not numbers leave the default. */
+ * (the driver syncs once per turn: group commit), the default reader table, and the
+ * limits of orch_payload_set_job_limits (none unless set). */
 void orch_payload_job_opts(struct orch_payload_opts *o);
 
 #endif

@@ -16,8 +16,8 @@
  *     read-write: an older job is migrated on open, a newer one is refused (ORCH_ENEWER).
  *   - Each migration, and each transaction of orch_store_begin/commit, is atomic: after a
  *     crash of any process, reopening shows exactly the committed transactions.
- *   - Foreign keys are enforced on every connection (except inside migrations, which
- *     check them before committing).
+ *   - Foreign keys are enforced on every connection that has checks on
+ *     (orch_store_config), and inside migrations, which check them before committing.
  *   - At most one transaction is open on a store, and only through orch_store_begin();
  *     nesting is a programming error (asserted).
  *
@@ -72,6 +72,22 @@ enum orch_store_flags {
                                       write the -shm file). One with a log is opened as
                                       without this flag: it needs its -shm file. */
 };
+
+/* Settings of every store the process opens, given once before the first open (as
+ * sqlite3_config): the command line fills them from the environment (engine/cli/knobs.c,
+ * docs/configuration.md). Zeroed: the defaults. The structure is copied. */
+struct orch_store_config {
+    bool no_walbuf;    /* SQLite's default VFS instead of walbuf.c's buffered one. Taken at
+                          the process's first open; later changes do not apply. */
+    bool checks;       /* enforce the schema's REFERENCES and CHECK clauses, and compare
+                          cached look-ups with their rows (orch_store_checks): what the
+                          test suite runs with. Off: a job does not pay for them (store.c,
+                          enforce_checks). Taken at each open. */
+    int64_t max_pages; /* > 0: every read-write open caps the database at this many pages
+                          (orch_store_set_max_pages), as a full disk would: fault tests.
+                          Taken at each open. */
+};
+void orch_store_configure(const struct orch_store_config *c);
 
 /* A connection to one job's state.db.
  *
@@ -177,7 +193,8 @@ int orch_store_rollback(orch_store *s);
 
 /* Whether a transaction is open. */
 int orch_store_in_txn(const orch_store *s);
-/* Whether ORCH_STORE_CHECKS is on: callers may then verify what they otherwise trust. */
+/* Whether checks are on (orch_store_config): callers may then verify what they
+ * otherwise trust. */
 bool orch_store_checks(const orch_store *s);
 
 /* Makes every committed transaction durable through a machine crash, whatever the sync

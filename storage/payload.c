@@ -797,25 +797,23 @@ int orch_payload_identity_set(orch_payload *p, const char *id)
     return rc;
 }
 
+static struct orch_payload_limits job_limits; /* orch_payload_set_job_limits's */
+
+void orch_payload_set_job_limits(const struct orch_payload_limits *l)
+{
+    job_limits = *l;
+}
+
 void orch_payload_job_opts(struct orch_payload_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->nosync = true;
-    const char *max = getenv("ORCH_PAYLOAD_MAX_MAP");
-    if (max && *max) {
-        o->max_map_size = (size_t)strtoull(max, NULL, 10);
-        if (o->max_map_size && o->max_map_size < ORCH_PAYLOAD_DEFAULT_MAP_SIZE)
-            o->map_size = o->max_map_size;
-    }
-    /* Out of range or not a number: the default (0). */
-    const char *readers = getenv("ORCH_PAYLOAD_MAX_READERS");
-    if (readers && *readers) {
-        unsigned long long n = strtoull(readers, NULL, 10);
-        o->max_readers = n <= ORCH_PAYLOAD_DEFAULT_MAX_READERS ? (unsigned)n : 0;
-    }
-    const char *value = getenv("ORCH_PAYLOAD_MAX_VALUE");
-    if (value && *value) {
-        unsigned long long n = strtoull(value, NULL, 10);
-        o->max_value = n <= ORCH_PAYLOAD_MAX_VALUE ? (size_t)n : 0;
-    }
+    o->max_map_size = job_limits.max_map_size;
+    if (o->max_map_size && o->max_map_size < ORCH_PAYLOAD_DEFAULT_MAP_SIZE)
+        o->map_size = o->max_map_size;
+    /* Out of range: the default (0). */
+    size_t readers = job_limits.max_readers;
+    o->max_readers = readers <= ORCH_PAYLOAD_DEFAULT_MAX_READERS ? (unsigned)readers : 0;
+    size_t value = job_limits.max_value;
+    o->max_value = value <= ORCH_PAYLOAD_MAX_VALUE ? value : 0;
 }

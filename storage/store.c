@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "orch_error.h"
+#include "orch_facts.h"
 #include "support.h"
 
 /* The pid of this process, kept current across fork() by an atfork handler: getpid() is
@@ -45,11 +46,17 @@ static pid_t current_pid(void)
  * was already initialized by someone else; the setting is an optimisation only. */
 static pthread_once_t sqlite_once = PTHREAD_ONCE_INIT;
 static const char *store_vfs; /* walbuf.c's, once registered; NULL: SQLite's default */
+static struct orch_store_config config; /* orch_store_configure's */
+
+void orch_store_configure(const struct orch_store_config *c)
+{
+    config = *c;
+}
 
 static void sqlite_configure(void)
 {
     (void)sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
-    if (!getenv("ORCH_NO_WALBUF") && orch_store__walbuf_register() == 0)
+    if (!config.no_walbuf && orch_store__walbuf_register() == 0)
         store_vfs = ORCH_STORE_WALBUF_VFS;
 }
 
@@ -225,7 +232,7 @@ static int set_wal(orch_store *s)
 }
 
 /* Whether this process enforces the schema's REFERENCES and CHECK clauses
- * (ORCH_STORE_CHECKS=1; the test suite sets it). They state the schema's rules for
+ * (orch_store_config.checks; the test suite sets it). They state the schema's rules for
  * whoever reads state.db, and they catch a driver bug at the write that breaks a rule; but
  * every row the driver writes is made by a fixed statement from values it read or created
  * in the same transaction, and enforcing them costs a look-up per reference and an
@@ -234,8 +241,7 @@ static int set_wal(orch_store *s)
  * and every test runs with them, where a violation fails the test at the faulty write. */
 static bool enforce_checks(void)
 {
-    const char *v = getenv("ORCH_STORE_CHECKS");
-    return v && *v && strcmp(v, "0") != 0;
+    return config.checks;
 }
 
 /* Connection settings. WAL lets readers (status, sql, export) run while the driver
@@ -453,6 +459,9 @@ int orch_store__open_with(const char *path, int flags, const struct orch_migrati
     if (!(flags & ORCH_STORE_READONLY) && (rc = set_wal(s)) < 0)
         goto fail_close;
     if (s->version < migs[nmigs - 1].version && (rc = orch_store__migrate(s, migs, nmigs)) < 0)
+        goto fail_close;
+    if (!(flags & ORCH_STORE_READONLY) && config.max_pages > 0 &&
+        (rc = orch_store_set_max_pages(s, config.max_pages)) < 0)
         goto fail_close;
     /* ROLLBACK is compiled now, into the cache: a rollback often follows an error, an
      * out-of-memory one included, and must not need memory to be prepared then. (The last

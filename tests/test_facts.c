@@ -1170,5 +1170,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_attempt_ends_held, setup, teardown),
         cmocka_unit_test_setup_teardown(test_seals_held, setup, teardown),
     };
+    /* Every store of the suite enforces the schema's rules (orch_store_config). */
+    orch_store_configure(&(struct orch_store_config){.checks = true});
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

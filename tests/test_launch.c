@@ -269,8 +269,10 @@ static void test_cancel(void **state)
 /* ---- the srun guard ----------------------------------------------------------------------- */
 
 /* The guard as the driver's child would be: a child of the test running
- * orch_srun_guard_main() with `srun` (a script) and the fake scancel. */
-static pid_t guard_start(const struct fake_slurm *fs, const char *srun, const char *name)
+ * orch_srun_guard_main() with `srun` (a script), the fake scancel, and the patience
+ * kill_after_ms (0: the guard's own). */
+static pid_t guard_start(const struct fake_slurm *fs, const char *srun, const char *name,
+                         int64_t kill_after_ms)
 {
     pid_t pid = fork();
     assert_true(pid >= 0);
@@ -278,7 +280,7 @@ static pid_t guard_start(const struct fake_slurm *fs, const char *srun, const ch
         char scancel[128];
         fake_path(fs, "scancel", scancel);
         char *argv[] = {(char *)srun, NULL};
-        _exit(orch_srun_guard_main(scancel, name, argv));
+        _exit(orch_srun_guard_main(scancel, name, argv, kill_after_ms));
     }
     return pid;
 }
@@ -320,7 +322,7 @@ static void test_guard_resends(void **state)
                 "n=0\ntrap 'n=$((n+1)); if [ $n -ge 2 ]; then echo $n > %s; exit 3; fi' TERM\n"
                 ": > %s\nwhile :; do :; done\n",
                 terms, ready);
-    pid_t g = guard_start(&fs, srun, "orch-x-1");
+    pid_t g = guard_start(&fs, srun, "orch-x-1", 0);
     wait_file(ready);
     assert_int_equal(kill(g, SIGTERM), 0);
     int st = wait_status(g);
@@ -347,7 +349,7 @@ static void test_guard_mirrors(void **state)
     fake_slurm_make(&fs);
     char srun[128], ready[128], got_term[128];
     fake_script(&fs, "shot-srun", srun, "kill -USR1 $$\n");
-    int st = wait_status(guard_start(&fs, srun, "-"));
+    int st = wait_status(guard_start(&fs, srun, "-", 0));
     assert_true(WIFSIGNALED(st));
     assert_int_equal(WTERMSIG(st), SIGUSR1);
 
@@ -355,7 +357,7 @@ static void test_guard_mirrors(void **state)
     fake_path(&fs, "got-term", got_term);
     fake_script(&fs, "shot-srun", srun,
                 "trap ': > %s; exit 0' TERM\n: > %s\nwhile :; do :; done\n", got_term, ready);
-    pid_t g = guard_start(&fs, srun, "-");
+    pid_t g = guard_start(&fs, srun, "-", 0);
     wait_file(ready);
     assert_int_equal(kill(g, SIGKILL), 0);
     st = wait_status(g);
@@ -374,10 +376,9 @@ static void test_guard_kills(void **state)
     char srun[128], ready[128];
     fake_path(&fs, "ready", ready);
     fake_script(&fs, "stone-srun", srun, "trap '' TERM\n: > %s\nwhile :; do :; done\n", ready);
-    setenv("ORCH_SRUN_GUARD_KILL_MS", "300", 1);
     const char *names[] = {"orch-ocr-9", "-"};
     for (int i = 0; i < 2; i++) {
-        pid_t g = guard_start(&fs, srun, names[i]);
+        pid_t g = guard_start(&fs, srun, names[i], 300);
         wait_file(ready);
         assert_int_equal(kill(g, SIGTERM), 0);
         int st = wait_status(g);
@@ -385,7 +386,6 @@ static void test_guard_kills(void **state)
         assert_int_equal(WTERMSIG(st), SIGKILL);
         unlink(ready);
     }
-    unsetenv("ORCH_SRUN_GUARD_KILL_MS");
     char got[64];
     fake_slurm_log(&fs, got, sizeof got);
     assert_string_equal(got, "--quiet --me --name=orch-ocr-9\n");

@@ -1290,5 +1290,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_state_store, scratch_setup, scratch_teardown),
         cmocka_unit_test_setup_teardown(test_payload_store, scratch_setup, scratch_teardown),
     };
+    /* Every store of the suite enforces the schema's rules (orch_store_config). */
+    orch_store_configure(&(struct orch_store_config){.checks = true});
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

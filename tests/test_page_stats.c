@@ -28,7 +28,7 @@ static int setup(void **state)
 {
     /* The CPU path unless a test says otherwise: never the environment's GPU. */
     setenv("CUDA_VISIBLE_DEVICES", "", 1);
-    unsetenv("ORCH_PAGE_STATS_CUDA");
+    orch_page_stats_gpu_set_module(NULL);
     *state = udf_h_new("ps");
     return *state != NULL ? 0 : -1;
 }
@@ -271,7 +271,7 @@ static void test_gpu_refused(void **state)
 {
     struct udf_h *h = *state;
     setenv("CUDA_VISIBLE_DEVICES", "3", 1);
-    setenv("ORCH_PAGE_STATS_CUDA", "/nonexistent/orch_page_stats_cuda.so", 1);
+    orch_page_stats_gpu_set_module("/nonexistent/orch_page_stats_cuda.so");
     assert_int_equal(h_open(h, NULL), -ENODEV);
     udf_h_check_contains(h->err,
                          "page_stats: this worker was given GPU 3 (CUDA_VISIBLE_DEVICES) "

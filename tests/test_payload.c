@@ -373,14 +373,15 @@ static void test_value_limit(void **state)
     assert_detail_has("is 4294967296 bytes, over the payload store's limit of 4294967295");
     orch_payload_close(p);
 
-    /* The test knob of the job's options. */
-    setenv("ORCH_PAYLOAD_MAX_VALUE", "4096", 1);
+    /* The test limit of the job's options. */
+    orch_payload_set_job_limits(&(struct orch_payload_limits){.max_value = 4096});
     orch_payload_job_opts(&o);
     assert_int_equal(o.max_value, 4096);
-    setenv("ORCH_PAYLOAD_MAX_VALUE", "99999999999", 1); /* over the real limit: default */
+    orch_payload_set_job_limits(&(struct orch_payload_limits){
+        .max_value = (size_t)99999999999}); /* over the real limit: default */
     orch_payload_job_opts(&o);
     assert_int_equal(o.max_value, 0);
-    unsetenv("ORCH_PAYLOAD_MAX_VALUE");
+    orch_payload_set_job_limits(&(struct orch_payload_limits){0});
     orch_payload_job_opts(&o);
     assert_int_equal(o.max_value, 0);
 }

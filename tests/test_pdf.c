@@ -486,17 +486,17 @@ static void test_many_documents(void **state)
     free(p.data);
 }
 
-/* MuPDF's heap is capped (ORCH_PDF_HEAP_MAX stands for the real cap, 912 MiB by default):
- * an allocation past it is MuPDF's own exception, a RecordFailure, and the same state
- * goes on with the next record. */
+/* MuPDF's heap is capped (orch_udf_pdf_set_heap_max stands for the real cap, 912 MiB by
+ * default): an allocation past it is MuPDF's own exception, a RecordFailure, and the same
+ * state goes on with the next record. */
 static void test_heap_cap(void **state)
 {
     struct udf_h *h = *state;
     struct pdf p = make_pdf(good_pages, 3);
-    assert_int_equal(setenv("ORCH_PDF_HEAP_MAX", "2000000", 1), 0);
+    orch_udf_pdf_set_heap_max(2000000);
     /* PGM: the pixmap and its copy, nothing else of a page's size. */
     int rc = h_start(h, "pdf_render", ORCH_UDF_OP_EXPAND, "format", "gray", NULL);
-    unsetenv("ORCH_PDF_HEAP_MAX");
+    orch_udf_pdf_set_heap_max(0);
     assert_int_equal(rc, 0);
     /* A letter page at 150 dpi is a 2,103,750-byte pixmap: pages 1 and 2 fail alone, the
      * small page 3 is made after them on the same context. */

@@ -670,5 +670,7 @@ int main(void)
         T(test_reported_size_recorded),
         T(test_reported_size_wrong),
     };
+    /* Every store of the suite enforces the schema's rules (orch_store_config). */
+    orch_store_configure(&(struct orch_store_config){.checks = true});
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -758,13 +758,11 @@ static void test_schema_constraints(void **state)
                "INSERT INTO expansion VALUES (0, 1, 'succeeded', 2);");
     orch_store_close(s);
 
-    /* A job (no ORCH_STORE_CHECKS) does not pay for them (storage/store.c): the same
-     * writes are not checked. The suite enforces them everywhere else. */
-    const char *was = getenv("ORCH_STORE_CHECKS");
-    assert_non_null(was); /* tests/meson.build sets it */
-    unsetenv("ORCH_STORE_CHECKS");
+    /* A job (checks off) does not pay for them (storage/store.c): the same writes are not
+     * checked. The suite enforces them everywhere else (main). */
+    orch_store_configure(&(struct orch_store_config){.checks = false});
     s = open_job(f, 0);
-    setenv("ORCH_STORE_CHECKS", "1", 1);
+    orch_store_configure(&(struct orch_store_config){.checks = true});
     exec_ok(s, "INSERT INTO item (port_id, entity_id, state, payload_id)"
                " VALUES (42, 2, 'dropped', NULL);"
                "INSERT INTO expansion VALUES (1, 1, 'failed', 3)");
@@ -1438,5 +1436,7 @@ int main(void)
         T(test_background),
 #undef T
     };
+    /* Every store of the suite enforces the schema's rules (orch_store_config). */
+    orch_store_configure(&(struct orch_store_config){.checks = true});
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -45,9 +45,9 @@
  * pdf_render (the page pixmap, its PNG, and the page-sized group pixmaps that
  * transparency needs). MuPDF then empties its store and retries, and past that throws
  * its "malloc of N bytes failed", which fails the page (or the record, outside a page) like
- * any other exception, and the next page starts afresh. A worker is bounded whatever the PDF says about itself;
- * a hang in MuPDF (a pathological content stream) is the call's `timeout` option's to
- * end. The environment variable ORCH_PDF_HEAP_MAX=BYTES replaces the cap, for tests.
+ * any other exception, and the next page starts afresh. A worker is bounded whatever the PDF
+ * says about itself; a hang in MuPDF (a pathological content stream) is the call's `timeout`
+ * option's to end. orch_udf_pdf_set_heap_max() replaces the cap, for tests.
  */
 #include "udf_int.h"
 
@@ -184,20 +184,19 @@ static void pdf_fini(void *state)
     free(st);
 }
 
+static size_t heap_max; /* orch_udf_pdf_set_heap_max's; 0: none */
+
+void orch_udf_pdf_set_heap_max(size_t bytes)
+{
+    heap_max = bytes;
+}
+
 /* The common init of both built-ins: the base, then the context. */
 static int pdf_setup(const struct orch_udf_config *cfg, const char *name, size_t heap_extra,
                      struct pdf_state *st)
 {
-    st->heap_cap = HEAP_BASE + heap_extra;
     /* For tests only: a small cap shows what a PDF too big for the real one does. */
-    const char *cap = getenv("ORCH_PDF_HEAP_MAX");
-    if (cap != NULL && cap[0] >= '0' && cap[0] <= '9') {
-        char *end;
-        errno = 0;
-        unsigned long long n = strtoull(cap, &end, 10);
-        if (*end == '\0' && errno == 0 && n <= SIZE_MAX)
-            st->heap_cap = (size_t)n;
-    }
+    st->heap_cap = heap_max > 0 ? heap_max : HEAP_BASE + heap_extra;
     const fz_alloc_context alloc = {
         .user = st, .malloc = alloc_cb, .realloc = realloc_cb, .free = free_cb};
     st->ctx = fz_new_context(&alloc, NULL, FZ_STORE_DEFAULT);

@@ -52,6 +52,15 @@ const struct orch_udf *orch_udf_builtin(const char *name);
 size_t orch_udf_builtin_count(void);
 const struct orch_udf *orch_udf_builtin_at(size_t i);
 
+/* Settings of the built-ins for the whole process, given before the first init (the
+ * worker's start in engine/cli/ fills them from the environment: docs/configuration.md).
+ *
+ * pdf_render and pdf_text: the cap on MuPDF's heap, bytes, instead of the built-ins' own
+ * (builtins_pdf.c, "Memory"); 0: their own. For tests: a small cap shows what a PDF too big
+ * for the real one does. The CUDA module of page_stats: orch_page_stats_gpu_set_module
+ * (page_stats.h). */
+void orch_udf_pdf_set_heap_max(size_t bytes);
+
 /* ---- library(path, symbol) ----------------------------------------------------------- */
 
 /* Opens the shared object at `path` (dlopen RTLD_NOW | RTLD_LOCAL) and finds the

@@ -386,11 +386,17 @@ static struct {
     orch_page_stats_cuda_close_fn close;
 } mod;
 
+static const char *module_path; /* orch_page_stats_gpu_set_module's */
+
+void orch_page_stats_gpu_set_module(const char *path)
+{
+    module_path = path;
+}
+
 const char *orch_page_stats_gpu_module(void)
 {
-    const char *e = getenv("ORCH_PAGE_STATS_CUDA");
-    if (e != NULL && e[0] != '\0')
-        return e;
+    if (module_path != NULL && module_path[0] != '\0')
+        return module_path;
 #ifdef ORCH_PAGE_STATS_CUDA_MODULE
     return ORCH_PAGE_STATS_CUDA_MODULE;
 #else

@@ -77,15 +77,21 @@ int orch_page_stats_format(const struct orch_page_stats_acc *acc, uint32_t w, ui
 
 /* ---- The GPU path ---------------------------------------------------------------------------
  *
- * The CUDA module is looked up at $ORCH_PAGE_STATS_CUDA when that is set and not empty, else
+ * The CUDA module is looked up at the path of orch_page_stats_gpu_set_module when that is set
+ * and not empty (orch's workers: $ORCH_PAGE_STATS_CUDA, docs/configuration.md), else
  * where this build made it (udfs/cuda/orch_page_stats_cuda.so in the build directory, when
  * nvcc was found at configure time). It is loaded once per process and never unloaded: the
  * CUDA runtime inside it does not support being unloaded. Not thread-safe: open from one
  * thread (a worker's init). */
 struct orch_page_stats_gpu;
 
+/* The path the module is loaded from instead of this build's, for the whole process; NULL
+ * or "": this build's. Set it before the first open; path must stay valid while the process
+ * may open the module (the caller keeps it). */
+void orch_page_stats_gpu_set_module(const char *path);
+
 /* The path the module would be loaded from, or NULL when there is none (no nvcc at
- * configure time and no $ORCH_PAGE_STATS_CUDA). Static or environment storage. */
+ * configure time and none set). Static storage, or the set path. */
 const char *orch_page_stats_gpu_module(void);
 
 /* Loads the module and opens a context on the first visible device. Returns 0 and *g, or

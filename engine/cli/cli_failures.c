@@ -137,12 +137,26 @@ static const char uncharged_sql[] =
     "   min(a.id) AS aid"
     "  FROM attempt AS a JOIN grain AS g ON g.id = a.grain_id"
     "  JOIN call AS c ON c.id = g.call_id JOIN entity AS e ON e.id = g.entity_id"
-    "  WHERE (a.outcome = 'error' OR a.outcome = 'crash' OR a.outcome = 'timeout')"
+    "  WHERE a.outcome IN (?1, ?2, ?3)" /* the attempt failures: bind_attempt_failures */
     "   AND NOT EXISTS (SELECT 1 FROM failure AS f WHERE f.grain_id = a.grain_id"
     "    AND f.generation = a.generation AND f.kind = a.outcome)"
     "  GROUP BY 1, 2, 3, g.entity_id)"
     " WINDOW w AS (PARTITION BY call, kind, message))"
     " WHERE rn <= 3 ORDER BY n DESC, first_id, rn";
+
+/* Binds ?1, ?2, ?3 of uncharged_sql: the outcomes of an attempt failure (orch_states.h). */
+static int bind_attempt_failures(struct orch_job *job, sqlite3_stmt *st)
+{
+    static const enum orch_attempt_outcome kinds[] = {ORCH_ATTEMPT_ERROR, ORCH_ATTEMPT_CRASH,
+                                                      ORCH_ATTEMPT_TIMEOUT};
+    for (int i = 0; i < 3; i++) {
+        int rc = sqlite3_bind_text(st, i + 1, orch_attempt_outcome_name(kinds[i]), -1,
+                                   SQLITE_STATIC);
+        if (rc != SQLITE_OK)
+            return orch_store_error(job->store, rc, "failures");
+    }
+    return 0;
+}
 
 static int failures_grouped(struct orch_job *job, FILE *out)
 {
@@ -164,6 +178,10 @@ static int failures_grouped(struct orch_job *job, FILE *out)
     bool none = total == 0;
     if ((rc = prepare(job, uncharged_sql, &st, "failures")) < 0)
         return rc;
+    if ((rc = bind_attempt_failures(job, st)) < 0) {
+        sqlite3_finalize(st);
+        return rc;
+    }
     rc = print_groups(job, st, "batch",
                       none ? "no failure charged to a record\n"
                              "\nfailed attempts charged to no record (their batch of several "

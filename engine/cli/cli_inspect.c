@@ -75,12 +75,13 @@ bool orch_cli_driver_live(const char *dir, long *pid)
 const char *orch_cli_status_now(const char *job_status, const char *stop_kind, bool live)
 {
     if (live)
-        return "running";
-    if (strcmp(job_status, "finished") == 0)
+        return orch_job_status_name(ORCH_JOB_RUNNING);
+    int status = orch_job_status_parse(job_status);
+    if (status == ORCH_JOB_FINISHED)
         return job_status;
     if (stop_kind && stop_kind[0])
         return stop_kind;
-    if (strcmp(job_status, "running") == 0)
-        return "interrupted";
+    if (status == ORCH_JOB_RUNNING)
+        return orch_job_status_name(ORCH_JOB_INTERRUPTED);
     return job_status;
 }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "driver.h"
+#include "knobs.h"
 #include "orch_error.h"
 #include "propagate.h"
 
@@ -232,16 +233,13 @@ static int parse_opts(const char *cmd, int argc, char **argv, struct orch_run_op
                       const char **job, const char **positional, int *npos)
 {
     bool given = false;
-    /* Defaults from the environment, so that a site (or a test suite) can send every job
-     * through its cluster; the options override them. */
-    const char *env = getenv("ORCH_LAUNCHER");
-    if (env && *env && parse_launcher(env, &o->launcher) < 0)
+    /* Defaults from the environment (knobs.h), so that a site (or a test suite) can send
+     * every job through its cluster; the options override them. */
+    const char *env = orch_knobs()->launcher;
+    if (env && parse_launcher(env, &o->launcher) < 0)
         return orch_cli_usage_error("%s: ORCH_LAUNCHER is local or slurm, not '%s'", cmd, env),
                -1;
-    if ((env = getenv("ORCH_LAUNCHER_ARGS")) && *env)
-        o->launcher_args = env;
-    if ((env = getenv("ORCH_LISTEN")) && *env)
-        o->listen = env;
+    orch_knobs_run_opts(o);
     int rc = parse_args(cmd, argc, argv, o, job, positional, npos, &given);
     if (rc == 0 && o->order == ORCH_ORDER_RANDOM && !given) {
         /* A seed of its own for each run, told so that the run can be repeated. */

@@ -39,11 +39,16 @@ static const char status_help[] =
     "\n"
     "exit status: 0 done; 1 the job cannot be read; 2 usage error.\n";
 
-/* The count columns of the progress view, in its order. */
-#define NPROGRESS 9
+/* The count columns of the progress view, in its order: the total, then one per grain
+ * phase and one per outcome of a sealed grain, each named as the state (orch_states.h;
+ * the view: migrations/0001_initial.sql). */
+#define STATE_NAME(e, text) text,
+#define NPROGRESS (1 + ORCH_PHASE__COUNT + ORCH_OUTCOME__COUNT)
+#define COL_TOTAL 0
+#define COL_SEALED (1 + ORCH_PHASE_SEALED)
 static const char *const progress_cols[NPROGRESS] = {
-    "total", "waiting", "ready", "in_flight", "sealed", "ok", "dropped", "failed", "suppressed",
-};
+    "total", ORCH_GRAIN_PHASES(STATE_NAME) ORCH_GRAIN_OUTCOMES(STATE_NAME)};
+#undef STATE_NAME
 
 /* Counts by kind, largest first (ties: in the order they were added). */
 struct tally {
@@ -169,7 +174,7 @@ static int status_read(struct orch_job *job, struct status *s, int64_t now_at)
         "  0, 0, 0, 0, 0, 0, 0"
         "  FROM (SELECT min(grain_id) AS g, min(started_at) AS s,"
         "   max(CASE WHEN outcome IS NULL THEN ?1"
-        "   WHEN outcome = 'interrupted' AND message IS NULL THEN NULL ELSE ended_at END) AS e"
+        "   WHEN outcome = ?2 AND message IS NULL THEN NULL ELSE ended_at END) AS e"
         "   FROM attempt GROUP BY batch) AS b"
         "  JOIN grain AS g ON g.id = b.g JOIN call AS c ON c.id = g.call_id GROUP BY c.id";
     sqlite3_stmt *st;
@@ -177,6 +182,9 @@ static int status_read(struct orch_job *job, struct status *s, int64_t now_at)
     if (rc < 0)
         return rc;
     rc = now_at > 0 ? sqlite3_bind_int64(st, 1, now_at) : sqlite3_bind_null(st, 1);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_text(st, 2, orch_attempt_outcome_name(ORCH_ATTEMPT_INTERRUPTED), -1,
+                               SQLITE_STATIC);
     if (rc != SQLITE_OK) {
         sqlite3_finalize(st);
         return orch_store_error(job->store, rc, "status");
@@ -267,7 +275,7 @@ static void admission_print(FILE *out, const struct status *s)
 {
     int64_t unsealed = 0;
     for (int c = 0; c < s->ncalls; c++)
-        unsealed += s->counts[c][0] - s->counts[c][4]; /* total - sealed */
+        unsealed += s->counts[c][COL_TOTAL] - s->counts[c][COL_SEALED];
     char live[32], max[32];
     human_bytes(live, sizeof live, s->live_bytes);
     if (s->max_unsealed <= 0) {
@@ -463,6 +471,7 @@ static void status_print(FILE *out, struct orch_job *job, const struct status *s
                          long pid, int64_t now_at)
 {
     const char *now = orch_cli_status_now(s->job_status, s->stop_kind, live);
+    bool finished_row = orch_job_status_parse(s->job_status) == ORCH_JOB_FINISHED;
     fprintf(out, "job:        %s\n", job->info->name);
     fprintf(out, "status:     %s\n", now);
     fprintf(out, "plan:       %.12s\n", job->info->plan_hash);
@@ -471,7 +480,7 @@ static void status_print(FILE *out, struct orch_job *job, const struct status *s
         fprintf(out, "driver:     running (pid %ld)\n", pid);
     else if (live)
         fprintf(out, "driver:     running\n");
-    else if (strcmp(s->job_status, "finished") == 0)
+    else if (finished_row)
         fprintf(out, "driver:     none\n");
     else if (access(job->dir, W_OK) != 0)
         /* resume would refuse a directory it cannot write (jobdir.c): say what works. */
@@ -480,12 +489,12 @@ static void status_print(FILE *out, struct orch_job *job, const struct status *s
                 job->dir);
     else
         fprintf(out, "driver:     none (resume with `orch resume %s`)\n", job->dir);
-    if (!live && s->stop_kind[0] && strcmp(s->job_status, "finished") != 0) {
+    if (!live && s->stop_kind[0] && !finished_row) {
         char at[40];
         orch_cli_iso_time(at, sizeof at, s->stop_at);
         fprintf(out, "stopped:    %s: %s\n", at,
                 s->stop_message ? s->stop_message : s->stop_kind);
-    } else if (!live && strcmp(now, "interrupted") == 0) {
+    } else if (!live && orch_job_status_parse(now) == ORCH_JOB_INTERRUPTED) {
         fprintf(out, "stopped:    the driver ended without recording why (killed, or the "
                      "machine stopped)\n");
     }
@@ -509,10 +518,10 @@ static void status_print(FILE *out, struct orch_job *job, const struct status *s
             live || !s->running ? "running" : "interrupted, not ended");
     int64_t sealed = 0, total = 0;
     for (int c = 0; c < s->ncalls; c++) {
-        total += s->counts[c][0];  /* progress_cols[0]: total */
-        sealed += s->counts[c][4]; /* progress_cols[4]: sealed */
+        total += s->counts[c][COL_TOTAL];
+        sealed += s->counts[c][COL_SEALED];
     }
-    bool finished = strcmp(now, "finished") == 0;
+    bool finished = orch_job_status_parse(now) == ORCH_JOB_FINISHED;
     if (s->attempts == 0) {
         if (!finished)
             eta_print(out, total, sealed, 0);

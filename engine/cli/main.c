@@ -1,5 +1,6 @@
 /* main.c — the orch command line: a table of commands, dispatched by name (cli.h). */
 #include "cli.h"
+#include "knobs.h"
 #include "launch.h"
 #include "pool.h"
 
@@ -80,6 +81,7 @@ int main(int argc, char **argv)
     if (argc < 2)
         return orch_cli_usage_error("no command given");
     const char *cmd = argv[1];
+    const struct orch_knobs *k = orch_knobs_load();
     /* Hidden: a worker process of a pool (pool.h), started by the driver. */
     if (strcmp(cmd, "__worker") == 0 && argc == 3)
         return orch_worker_main(atoi(argv[2]));
@@ -88,7 +90,7 @@ int main(int argc, char **argv)
         return orch_worker_remote_main(argv[3], strtoull(argv[5], NULL, 10));
     /* Hidden: the guard of a remote worker's srun (launch.h), started by the driver. */
     if (strcmp(cmd, "__srun-guard") == 0 && argc >= 5)
-        return orch_srun_guard_main(argv[2], argv[3], argv + 4);
+        return orch_srun_guard_main(argv[2], argv[3], argv + 4, k->srun_guard_kill_ms);
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 ||
         (strcmp(cmd, "help") == 0 && argc == 2)) {
         help(stdout);

@@ -88,6 +88,17 @@ struct orch_run_opts {
     enum orch_launcher_kind launcher;
     const char *launcher_args;
     const char *listen;
+    const char *srun; /* the srun command of the Slurm launcher; NULL: "srun" */
+    /* The orch binary workers exec; NULL: /proc/self/exe (loop.c). For a driver that runs
+     * inside another program, as under valgrind. */
+    const char *worker_exe;
+    /* For tests (docs/configuration.md); 0: the default. How long a worker idles before
+     * it is stopped (workers.c, IDLE_MIN_MS); the grains a ready queue keeps in memory
+     * (resources.c, queue_window); the most bytes of values one remote batch carries
+     * (pool.h, remote_batch_max). */
+    int64_t idle_stop_ms;
+    size_t queue_window;
+    size_t remote_batch_max;
 };
 
 struct orch_run_stats {

@@ -73,9 +73,9 @@ int orch_driver_run(struct orch_job *job, const struct orch_run_opts *opts,
     struct orch_driver d = {.job = job, .plan = job->plan, .opts = opts, .stats = stats};
     /* Workers exec this very binary through /proc/self/exe, which names the running image
      * even when its file was replaced or deleted since (a rebuild during a long job).
-     * ORCH_WORKER_EXE names an orch binary to exec instead, for a driver that runs inside
-     * another program: under valgrind, /proc/self/exe is valgrind (BENCHMARKS.md). */
-    const char *exe = getenv("ORCH_WORKER_EXE");
+     * opts->worker_exe (ORCH_WORKER_EXE) names an orch binary to exec instead, for a driver
+     * that runs inside another program: under valgrind, /proc/self/exe is valgrind. */
+    const char *exe = opts->worker_exe;
     char self[4096];
     if (!exe || !*exe)
         exe = "/proc/self/exe";

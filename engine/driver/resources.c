@@ -123,17 +123,12 @@ static int hide_devices(struct orch_driver_call *cr)
 /* How many of cr's queued grains the driver keeps in memory (queue.h, "The window and the
  * spill"): enough for two batches per worker, so that every worker can be given a full
  * batch while the next is read back, and at least 4,096 (256 KiB), so that a call with
- * small batches reads its spill in large steps. ORCH_QUEUE_WINDOW (>= 1), for tests,
+ * small batches reads its spill in large steps. The run's queue_window (>= 1), for tests,
  * replaces it: a window smaller than one expansion without making a large one. */
-static size_t queue_window(const struct orch_driver_call *cr)
+static size_t queue_window(const struct orch_driver *d, const struct orch_driver_call *cr)
 {
-    const char *env = getenv("ORCH_QUEUE_WINDOW");
-    if (env && *env) {
-        char *end;
-        unsigned long long v = strtoull(env, &end, 10);
-        if (!*end && v >= 1 && v <= SIZE_MAX / 2)
-            return (size_t)v;
-    }
+    if (d->opts->queue_window >= 1 && d->opts->queue_window <= SIZE_MAX / 2)
+        return d->opts->queue_window;
     size_t w = 2 * (size_t)cr->c->opts.batch * (size_t)cr->c->opts.workers;
     return w > 4096 ? w : 4096;
 }
@@ -143,7 +138,8 @@ int orch_driver_start_pools(struct orch_driver *d, const struct orch_pool_callba
     if (d->opts->launcher != ORCH_LAUNCHER_LOCAL) {
         struct orch_launcher_config lc = {.kind = d->opts->launcher,
                                           .args = d->opts->launcher_args,
-                                          .listen = d->opts->listen};
+                                          .listen = d->opts->listen,
+                                          .srun = d->opts->srun};
         int rc = orch_launcher_new(d->base, &lc, &d->launcher);
         if (rc < 0)
             return rc;
@@ -165,7 +161,7 @@ int orch_driver_start_pools(struct orch_driver *d, const struct orch_pool_callba
         if (cr->c->stmt < 0)
             continue; /* unused call: no pool */
         cr->s = orch_plan_stmt(d->plan, cr->c->stmt);
-        cr->q.window = queue_window(cr);
+        cr->q.window = queue_window(d, cr);
         cr->q.spill_dir = d->job->dir;
         /* What its batches add to the admission budgets (dispatch.c holds such a call
          * when they are full). */
@@ -194,6 +190,7 @@ int orch_driver_start_pools(struct orch_driver *d, const struct orch_pool_callba
             .store = d->job->payloads,
             .cpus = cr->c->opts.cpus,
             .gpus = cr->gpus,
+            .remote_batch_max = d->opts->remote_batch_max,
         };
         rc = orch_pool_new(d->base, &pc, cb, cr, &cr->pool);
         if (rc < 0)

@@ -238,10 +238,7 @@ int orch_driver_workers_init(struct orch_driver *d)
         if (orch_queue_count(&cr->q) > 0)
             orch_driver_want(d, cr);
     }
-    const char *idle = getenv("ORCH_IDLE_STOP_MS");
-    char *end = NULL;
-    long long ms = idle && *idle ? strtoll(idle, &end, 10) : -1;
-    d->idle_min_ms = end && *end == '\0' && ms > 0 ? ms : IDLE_MIN_MS;
+    d->idle_min_ms = d->opts->idle_stop_ms > 0 ? d->opts->idle_stop_ms : IDLE_MIN_MS;
     return d->fatal;
 }
 

@@ -154,14 +154,6 @@ static void remove_tree(const char *dir)
     rmdir(dir);
 }
 
-/* For fault tests: ORCH_STATE_MAX_PAGES caps state.db at that many pages, as a full disk
- * would (SQLite then fails with SQLITE_FULL). */
-static int state_cap(orch_store *s)
-{
-    const char *max = getenv("ORCH_STATE_MAX_PAGES");
-    return max && *max ? orch_store_set_max_pages(s, strtoll(max, NULL, 10)) : 0;
-}
-
 /* Opens state.db and the payload store. create: a new job (payloads/ is made); otherwise
  * the store must exist: every job gets payloads/ when it is created, so a missing one is
  * a lost store, refused here rather than silently made empty (and a read-only command
@@ -182,8 +174,6 @@ static int open_stores(struct orch_job *job, int store_flags, bool create, bool 
         if (popts.lockless_ok)
             store_flags |= ORCH_STORE_NO_WRITER;
         rc = orch_store_open(db, store_flags, &job->store);
-        if (rc == 0 && !(store_flags & ORCH_STORE_READONLY))
-            rc = state_cap(job->store);
         if (rc == 0 && (rc = orch_payload_open(pl, &popts, &job->payloads)) == -ENOENT &&
             !create) {
             char why[512]; /* the detail is the buffer that orch_error_set writes */

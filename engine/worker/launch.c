@@ -296,7 +296,7 @@ int orch_launcher_new(struct event_base *base, const struct orch_launcher_config
     l->base = base;
     l->lfd = -1;
     int rc;
-    const char *srun = cfg->srun ? cfg->srun : getenv("ORCH_SRUN");
+    const char *srun = cfg->srun;
     if ((rc = split_words(l, srun && *srun ? srun : "srun")) < 0 ||
         (cfg->args && (rc = split_words(l, cfg->args)) < 0))
         goto fail;
@@ -1011,7 +1011,8 @@ static void guard_cancel(char *scancel, const char *name)
     finish_pids(&pid, &n, CANCEL_WAIT_MS);
 }
 
-int orch_srun_guard_main(char *scancel, const char *name, char **srun_argv)
+int orch_srun_guard_main(char *scancel, const char *name, char **srun_argv,
+                         int64_t kill_after_ms)
 {
     sigset_t set, old;
     sigemptyset(&set);
@@ -1036,10 +1037,8 @@ int orch_srun_guard_main(char *scancel, const char *name, char **srun_argv)
         _exit(127);
     }
     bool ending = false, killed = false;
-    int64_t ending_since = 0, kill_after = GUARD_KILL_AFTER_MS;
-    const char *e = getenv("ORCH_SRUN_GUARD_KILL_MS"); /* tests: a shorter patience */
-    if (e && atoll(e) > 0)
-        kill_after = atoll(e);
+    int64_t ending_since = 0;
+    int64_t kill_after = kill_after_ms > 0 ? kill_after_ms : GUARD_KILL_AFTER_MS;
     for (;;) {
         struct timespec tick = {GUARD_RESEND_MS / 1000, (GUARD_RESEND_MS % 1000) * 1000000L};
         int sig = ending ? sigtimedwait(&set, NULL, &tick) : sigwaitinfo(&set, NULL);

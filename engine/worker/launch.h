@@ -59,7 +59,7 @@ struct orch_launcher_config {
     const char *args;             /* --launcher-args, split like a shell's words; or NULL */
     const char *listen;           /* --listen HOST:PORT, HOST:0, or NULL: every address, a
                                    * free port, advertised under this host's name */
-    const char *srun;             /* the srun command; NULL: "srun" (ORCH_SRUN overrides) */
+    const char *srun;             /* the srun command, split like args; NULL or "": "srun" */
 };
 
 /* Opens the listening socket and makes the secret. Returns 0, or a negative error with the
@@ -134,9 +134,11 @@ int orch_launcher_command(const orch_launcher *l, const struct orch_launch_reque
  * guard, on a SIGTERM (the driver's death signal, or the pool stopping the worker), sends
  * srun SIGTERM at once and again each second until it ends, SIGKILL after 45 s, and then
  * cancels the job by NAME ("-": not) with SCANCEL, since no driver may be left to do it.
- * srun gets SIGTERM if the guard is killed. Returns srun's exit status (a signal that ended
- * srun is raised again on the guard), 127 when srun cannot be started. */
-int orch_srun_guard_main(char *scancel, const char *name, char **srun_argv);
+ * srun gets SIGTERM if the guard is killed. kill_after_ms > 0 replaces the 45 s (tests: a
+ * shorter patience). Returns srun's exit status (a signal that ended srun is raised again
+ * on the guard), 127 when srun cannot be started. */
+int orch_srun_guard_main(char *scancel, const char *name, char **srun_argv,
+                         int64_t kill_after_ms);
 
 /* The worker's side: connects to addr ("HOST:PORT"), answers the CHALLENGE with the secret
  * of ORCH_WORKER_SECRET (removed from the environment, so that nothing the UDF starts

@@ -179,6 +179,7 @@ struct orch_pool {
     orch_launcher *launcher;
     orch_payload *store;
     double cpus, gpus;
+    size_t batch_max; /* orch_pool_config.remote_batch_max, checked: batch_values_max */
     char host[256]; /* this machine's name: where local workers run */
 };
 
@@ -1230,14 +1231,12 @@ fail:
 }
 
 /* The most bytes of input values one remote batch carries: what one frame holds, or
- * less with ORCH_REMOTE_BATCH_MAX (tests: the refusal of a batch too big to send, without
- * making 256 MiB of payloads). */
-static size_t batch_values_max(void)
+ * less with orch_pool_config.remote_batch_max (tests: the refusal of a batch too big to
+ * send, without making 256 MiB of payloads). */
+static size_t batch_values_max(const orch_pool *p)
 {
-    const char *env = getenv("ORCH_REMOTE_BATCH_MAX");
-    char *end;
-    unsigned long long v = env && *env ? strtoull(env, &end, 10) : 0;
-    return v > 0 && !*end && v < ORCH_WIRE_MAX_BODY ? (size_t)v : ORCH_WIRE_MAX_BODY;
+    size_t v = p->batch_max;
+    return v > 0 && v < ORCH_WIRE_MAX_BODY ? v : ORCH_WIRE_MAX_BODY;
 }
 
 /* The batch b with every present value's bytes read from the store, encoded into out (a
@@ -1247,7 +1246,7 @@ static size_t batch_values_max(void)
 static int put_batch_values(orch_pool *p, struct orch_wire_buf *out,
                             const struct orch_wire_batch *b)
 {
-    size_t bytes = 0, max = batch_values_max();
+    size_t bytes = 0, max = batch_values_max(p);
     size_t total = 0;
     for (uint32_t i = 0; i < b->nrec; i++)
         for (uint32_t j = 0; j < b->rec[i].nin; j++)
@@ -1425,6 +1424,7 @@ int orch_pool_new(struct event_base *base, const struct orch_pool_config *cfg,
     p->nworkers = cfg->nworkers;
     p->launcher = cfg->launcher;
     p->store = cfg->store;
+    p->batch_max = cfg->remote_batch_max;
     p->cpus = cfg->cpus;
     p->gpus = cfg->gpus;
     if (gethostname(p->host, sizeof p->host) < 0)

@@ -262,6 +262,10 @@ struct orch_pool_config {
     struct orch_launcher *launcher;
     struct orch_payload *store;
     double cpus, gpus;
+    /* The most bytes of input values one remote batch carries; 0, or not below
+     * ORCH_WIRE_MAX_BODY: what one frame holds. Lower for tests: the refusal of a batch too
+     * big to send, without making 256 MiB of payloads. */
+    size_t remote_batch_max;
 };
 
 /* Creates the pool, with no process: orch_pool_start() starts them. Returns 0, or a

@@ -1,6 +1,6 @@
 /* page_stats_check.c — page_stats' GPU path against its CPU path: agreement and speed.
  *
- *   page_stats_check [--synth N] [--reps R] [--cpu-only] [IMAGE...]
+ *   page_stats_check [--synth N] [--reps R] [--cpu-only] [--module SO] [IMAGE...]
  *
  * Decodes every IMAGE (PGM, or what leptonica reads) and adds N synthetic page images
  * (1275 x 1650, a letter page at 150 dpi: white paper, noise, lines of dark "words"; 16 by
@@ -12,7 +12,8 @@
  * already decoded in memory (the GPU's time includes copying them to the device), and the
  * decoding itself (the same CPU code for both paths), and prints images per second.
  *
- * --cpu-only skips the GPU (to try the tool where there is none). Exit status: 0 all agree,
+ * --cpu-only skips the GPU (to try the tool where there is none); --module loads the GPU
+ * path from SO instead of this build's module. Exit status: 0 all agree,
  * 1 a difference, 2 cannot run (no GPU path: the reason is printed, or bad arguments).
  * Run by scripts/gpu-check; depends only on udfs/page_stats.c, so that it builds with a
  * plain cc where orch's own dependencies are missing.
@@ -115,7 +116,8 @@ static int numbers(const char *json, double *out, int max)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: page_stats_check [--synth N] [--reps R] [--cpu-only] [IMAGE...]\n");
+    fprintf(stderr, "usage: page_stats_check [--synth N] [--reps R] [--cpu-only] [--module SO] "
+                    "[IMAGE...]\n");
     return 2;
 }
 
@@ -131,6 +133,8 @@ int main(int argc, char **argv)
             reps = strtol(argv[++first], NULL, 10);
         else if (strcmp(argv[first], "--cpu-only") == 0)
             cpu_only = true;
+        else if (strcmp(argv[first], "--module") == 0 && first + 1 < argc)
+            orch_page_stats_gpu_set_module(argv[++first]);
         else
             return usage();
     }
