@@ -62,6 +62,7 @@
 #include "orch_error.h"
 #include "orch_payload.h"
 #include "orch_udf.h"
+#include "proc.h"
 #include "support.h"
 #include "wire.h"
 
@@ -97,8 +98,6 @@ extern char **environ;
 /* A worker's init (loading a model, say) is given this many times the call's per-batch
  * timeout before it counts as hung; without a timeout, init may take as long as it likes. */
 #define INIT_TIMEOUT_FACTOR 10
-/* The stack the child runs on until its exec (child_exec needs a few hundred bytes). */
-#define CHILD_STACK (64 * 1024)
 /* Bytes asked of each read(). */
 #define READ_CHUNK 65536
 
@@ -205,19 +204,6 @@ static struct timeval ms_tv(int64_t ms)
     return tv;
 }
 
-static void describe_status(char *buf, size_t n, pid_t pid, int status)
-{
-    if (status == -1)
-        snprintf(buf, n, "worker %d is gone (another part of the process reaped it)", (int)pid);
-    else if (WIFSIGNALED(status))
-        snprintf(buf, n, "worker %d was killed by signal %d (%s)", (int)pid, WTERMSIG(status),
-                 strsignal(WTERMSIG(status)));
-    else if (WIFEXITED(status))
-        snprintf(buf, n, "worker %d exited with status %d", (int)pid, WEXITSTATUS(status));
-    else
-        snprintf(buf, n, "worker %d ended with wait status %#x", (int)pid, status);
-}
-
 static void describe_timeout(char *buf, size_t n, int64_t ms)
 {
     if (ms % 1000 == 0)
@@ -244,30 +230,11 @@ static void kill_worker(orch_worker *w)
         kill(w->pid, SIGTERM);
 }
 
-/* waitpid(pid, WNOHANG). Returns 1 and sets *status when reaped (-1 when another waiter
- * took it), 0 when it still runs. */
-static int reap_nohang(pid_t pid, int *status)
+/* Reaps pid if it has ended: true, with *status its wait status (ORCH_PROC_STATUS_GONE
+ * when another waiter took it); false while it runs. */
+static bool reap_nohang(pid_t pid, int *status)
 {
-    for (;;) {
-        pid_t r = waitpid(pid, status, WNOHANG);
-        if (r == pid)
-            return 1;
-        if (r == 0)
-            return 0;
-        if (errno == EINTR)
-            continue;
-        *status = -1; /* ECHILD: not ours to wait for any more */
-        return 1;
-    }
-}
-
-static void reap_blocking(pid_t pid, int *status)
-{
-    int st;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-        ;
-    if (status)
-        *status = st;
+    return orch_proc_reap(pid, false, status) != ORCH_PROC_RUNNING;
 }
 
 /* w's process was reaped. A remote worker's srun that a signal ended (kill -9 of srun, or
@@ -277,7 +244,7 @@ static void reap_blocking(pid_t pid, int *status)
 static void srun_reaped(orch_worker *w)
 {
     orch_pool *p = w->pool;
-    if (!p->launcher || w->status == -1 || !WIFSIGNALED(w->status))
+    if (!p->launcher || w->status == ORCH_PROC_STATUS_GONE || !WIFSIGNALED(w->status))
         return;
     if (w->slurm_job[0]) {
         char target[ORCH_SLURM_ID_MAX];
@@ -361,8 +328,7 @@ static void add_corpse(orch_pool *p, pid_t pid)
     if (orch__grow(&p->corpses, &p->cap_corpses, p->ncorpses + 1, sizeof *p->corpses) < 0) {
         /* Cannot remember it: wait for it now. It was killed or is exiting, so this is
          * short. */
-        kill_pid(pid);
-        reap_blocking(pid, NULL);
+        orch_proc_kill_reap(pid, NULL);
         return;
     }
     p->corpses[p->ncorpses++] = pid;
@@ -508,16 +474,18 @@ __attribute__((format(printf, 2, 3))) static void protocol_error(orch_worker *w,
 /* The process was reaped: report it with its exit status. */
 static void declare_reaped(orch_worker *w)
 {
-    char msg[512];
+    char msg[512], how[256];
     assert(w->reaped);
     srun_reaped(w);
     if (w->broken)
         snprintf(msg, sizeof msg, "worker %d was killed: %s", (int)w->pid, w->broken);
     else
-        describe_status(msg, sizeof msg, w->pid, w->status);
+        snprintf(msg, sizeof msg, "worker %d %s", (int)w->pid,
+                 orch_proc_describe(w->status, false, how, sizeof how));
     if (w->state == W_STARTING) {
         size_t n = strlen(msg);
-        if (w->status != -1 && WIFEXITED(w->status) && WEXITSTATUS(w->status) == 127)
+        if (w->status != ORCH_PROC_STATUS_GONE && WIFEXITED(w->status) &&
+            WEXITSTATUS(w->status) == 127)
             snprintf(msg + n, sizeof msg - n, " before it was ready (could %s be run?)",
                      w->pool->exe);
         else
@@ -900,68 +868,6 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
 
 /* ---- starting a worker ----------------------------------------------------------------- */
 
-/* What the child needs between its start and its exec. */
-struct child_args {
-    int sock;      /* the socket to put on WORKER_FD; -1 for none (srun) */
-    int deathsig;  /* what the child gets when the driver dies */
-    pid_t parent;
-    const char *exe;
-    char *const *argv;
-    char *const *envp;
-};
-
-/* In the child, between its start and exec. It runs on a stack of its own while the
- * driver waits (spawn: CLONE_VM | CLONE_VFORK), in the driver's memory: so it writes no
- * memory but its stack, and makes only system calls (async-signal-safe ones). Not
- * instrumented by AddressSanitizer, whose bookkeeping would be the driver's. Never
- * returns. */
-__attribute__((noreturn, no_sanitize_address)) static void
-child_exec(const struct child_args *a)
-{
-    if (prctl(PR_SET_PDEATHSIG, a->deathsig) < 0 || getppid() != a->parent)
-        _exit(127); /* the driver is already gone */
-    /* Its own process group: a Ctrl-C at the terminal reaches the driver only, which then
-     * closes its pools; an interruption must not look like a crash of every worker. */
-    setpgid(0, 0);
-    struct sigaction dfl = {.sa_handler = SIG_DFL};
-    sigemptyset(&dfl.sa_mask);
-    for (int s = 1; s < NSIG; s++)
-        sigaction(s, &dfl, NULL); /* SIGKILL, SIGSTOP and libc's own just fail */
-    if (a->sock < 0) {
-        /* srun forwards its stdin to the step: the driver's (a terminal, or a pipe that
-         * stays open) would keep srun reading, or stop it (SIGTTIN: its process group is
-         * not the terminal's), and then srun does not end when told to. */
-        int nul = open("/dev/null", O_RDONLY);
-        if (nul < 0 || (nul != STDIN_FILENO && dup2(nul, STDIN_FILENO) < 0))
-            _exit(127);
-#ifdef SYS_close_range
-        syscall(SYS_close_range, STDERR_FILENO + 1, ~0u, 0);
-#endif
-    } else {
-        if (a->sock == WORKER_FD) {
-            if (fcntl(a->sock, F_SETFD, 0) < 0)
-                _exit(127);
-        } else if (dup2(a->sock, WORKER_FD) < 0) {
-            _exit(127);
-        }
-#ifdef SYS_close_range
-        syscall(SYS_close_range, WORKER_FD + 1, ~0u, 0); /* a leaked descriptor of the
-                                                            driver must not keep a socket
-                                                            alive */
-#endif
-    }
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    execve(a->exe, a->argv, a->envp);
-    _exit(127);
-}
-
-__attribute__((no_sanitize_address)) static int child_main(void *arg)
-{
-    child_exec(arg);
-}
-
 /* The environment of worker i: environ, with CUDA_VISIBLE_DEVICES replaced when the pool
  * sets it. Returns environ itself, a malloc'd array (*owned = true), or NULL (no memory). */
 static char **worker_env(orch_pool *p, int i, bool *owned)
@@ -984,38 +890,6 @@ static char **worker_env(orch_pool *p, int i, bool *owned)
     env[k] = NULL;
     *owned = true;
     return env;
-}
-
-/* Starts the child of args (clone and exec, below). Returns 0 and *pid, or -errno. */
-static int start_child(struct child_args *args, pid_t *pid)
-{
-    /* The child shares the driver's memory until its exec, and the driver waits for that
-     * (CLONE_VM | CLONE_VFORK, as posix_spawn does): no page table is copied, and no page
-     * the driver writes afterwards faults to be copied. A fork did both for the whole of
-     * the driver's heap: most of the driver's time, measured, when workers start all
-     * along a job (BENCHMARKS.md, "Many calls, many workers"). Every signal is blocked
-     * across it, so that no handler of the driver (libevent's SIGCHLD, an interrupt
-     * handler) runs in the child before it resets them. */
-    char *stack = malloc(CHILD_STACK);
-    if (stack == NULL)
-        return -ENOMEM;
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-#if defined(__SANITIZE_THREAD__)
-    /* ThreadSanitizer cannot follow a child that runs in the driver's memory (its state is
-     * the driver's thread's): a -Db_sanitize=thread build forks, so that its reports on
-     * the driver's threads mean something. */
-    *pid = fork();
-    if (*pid == 0)
-        _exit(child_main(args));
-#else
-    *pid = clone(child_main, stack + CHILD_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, args);
-#endif
-    int fork_errno = errno;
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    free(stack); /* the child has exec'd or exited: it no longer runs on it */
-    return *pid < 0 ? -fork_errno : 0;
 }
 
 static int spawn_remote(orch_worker *w);
@@ -1074,14 +948,18 @@ static int spawn(orch_worker *w)
         rc = -errno;
         goto fail_env;
     }
-    struct child_args args = {.sock = sv[1],
-                              .deathsig = SIGKILL,
-                              .parent = getpid(),
-                              .exe = p->exe,
-                              .argv = argv,
-                              .envp = envp};
+    /* Its own process group: a Ctrl-C at the terminal reaches the driver only, which then
+     * closes its pools; an interruption must not look like a crash of every worker. */
+    struct orch_proc_spec spec = {
+        .path = p->exe,
+        .argv = argv,
+        .envp = envp,
+        .nfd = WORKER_FD + 1,
+        .fd = {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO, sv[1]},
+        .deathsig = SIGKILL,
+        .pgroup = ORCH_PROC_PGROUP_OWN};
     pid_t pid;
-    rc = start_child(&args, &pid);
+    rc = orch_proc_spawn(&spec, &pid);
     close(sv[1]);
     if (rc < 0) {
         close(sv[0]);
@@ -1202,15 +1080,20 @@ static int spawn_remote(orch_worker *w)
         p->chld_watched = true;
     }
     /* srun's guard gets SIGTERM when the driver dies, and has srun forward it to the step
-     * and end the job (launch.h, orch_srun_guard_main). */
-    struct child_args args = {.sock = -1,
-                              .deathsig = SIGTERM,
-                              .parent = getpid(),
-                              .exe = argv[0],
-                              .argv = argv,
-                              .envp = envp};
+     * and end the job (launch.h, orch_srun_guard_main). Its stdin is /dev/null: srun
+     * forwards its stdin to the step, and the driver's (a terminal, or a pipe that stays
+     * open) would keep srun reading, or stop it (SIGTTIN: its process group is not the
+     * terminal's), and then srun does not end when told to. */
+    struct orch_proc_spec spec = {
+        .path = argv[0],
+        .argv = argv,
+        .envp = envp,
+        .nfd = 3,
+        .fd = {ORCH_PROC_FD_NULL, STDOUT_FILENO, STDERR_FILENO},
+        .deathsig = SIGTERM,
+        .pgroup = ORCH_PROC_PGROUP_OWN};
     pid_t pid;
-    if ((rc = start_child(&args, &pid)) < 0)
+    if ((rc = orch_proc_spawn(&spec, &pid)) < 0)
         goto fail_cmd;
     free(argv);
     free(envp);
@@ -1547,19 +1430,12 @@ int orch_pool_dispatch(orch_pool *p, orch_worker *w, const struct orch_wire_batc
     return 0;
 }
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Waits up to ms for every process of the pool to end, reaping them; returns true when
  * none is left. */
 static bool wait_all(orch_pool *p, int64_t ms)
 {
-    int64_t deadline = now_ms() + ms;
-    long nap_us = 500;
+    int64_t deadline = orch_clock_mono_ms() + ms;
+    int64_t nap = 1;
     for (;;) {
         bool left = false;
         for (int i = 0; i < p->nlive; i++) {
@@ -1575,12 +1451,11 @@ static bool wait_all(orch_pool *p, int64_t ms)
         left |= p->ncorpses > 0;
         if (!left)
             return true;
-        if (now_ms() >= deadline)
+        if (orch_clock_mono_ms() >= deadline)
             return false;
-        struct timespec ts = {0, nap_us * 1000};
-        nanosleep(&ts, NULL);
-        if (nap_us < 20000)
-            nap_us *= 2;
+        orch_clock_sleep_ms(nap);
+        if (nap < 20)
+            nap *= 2;
     }
 }
 
@@ -1609,13 +1484,13 @@ static void kill_all(orch_pool *p)
     for (int i = 0; i < p->nlive; i++) {
         orch_worker *w = p->live[i];
         if (!w->reaped) {
-            reap_blocking(w->pid, &w->status);
+            orch_proc_reap(w->pid, true, &w->status);
             w->reaped = true;
             srun_reaped(w);
         }
     }
     for (int i = 0; i < p->ncorpses; i++)
-        reap_blocking(p->corpses[i], NULL);
+        orch_proc_reap(p->corpses[i], true, NULL);
     p->ncorpses = 0;
 }
 
