@@ -4,6 +4,7 @@
 #include "launch.h"
 
 #include "orch_error.h"
+#include "proc.h"
 #include "sha256.h"
 #include "support.h"
 
@@ -15,12 +16,10 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -410,13 +409,10 @@ static bool is_step_id(const char *s)
 static void reap_pids(pid_t *pids, int *n)
 {
     for (int i = 0; i < *n;) {
-        int st;
-        pid_t r = waitpid(pids[i], &st, WNOHANG);
-        if (r == 0 || (r < 0 && errno == EINTR)) {
+        if (orch_proc_reap(pids[i], false, NULL) == ORCH_PROC_RUNNING)
             i++;
-            continue;
-        }
-        pids[i] = pids[--*n];
+        else
+            pids[i] = pids[--*n];
     }
 }
 
@@ -424,18 +420,13 @@ static void reap_pids(pid_t *pids, int *n)
  * caller. */
 static void finish_pids(pid_t *pids, int *n, int ms)
 {
-    struct timespec nap = {0, 10 * 1000 * 1000};
     for (int waited = 0; *n > 0 && waited < ms; waited += 10) {
         reap_pids(pids, n);
         if (*n > 0)
-            nanosleep(&nap, NULL);
+            orch_clock_sleep_ms(10);
     }
-    for (int i = 0; i < *n; i++) {
-        int st;
-        kill(pids[i], SIGKILL);
-        while (waitpid(pids[i], &st, 0) < 0 && errno == EINTR)
-            ;
-    }
+    for (int i = 0; i < *n; i++)
+        orch_proc_kill_reap(pids[i], NULL);
     *n = 0;
 }
 
@@ -462,33 +453,24 @@ static void finish_cancels(orch_launcher *l)
 }
 
 /* Starts `scancel --quiet ARGS...` (args: at most three, NULL-terminated) with stdin and
- * stdout on /dev/null and no signal blocked (the srun guard blocks some). Returns 0 and
- * *pid, or the error of starting it with the detail set. */
+ * stdout on /dev/null and no signal blocked (the srun guard blocks some). It gets no
+ * parent-death signal: a cancel outlives a driver that dies meanwhile. Returns 0 and *pid,
+ * or the error of starting it with the detail set (a scancel that cannot be run exits
+ * 127). */
 static int scancel_start(char *scancel, char *const *args, pid_t *pid)
 {
     char *argv[6] = {scancel, "--quiet"};
     for (int i = 0; i < 3 && args[i]; i++)
         argv[2 + i] = args[i];
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t attr;
-    if (posix_spawn_file_actions_init(&fa) != 0)
-        return -ENOMEM;
-    if (posix_spawnattr_init(&attr) != 0) {
-        posix_spawn_file_actions_destroy(&fa);
-        return -ENOMEM;
-    }
-    sigset_t none;
-    sigemptyset(&none);
-    int rc = posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-    if (rc == 0)
-        rc = posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-    if (rc == 0 && (rc = posix_spawnattr_setsigmask(&attr, &none)) == 0)
-        rc = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
-    if (rc == 0)
-        rc = posix_spawnp(pid, scancel, &fa, &attr, argv, environ);
-    posix_spawnattr_destroy(&attr);
-    posix_spawn_file_actions_destroy(&fa);
-    return rc == 0 ? 0 : orch_error_set(-rc, "cannot start %s: %s", scancel, strerror(rc));
+    struct orch_proc_spec spec = {
+        .path = scancel,
+        .search = true,
+        .argv = argv,
+        .nfd = 3,
+        .fd = {ORCH_PROC_FD_NULL, ORCH_PROC_FD_NULL, STDERR_FILENO},
+        .pgroup = ORCH_PROC_PGROUP_SAME};
+    int rc = orch_proc_spawn(&spec, pid);
+    return rc == 0 ? 0 : orch_error_set(rc, "cannot start %s: %s", scancel, strerror(-rc));
 }
 
 /* Starts scancel (scancel_start) and returns at once; reap_cancels() reaps it. */
@@ -990,13 +972,6 @@ static int mirror_status(int st)
     return 128 + sig; /* a signal whose default is not to end the process */
 }
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* After the guard killed srun: its job may be left RUNNING without a step (as after any
  * kill -9 of srun), and no driver is there to cancel it; cancelled by its name, waiting
  * for scancel as the launcher does (CANCEL_WAIT_MS at most). */
@@ -1013,27 +988,27 @@ static void guard_cancel(char *scancel, const char *name)
 
 int orch_srun_guard_main(char *scancel, const char *name, char **srun_argv)
 {
-    sigset_t set, old;
+    sigset_t set;
     sigemptyset(&set);
     static const int watched[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGCHLD};
     for (size_t i = 0; i < sizeof watched / sizeof *watched; i++)
         sigaddset(&set, watched[i]);
-    sigprocmask(SIG_BLOCK, &set, &old);
-    pid_t self = getpid();
-    pid_t pid = fork();
-    if (pid < 0) {
-        fprintf(stderr, "orch: cannot start %s: %s\n", srun_argv[0], strerror(errno));
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    /* srun ends if the guard is killed (SIGKILL of the driver's child): one SIGTERM, as
+     * srun had when it was the driver's child itself. */
+    struct orch_proc_spec spec = {
+        .path = srun_argv[0],
+        .search = true,
+        .argv = srun_argv,
+        .nfd = 3,
+        .fd = {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO},
+        .deathsig = SIGTERM,
+        .pgroup = ORCH_PROC_PGROUP_SAME};
+    pid_t pid;
+    int rc = orch_proc_spawn(&spec, &pid);
+    if (rc < 0) {
+        fprintf(stderr, "orch: cannot start %s: %s\n", srun_argv[0], strerror(-rc));
         return 127;
-    }
-    if (pid == 0) {
-        /* srun ends if the guard is killed (SIGKILL of the driver's child): one SIGTERM, as
-         * srun had when it was the driver's child itself. */
-        if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != self)
-            _exit(127);
-        sigprocmask(SIG_SETMASK, &old, NULL);
-        execvp(srun_argv[0], srun_argv);
-        fprintf(stderr, "orch: cannot run %s: %s\n", srun_argv[0], strerror(errno));
-        _exit(127);
     }
     bool ending = false, killed = false;
     int64_t ending_since = 0, kill_after = GUARD_KILL_AFTER_MS;
@@ -1044,23 +1019,23 @@ int orch_srun_guard_main(char *scancel, const char *name, char **srun_argv)
         struct timespec tick = {GUARD_RESEND_MS / 1000, (GUARD_RESEND_MS % 1000) * 1000000L};
         int sig = ending ? sigtimedwait(&set, NULL, &tick) : sigwaitinfo(&set, NULL);
         int st;
-        pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid) {
+        enum orch_proc_wait r = orch_proc_reap(pid, false, &st);
+        if (r == ORCH_PROC_ENDED) {
             if (killed)
                 guard_cancel(scancel, name);
             return mirror_status(st);
         }
-        if (r < 0 && errno != EINTR)
+        if (r == ORCH_PROC_GONE)
             return 127; /* not ours any more: nothing to guard */
         if (sig > 0 && sig != SIGCHLD) {
             /* The driver died (its SIGTERM on the guard's death signal) or stops the worker:
              * srun is told once now, then again each GUARD_RESEND_MS (below). */
             if (!ending)
-                ending_since = mono_ms();
+                ending_since = orch_clock_mono_ms();
             ending = true;
             kill(pid, SIGTERM);
         } else if (sig < 0 && errno == EAGAIN && ending && !killed) {
-            if (mono_ms() - ending_since >= kill_after) {
+            if (orch_clock_mono_ms() - ending_since >= kill_after) {
                 kill(pid, SIGKILL);
                 killed = true;
             } else {
