@@ -5,7 +5,9 @@
  * (a worker, srun and its guard, scancel, an exec() UDF's program):
  *   - the child shares the parent's memory until its exec, and the parent waits for that
  *     (clone with CLONE_VM | CLONE_VFORK, as posix_spawn does): no page table is copied,
- *     however big the parent's heap;
+ *     however big the parent's heap, and no page the parent writes afterwards faults to be
+ *     copied (a fork did both: most of the driver's time when workers start all along a
+ *     job, BENCHMARKS.md, "Many calls, many workers");
  *   - every signal is blocked in the parent across the clone, so that none of the parent's
  *     handlers runs in the child; the child then resets every disposition to the default
  *     and unblocks every signal before its exec (an ignored SIGPIPE or SIGCHLD is not
