@@ -77,7 +77,7 @@
  *     "protocol error: ...", "worker 12345 was killed: the event loop cannot watch its
  *     socket (out of memory?)", or the UDF's own init message.
  *   - The cost of an event does not grow with the slots that hold no process: a pool
- *     with no process does not even watch SIGCHLD (pool.c, "Cost").
+ *     with no process does not even watch SIGCHLD (pool_int.h, "Cost").
  *
  * Rules for the driver:
  *   - Callbacks may call orch_pool_dispatch(), orch_pool_start() and orch_pool_stop() (on
