@@ -58,7 +58,8 @@ static void read_all(int fd, char *buf, size_t n)
 {
     size_t got = 0;
     ssize_t r;
-    while (got + 1 < n && ((r = read(fd, buf + got, n - 1 - got)) > 0 || (r < 0 && errno == EINTR)))
+    while (got + 1 < n &&
+           ((r = read(fd, buf + got, n - 1 - got)) > 0 || (r < 0 && errno == EINTR)))
         if (r > 0)
             got += (size_t)r;
     buf[got] = '\0';
@@ -198,13 +199,13 @@ static void test_spawn_cannot_run(void **state)
 {
     (void)state;
     char *argv[] = {"nothing", NULL};
-    struct orch_proc_spec spec = {.path = "/nonexistent/nothing",
-                                  .argv = argv,
-                                  .pgroup = ORCH_PROC_PGROUP_SAME};
+    struct orch_proc_spec spec = {
+        .path = "/nonexistent/nothing", .argv = argv, .pgroup = ORCH_PROC_PGROUP_SAME};
     char out[64], err[256];
     int st = run_sh(&spec, NULL, out, sizeof out, err, sizeof err);
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 127);
-    assert_string_equal(err, "orch: cannot run /nonexistent/nothing: No such file or directory\n");
+    assert_string_equal(err,
+                        "orch: cannot run /nonexistent/nothing: No such file or directory\n");
     spec = (struct orch_proc_spec){.path = "orch-no-such-program",
                                    .search = true,
                                    .argv = argv,

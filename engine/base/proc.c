@@ -42,7 +42,8 @@ int64_t orch_clock_wall_ms(void)
 
 void orch_clock_sleep_ms(int64_t ms)
 {
-    struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000};
+    struct timespec ts = {.tv_sec = (time_t)(ms / 1000),
+                          .tv_nsec = (long)(ms % 1000) * 1000000};
     while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
         ;
 }
@@ -112,7 +113,8 @@ __attribute__((no_sanitize_address)) static int place_fds(const struct orch_proc
  * parent waits (CLONE_VM | CLONE_VFORK), in the parent's memory: so it writes no memory but
  * its stack, and makes only system calls (async-signal-safe ones). Not instrumented by
  * AddressSanitizer, whose bookkeeping would be the parent's. Never returns. */
-__attribute__((noreturn, no_sanitize_address)) static void child_exec(const struct child_args *a)
+__attribute__((noreturn, no_sanitize_address)) static void
+child_exec(const struct child_args *a)
 {
     const struct orch_proc_spec *s = a->spec;
     if (s->deathsig && (prctl(PR_SET_PDEATHSIG, s->deathsig) < 0 || getppid() != a->parent))

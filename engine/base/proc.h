@@ -69,10 +69,10 @@ void orch_clock_sleep_ms(int64_t ms);
 #define ORCH_PROC_PGROUP_OWN 0     /* a new group, led by the child */
 
 struct orch_proc_spec {
-    const char *path;   /* the program; looked up in PATH when `search` and it has no '/' */
+    const char *path; /* the program; looked up in PATH when `search` and it has no '/' */
     bool search;
-    char *const *argv;  /* NULL-terminated */
-    char *const *envp;  /* NULL: the parent's environ */
+    char *const *argv; /* NULL-terminated */
+    char *const *envp; /* NULL: the parent's environ */
     /* The child's descriptors 0 .. nfd-1: fd[i] is the parent's descriptor that becomes
      * the child's i (fd[i] == i keeps it, close-on-exec or not), or ORCH_PROC_FD_NULL.
      * Every descriptor from nfd up is closed. nfd is 3 (stdio) or more. */
