@@ -147,6 +147,35 @@ static void test_spawn_swaps_descriptors(void **state)
     assert_string_equal(out, "swapped");
 }
 
+/* /dev/null put on a descriptor the parent has closed, so that open() returns that very
+ * number: it must still be open after the exec (mutation: leave it close-on-exec, and the
+ * child's stdin is closed: `cat` fails). */
+static void test_spawn_null_on_closed(void **state)
+{
+    (void)state;
+    int po[2];
+    assert_int_equal(pipe2(po, O_CLOEXEC), 0);
+    int saved0 = dup(0);
+    assert_true(saved0 >= 0);
+    close(0);
+    char *argv[] = {"sh", "-c", "cat; echo rc=$?", NULL};
+    struct orch_proc_spec spec = {.path = "/bin/sh",
+                                  .argv = argv,
+                                  .nfd = 3,
+                                  .fd = {ORCH_PROC_FD_NULL, po[1], po[1]},
+                                  .pgroup = ORCH_PROC_PGROUP_SAME};
+    pid_t pid;
+    int rc = orch_proc_spawn(&spec, &pid);
+    dup2(saved0, 0);
+    close(saved0);
+    close(po[1]);
+    assert_int_equal(rc, 0);
+    char out[256];
+    read_all(po[0], out, sizeof out);
+    assert_int_equal(orch_proc_reap(pid, true, NULL), ORCH_PROC_ENDED);
+    assert_string_equal(out, "rc=0\n");
+}
+
 /* No signal blocked or ignored in the child, whatever the parent's (mutation: keep the
  * parent's mask, or leave SIG_IGN dispositions). */
 static void test_spawn_signals(void **state)
@@ -317,6 +346,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_spawn_closes_descriptors),
         cmocka_unit_test(test_spawn_swaps_descriptors),
+        cmocka_unit_test(test_spawn_null_on_closed),
         cmocka_unit_test(test_spawn_signals),
         cmocka_unit_test(test_spawn_groups),
         cmocka_unit_test(test_spawn_cannot_run),

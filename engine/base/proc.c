@@ -102,7 +102,8 @@ __attribute__((no_sanitize_address)) static int place_fds(const struct orch_proc
         int fd = src[i];
         if (fd == ORCH_PROC_FD_NULL && (fd = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0)
             return -1;
-        if (fd != i && dup2(fd, i) < 0)
+        /* /dev/null opened on i itself (i was closed): only its close-on-exec to clear */
+        if (fd == i ? fcntl(i, F_SETFD, 0) < 0 : dup2(fd, i) < 0)
             return -1;
     }
     close_from((unsigned)s->nfd);
