@@ -120,7 +120,8 @@ child_exec(const struct child_args *a)
     const struct orch_proc_spec *s = a->spec;
     if (s->deathsig && (prctl(PR_SET_PDEATHSIG, s->deathsig) < 0 || getppid() != a->parent))
         _exit(127); /* the parent is already gone */
-    if (s->pgroup != ORCH_PROC_PGROUP_SAME && setpgid(0, s->pgroup) < 0)
+    if (s->pgroup != ORCH_PROC_PGROUP_SAME &&
+        setpgid(0, s->pgroup == ORCH_PROC_PGROUP_OWN ? 0 : s->pgroup) < 0)
         _exit(127); /* outside the group asked for, nothing would end it with the others */
     struct sigaction dfl = {.sa_handler = SIG_DFL};
     sigemptyset(&dfl.sa_mask);

@@ -65,8 +65,8 @@ void orch_clock_sleep_ms(int64_t ms);
 #define ORCH_PROC_FD_NULL (-1) /* the child's descriptor is /dev/null (read and write) */
 
 /* Process groups of orch_proc_spec.pgroup (a pid > 0 joins that process's group). */
-#define ORCH_PROC_PGROUP_SAME (-1) /* the parent's group */
-#define ORCH_PROC_PGROUP_OWN 0     /* a new group, led by the child */
+#define ORCH_PROC_PGROUP_SAME 0   /* the parent's group (a spec's zero value) */
+#define ORCH_PROC_PGROUP_OWN (-1) /* a new group, led by the child */
 
 struct orch_proc_spec {
     const char *path; /* the program; looked up in PATH when `search` and it has no '/' */
@@ -75,16 +75,16 @@ struct orch_proc_spec {
     char *const *envp; /* NULL: the parent's environ */
     /* The child's descriptors 0 .. nfd-1: fd[i] is the parent's descriptor that becomes
      * the child's i (fd[i] == i keeps it, close-on-exec or not), or ORCH_PROC_FD_NULL.
-     * Every descriptor from nfd up is closed. nfd is 3 (stdio) or more. */
+     * Every descriptor from nfd up is closed. 3 (stdio) <= nfd <= ORCH_PROC_MAX_FD. */
     int nfd;
     int fd[ORCH_PROC_MAX_FD];
     int deathsig; /* sent to the child when the parent's thread dies; 0: none */
     pid_t pgroup; /* ORCH_PROC_PGROUP_SAME, _OWN, or the group to join */
 };
 
-/* Starts spec's program. Returns 0 and *pid, or -errno of the clone (-EAGAIN, -ENOMEM):
- * nothing was started then. A program that cannot be run is a child that exits 127. Reap
- * the child with orch_proc_reap(). */
+/* Starts spec's program. Returns 0 and *pid, or -EINVAL (nfd out of range) or -errno of
+ * the clone (-EAGAIN, -ENOMEM): nothing was started then. A program that cannot be run is a
+ * child that exits 127. Reap the child with orch_proc_reap(). */
 int orch_proc_spawn(const struct orch_proc_spec *spec, pid_t *pid);
 
 /* fork() with every signal blocked across it; the child's mask stays full. Returns as
