@@ -6,20 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "orch_error.h"
+#include "proc.h"
 
 #ifndef ORCH_VERSION
 #error "ORCH_VERSION must be defined by the build (storage/meson.build)"
 #endif
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 int orch_store_job_init(orch_store *s, const char *name, const char *plan_text,
                         const char *plan_hash, const char *pipeline_path)
@@ -38,7 +31,7 @@ int orch_store_job_init(orch_store *s, const char *name, const char *plan_text,
     sqlite3_bind_text(st, 2, plan_text, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 3, plan_hash, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 4, pipeline_path, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 5, now_ms());
+    sqlite3_bind_int64(st, 5, orch_clock_wall_ms());
     sqlite3_bind_text(st, 6, ORCH_VERSION, -1, SQLITE_STATIC);
     rc = orch_store_step(s, st);
     if (rc == ORCH_ECONSTRAINT &&
@@ -189,7 +182,7 @@ int orch_store_plan_adopt(orch_store *s, const char *text, const char *hash, int
             return rc;
         if (sqlite3_bind_text(st, 1, hash, -1, SQLITE_STATIC) != SQLITE_OK ||
             sqlite3_bind_text(st, 2, text, -1, SQLITE_STATIC) != SQLITE_OK ||
-            (i == 0 && sqlite3_bind_int64(st, 3, now_ms()) != SQLITE_OK))
+            (i == 0 && sqlite3_bind_int64(st, 3, orch_clock_wall_ms()) != SQLITE_OK))
             return orch_store_error(s, sqlite3_errcode(s->db), "plan");
         rc = orch_store_step(s, st);
         sqlite3_reset(st);

@@ -32,6 +32,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "launch.h"
 #include "orch_error.h"
 #include "orch_lang.h"
 #include "orch_payload.h"
@@ -1236,6 +1237,86 @@ static void test_bad_exe(void **state)
     run_close(&r);
 }
 
+/* ---- a remote worker's srun that another waiter reaped --------------------------------- */
+
+/* waitpid(), wrapped (-Wl,--wrap=waitpid, tests/meson.build). Armed by a test, it plays
+ * another part of the process that takes the pool's child: while armed, a WNOHANG wait
+ * says the child still runs; the first blocking wait reaps it and fails with ECHILD, after
+ * writing a "killed by SIGKILL" status (POSIX leaves *status undefined when waitpid fails:
+ * this is one value of that garbage, made certain). */
+static bool steal_armed;
+
+pid_t __real_waitpid(pid_t pid, int *status, int options);
+pid_t __wrap_waitpid(pid_t pid, int *status, int options);
+pid_t __wrap_waitpid(pid_t pid, int *status, int options)
+{
+    if (!steal_armed)
+        return __real_waitpid(pid, status, options);
+    if (options & WNOHANG)
+        return 0;
+    int real;
+    pid_t r = __real_waitpid(pid, &real, options);
+    steal_armed = false;
+    if (r < 0)
+        return r;
+    if (status)
+        *status = SIGKILL; /* WIFSIGNALED, signal 9 */
+    errno = ECHILD;
+    return -1;
+}
+
+/* orch_pool_kill() of a remote pool whose srun (its guard) outlives CLOSE_WAIT_MS and is
+ * then reaped by another waiter: with no status known, the pool cannot say that a signal
+ * ended srun, and cancels nothing in Slurm (mutation: keep the status waitpid left on
+ * ECHILD, and the fake scancel is called). Takes CLOSE_WAIT_MS (5 s). */
+static void test_remote_reaped_elsewhere(void **state)
+{
+    struct fx *f = *state;
+    char srun[700], scancel[700], log[700], text[800];
+    snprintf(srun, sizeof srun, "%s/srun", f->dir);
+    snprintf(scancel, sizeof scancel, "%s/scancel", f->dir);
+    snprintf(log, sizeof log, "%s/cancelled", f->dir);
+    assert_int_equal(orch_test_write_text(srun, "#!/bin/sh\nexec sleep 60\n"), 0);
+    snprintf(text, sizeof text, "#!/bin/sh\necho \"$*\" >> '%s'\n", log);
+    assert_int_equal(orch_test_write_text(scancel, text), 0);
+    assert_int_equal(chmod(srun, 0755), 0);
+    assert_int_equal(chmod(scancel, 0755), 0);
+    unsetenv("SLURM_JOB_ID");
+
+    struct run r;
+    run_init(&r, f);
+    orch_launcher *l;
+    struct orch_launcher_config lc = {
+        .kind = ORCH_LAUNCHER_SLURM, .listen = "127.0.0.1:0", .srun = srun};
+    assert_int_equal(orch_launcher_new(r.base, &lc, &l), 0);
+    orch_payload *store;
+    assert_int_equal(orch_payload_open(f->payloads, NULL, &store), 0);
+    struct orch_pool_config cfg = {.exe = f->exe,
+                                   .payload_dir = f->payloads,
+                                   .plan = f->plan,
+                                   .call = orch_plan_find_call(f->plan, "up"),
+                                   .nworkers = 1,
+                                   .max_init_failures = 1,
+                                   .launcher = l,
+                                   .store = store,
+                                   .cpus = 1};
+    orch_pool *p;
+    assert_int_equal(orch_pool_new(r.base, &cfg, &callbacks, &r, &p), 0);
+    assert_int_equal(orch_pool_start(p, NULL), 0);
+    steal_armed = true;
+    orch_pool_kill(p);
+    bool stolen = !steal_armed;
+    steal_armed = false;
+    orch_launcher_free(l); /* waits for any scancel it started */
+    orch_payload_close(store);
+    event_base_free(r.base);
+    assert_true(stolen);
+    assert_int_equal(access(log, F_OK), -1);
+    errno = 0;
+    assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);
+    assert_int_equal(errno, ECHILD);
+}
+
 /* ---- protocol errors, from fake workers ------------------------------------------------ */
 
 static bool one_loss(struct run *r)
@@ -1439,6 +1520,7 @@ int main(int argc, char **argv)
         T(test_protocol_errors),
         T(test_worker_direct),
         T(test_bad_exe),
+        T(test_remote_reaped_elsewhere),
 #undef T
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -24,10 +24,9 @@
  * it ends, the kernel closes `guard`; the keeper reads end-of-file and SIGKILLs its whole
  * group (the program, what the program started, itself). While the worker lives it kills
  * the group itself (a broken program, fini) with kill(-keeper): the keeper is alive or an
- * unreaped zombie until then, so the group's id cannot have been reused. Before this, each
- * hung init of tests/e2e/init_hang.sh left `python3 hang_udf.py` (and what it started)
- * running under init for good; now no process of the group is alive 15 ms after a SIGKILL
- * of its worker or of the driver (measured by polling ps). A process that leaves the group
+ * unreaped zombie until then, so the group's id cannot have been reused. No process of the
+ * group is alive 15 ms after a SIGKILL of its worker or of the driver (measured by polling
+ * ps; tests/e2e/init_hang.sh and exec_orphans.sh check it). A process that leaves the group
  * (setsid, setpgid) leaves this guarantee too.
  *
  * Deadlock. While it writes a batch the host also reads whatever the program writes, so
@@ -41,6 +40,7 @@
 #include "udf_int.h"
 
 #include "orch_le.h"
+#include "proc.h"
 #include "support.h"
 
 #include <errno.h>
@@ -54,7 +54,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -199,38 +198,6 @@ static char *get_str(struct cur *c, bool *nomem)
 
 /* ---- the child process -------------------------------------------------------------- */
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-        ;
-}
-
-/* Says how a wait status ended the program. */
-static void describe_status(int status, char *out, size_t n)
-{
-    if (WIFEXITED(status) && WEXITSTATUS(status) > 128 && WEXITSTATUS(status) - 128 < NSIG)
-        /* /bin/sh reports a command killed by signal N as status 128+N */
-        snprintf(out, n, "exited with status %d (its command was killed by signal %d (%s))",
-                 WEXITSTATUS(status), WEXITSTATUS(status) - 128,
-                 strsignal(WEXITSTATUS(status) - 128));
-    else if (WIFEXITED(status))
-        snprintf(out, n, "exited with status %d", WEXITSTATUS(status));
-    else if (WIFSIGNALED(status))
-        snprintf(out, n, "was killed by signal %d (%s)", WTERMSIG(status),
-                 strsignal(WTERMSIG(status)));
-    else
-        snprintf(out, n, "stopped (wait status %d)", status);
-}
-
-static pid_t reap(pid_t pid, int *status)
-{
-    pid_t r;
-    while ((r = waitpid(pid, status, 0)) < 0 && errno == EINTR)
-        ;
-    return r;
-}
-
 /* Closes the pipes, waits up to grace_ms for the program to exit, then kills its process
  * group (whatever the program left running in it, and the keeper), and reaps the program
  * and the keeper. Writes how the program ended into how (when not NULL). */
@@ -243,31 +210,23 @@ static void close_and_reap(struct exec_state *st, long grace_ms, char *how, size
     st->to = st->from = -1;
     if (how != NULL && n > 0)
         how[0] = '\0';
-    int status = 0;
-    pid_t r = 0;
-    for (long waited = 0; st->pid > 0 && waited <= grace_ms; waited += 5) {
-        r = waitpid(st->pid, &status, WNOHANG);
-        if (r != 0 || grace_ms == 0)
-            break;
-        sleep_ms(5);
-    }
+    int status = ORCH_PROC_STATUS_GONE;
+    enum orch_proc_wait w = ORCH_PROC_GONE;
+    if (st->pid > 0)
+        w = orch_proc_wait_ms(st->pid, grace_ms, &status);
     /* The keeper is not reaped yet, so its group's id is still its own. */
     if (st->keeper > 0)
         kill(-st->keeper, SIGKILL);
-    if (st->pid > 0 && r == 0) {
-        kill(st->pid, SIGKILL); /* also if it left the group */
-        r = reap(st->pid, &status);
-    }
+    if (w == ORCH_PROC_RUNNING)
+        w = orch_proc_kill_reap(st->pid, &status); /* also if it left the group */
     if (st->guard >= 0)
         close(st->guard);
     st->guard = -1;
-    if (st->keeper > 0) {
-        int kst;
-        reap(st->keeper, &kst);
-    }
+    if (st->keeper > 0)
+        orch_proc_reap(st->keeper, true, NULL);
     st->keeper = 0;
-    if (how != NULL && st->pid > 0 && r == st->pid)
-        describe_status(status, how, n);
+    if (how != NULL && w == ORCH_PROC_ENDED)
+        orch_proc_describe(status, true, how, n);
     st->pid = 0;
 }
 
@@ -287,35 +246,6 @@ static void breakf(struct exec_state *st, long grace_ms, const char *fmt, ...)
     snprintf(st->why, sizeof st->why, "exec '%s': %s%s%s", st->cmd, what,
              how[0] ? "; the program " : "", how);
     st->broken = true;
-}
-
-/* Moves fd to a number >= 3 (so that dup2 onto 0/1 in the child is never a no-op). */
-static int fd_above_stdio(int fd)
-{
-    if (fd >= 3)
-        return fd;
-    int nfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-    int e = errno;
-    close(fd);
-    errno = e;
-    return nfd;
-}
-
-static int make_pipe(int fds[2])
-{
-    if (pipe2(fds, O_CLOEXEC) < 0)
-        return -errno;
-    fds[0] = fd_above_stdio(fds[0]);
-    fds[1] = fd_above_stdio(fds[1]);
-    if (fds[0] < 0 || fds[1] < 0) {
-        int e = errno;
-        if (fds[0] >= 0)
-            close(fds[0]);
-        if (fds[1] >= 0)
-            close(fds[1]);
-        return -e;
-    }
-    return 0;
 }
 
 /* Closes descriptors lo..hi (async-signal-safe). */
@@ -347,55 +277,21 @@ __attribute__((noreturn)) static void keeper_main(int watch)
     _exit(0);
 }
 
-/* In the child, after fork: only async-signal-safe calls. */
-static void child_exec(const char *cmd, int in_fd, int out_fd, pid_t parent, pid_t group)
-{
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent)
-        _exit(127); /* the worker died before prctl */
-    if (setpgid(0, group) < 0)
-        _exit(127); /* outside the keeper's group nothing would end it with the worker */
-    if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0)
-        _exit(127);
-    close_fds(3, ~0U);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    signal(SIGPIPE, SIG_DFL);
-    execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-    _exit(127);
-}
-
-/* fork() with every signal blocked across it, so that no handler of the host runs in the
- * child before it sets its own mask; the child's mask stays full. */
-static pid_t fork_blocked(void)
-{
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    pid_t pid = fork();
-    int e = errno;
-    if (pid != 0)
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-    errno = e;
-    return pid;
-}
-
 /* Starts the keeper, then the program in the keeper's group. Returns 0 or -errno, with
  * nothing left running. */
 static int spawn(struct exec_state *st)
 {
     int in[2], out[2], watch[2];
-    int rc = make_pipe(in);
-    if (rc < 0)
-        return rc;
-    rc = make_pipe(out);
+    if (pipe2(in, O_CLOEXEC) < 0)
+        return -errno;
+    int rc = pipe2(out, O_CLOEXEC) < 0 ? -errno : 0;
     if (rc < 0)
         goto fail_out;
-    rc = make_pipe(watch);
-    if (rc < 0)
+    if (pipe2(watch, O_CLOEXEC) < 0) {
+        rc = -errno;
         goto fail_watch;
-    pid_t keeper = fork_blocked();
+    }
+    pid_t keeper = orch_proc_fork();
     if (keeper < 0) {
         rc = -errno;
         close(watch[0]);
@@ -413,16 +309,19 @@ static int spawn(struct exec_state *st)
         rc = -errno;
         goto fail_proc;
     }
-    pid_t parent = getpid();
-    pid_t pid = fork_blocked();
-    if (pid < 0) {
-        rc = -errno;
+    /* The program: its stdin and stdout are the pipes; it dies with the worker, and its
+     * group is the keeper's (outside it nothing would end it with the worker). */
+    char *argv[] = {"sh", "-c", st->cmd, NULL};
+    struct orch_proc_spec spec = {.path = "/bin/sh",
+                                  .argv = argv,
+                                  .nfd = 3,
+                                  .fd = {in[0], out[1], STDERR_FILENO},
+                                  .deathsig = SIGKILL,
+                                  .pgroup = keeper};
+    if ((rc = orch_proc_spawn(&spec, &st->pid)) < 0) {
+        st->pid = 0;
         goto fail_proc;
     }
-    if (pid == 0)
-        child_exec(st->cmd, in[0], out[1], parent, keeper);
-    st->pid = pid;
-    setpgid(pid, keeper); /* also done by the child: whichever runs first */
     close(in[0]);
     close(out[1]);
     st->to = in[1];

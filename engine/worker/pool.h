@@ -2,14 +2,14 @@
  * them.
  *
  * A worker is `orch` itself run in worker mode (`orch __worker FD`), started with a
- * vfork-like clone and exec (nothing of the driver's memory is copied) and connected to the
- * driver by one socketpair. Right after the exec the driver sends the worker its
- * configuration (the call's function, arguments, op, ports and the payload directory); the
- * worker opens the LMDB payload store itself, loads the UDF, runs its init once and says
- * HELLO (or INITFAIL and exits). Then it takes batches: for each one it reads the input
- * payloads from LMDB, calls the UDF's run, writes every output payload in one LMDB write
- * transaction, and sends one REPORT carrying only payload ids. Payload bytes never cross
- * the socket (DESIGN §6).
+ * vfork-like clone and exec (base/proc.h: nothing of the driver's memory is copied) and
+ * connected to the driver by one socketpair. Right after the exec the driver sends the
+ * worker its configuration (the call's function, arguments, op, ports and the payload
+ * directory); the worker opens the LMDB payload store itself, loads the UDF, runs its init
+ * once and says HELLO (or INITFAIL and exits). Then it takes batches: for each one it reads
+ * the input payloads from LMDB, calls the UDF's run, writes every output payload in one
+ * LMDB write transaction, and sends one REPORT carrying only payload ids. Payload bytes
+ * never cross the socket (DESIGN §6).
  *
  * A pool given a launcher (orch_pool_config.launcher: `--launcher slurm`) starts its workers
  * through it instead (launch.h): the slot's process is srun, the worker runs on a node of
@@ -77,7 +77,7 @@
  *     "protocol error: ...", "worker 12345 was killed: the event loop cannot watch its
  *     socket (out of memory?)", or the UDF's own init message.
  *   - The cost of an event does not grow with the slots that hold no process: a pool
- *     with no process does not even watch SIGCHLD (pool.c, "Cost").
+ *     with no process does not even watch SIGCHLD (pool_int.h, "Cost").
  *
  * Rules for the driver:
  *   - Callbacks may call orch_pool_dispatch(), orch_pool_start() and orch_pool_stop() (on
