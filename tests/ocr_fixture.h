@@ -4,8 +4,9 @@
  * orch_test_ocr_page() draws lines of text, black on white, into an 8-bit grayscale image
  * with leptonica's own bitmap font (a serif face compiled into the library: bmfCreate with
  * no directory), 12 pt at 300 dpi, one line under the other, left-aligned, with a margin.
- * The image is as wide as the longest line and as tall as the lines, plus the margins.
- * It is written in one of the two payload formats of pdf_render (README, "Page images"):
+ * The image is as wide as the longest line and as tall as the lines, plus the margins. It
+ * is written in one of the two payload formats of pdf_render (docs/language.md,
+ * "pdf_render"):
  *
  *   ORCH_TEST_OCR_PNG   an 8-bit grayscale PNG that records 300 dpi (pHYs);
  *   ORCH_TEST_OCR_PGM   a binary PGM, "P5\n<w> <h>\n255\n" then w*h bytes, row by row

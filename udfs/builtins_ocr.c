@@ -23,12 +23,12 @@
  *
  * Threading. Debian's libtesseract is built with OpenMP (it links libgomp): some of its
  * LSTM loops open parallel regions with a fixed num_threads(4) clause, which
- * omp_set_num_threads() does not override. With `workers=N` on N cores that is 4N
- * spinning threads on N cores; measured with workers=2 on 2 cores, the same pages took
- * ~5x the CPU time and 2.5-5x the wall time of one thread a worker, for the same text
- * (README, "tesseract_ocr"). libgomp reads OMP_THREAD_LIMIT
- * once, when it is loaded — with the orch binary, before any init runs — so setting the
- * variable here would be too late. Instead, before every recognition, this built-in calls
+ * omp_set_num_threads() does not override. With `workers=N` on N cores that is 4N spinning
+ * threads on N cores; measured with workers=2 on 2 cores, the same pages took ~5x the CPU
+ * time and 2.5-5x the wall time of one thread a worker, for the same text
+ * (docs/language.md, "OCR built-in", "Threads"). libgomp reads OMP_THREAD_LIMIT once, when
+ * it is loaded — with the orch binary, before any init runs — so setting the variable here
+ * would be too late. Instead, before every recognition, this built-in calls
  * omp_set_max_active_levels(0), which makes every parallel region run on its calling
  * thread alone: one worker, one core. It finds that function with dlsym, so that a
  * libtesseract built without OpenMP needs nothing. A user who wants OpenMP inside

@@ -1,5 +1,5 @@
 /* builtins_pdf.c — the MuPDF built-ins: pdf_render and pdf_text (their contract is the
- * table in builtins.c; README "PDF built-ins" is the user's manual).
+ * table in builtins.c; docs/language.md, "PDF built-ins", is the user's manual).
  *
  * Both are expands from one PDF to its pages, in page order, one child per page:
  * pdf_render gives each page as an 8-bit grayscale image (PNG, or a binary PGM with

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "proc.h"
 #include "support.h"
 
 /* ms since the epoch as ISO 8601 UTC with milliseconds: 2024-05-01T10:00:00.123Z. */
@@ -29,9 +30,7 @@ void orch_cli_iso_time(char *buf, size_t n, int64_t ms)
 
 int64_t orch_cli_now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return orch_clock_wall_ms();
 }
 
 /* Whether a driver holds the job's lock now (engine/job/jobdir.c: an flock on DIR/lock, with

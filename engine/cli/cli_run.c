@@ -29,9 +29,10 @@ static const char run_help[] =
     "                     entities enter only below it, and when it is full an expand\n"
     "                     waits while a call downstream of it has queued grains\n"
     "  --max-live-bytes SIZE   admission budget of live intermediate payloads (bytes\n"
-    "                     that will be freed once read: see README, Admission); SIZE\n"
-    "                     in bytes or with K, M, G, T (KiB, MiB...); default: a quarter\n"
-    "                     of the memory or half the free disk, whichever is less\n"
+    "                     that will be freed once read: see docs/tuning.md,\n"
+    "                     Admission); SIZE in bytes or with K, M, G, T (KiB, MiB...);\n"
+    "                     default: a quarter of the memory or half the free disk,\n"
+    "                     whichever is less\n"
     "  --durability MODE  machine (default): payloads are synced to disk once per loop\n"
     "                     turn, before the commit that names them, so committed results\n"
     "                     survive a machine crash; process: no syncs, committed results\n"
@@ -42,7 +43,7 @@ static const char run_help[] =
     "  --launcher KIND    where workers run: local (default: processes of this machine)\n"
     "                     or slurm (each worker a Slurm step started with srun, asking\n"
     "                     for its call's cpus and gpus, connecting back over TCP: see\n"
-    "                     README, Workers on a Slurm cluster); the environment variable\n"
+    "                     docs/slurm.md); the environment variable\n"
     "                     ORCH_LAUNCHER gives the default\n"
     "  --launcher-args S  srun's own options for every worker (partition, account, time\n"
     "                     limit...), split as a shell would; default: $ORCH_LAUNCHER_ARGS\n"
@@ -242,7 +243,8 @@ static int parse_opts(const char *cmd, int argc, char **argv, struct orch_run_op
     orch_knobs_run_opts(o);
     int rc = parse_args(cmd, argc, argv, o, job, positional, npos, &given);
     if (rc == 0 && o->order == ORCH_ORDER_RANDOM && !given) {
-        /* A seed of its own for each run, told so that the run can be repeated. */
+        /* A seed of its own for each run, told so that the run can be repeated: the wall
+         * clock in nanoseconds (finer than proc.h's orch_clock_wall_ms) and the pid. */
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         o->seed = ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^

@@ -18,7 +18,7 @@ static const char sql_help[] =
     "       orch sql DIR [--format FORMAT] -    (the SQL read from standard input)\n"
     "\n"
     "Runs SQL over the job's state.db on a read-only connection: the tables and views of\n"
-    "the schema (migrations/0001_initial.sql documents each one; README: \"SQL views\").\n"
+    "the schema (migrations/0001_initial.sql documents each one; docs/sql.md, \"Views\").\n"
     "Works while the job runs.\n"
     "\n"
     "--format (default: table when standard output is a terminal, else tsv):\n"

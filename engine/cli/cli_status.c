@@ -269,8 +269,8 @@ static void human_bytes(char *buf, size_t n, int64_t v)
         snprintf(buf, n, "%.1f %s", x, unit[u]);
 }
 
-/* How full the admission budgets are (DESIGN §5; README, Admission): the unsealed grains
- * against the last run's budget, the live intermediate payload bytes against theirs. */
+/* How full the admission budgets are (DESIGN §5; docs/tuning.md, "Admission"): the unsealed
+ * grains against the last run's budget, the live intermediate payload bytes against theirs. */
 static void admission_print(FILE *out, const struct status *s)
 {
     int64_t unsealed = 0;

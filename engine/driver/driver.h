@@ -44,7 +44,7 @@ enum orch_progress_mode {
     ORCH_PROGRESS_NONE,
 };
 
-/* What a committed fact survives (README, "Guarantees"). */
+/* What a committed fact survives (docs/operations.md, "Guarantees"). */
 enum orch_durability {
     ORCH_DURABILITY_MACHINE, /* a crash of the machine: payloads are synced once per turn
                                 before the commit that names them */
@@ -69,8 +69,8 @@ struct orch_run_opts {
     int progress_interval_ms; /* plain lines: every this many ms; 0: default (5 s) */
     FILE *out;                /* progress and summary (stderr when NULL) */
     enum orch_durability durability;
-    /* Ablations, for benchmarks only (README, "Running a job"). Neither changes what the
-     * job computes, nor its plan hash: like durability, they are options of one run. */
+    /* Ablations, for benchmarks only (docs/commands.md, "Ablations"). Neither changes what
+     * the job computes, nor its plan hash: like durability, they are options of one run. */
     enum orch_order order;
     uint64_t seed; /* ORCH_ORDER_RANDOM: seeds each call's generator (with its index) */
     /* A call is served only once every call upstream of it is done for every entity (the

@@ -81,7 +81,7 @@ int orch_driver_run(struct orch_job *job, const struct orch_run_opts *opts,
         exe = "/proc/self/exe";
     if (opts->launcher != ORCH_LAUNCHER_LOCAL && strcmp(exe, "/proc/self/exe") == 0) {
         /* A remote worker runs the binary by its path on its own node (the shared
-         * filesystem of README, "Workers on a Slurm cluster"): the path it has here. */
+         * filesystem of docs/slurm.md): the path it has here. */
         ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
         if (n < 0)
             return orch_error_set(-errno, "cannot find this binary's path: %s",

@@ -74,12 +74,13 @@ except that export lines of entities under a retired root leave the export; and:
       position order are the edited source's keys, the kept ones the same entities as
       before; the retired ones are the vanished keys, with reason `removed`.
 
-With --edit (DESIGN §10, README "An edited pipeline"), the source stays as it is and the
-pipeline changes. Each job draws its pipeline and its edit from the seed (pipeline.Edit):
-PIPELINE's steps without `output` statements (every payload kept, so every step the edit
-leaves as it was can be taken over: always for the first job), or, for the second job and
-one in five of the others after it, with PIPELINE's outputs (the intermediates are reclaimed once read, and a step
-upstream of a change that needs them is computed again). The edit: one in five `--rerun
+With --edit (DESIGN §10, docs/incremental.md "An edited pipeline"), the source stays as it
+is and the pipeline changes. Each job draws its pipeline and its edit from the seed
+(pipeline.Edit): PIPELINE's steps without `output` statements (every payload kept, so every
+step the edit leaves as it was can be taken over: always for the first job), or, for the
+second job and one in five of the others after it, with PIPELINE's outputs (the
+intermediates are reclaimed once read, and a step upstream of a change that needs them is
+computed again). The edit: one in five `--rerun
 CALL` alone; otherwise one or more of a middle call's argument changed (concat's
 separator, or `sleep(ms=…)`), a new statement downstream (`doc.m = reduce count(PORT)`),
 a leaf statement dropped with its call (word.ctx, doc.n or doc.joined), and sometimes a

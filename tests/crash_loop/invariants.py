@@ -153,8 +153,8 @@ def compare(prev, cur, when, updating=False, anew=None):
         for key, line in keyed.items():
             now = cur["export"][p].get(key)
             # An intermediate payload may be freed once every grain that reads it sealed
-            # (README "Reclamation"): the item stays Present, its value is then said
-            # reclaimed. That is the one change a committed export line may make.
+            # (docs/operations.md "Reclamation"): the item stays Present, its value is then
+            # said reclaimed. That is the one change a committed export line may make.
             if now is not None and now != line and was_reclaimed(line, now):
                 continue
             if now is None and updating and key in cur["retired_keys"]:

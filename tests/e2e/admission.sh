@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# admission.sh — the admission budgets (DESIGN §5; README "Admission"): 30 documents of 40
-# pages (2,000 bytes each) are read, split into pages, passed through a slow map and
+# admission.sh — the admission budgets (DESIGN §5; docs/tuning.md "Admission"): 30 documents
+# of 40 pages (2,000 bytes each) are read, split into pages, passed through a slow map and
 # counted back. Every payload but the counts is intermediate: read_file's, split's and
 # sleep's are freed as their readers seal, and they are what --max-live-bytes bounds.
 #   1. without a budget the fast calls run ahead of the slow one: most of the documents'

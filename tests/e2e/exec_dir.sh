@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# exec_dir.sh — an exec() command line means the same from any current directory (README
-# "Functions"; engine/lang/orch_lang.h "Paths"): its relative program (`./up_udf.py`) and
-# its later words that begin with `./` (`python3 ./up_udf.py`) are resolved against the
-# pipeline's directory when the job is created, as the paths of files(), lines() and
-# library() are. A job created from one directory, interrupted, and resumed from another
-# finishes with the same plan hash and the right values.
+# exec_dir.sh — an exec() command line means the same from any current directory
+# (docs/language.md "Functions"; engine/lang/orch_lang.h "Paths"): its relative program
+# (`./up_udf.py`) and its later words that begin with `./` (`python3 ./up_udf.py`) are
+# resolved against the pipeline's directory when the job is created, as the paths of
+# files(), lines() and library() are. A job created from one directory, interrupted, and
+# resumed from another finishes with the same plan hash and the right values.
 source "$(dirname "$0")/lib.sh"
 
 mkdir "$T/p" "$T/a" "$T/b"

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # exec_orphans.sh — no exec() program outlives its worker (EXEC_PROTOCOL.md "Lifetime";
-# README "Guarantees"), whatever way the worker ends. The program is Python started by
-# `sh -c` (which forks it rather than exec it), and it starts helpers of its own: one in
-# init, one in the middle of the batch it hangs in. After each of these ends of a worker,
-# every process of those programs is gone within a few seconds (polled), and so is every
-# process of the program's process group (the host's keeper included):
+# docs/operations.md "Guarantees"), whatever way the worker ends. The program is Python
+# started by `sh -c` (which forks it rather than exec it), and it starts helpers of its own:
+# one in init, one in the middle of the batch it hangs in. After each of these ends of a
+# worker, every process of those programs is gone within a few seconds (polled), and so is
+# every process of the program's process group (the host's keeper included):
 #   1. the run ends normally (fini closes the program's stdin, it exits);
 #   2. the program ignores the end of its stdin: the driver still exits, nothing is left;
 #   3. a batch runs past its timeout: the driver kills the worker;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # faults.sh — a job that meets a fault stops with a clear message, exit 1, and is left
 # consistent and resumable; once the fault is gone, `orch resume` completes it with the
-# same exports as a clean run (README "Guarantees", "A job on disk"; DESIGN §6):
+# same exports as a clean run (docs/operations.md "Guarantees", docs/sql.md
+# "A job on disk"; DESIGN §6):
 #   1. the payload store is full (ORCH_PAYLOAD_MAX_MAP caps the LMDB map: a full disk);
 #   2. state.db is full (ORCH_STATE_MAX_PAGES caps it: SQLITE_FULL);
 #   3. state.db truncated, its header overwritten, or another SQLite database: resume and

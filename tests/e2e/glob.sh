@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# glob.sh — the glob dialect of files(), as README "Statements" documents it: POSIX glob(3)
-# patterns (`*`, `?`, `[abc]`, `[!a]`, `[a-c]`, `\` to quote), matched one path component
-# at a time; `**` is `*` (no recursion); `*`, `?` and brackets never match a leading `.`
-# (hidden names), `.*` does (`.` and `..` included); no braces, no `~`; every kind of entry
-# matches (directories too); case matters; the roots are sorted by path, byte by byte
-# (not by locale); a pattern without wildcards gives its file if it exists, else nothing.
+# glob.sh — the glob dialect of files(), as docs/language.md "Globs" documents it: POSIX
+# glob(3) patterns (`*`, `?`, `[abc]`, `[!a]`, `[a-c]`, `\` to quote), matched one path
+# component at a time; `**` is `*` (no recursion); `*`, `?` and brackets never match a
+# leading `.` (hidden names), `.*` does (`.` and `..` included); no braces, no `~`; every
+# kind of entry matches (directories too); case matters; the roots are sorted by path, byte
+# by byte (not by locale); a pattern without wildcards gives its file if it exists, else
+# nothing.
 source "$(dirname "$0")/lib.sh"
 
 D=$T/d

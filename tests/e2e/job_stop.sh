@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# job_stop.sh — `orch status` says how a job's last driver stopped (README "orch status";
-# migrations/0006_job_stop.sql), never `running` for a job that no driver runs:
+# job_stop.sh — `orch status` says how a job's last driver stopped (docs/commands.md "orch
+# status"; migrations/0006_job_stop.sql), never `running` for a job that no driver runs:
 #   1. SIGINT, then SIGTERM, of the driver: `interrupted`, with the driver's message and
 #      time; resume clears it;
 #   2. kill -9 of the driver (after a recorded stop: the record was cleared when that

@@ -16,7 +16,7 @@
 #      state.db's last commits, never the store's: --durability machine) — is sound: resume
 #      completes and the exports equal an uninterrupted run's, without reusing an id
 #      (every port is an `output` here: a payload reclaimed since the older state.db was
-#      taken would be missing for it; README "Reclamation" says when that can happen);
+#      taken would be missing for it; docs/operations.md "Reclamation" says when);
 #   5. a job made before schema 7 gets the largest id its items name when resume migrates
 #      it.
 source "$(dirname "$0")/lib.sh"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # readonly_job.sh — a job directory that the user cannot write (a copy made read-only,
 # another user's job, a read-only file system) can be inspected, and cannot be run
-# (issue 10; README "A job you cannot write"; engine/job/jobdir.c hold_quiet).
+# (docs/operations.md "A job you cannot write"; engine/job/jobdir.c hold_quiet).
 # Root writes whatever the modes say, so the commands run as `nobody` (setpriv) when the
 # test runs as root, and a read-only mount is tried too:
 #   1. status, export, sql (payload() too), lineage and failures of a finished job,

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # resume.sh — one driver per job, and what `orch resume` does after a driver stopped
-# (DESIGN §4 interruption, §6 one driver per job, README "How a job runs", "Guarantees"):
+# (DESIGN §4 interruption, §6 one driver per job, docs/operations.md "How a job runs",
+# "Guarantees"):
 #   1. a second `orch resume` (or `orch run`) on a live job is refused, exit 1, naming the
 #      live driver's pid (resume), and the live job goes on to its end unharmed;
 #   2. after kill -9 of the driver, its lock does not block `orch resume`, which completes;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# sql_format.sh — `orch sql --format table|tsv|csv|json` (README "Inspecting a job"): the
+# sql_format.sh — `orch sql --format table|tsv|csv|json` (docs/commands.md "orch sql"): the
 # exact output of each format for values that each format must treat with care (NULL, a
 # comma, a double quote, a newline, a tab, a backslash, non-ASCII and wide UTF-8, a blob,
 # integers, reals); several statements; the default (table on a terminal, tsv through a

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # value_limit.sh — an output longer than the payload store can hold is a RecordFailure of
-# its record, not a fault that stops the job (issue 10; README "Limits"; engine/worker/
+# its record, not a fault that stops the job (docs/sql.md "Limits"; engine/worker/
 # worker.c too_big_check). LMDB's limit is 4 GiB - 1 bytes per value; ORCH_PAYLOAD_MAX_VALUE
 # lowers it for this test, so that no 4 GiB value is needed:
 #   1. a map whose output is over the limit: that record is Failed with a message naming
