@@ -54,7 +54,8 @@ ALTER TABLE entity_new RENAME TO entity;
 -- Children of a parent in ordinal order (propagation, reduce inputs, export, lineage).
 CREATE UNIQUE INDEX entity_child ON entity (parent_id, domain_id, ordinal)
     WHERE parent_id IS NOT NULL;
--- Roots in source order (resume reads them back to check the source: engine/run/admit.c).
+-- Roots in source order (resume reads them back to check the source:
+-- engine/update/rescan.c).
 CREATE UNIQUE INDEX entity_root ON entity (domain_id, ordinal) WHERE parent_id IS NULL;
 -- Entities by key, at any depth (the views below, `orch lineage`).
 CREATE INDEX entity_by_key ON entity (key);

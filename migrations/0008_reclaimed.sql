@@ -2,7 +2,7 @@
 --
 -- A Present item of a port that is not `output` names a payload that nothing needs once
 -- every grain that reads it has sealed: the driver then deletes its bytes from
--- JOB/payloads/ (engine/run/reclaim.c says exactly when). The item row is a committed
+-- JOB/payloads/ (engine/prop/reclaim.c says exactly when). The item row is a committed
 -- fact and does not change: it stays 'present' and keeps its payload_id. What changes is
 -- recorded here: one row per payload id whose bytes are gone, or going.
 --

@@ -2,7 +2,7 @@
 --
 -- job.live_bytes: the bytes of live intermediate payloads: the payloads of ports that are
 -- not kept (not `output`, in a pipeline that has outputs) and that the driver frees once
--- every grain that reads them has sealed (engine/run/reclaim.c, fate EAGER). Raised by the
+-- every grain that reads them has sealed (engine/prop/reclaim.c, fate EAGER). Raised by the
 -- size of each such payload in the transaction that publishes its item, lowered in the
 -- one that records it in `reclaimed`; so it is exact for what state.db holds after any
 -- crash. A job made before this migration starts at 0: what it holds already is not

@@ -8,11 +8,11 @@
 --
 -- This file only adds what is new. Keys of old jobs must change too (files() keys become
 -- paths relative to the pipeline's directory, a repeated lines() value gets `#2`, `#3`),
--- and the root rows of old jobs must be written; both need the pipeline as it was
--- written (JOB/pipeline.orch), which SQL cannot read, so engine/run/rekey.c does them in
--- one transaction on the first read-write open after this migration, and marks the job
--- done by setting job.base_dir. Read-only commands refuse a job whose base_dir is NULL,
--- as they refuse an unmigrated one.
+-- and the root rows of old jobs must be written; both need the pipeline as it was written
+-- (JOB/pipeline.orch), which SQL cannot read, so engine/update/rekey.c (its SQL in
+-- storage/keys.c) does them in one transaction on the first read-write open after this
+-- migration, and marks the job done by setting job.base_dir. Read-only commands refuse a
+-- job whose base_dir is NULL, as they refuse an unmigrated one.
 
 -- The absolute directory that the pipeline's relative paths were resolved against (the
 -- pipeline file's): a files() root's key is its path relative to it. NULL: a job made
@@ -23,7 +23,7 @@ ALTER TABLE job ADD COLUMN base_dir TEXT;
 -- revision, its latest; a retired revision keeps its row, its entity and its whole
 -- subtree. The key is the entity's (entity.key, indexed): not stored again here, since a
 -- text index more made admitting a root 27% slower (a job of one grain per root,
--- measured); the engine keeps revisions distinct and numbered (engine/run/source.c).
+-- measured); the engine keeps revisions distinct and numbered (engine/queue/source.c).
 CREATE TABLE root (
     entity_id   INTEGER PRIMARY KEY REFERENCES entity (id),
     domain_id   INTEGER NOT NULL REFERENCES domain (id),

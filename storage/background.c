@@ -34,7 +34,7 @@
  * Threads. The threads touch only the fields under `mu`, the first its own connection; the
  * driver's connection stays the driver's. Every signal is blocked in them, so that the
  * driver's handlers (libevent's SIGCHLD, SIGINT) run on the driver's thread. Workers are
- * started with clone(CLONE_VM | CLONE_VFORK) and exec at once (engine/worker/pool.c), so
+ * started with clone(CLONE_VM | CLONE_VFORK) and exec at once (engine/base/proc.c), so
  * no child inherits a lock the thread held. */
 #include "store_int.h"
 

@@ -470,9 +470,9 @@ void orch_driver_send(struct orch_driver *d)
         d->stats->batches++;
         int rc = orch_pool_dispatch(cr->pool, b->worker, &wb);
         if (rc == -EIO) {
-            /* A remote worker's inputs could not be read from the payload store (pool.c,
-             * put_batch_values): not the batch's fault and no retry helps, so the job
-             * stops, as for a local worker's STORAGE report. */
+            /* A remote worker's inputs could not be read from the payload store (pool_values.c,
+             * orch_pool__put_batch_values): not the batch's fault and no retry helps, so the
+             * job stops, as for a local worker's STORAGE report. */
             orch_driver_set_fatal(d, rc);
         }
         if (rc == -E2BIG) {
