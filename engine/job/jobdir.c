@@ -1,4 +1,4 @@
-/* job.c — creating and opening a job directory (orch_job.h). */
+/* jobdir.c — creating and opening a job directory (orch_job.h). */
 /* renameat2() and RENAME_NOREPLACE */
 #define _GNU_SOURCE
 #include "orch_job.h"
