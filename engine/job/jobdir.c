@@ -488,9 +488,9 @@ static bool stage_abandoned(const char *stage, const char *pid_text)
 }
 
 /* Removes the ".NAME.creating.PID" directories beside dir that earlier creations of the
- * same job left when they were killed (issue 10): they are invisible, and nothing else
- * would ever remove them. Only what a creation makes is removed (remove_tree): a stage
- * that holds anything else stays. A stage of a creation still running is left alone. */
+ * same job left when they were killed: they are invisible, and nothing else would ever
+ * remove them. Only what a creation makes is removed (remove_tree): a stage that holds
+ * anything else stays. A stage of a creation still running is left alone. */
 static void clean_abandoned_stages(const char *dir)
 {
     const char *slash = strrchr(dir, '/');

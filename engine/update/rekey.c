@@ -1,8 +1,8 @@
 /* rekey.c — brings a job made before schema 13 to the key rule of DESIGN §9, and writes
  * its root rows (migrations/0013_roots.sql says why this part of the migration is C).
  *
- * Before, a files() root's key was its absolute path and a repeated line repeated its key.
- * Now a files() key is the path relative to the job's base directory (the pipeline's,
+ * Such a job keyed a files() root by its absolute path and repeated a repeated line's key.
+ * The rule: a files() key is the path relative to the job's base directory (the pipeline's,
  * which the job did not record: it is found by compiling the job's copy of the pipeline,
  * JOB/pipeline.orch, and comparing a relative glob as written with the same glob as the
  * plan stored it, resolved), and the second, third, ... occurrence of a line gets `#2`,
