@@ -85,6 +85,7 @@
 
 #include "driver.h"
 #include "pool.h"
+#include "proc.h"
 #include "propagate.h"
 #include "queue.h"
 #include "source.h"
@@ -251,20 +252,6 @@ struct orch_driver {
     bool live;
     int live_lines;
 };
-
-static inline int64_t orch_driver_now_ms(void) /* wall clock, for the store's timestamps */
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static inline int64_t orch_driver_mono_ms(void) /* for durations */
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ---- turn.c: the services of a turn ------------------------------------------------------ */
 

@@ -130,7 +130,7 @@ int orch_driver_run(struct orch_job *job, const struct orch_run_opts *opts,
         keep_why(&d, rc);
     if (rc < 0)
         (void)job_stop(job, rc);
-    stats->seconds = (double)(orch_driver_mono_ms() - d.started_ms) / 1000.0;
+    stats->seconds = (double)(orch_clock_mono_ms() - d.started_ms) / 1000.0;
     driver_free(&d, rc == 0);
     orch_store_background_stop(job->store);
     /* The pools are closed: reclaim what stale reports left, unless the store holds just
@@ -390,7 +390,7 @@ static int commit_turn(struct orch_driver *d)
             return rc;
         }
         /* After the commit (engine/prop/reclaim.c). */
-        (void)orch_prop_reclaim_flush(d->prop, orch_driver_mono_ms());
+        (void)orch_prop_reclaim_flush(d->prop, orch_clock_mono_ms());
         items_committed(d);
     }
     (void)payload_sync_end(d); /* one not ended above (no transaction, or an error) */

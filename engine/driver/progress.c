@@ -11,7 +11,7 @@
 void orch_driver_progress_init(struct orch_driver *d)
 {
     const struct orch_run_opts *opts = d->opts;
-    d->started_ms = d->last_plain_ms = orch_driver_mono_ms();
+    d->started_ms = d->last_plain_ms = orch_clock_mono_ms();
     d->live = opts->progress == ORCH_PROGRESS_LIVE ||
               (opts->progress == ORCH_PROGRESS_AUTO &&
                isatty(fileno(opts->out ? opts->out : stderr)));
@@ -30,7 +30,7 @@ void orch_driver_progress(struct orch_driver *d, bool final)
     FILE *out = d->opts->out ? d->opts->out : stderr;
     if (d->opts->progress == ORCH_PROGRESS_NONE)
         return;
-    int64_t now = orch_driver_mono_ms();
+    int64_t now = orch_clock_mono_ms();
     int interval = d->opts->progress_interval_ms > 0 ? d->opts->progress_interval_ms : 5000;
     if (!d->live && !final && now - d->last_plain_ms < interval)
         return;

@@ -421,7 +421,7 @@ static void idle_arm(struct orch_driver *d, struct orch_driver_call *cr, orch_wo
  * given another term. */
 static void stop_idle(struct orch_driver *d)
 {
-    int64_t now = orch_driver_mono_ms();
+    int64_t now = orch_clock_mono_ms();
     while (d->nidle_heap > 0 && d->idle[0].deadline_ms <= now) {
         struct orch_driver_idle e = idle_pop(d);
         struct orch_driver_call *cr = &d->calls[e.call];
@@ -462,7 +462,7 @@ static bool remote_contended(struct orch_driver *d, int64_t now)
 /* Rule 3: under contention, stops every remote worker idle for IDLE_CONTENDED_MS. */
 static void stop_idle_contended(struct orch_driver *d)
 {
-    int64_t now = orch_driver_mono_ms();
+    int64_t now = orch_clock_mono_ms();
     if (!d->launcher || !remote_contended(d, now))
         return;
     for (int c = 0; c < d->ncalls; c++) {
@@ -488,7 +488,7 @@ bool orch_driver_worker_idle(struct orch_driver_call *cr, orch_worker *w)
     struct orch_driver *d = cr->d;
     if (!d->nodes)
         return true; /* no HELLO comes before the graph exists: nothing is started */
-    int64_t now = orch_driver_mono_ms();
+    int64_t now = orch_clock_mono_ms();
     struct orch_driver_wk *k = wk_of(cr, w);
     if (k->starting)
         cr->start_ms = now - k->since_ms;
@@ -529,7 +529,7 @@ static int start_one(struct orch_driver *d, struct orch_driver_call *cr)
         return orch_pool_alive(cr->pool) == 0 ? rc : 0;
     struct orch_driver_wk *k = wk_of(cr, w);
     k->w = w;
-    wk_set(k, true, false, orch_driver_mono_ms());
+    wk_set(k, true, false, orch_clock_mono_ms());
     d->stats->workers_started++;
     if (++d->workers_live > d->stats->workers_peak)
         d->stats->workers_peak = d->workers_live;
