@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ablation.sh — the benchmark-only run options of issue 9, seen from the attempt table:
+# ablation.sh — the benchmark-only run options, seen from the attempt table:
 #   * --staged: on a chain of 3 calls over N roots, every attempt of call k+1 begins
 #     (attempt id, and started_at) after every attempt of call k ended; the same chain run
 #     plainly overlaps them (the check can fail);

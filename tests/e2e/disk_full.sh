@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # disk_full.sh — a job on a file system that fills up says the disk is full, not
-# "Input/output error" (issue 10; storage/payload.c write_error): LMDB reports a short
+# "Input/output error" (storage/payload.c write_error): LMDB reports a short
 # write, which is what a full disk gives, as EIO; the payload store tells it from a failing
 # disk by the room left on the file system. On a real, small file system (a 2 MiB tmpfs,
 # so this test needs to mount one: skipped where it cannot):

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# payload_identity.sh — a job's payload store is bound to the job (issue 10; storage/
+# payload_identity.sh — a job's payload store is bound to the job (storage/
 # orch_payload.h "identity", migrations/0004_payload_identity.sql). Item rows name payloads
 # by ids that only the job's own store gives meaning to, so:
 #   1. a lost payloads/ (deleted) is refused by resume and export: exit 1, a message that

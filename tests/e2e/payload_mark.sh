@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# payload_mark.sh — an older state of the job's own payload store is refused (issue 10;
-# migrations/0007_payload_mark.sql, engine/job/jobdir.c payloads_current). The identity
+# payload_mark.sh — an older state of the job's own payload store is refused
+# (migrations/0007_payload_mark.sql, engine/job/jobdir.c payloads_current). The identity
 # (payload_identity.sh) tells this job's store from another's; the high-water mark of the
 # payload ids that state.db names tells it from an older copy of itself:
 #   1. the mark is exact: job.payload_mark is the largest id a committed item names, after a

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # readers_full.sh — every LMDB reader slot of the payload store taken is a limit of the
-# store, never a failure of the user's records (issue 10): the job stops with a message
+# store, never a failure of the user's records: the job stops with a message
 # that says so, exit 1, no record Failed and no retry spent; once a slot is free,
 # `orch resume` completes it with the right values.
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# report.sh — `orch report` (DESIGN §9, issue 11): one self-contained HTML page of a run.
+# report.sh — `orch report` (DESIGN §9): one self-contained HTML page of a run.
 #   0. grain.ready_at, which the ready-queue chart draws, is there and plausible;
 #   1. a finished job with known failures (a record failure, a crash retried then
 #      exhausted, suppressed work downstream) and keys that need escaping: the page's

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # sql_cookbook.sh — the views of migrations/0010_views.sql (items, attempts, timeline) and
 # every query of docs/sql-cookbook.md, run through `orch sql` against a real job whose
-# answers are known (issue 11).
+# answers are known.
 #
 # The job is the cookbook's document pipeline — calls render, ocr and join — with a
 # stand-in for each: render splits a text file into lines (pages), ocr is a small exec()
