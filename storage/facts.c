@@ -11,208 +11,13 @@
 #include <time.h>
 
 #include "orch_error.h"
+#include "facts_int.h"
 #include "store_int.h"
 #include "support.h"
 
-/* X(slot, sql): every statement of this file. The look-ups of a root by key name their
- * index: without statistics SQLite prefers entity_root (every root of the domain) over
- * entity_by_key, which made each look-up a scan of the roots (a 20,000-root job: 26 s
- * instead of 0.6). State names are parameters, bound from the
- * X-macro tables (orch_states.h). `phase = ?a OR phase = ?b` rather than IN (...): see the
- * conventions at the top of migrations/0001_initial.sql. */
-/* The grains in flight: those with an open attempt (the phase column of a grain that
- * runs reads READY, or WAITING: see orch_store_grain_dispatch). Open attempts all lie at or
- * above job.attempt_floor. */
-#define OPEN_ATTEMPT_GRAINS                                                                    \
-    "SELECT grain_id FROM attempt WHERE id >= (SELECT attempt_floor FROM job WHERE id = 1) "    \
-    "AND outcome IS NULL"
-/* Whether payload id X is reclaimed: the span with the largest first at or below it
- * covers it (migrations/0016_reclaimed_spans.sql). */
-#define SPAN_COVERS(X)                                                                         \
-    "coalesce((SELECT r.last >= " X " FROM reclaimed_span AS r WHERE r.first <= " X            \
-    " ORDER BY r.first DESC LIMIT 1), 0)"
-#define FACT_STATEMENTS(X)                                                                     \
-    X(ENTITY_PUT, "INSERT INTO entity (domain_id, parent_id, ordinal, key) "                   \
-                  "VALUES (?1, ?2, ?3, coalesce(?4, "                                          \
-                  "(SELECT key FROM entity WHERE id = ?2) || '/' || ?3))")                     \
-    X(ENTITY_PARENT, "SELECT parent_id FROM entity WHERE id = ?")                              \
-    X(ENTITY_NEXT_ID, "SELECT coalesce(max(id), 0) + 1 FROM entity")                           \
-    X(CHILDREN, "SELECT id FROM entity WHERE parent_id = ? AND domain_id = ? ORDER BY ordinal") \
-    X(CHILDREN_COUNT, "SELECT count(*) FROM entity WHERE parent_id = ? AND domain_id = ?")     \
-    X(ITEM_GET, "SELECT state, payload_id FROM item WHERE port_id = ? AND entity_id = ?")      \
-    X(ITEM_PUT, "INSERT INTO item (port_id, entity_id, state, payload_id, payload_size) "      \
-                "VALUES (?, ?, ?, ?, ?)")                                                      \
-    X(ITEM_TAKE_BACK, "DELETE FROM item WHERE port_id = ?1 AND entity_id = ?2 "                \
-                      "AND (state = ?3 OR state = ?4)")                                        \
-    X(CHILD_ITEMS, "SELECT count(*), coalesce(sum(i.state = ?4 OR i.state = ?5), 0) "          \
-                   "FROM entity AS c JOIN item AS i ON i.entity_id = c.id AND i.port_id = ?1 " \
-                   "WHERE c.parent_id = ?2 AND c.domain_id = ?3")                              \
-    X(ITEM_COUNTS, "SELECT port_id, state, count(*) FROM item GROUP BY port_id, state")        \
-    X(EXPANSION_PUT, "INSERT INTO expansion (call_id, parent_id, state, nchildren) "           \
-                     "VALUES (?, ?, ?, ?)")                                                    \
-    X(EXPANSION_GET, "SELECT state FROM expansion WHERE call_id = ? AND parent_id = ?")        \
-    X(EXPANSION_TAKE_BACK, "DELETE FROM expansion WHERE call_id = ? AND parent_id = ? "        \
-                           "AND state = ?")                                                    \
-    X(GRAIN_CREATE, "INSERT INTO grain (call_id, entity_id, phase, generation, pending) "      \
-                    "VALUES (?, ?, ?, 0, ?)")                                                  \
-    X(GRAIN_GET_ROOT, "SELECT id, call_id, entity_id, 0, phase, outcome, pending, "            \
-                      "generation, coalesce(ready_seq, 0) FROM grain "                         \
-                      "WHERE call_id = ? AND entity_id = ?")                                   \
-    X(GRAIN_GET, "SELECT g.id, g.call_id, g.entity_id, coalesce(e.parent_id, 0), g.phase, "    \
-                 "g.outcome, g.pending, g.generation, coalesce(g.ready_seq, 0) "               \
-                 "FROM grain AS g JOIN entity AS e ON e.id = g.entity_id "                     \
-                 "WHERE g.call_id = ? AND g.entity_id = ?")                                    \
-    X(GRAIN_BY_ID, "SELECT g.id, g.call_id, g.entity_id, coalesce(e.parent_id, 0), g.phase, "  \
-                   "g.outcome, g.pending, g.generation, coalesce(g.ready_seq, 0) "             \
-                   "FROM grain AS g JOIN entity AS e ON e.id = g.entity_id WHERE g.id = ?")    \
-    X(GRAIN_SET_PENDING, "UPDATE grain SET pending = ? WHERE id = ?")                          \
-    X(GRAIN_NEXT_ID, "SELECT coalesce(max(id), 0) + 1 FROM grain")                             \
-    X(GRAIN_READY, "UPDATE grain SET phase = ?3, ready_seq = ?2, pending = 0, ready_at = ?4 "  \
-                   "WHERE id = ?1 AND phase = ?5")                                             \
-    X(GRAINS_READY_RUN, "UPDATE grain SET phase = ?3, "                                        \
-                        "ready_seq = ?2 + (id - ?1) / ?6 * ?7, "                               \
-                        "pending = 0, ready_at = ?4 WHERE id BETWEEN ?1 AND ?8 "               \
-                        "AND (id - ?1) % ?6 = 0 AND phase = ?5")                               \
-    X(GRAIN_REQUEUE, "UPDATE grain SET phase = ?5, generation = generation + 1, "              \
-                     "ready_seq = ?3, ready_at = ?6, pending = 0 WHERE id = ?1 "               \
-                     "AND phase <> ?4 AND generation = ?2")                                    \
-    X(GRAIN_SEAL_IN_FLIGHT, "UPDATE grain SET phase = ?5, outcome = ?2, pending = 0, "         \
-                            "ready_seq = coalesce(?4, ready_seq), "                            \
-                            "ready_at = coalesce(?6, ready_at) "                               \
-                            "WHERE id = ?1 AND phase <> ?5 AND generation = ?3")               \
-    X(GRAINS_SEAL_RUN, "UPDATE grain SET phase = ?5, outcome = ?2, pending = 0, "              \
-                       "ready_seq = coalesce(?4 + (id - ?1) / ?7 * ?8, ready_seq), "          \
-                       "ready_at = coalesce(?6, ready_at) WHERE id BETWEEN ?1 AND ?9 "        \
-                       "AND (id - ?1) % ?7 = 0 AND phase <> ?5 AND generation = ?3")          \
-    X(GRAIN_INTERRUPT, "UPDATE grain SET phase = ?4, generation = generation + 1, "            \
-                       "ready_at = ?5, pending = 0, ready_seq = coalesce(?3, ready_seq, 0) "   \
-                       "WHERE id = ?1 AND phase <> ?6 AND generation = ?2")                    \
-    X(GRAIN_SEAL_UNRUN, "UPDATE grain SET phase = ?5, outcome = ?2, pending = 0 "              \
-                        "WHERE id = ?1 AND (phase = ?3 OR phase = ?4)")                        \
-    X(GRAIN_REOPEN, "UPDATE grain SET phase = ?2, outcome = NULL, pending = 0, "               \
-                    "generation = generation + 1 WHERE id = ?1 AND phase = ?3")                \
-    X(GRAINS_FAILED, "SELECT g.id, g.call_id, g.entity_id, coalesce(e.parent_id, 0), "         \
-                     "g.generation FROM grain AS g JOIN entity AS e ON e.id = g.entity_id "    \
-                     "WHERE g.outcome = ?2 AND (?1 < 0 OR g.call_id = ?1) ORDER BY g.id")      \
-    X(GRAINS_UNRUN, "SELECT g.id, g.entity_id FROM grain AS g JOIN entity AS e "               \
-                    "ON e.id = g.entity_id WHERE e.parent_id = ?1 AND g.call_id = ?2 "         \
-                    "AND (g.phase = ?3 OR g.phase = ?4) AND NOT EXISTS (SELECT 1 "             \
-                    "FROM attempt AS a WHERE a.grain_id = g.id AND a.outcome IS NULL)")        \
-    X(GRAINS_BARRED, "SELECT g.id, g.call_id, g.entity_id, e.parent_id, g.generation "         \
-                     "FROM grain AS g JOIN entity AS e ON e.id = g.entity_id "                 \
-                     "JOIN suppression AS s ON s.call_id = g.call_id "                         \
-                     "AND s.parent_id = e.parent_id WHERE g.phase <> ?1")                      \
-    X(GRAINS_INTERRUPT, "UPDATE grain SET phase = ?1, generation = generation + 1, "           \
-                        "ready_at = ?3, pending = 0, ready_seq = coalesce(ready_seq, 0) "      \
-                        "WHERE phase = ?2 OR (phase <> ?4 "                                    \
-                        "AND id IN (" OPEN_ATTEMPT_GRAINS "))")                                \
-    X(GRAINS_UNSEALED, "SELECT count(*) FROM grain WHERE phase <> ?1")                         \
-    X(GRAINS_SEALED_COUNTS, "SELECT call_id, outcome, count(*) FROM grain "                    \
-                            "WHERE phase = ?1 GROUP BY 1, 2")                                  \
-    X(GRAINS_READY, "SELECT g.id, g.entity_id, coalesce(e.parent_id, 0), g.generation, "       \
-                    "g.ready_seq, (SELECT count(*) FROM failure AS f WHERE f.grain_id = g.id " \
-                    "AND (f.kind = ?2 OR f.kind = ?3 OR f.kind = ?4) AND f.generation > "      \
-                    "coalesce((SELECT max(t.generation) FROM failure AS t "                    \
-                    "WHERE t.grain_id = g.id AND (t.kind = ?5 OR t.kind = ?6 OR t.kind = ?7)), " \
-                    "-1)), g.call_id FROM grain AS g JOIN entity AS e ON e.id = g.entity_id "  \
-                    "WHERE g.phase = ?1 ORDER BY g.call_id, g.ready_seq")                      \
-    X(COUNTERS_GET, "SELECT next_ready_seq, live_bytes FROM job WHERE id = 1")                 \
-    X(COUNTERS_SET, "UPDATE job SET next_ready_seq = ?, live_bytes = ? WHERE id = 1")          \
-    X(BUDGETS_SET, "UPDATE job SET max_unsealed = ?, max_live_bytes = ? WHERE id = 1")         \
-    X(ATTEMPT_END, "UPDATE attempt SET ended_at = ?, outcome = ?, message = ? WHERE id = ?")   \
-    X(ATTEMPTS_END, "UPDATE attempt SET ended_at = ?, outcome = ?, message = NULL "            \
-                    "WHERE id BETWEEN ? AND ?")                                                \
-    X(ATTEMPTS_INTERRUPT, "UPDATE attempt SET outcome = ?, ended_at = ? "                      \
-                          "WHERE id >= (SELECT attempt_floor FROM job WHERE id = 1) "          \
-                          "AND outcome IS NULL")                                               \
-    X(ATTEMPT_FLOOR_SET, "UPDATE job SET attempt_floor = ? WHERE id = 1")                      \
-    X(OPEN_SLURM_JOBS, "SELECT DISTINCT slurm_job FROM attempt "                               \
-                       "WHERE id >= (SELECT attempt_floor FROM job WHERE id = 1) "             \
-                       "AND outcome IS NULL AND slurm_job IS NOT NULL")                        \
-    X(ATTEMPT_LAST_BATCH, "SELECT batch FROM attempt ORDER BY id DESC LIMIT 1")                       \
-    X(FAILURE_PUT, "INSERT INTO failure (grain_id, kind, message, generation, at, entity_id) " \
-                   "VALUES (?, ?, ?, ?, ?, ?)")                                                \
-    X(BARRIER_PUT, "INSERT OR IGNORE INTO suppression (call_id, parent_id, grain_id, at) "     \
-                   "VALUES (?, ?, ?, ?)")                                                      \
-    X(BARRIER_COVERS, "SELECT 1 FROM suppression WHERE call_id = ? AND parent_id = ?")         \
-    X(BARRIER_TAKE_BACK, "DELETE FROM suppression WHERE grain_id = ?")                       \
-    X(PLAN_DOMAIN, "INSERT INTO domain (id, name, parent_id, depth) VALUES (?, ?, ?, ?) "      \
-                   "ON CONFLICT (id) DO UPDATE SET name = excluded.name, "                     \
-                   "parent_id = excluded.parent_id, depth = excluded.depth")                   \
-    X(PLAN_CALL, "INSERT INTO call (id, name, op, function, domain_id, target_id) "            \
-                 "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "                   \
-                 "name = excluded.name, op = excluded.op, function = excluded.function, "      \
-                 "domain_id = excluded.domain_id, target_id = excluded.target_id")            \
-    X(PLAN_PORT, "INSERT INTO port (id, domain_id, name, qualified, producer_call_id, "        \
-                 "is_output) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "        \
-                 "domain_id = excluded.domain_id, name = excluded.name, "                      \
-                 "qualified = excluded.qualified, "                                            \
-                 "producer_call_id = excluded.producer_call_id, is_output = excluded.is_output") \
-    X(NAMED_PAYLOADS, "SELECT payload_id FROM item WHERE payload_id IS NOT NULL "              \
-                      "ORDER BY payload_id")                                                   \
-    X(SPANS, "SELECT first, last FROM reclaimed_span ORDER BY first")                          \
-    X(SPANS_COUNT, "SELECT coalesce(sum(last - first + 1), 0) FROM reclaimed_span")            \
-    X(SPAN_BEFORE, "SELECT first, last FROM reclaimed_span WHERE first <= ? "                  \
-                   "ORDER BY first DESC LIMIT 1")                                              \
-    X(SPAN_DROP, "DELETE FROM reclaimed_span WHERE first = ?")                                 \
-    X(SPAN_PUT, "INSERT INTO reclaimed_span (first, last) VALUES (?, ?)")                      \
-    X(ROOT_PUT, "INSERT INTO root (entity_id, domain_id, revision, position, size, mtime_ns, "  \
-                "hash, admitted_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")                          \
-    X(ROOT_FIND, "SELECT r.entity_id, r.position, r.size, r.mtime_ns, r.hash, "                \
-                 "r.retired_at IS NULL, max(r.revision) FROM entity AS e "                     \
-                 "INDEXED BY entity_by_key JOIN root AS r ON r.entity_id = e.id "              \
-                 "WHERE e.key = ?2 AND e.domain_id = ?1 AND e.parent_id IS NULL")              \
-    X(ROOT_ANY, "SELECT 1 FROM root WHERE domain_id = ? LIMIT 1")                              \
-    X(ROOT_PAGE, "SELECT r.entity_id, r.position, r.size, r.mtime_ns, r.hash, e.key "          \
-                 "FROM root AS r JOIN entity AS e ON e.id = r.entity_id "                      \
-                 "WHERE r.domain_id = ?1 AND r.retired_at IS NULL AND (r.position > ?2 OR "     \
-                 "(r.position = ?2 AND r.entity_id > ?3)) ORDER BY r.position, r.entity_id "    \
-                 "LIMIT ?4")                                                                   \
-    X(ROOT_POSITION, "UPDATE root SET position = ? WHERE entity_id = ?")                        \
-    X(ROOT_SIG, "UPDATE root SET size = ?, mtime_ns = ?, hash = ? WHERE entity_id = ?")         \
-    X(ROOT_RETIRE, "UPDATE root SET retired_at = ?, reason = ?, position = NULL "               \
-                   "WHERE entity_id = ? AND retired_at IS NULL")                               \
-    X(ROOT_NEXT_ORDINAL, "SELECT coalesce(max(ordinal) + 1, 0) FROM entity "                   \
-                         "WHERE parent_id IS NULL AND domain_id = ?")                          \
-    X(UPDATE_OPEN, "SELECT id, scanned_at IS NOT NULL, coalesce(plan_id, 0) FROM job_update "  \
-                   "WHERE finished_at IS NULL ORDER BY id DESC LIMIT 1")                       \
-    X(UPDATE_START, "INSERT INTO job_update (started_at, plan_id, rerun) VALUES (?, ?, ?)")    \
-    X(UPDATE_RERUN, "SELECT rerun FROM job_update WHERE id = ?")                               \
-    X(UPDATE_REPLANNED, "UPDATE job_update SET replanned = ? WHERE id = ?")                     \
-    X(ROOT_RETIRE_DOMAIN, "UPDATE root SET retired_at = ?1, reason = ?2, position = NULL "    \
-                          "WHERE retired_at IS NULL AND domain_id = ?3")                       \
-    X(ROOT_RETIRE_ALL, "UPDATE root SET retired_at = ?1, reason = ?2, position = NULL "          \
-                       "WHERE retired_at IS NULL")                                             \
-    X(ROOT_TWIN, "SELECT o.entity_id FROM root AS n JOIN entity AS ne ON ne.id = n.entity_id " \
-                 "JOIN entity AS oe INDEXED BY entity_by_key ON oe.key = ne.key "              \
-                 "AND oe.domain_id = ne.domain_id "                                            \
-                 "AND oe.parent_id IS NULL JOIN root AS o ON o.entity_id = oe.id "              \
-                 "AND o.revision = n.revision - 1 AND o.reason = ?2 WHERE n.entity_id = ?1")    \
-    X(ENTITY_SHAPE, "SELECT coalesce(parent_id, 0), domain_id, ordinal FROM entity WHERE id = ?") \
-    X(CHILD_AT, "SELECT id FROM entity WHERE parent_id = ? AND domain_id = ? AND ordinal = ?")  \
-    X(GRAIN_OUTCOME, "SELECT outcome FROM grain WHERE call_id = ? AND entity_id = ?")           \
-    X(EXPANSION_CHILDREN, "SELECT state, nchildren FROM expansion WHERE call_id = ? "          \
-                          "AND parent_id = ?")                                                 \
-    X(PAYLOAD_RECLAIMED, "SELECT last >= ?1 FROM reclaimed_span WHERE first <= ?1 "            \
-                         "ORDER BY first DESC LIMIT 1")                                        \
-    X(PLAN_PREVIOUS, "SELECT text FROM plan WHERE id < ? ORDER BY id DESC LIMIT 1")             \
-    X(UPDATE_COUNT, "UPDATE job_update SET added = added + ?, changed = changed + ?, "          \
-                    "removed = removed + ? WHERE id = ?")                                      \
-    X(UPDATE_SCANNED, "UPDATE job_update SET scanned_at = ? WHERE id = ?")                     \
-    X(UPDATE_FINISHED, "UPDATE job_update SET finished_at = ? WHERE finished_at IS NULL "      \
-                       "AND scanned_at IS NOT NULL")                                           \
-    X(RECLAIMED_PORT, "SELECT DISTINCT i.payload_id FROM item AS i WHERE i.port_id = ? "       \
-                      "AND i.payload_id IS NOT NULL AND NOT " SPAN_COVERS("i.payload_id") " "  \
-                      "ORDER BY i.payload_id")                                                 \
-
-#define FACT_ENUM(slot, sql) F_##slot,
-enum fact_slot { FACT_STATEMENTS(FACT_ENUM) F__COUNT };
-#undef FACT_ENUM
 #define FACT_SQL(slot, sql) sql,
 static const char *const fact_sql[] = {FACT_STATEMENTS(FACT_SQL)};
 #undef FACT_SQL
-
-_Static_assert(F__COUNT <= ORCH_STORE_FACT_SLOTS, "raise ORCH_STORE_FACT_SLOTS");
 
 static int64_t now_ms(void)
 {
@@ -221,8 +26,12 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t orch_store__now_ms(void)
+{
+    return now_ms();
+}
+
 static int prepare_held(orch_store *s, const char *sql, sqlite3_stmt **out);
-static int run(orch_store *s, sqlite3_stmt *st, bool *changed);
 
 /* ---- INSERTs of many rows -----------------------------------------------------------------
  * A statement per row paid SQLite's fixed cost of a statement (the step, the reset, the
@@ -310,7 +119,7 @@ static int rows_insert(orch_store *s, enum rows_kind kind, size_t n, rows_fixed 
             b = bind(st, nfixed + per * r + 1, done + (size_t)r, ctx);
         if (rc == 0 && b != SQLITE_OK)
             rc = orch_store_error(s, b, "bind");
-        if (rc < 0 || (rc = run(s, st, NULL)) < 0)
+        if (rc < 0 || (rc = orch_store__run(s, st, NULL)) < 0)
             return rc;
         done += (size_t)1 << size;
         if (!row_kinds[kind].rowids)
@@ -545,7 +354,7 @@ static int ready_flush(orch_store *s)
                     : stmt_of(s, F_GRAINS_READY_RUN, &st, "llslslll", a->grain, a->seq, ready,
                               a->at, waiting, sid, sseq, last->grain);
         if (rc == 0)
-            rc = run(s, st, NULL);
+            rc = orch_store__run(s, st, NULL);
         i = j;
     }
     if (rc == 0)
@@ -769,12 +578,9 @@ void orch_store__held_forget(orch_store *s)
     s->next_entity = 0;
 }
 
-/* The statement of `slot`, reset, then bound from `fmt`, one letter per parameter in
- * order (every parameter, every time: so the previous use's bindings need no clearing,
- * which cost 1% of the driver's instructions): i (int), I (int index, < 0 binds NULL), l (int64_t), L (int64_t id, 0 binds NULL), t (const char *, NULL binds NULL; copied),
- * s (a static string, not copied). Every bind is checked. Held writes that the
- * statement could see are written first (held_safe). */
-static int stmt(orch_store *s, enum fact_slot slot, sqlite3_stmt **out, const char *fmt, ...)
+/* facts_int.h. Held writes that the statement could see are written first (held_safe). */
+int orch_store__stmt(orch_store *s, enum fact_slot slot, sqlite3_stmt **out, const char *fmt,
+                     ...)
 {
     if (!s->flushing && orch_store__holds(s)) {
         bool reads_reclaimed =
@@ -848,8 +654,7 @@ static int stmt_raw(orch_store *s, enum fact_slot slot, sqlite3_stmt **out, cons
     return 0;
 }
 
-/* Steps a statement that returns no row; *changed (may be NULL) = rows it changed. */
-static int run(orch_store *s, sqlite3_stmt *st, bool *changed)
+int orch_store__run(orch_store *s, sqlite3_stmt *st, bool *changed)
 {
     assert(orch_store_in_txn(s) && "facts are written inside a transaction");
     int rc = orch_store_step(s, st);
@@ -862,9 +667,7 @@ static int run(orch_store *s, sqlite3_stmt *st, bool *changed)
     return 0;
 }
 
-/* Steps a statement that returns at most one row: 1 (row ready: read it, then reset), 0
- * (none; reset done), or an error. */
-static int one(orch_store *s, sqlite3_stmt *st)
+int orch_store__one(orch_store *s, sqlite3_stmt *st)
 {
     int rc = orch_store_step(s, st);
     if (rc <= 0)
@@ -901,7 +704,7 @@ static int entity_hold(orch_store *s, int domain, int64_t ordinal, const char *k
         return 0;
     if (s->next_entity == 0) { /* the first since an entity was INSERTed another way */
         sqlite3_stmt *st;
-        if ((rc = stmt(s, F_ENTITY_NEXT_ID, &st, "")) < 0 || (rc = one(s, st)) < 0)
+        if ((rc = orch_store__stmt(s, F_ENTITY_NEXT_ID, &st, "")) < 0 || (rc = orch_store__one(s, st)) < 0)
             return rc;
         s->next_entity = rc == 1 ? sqlite3_column_int64(st, 0) : 1;
         sqlite3_reset(st);
@@ -925,8 +728,8 @@ int orch_store_entity_put(orch_store *s, int domain, int64_t parent, int64_t ord
     /* Not held: the held ones first (the statement is not SAFE_ENTITY), so that this
      * INSERT's id comes after theirs and a child finds its parent's key. */
     sqlite3_stmt *st;
-    if ((rc = stmt(s, F_ENTITY_PUT, &st, "iLlt", domain, parent, ordinal, key)) == 0 &&
-        (rc = run(s, st, NULL)) == 0)
+    if ((rc = orch_store__stmt(s, F_ENTITY_PUT, &st, "iLlt", domain, parent, ordinal, key)) == 0 &&
+        (rc = orch_store__run(s, st, NULL)) == 0)
         *id = sqlite3_last_insert_rowid(s->db);
     s->next_entity = 0;
     return rc;
@@ -935,8 +738,8 @@ int orch_store_entity_put(orch_store *s, int domain, int64_t parent, int64_t ord
 int orch_store_entity_parent(orch_store *s, int64_t e, int64_t *parent)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_ENTITY_PARENT, &st, "l", e);
-    if (rc < 0 || (rc = one(s, st)) < 0)
+    int rc = orch_store__stmt(s, F_ENTITY_PARENT, &st, "l", e);
+    if (rc < 0 || (rc = orch_store__one(s, st)) < 0)
         return rc;
     if (rc == 0)
         return orch_error_set(ORCH_ECORRUPT, "%s: entity %lld does not exist", s->path,
@@ -952,7 +755,7 @@ int orch_store_children(orch_store *s, int64_t parent, int domain, int64_t **ids
     *n = 0;
     size_t cap = 0;
     sqlite3_stmt *st;
-    int rc = stmt(s, F_CHILDREN, &st, "li", parent, domain);
+    int rc = orch_store__stmt(s, F_CHILDREN, &st, "li", parent, domain);
     while (rc == 0 && (rc = orch_store_step(s, st)) == 1) {
         int64_t id = sqlite3_column_int64(st, 0);
         rc = push(ids, n, &cap, &id, sizeof id);
@@ -971,25 +774,15 @@ int orch_store_children(orch_store *s, int64_t parent, int domain, int64_t **ids
 int orch_store_children_count(orch_store *s, int64_t parent, int domain, int64_t *n)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_CHILDREN_COUNT, &st, "li", parent, domain);
-    if (rc < 0 || (rc = one(s, st)) < 0)
+    int rc = orch_store__stmt(s, F_CHILDREN_COUNT, &st, "li", parent, domain);
+    if (rc < 0 || (rc = orch_store__one(s, st)) < 0)
         return rc;
     *n = rc == 1 ? sqlite3_column_int64(st, 0) : 0;
     sqlite3_reset(st);
     return 0;
 }
 
-/* ---- roots (migrations/0013_roots.sql) ----------------------------------------------------- */
-
-/* Reads the signature columns at i, i+1, i+2 into *sig (hash copied into sig->hash). */
-static void sig_read(sqlite3_stmt *st, int i, struct orch_root_sig *sig)
-{
-    sig->known = sqlite3_column_type(st, i) != SQLITE_NULL;
-    sig->size = sqlite3_column_int64(st, i);
-    sig->mtime_ns = sqlite3_column_int64(st, i + 1);
-    const char *h = (const char *)sqlite3_column_text(st, i + 2);
-    snprintf(sig->hash, sizeof sig->hash, "%s", h ? h : "");
-}
+/* ---- root rows (roots.c has the rest of the roots) ---------------------------------------- */
 
 /* Root rows are held like items ("items written late"): one INSERT's share each. */
 int orch_store_root_put(orch_store *s, int64_t e, int domain, int64_t revision,
@@ -1008,10 +801,10 @@ int orch_store_root_put(orch_store *s, int64_t e, int domain, int64_t revision,
          orch__grow_n(&s->roots, &s->caproots, s->nroots + 1, sizeof *s->roots) < 0)) {
         free(hash); /* no memory to hold it: written now */
         sqlite3_stmt *st;
-        int rc = stmt(s, F_ROOT_PUT, &st, "lillNNtl", e, domain, revision, position,
+        int rc = orch_store__stmt(s, F_ROOT_PUT, &st, "lillNNtl", e, domain, revision, position,
                       known ? sig->size : (int64_t)-1, known ? sig->mtime_ns : (int64_t)-1,
                       known ? sig->hash : NULL, now_ms());
-        return rc < 0 ? rc : run(s, st, NULL);
+        return rc < 0 ? rc : orch_store__run(s, st, NULL);
     }
     s->roots[s->nroots++] = (struct orch_store_root){
         .entity = e,
@@ -1025,194 +818,11 @@ int orch_store_root_put(orch_store *s, int64_t e, int domain, int64_t revision,
     return 0;
 }
 
-int orch_store_root_find(orch_store *s, int domain, const char *key, struct orch_root_row *r,
-                         int64_t *next_revision)
-{
-    *next_revision = 1;
-    sqlite3_stmt *st;
-    int rc = stmt(s, F_ROOT_FIND, &st, "is", domain, key);
-    if (rc < 0 || (rc = one(s, st)) <= 0)
-        return rc;
-    /* An aggregate (max: its other columns are the latest revision's, without a sort)
-     * gives one row even for a key with no root: revision NULL. */
-    bool live = sqlite3_column_type(st, 6) != SQLITE_NULL && sqlite3_column_int(st, 5) != 0;
-    *next_revision = sqlite3_column_int64(st, 6) + 1;
-    if (live) {
-        r->entity = sqlite3_column_int64(st, 0);
-        r->position = sqlite3_column_int64(st, 1);
-        sig_read(st, 2, &r->sig);
-        r->key = NULL;
-    }
-    sqlite3_reset(st);
-    return live;
-}
-
-int orch_store_root_page(orch_store *s, int domain, int64_t after_position, int64_t after_id,
-                         int limit, int (*fn)(void *ctx, const struct orch_root_row *r),
-                         void *ctx)
-{
-    sqlite3_stmt *st;
-    int rc = stmt(s, F_ROOT_PAGE, &st, "illi", domain, after_position, after_id, limit);
-    int n = 0;
-    while (rc == 0 && (rc = orch_store_step(s, st)) == 1) {
-        struct orch_root_row r = {.entity = sqlite3_column_int64(st, 0),
-                                  .position = sqlite3_column_int64(st, 1),
-                                  .key = (const char *)sqlite3_column_text(st, 5)};
-        sig_read(st, 2, &r.sig);
-        n++;
-        rc = fn(ctx, &r);
-    }
-    sqlite3_reset(st);
-    return rc < 0 ? rc : n;
-}
-
-int orch_store_root_any(orch_store *s, int domain, bool *any)
-{
-    sqlite3_stmt *st;
-    int rc = stmt(s, F_ROOT_ANY, &st, "i", domain);
-    if (rc < 0 || (rc = one(s, st)) < 0)
-        return rc;
-    *any = rc == 1;
-    if (rc == 1)
-        sqlite3_reset(st);
-    return 0;
-}
-
-int orch_store_root_position(orch_store *s, int64_t e, int64_t position)
-{
-    sqlite3_stmt *st;
-    int rc = stmt(s, F_ROOT_POSITION, &st, "ll", position, e);
-    return rc < 0 ? rc : run(s, st, NULL);
-}
-
-int orch_store_root_sig(orch_store *s, int64_t e, const struct orch_root_sig *sig)
-{
-    sqlite3_stmt *st;
-    int rc = stmt(s, F_ROOT_SIG, &st, "llsl", sig->size, sig->mtime_ns, sig->hash, e);
-    return rc < 0 ? rc : run(s, st, NULL);
-}
-
-int orch_store_root_retire(orch_store *s, int64_t e, const char *reason)
-{
-    sqlite3_stmt *st;
-    int rc = stmt(s, F_ROOT_RETIRE, &st, "lsl", now_ms(), reason, e);
-    return rc < 0 ? rc : run(s, st, NULL);
-}
-
-int orch_store_root_next_ordinal(orch_store *s, int domain, int64_t *ordinal)
-{
-    sqlite3_stmt *st;
-    int rc = stmt(s, F_ROOT_NEXT_ORDINAL, &st, "i", domain);
-    if (rc < 0 || (rc = one(s, st)) < 0)
-        return rc;
-    *ordinal = rc ? sqlite3_column_int64(st, 0) : 0;
-    sqlite3_reset(st);
-    return 0;
-}
-
-int orch_store_update_open(orch_store *s, int64_t *id, bool *scanned, int64_t *plan)
-{
-    sqlite3_stmt *st;
-    int rc = stmt(s, F_UPDATE_OPEN, &st, "");
-    if (rc < 0 || (rc = one(s, st)) < 0)
-        return rc;
-    *id = rc ? sqlite3_column_int64(st, 0) : 0;
-    *scanned = rc ? sqlite3_column_int(st, 1) != 0 : false;
-    if (plan)
-        *plan = rc ? sqlite3_column_int64(st, 2) : 0;
-    sqlite3_reset(st);
-    return 0;
-}
-
-/* Steps st (bound, at most one row) and copies its first column's text into *out
- * (malloc'd; NULL for no row or NULL): 1 when there was a row, 0 when none, or an error. */
-static int one_text(orch_store *s, sqlite3_stmt *st, char **out)
-{
-    *out = NULL;
-    int rc = one(s, st);
-    if (rc <= 0)
-        return rc;
-    const char *t = (const char *)sqlite3_column_text(st, 0);
-    rc = t && !(*out = strdup(t)) ? orch_error_set(-ENOMEM, "out of memory") : 1;
-    sqlite3_reset(st);
-    return rc;
-}
-
-int orch_store_update_rerun(orch_store *s, int64_t id, char **calls)
-{
-    *calls = NULL;
-    sqlite3_stmt *st;
-    int rc = stmt(s, F_UPDATE_RERUN, &st, "l", id);
-    if (rc == 0)
-        rc = one_text(s, st, calls);
-    return rc < 0 ? rc : 0;
-}
-
-int orch_store_update_start(orch_store *s, int64_t plan, const char *rerun, int64_t *id)
-{
-    sqlite3_stmt *st;
-    int rc = stmt(s, F_UPDATE_START, &st, "lLt", now_ms(), plan, rerun);
-    if (rc == 0 && (rc = run(s, st, NULL)) == 0)
-        *id = sqlite3_last_insert_rowid(s->db);
-    return rc;
-}
-
-int orch_store_root_retire_all(orch_store *s, const char *reason, int64_t *n)
-{
-    sqlite3_stmt *st;
-    int rc = stmt(s, F_ROOT_RETIRE_ALL, &st, "ls", now_ms(), reason);
-    if (rc == 0 && (rc = run(s, st, NULL)) == 0)
-        *n = sqlite3_changes(s->db);
-    return rc;
-}
-
-int orch_store_root_retire_domain(orch_store *s, int domain, const char *reason)
-{
-    sqlite3_stmt *st;
-    int rc = stmt(s, F_ROOT_RETIRE_DOMAIN, &st, "lsi", now_ms(), reason, domain);
-    return rc < 0 ? rc : run(s, st, NULL);
-}
-
-int orch_store_update_replanned(orch_store *s, int64_t id, int64_t n)
-{
-    sqlite3_stmt *st;
-    int rc = stmt(s, F_UPDATE_REPLANNED, &st, "ll", n, id);
-    return rc < 0 ? rc : run(s, st, NULL);
-}
-
-int orch_store_twin(orch_store *s, int64_t e, int64_t *twin)
-{
-    *twin = 0;
-    sqlite3_stmt *st;
-    int rc = stmt(s, F_ENTITY_SHAPE, &st, "l", e);
-    if (rc < 0 || (rc = one(s, st)) <= 0)
-        return rc;
-    int64_t parent = sqlite3_column_int64(st, 0), ordinal = sqlite3_column_int64(st, 2);
-    int domain = sqlite3_column_int(st, 1);
-    sqlite3_reset(st);
-    if (!parent) {
-        if ((rc = stmt(s, F_ROOT_TWIN, &st, "ls", e, "plan")) < 0 || (rc = one(s, st)) <= 0)
-            return rc;
-        *twin = sqlite3_column_int64(st, 0);
-        sqlite3_reset(st);
-        return 0;
-    }
-    int64_t up;
-    if ((rc = orch_store_twin(s, parent, &up)) < 0 || !up)
-        return rc;
-    if ((rc = stmt(s, F_CHILD_AT, &st, "lil", up, domain, ordinal)) < 0 ||
-        (rc = one(s, st)) <= 0)
-        return rc;
-    *twin = sqlite3_column_int64(st, 0);
-    sqlite3_reset(st);
-    return 0;
-}
-
 int orch_store_grain_outcome(orch_store *s, int call, int64_t e, enum orch_grain_outcome *o)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_GRAIN_OUTCOME, &st, "il", call, e);
-    if (rc < 0 || (rc = one(s, st)) <= 0)
+    int rc = orch_store__stmt(s, F_GRAIN_OUTCOME, &st, "il", call, e);
+    if (rc < 0 || (rc = orch_store__one(s, st)) <= 0)
         return rc;
     const char *t = (const char *)sqlite3_column_text(st, 0);
     rc = t ? 1 : 0;
@@ -1231,8 +841,8 @@ int orch_store_expansion_size(orch_store *s, int call, int64_t parent,
                               enum orch_expansion_state *state, int64_t *n)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_EXPANSION_CHILDREN, &st, "il", call, parent);
-    if (rc < 0 || (rc = one(s, st)) <= 0)
+    int rc = orch_store__stmt(s, F_EXPANSION_CHILDREN, &st, "il", call, parent);
+    if (rc < 0 || (rc = orch_store__one(s, st)) <= 0)
         return rc;
     int v = orch_expansion_state_parse((const char *)sqlite3_column_text(st, 0));
     *n = sqlite3_column_int64(st, 1);
@@ -1252,8 +862,8 @@ int orch_store_payload_reclaimed(orch_store *s, uint64_t payload, bool *reclaime
     *reclaimed = gmap_has(&s->recl, (int64_t)payload);
     if (*reclaimed)
         return 0;
-    int rc = stmt(s, F_PAYLOAD_RECLAIMED, &st, "l", (int64_t)payload);
-    if (rc < 0 || (rc = one(s, st)) < 0)
+    int rc = orch_store__stmt(s, F_PAYLOAD_RECLAIMED, &st, "l", (int64_t)payload);
+    if (rc < 0 || (rc = orch_store__one(s, st)) < 0)
         return rc;
     if (rc == 1) {
         *reclaimed = sqlite3_column_int(st, 0) != 0;
@@ -1262,44 +872,14 @@ int orch_store_payload_reclaimed(orch_store *s, uint64_t payload, bool *reclaime
     return 0;
 }
 
-int orch_store_plan_previous(orch_store *s, int64_t plan, char **text)
-{
-    *text = NULL;
-    sqlite3_stmt *st;
-    int rc = stmt(s, F_PLAN_PREVIOUS, &st, "l", plan);
-    return rc < 0 ? rc : one_text(s, st, text);
-}
-
-int orch_store_update_count(orch_store *s, int64_t id, int64_t added, int64_t changed,
-                            int64_t removed)
-{
-    sqlite3_stmt *st;
-    int rc = stmt(s, F_UPDATE_COUNT, &st, "llll", added, changed, removed, id);
-    return rc < 0 ? rc : run(s, st, NULL);
-}
-
-int orch_store_update_scanned(orch_store *s, int64_t id)
-{
-    sqlite3_stmt *st;
-    int rc = stmt(s, F_UPDATE_SCANNED, &st, "ll", now_ms(), id);
-    return rc < 0 ? rc : run(s, st, NULL);
-}
-
-int orch_store_update_finished(orch_store *s)
-{
-    sqlite3_stmt *st;
-    int rc = stmt(s, F_UPDATE_FINISHED, &st, "l", now_ms());
-    return rc < 0 ? rc : run(s, st, NULL);
-}
-
 /* ---- items ----------------------------------------------------------------------------- */
 
 int orch_store_item_get(orch_store *s, int port, int64_t e, enum orch_item_state *state,
                         uint64_t *payload)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_ITEM_GET, &st, "il", port, e);
-    if (rc < 0 || (rc = one(s, st)) <= 0)
+    int rc = orch_store__stmt(s, F_ITEM_GET, &st, "il", port, e);
+    if (rc < 0 || (rc = orch_store__one(s, st)) <= 0)
         return rc;
     int v = orch_item_state_parse((const char *)sqlite3_column_text(st, 0));
     if (payload)
@@ -1325,9 +905,9 @@ int orch_store_item_put(orch_store *s, int port, int64_t e, enum orch_item_state
     if (s->nitems == s->capitems &&
         orch__grow_n(&s->items, &s->capitems, s->nitems + 1, sizeof *s->items) < 0) {
         sqlite3_stmt *st; /* no memory to hold it: written now */
-        int rc = stmt(s, F_ITEM_PUT, &st, "ilsLN", port, e, orch_item_state_name(state),
+        int rc = orch_store__stmt(s, F_ITEM_PUT, &st, "ilsLN", port, e, orch_item_state_name(state),
                       present ? (int64_t)payload : (int64_t)0, present ? size : (int64_t)-1);
-        if (rc < 0 || (rc = run(s, st, NULL)) < 0)
+        if (rc < 0 || (rc = orch_store__run(s, st, NULL)) < 0)
             return rc;
     } else {
         s->items[s->nitems++] = (struct orch_store_item){
@@ -1347,20 +927,20 @@ int orch_store_item_take_back(orch_store *s, int port, int64_t e, bool *taken)
 {
     *taken = false; /* also when a statement fails: callers read it */
     sqlite3_stmt *st;
-    int rc = stmt(s, F_ITEM_TAKE_BACK, &st, "ilss", port, e,
+    int rc = orch_store__stmt(s, F_ITEM_TAKE_BACK, &st, "ilss", port, e,
                   orch_item_state_name(ORCH_ITEM_FAILED),
                   orch_item_state_name(ORCH_ITEM_SUPPRESSED));
-    return rc < 0 ? rc : run(s, st, taken);
+    return rc < 0 ? rc : orch_store__run(s, st, taken);
 }
 
 int orch_store_child_items(orch_store *s, int port, int64_t parent, int child,
                            int64_t *terminal, int64_t *bad)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_CHILD_ITEMS, &st, "iliss", port, parent,
+    int rc = orch_store__stmt(s, F_CHILD_ITEMS, &st, "iliss", port, parent,
                   child, orch_item_state_name(ORCH_ITEM_FAILED),
                   orch_item_state_name(ORCH_ITEM_SUPPRESSED));
-    if (rc < 0 || (rc = one(s, st)) < 0)
+    if (rc < 0 || (rc = orch_store__one(s, st)) < 0)
         return rc;
     *terminal = rc == 1 ? sqlite3_column_int64(st, 0) : 0;
     *bad = rc == 1 ? sqlite3_column_int64(st, 1) : 0;
@@ -1373,7 +953,7 @@ int orch_store_item_counts(orch_store *s,
                            void *ctx)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_ITEM_COUNTS, &st, "");
+    int rc = orch_store__stmt(s, F_ITEM_COUNTS, &st, "");
     while (rc == 0 && (rc = orch_store_step(s, st)) == 1) {
         int state = orch_item_state_parse((const char *)sqlite3_column_text(st, 1));
         if (state < 0) {
@@ -1395,17 +975,17 @@ int orch_store_expansion_put(orch_store *s, int call, int64_t parent,
                              enum orch_expansion_state state, int64_t nchildren)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_EXPANSION_PUT, &st, "ilsl", call, parent,
+    int rc = orch_store__stmt(s, F_EXPANSION_PUT, &st, "ilsl", call, parent,
                   orch_expansion_state_name(state), nchildren);
-    return rc < 0 ? rc : run(s, st, NULL);
+    return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 
 int orch_store_expansion_get(orch_store *s, int call, int64_t parent,
                              enum orch_expansion_state *state)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_EXPANSION_GET, &st, "il", call, parent);
-    if (rc < 0 || (rc = one(s, st)) <= 0)
+    int rc = orch_store__stmt(s, F_EXPANSION_GET, &st, "il", call, parent);
+    if (rc < 0 || (rc = orch_store__one(s, st)) <= 0)
         return rc;
     int v = orch_expansion_state_parse((const char *)sqlite3_column_text(st, 0));
     sqlite3_reset(st);
@@ -1418,9 +998,9 @@ int orch_store_expansion_get(orch_store *s, int call, int64_t parent,
 int orch_store_expansion_take_back(orch_store *s, int call, int64_t parent)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_EXPANSION_TAKE_BACK, &st, "ils", call, parent,
+    int rc = orch_store__stmt(s, F_EXPANSION_TAKE_BACK, &st, "ils", call, parent,
                   orch_expansion_state_name(ORCH_EXPANSION_FAILED));
-    return rc < 0 ? rc : run(s, st, NULL);
+    return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 
 /* ---- grains ---------------------------------------------------------------------------- */
@@ -1527,7 +1107,7 @@ static int created_hold(orch_store *s, int call, int64_t e, int64_t parent, int6
         return 0;
     if (s->next_grain == 0) { /* the first since a grain was INSERTed another way */
         sqlite3_stmt *st;
-        if ((rc = stmt(s, F_GRAIN_NEXT_ID, &st, "")) < 0 || (rc = one(s, st)) < 0)
+        if ((rc = orch_store__stmt(s, F_GRAIN_NEXT_ID, &st, "")) < 0 || (rc = orch_store__one(s, st)) < 0)
             return rc;
         s->next_grain = rc == 1 ? sqlite3_column_int64(st, 0) : 1;
         sqlite3_reset(st);
@@ -1552,9 +1132,9 @@ int orch_store_grain_create(orch_store *s, int call, int64_t e, int64_t parent, 
     /* Not held: the held ones first, so that this INSERT's id comes after theirs. */
     sqlite3_stmt *st;
     if ((rc = held_flush(s, SAFE_CREATE)) < 0 ||
-        (rc = stmt(s, F_GRAIN_CREATE, &st, "ilsl", call, e,
+        (rc = orch_store__stmt(s, F_GRAIN_CREATE, &st, "ilsl", call, e,
                    orch_grain_phase_name(ORCH_PHASE_WAITING), pending)) < 0 ||
-        (rc = run(s, st, NULL)) < 0)
+        (rc = orch_store__run(s, st, NULL)) < 0)
         return rc;
     s->next_grain = 0;
     wait_put(s, &(struct orch_store_waiting){.entity = e,
@@ -1634,8 +1214,8 @@ static int grain_get_row(orch_store *s, int call, int64_t e, bool root,
         if (rc < 0)
             return rc;
     }
-    int rc = stmt(s, root ? F_GRAIN_GET_ROOT : F_GRAIN_GET, &st, "il", call, e);
-    if (rc < 0 || (rc = one(s, st)) < 0)
+    int rc = orch_store__stmt(s, root ? F_GRAIN_GET_ROOT : F_GRAIN_GET, &st, "il", call, e);
+    if (rc < 0 || (rc = orch_store__one(s, st)) < 0)
         return rc;
     if (rc == 0)
         return orch_error_set(ORCH_ECORRUPT, "%s: grain of call %d on entity %lld does not exist",
@@ -1646,8 +1226,8 @@ static int grain_get_row(orch_store *s, int call, int64_t e, bool root,
 int orch_store_grain_by_id(orch_store *s, int64_t id, struct orch_grain_row *g)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_GRAIN_BY_ID, &st, "l", id);
-    if (rc < 0 || (rc = one(s, st)) < 0)
+    int rc = orch_store__stmt(s, F_GRAIN_BY_ID, &st, "l", id);
+    if (rc < 0 || (rc = orch_store__one(s, st)) < 0)
         return rc;
     if (rc == 0)
         return orch_error_set(ORCH_ECORRUPT, "%s: grain %lld does not exist", s->path,
@@ -1663,8 +1243,8 @@ int orch_store_grain_set_pending(orch_store *s, const struct orch_grain_row *g,
         c->pending = pending;
     } else {
         sqlite3_stmt *st;
-        int rc = stmt(s, F_GRAIN_SET_PENDING, &st, "ll", pending, g->id);
-        if (rc < 0 || (rc = run(s, st, NULL)) < 0)
+        int rc = orch_store__stmt(s, F_GRAIN_SET_PENDING, &st, "ll", pending, g->id);
+        if (rc < 0 || (rc = orch_store__run(s, st, NULL)) < 0)
             return rc;
     }
     struct orch_store_waiting *w = wait_find(s, g->call, g->entity);
@@ -1688,10 +1268,10 @@ int orch_store_grain_ready(orch_store *s, const struct orch_grain_row *g, int64_
     if (ready_hold(s, grain, seq, at))
         return 0;
     sqlite3_stmt *st;
-    int rc = stmt(s, F_GRAIN_READY, &st, "llsls", grain, seq,
+    int rc = orch_store__stmt(s, F_GRAIN_READY, &st, "llsls", grain, seq,
                   orch_grain_phase_name(ORCH_PHASE_READY), at,
                   orch_grain_phase_name(ORCH_PHASE_WAITING));
-    return rc < 0 ? rc : run(s, st, NULL);
+    return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 
 /* ---- grains in flight ------------------------------------------------------------------
@@ -1821,10 +1401,10 @@ int orch_store_grain_interrupt(orch_store *s, int64_t grain, uint32_t generation
     gmap_take(&s->flying, grain, &f);
     gmap_take(&s->inflight, grain, NULL);
     sqlite3_stmt *st;
-    int rc = stmt(s, F_GRAIN_INTERRUPT, &st, "llNsls", grain, (int64_t)generation, f.seq,
+    int rc = orch_store__stmt(s, F_GRAIN_INTERRUPT, &st, "llNsls", grain, (int64_t)generation, f.seq,
                   orch_grain_phase_name(ORCH_PHASE_READY), now_ms(),
                   orch_grain_phase_name(ORCH_PHASE_SEALED));
-    return rc < 0 ? rc : run(s, st, NULL);
+    return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 
 int orch_store_grain_requeue(orch_store *s, int64_t grain, uint32_t generation, int64_t seq,
@@ -1834,10 +1414,10 @@ int orch_store_grain_requeue(orch_store *s, int64_t grain, uint32_t generation, 
     gmap_take(&s->flying, grain, NULL); /* the new ready_seq replaces the one kept */
     gmap_take(&s->inflight, grain, NULL);
     sqlite3_stmt *st;
-    int rc = stmt(s, F_GRAIN_REQUEUE, &st, "lllssl", grain, (int64_t)generation, seq,
+    int rc = orch_store__stmt(s, F_GRAIN_REQUEUE, &st, "lllssl", grain, (int64_t)generation, seq,
                   orch_grain_phase_name(ORCH_PHASE_SEALED),
                   orch_grain_phase_name(ORCH_PHASE_READY), now_ms());
-    return rc < 0 ? rc : run(s, st, done);
+    return rc < 0 ? rc : orch_store__run(s, st, done);
 }
 
 /* Whether unrun grain (call, e) is READY, so in a queue (a grain kept as waiting is not;
@@ -1874,13 +1454,13 @@ static int seal_run(orch_store *s, size_t i, size_t j, int64_t sid, int64_t sseq
     const char *sealed = orch_grain_phase_name(ORCH_PHASE_SEALED);
     sqlite3_stmt *st;
     int rc = j - i == 1
-                 ? stmt(s, F_GRAIN_SEAL_IN_FLIGHT, &st, "lslNsN", a->grain,
+                 ? orch_store__stmt(s, F_GRAIN_SEAL_IN_FLIGHT, &st, "lslNsN", a->grain,
                         orch_grain_outcome_name(a->outcome), (int64_t)a->generation, a->seq,
                         sealed, a->at)
-                 : stmt(s, F_GRAINS_SEAL_RUN, &st, "lslNsNlll", a->grain,
+                 : orch_store__stmt(s, F_GRAINS_SEAL_RUN, &st, "lslNsNlll", a->grain,
                         orch_grain_outcome_name(a->outcome), (int64_t)a->generation, a->seq,
                         sealed, a->at, sid, sseq, z->grain);
-    if (rc < 0 || (rc = run(s, st, NULL)) < 0)
+    if (rc < 0 || (rc = orch_store__run(s, st, NULL)) < 0)
         return rc;
     int changed = sqlite3_changes(s->db);
     if ((size_t)changed != j - i)
@@ -1972,9 +1552,9 @@ static int seal_in_flight(orch_store *s, int64_t grain, enum orch_grain_outcome 
     struct orch_store_gent f = {0, -1, -1}; /* none kept: NULL, the row's stand */
     bool kept = gmap_take(&s->flying, grain, &f);
     sqlite3_stmt *st;
-    int rc = stmt(s, F_GRAIN_SEAL_IN_FLIGHT, &st, "lslNsN", grain, orch_grain_outcome_name(o),
+    int rc = orch_store__stmt(s, F_GRAIN_SEAL_IN_FLIGHT, &st, "lslNsN", grain, orch_grain_outcome_name(o),
                   (int64_t)generation, f.seq, orch_grain_phase_name(ORCH_PHASE_SEALED), f.at);
-    if (rc == 0 && (rc = run(s, st, done)) == 0 && !*done && kept)
+    if (rc == 0 && (rc = orch_store__run(s, st, done)) == 0 && !*done && kept)
         rc = gmap_put(&s->flying, grain, f.seq, f.at);
     return rc;
 }
@@ -1991,11 +1571,11 @@ int orch_store_grain_seal(orch_store *s, int64_t grain, int call, int64_t e,
     gmap_take(&s->inflight, grain, NULL); /* the table decides, as for any unrun grain */
     int rc = unrun_queued(s, grain, call, e, &queued);
     if (rc == 0)
-        rc = stmt(s, F_GRAIN_SEAL_UNRUN, &st, "lssss", grain, orch_grain_outcome_name(o),
+        rc = orch_store__stmt(s, F_GRAIN_SEAL_UNRUN, &st, "lssss", grain, orch_grain_outcome_name(o),
                   orch_grain_phase_name(ORCH_PHASE_WAITING),
                   orch_grain_phase_name(ORCH_PHASE_READY),
                   orch_grain_phase_name(ORCH_PHASE_SEALED));
-    if (rc == 0 && (rc = run(s, st, done)) == 0 && *done) {
+    if (rc == 0 && (rc = orch_store__run(s, st, done)) == 0 && *done) {
         wait_drop(s, call, e);
         struct orch_store_ready *r = ready_find(s, grain);
         if (r) /* sealed before its READY was written: it never will be */
@@ -2011,9 +1591,9 @@ int orch_store_grain_reopen(orch_store *s, int64_t grain, bool *done)
     *done = false; /* also when a statement fails: callers read it */
     sqlite3_stmt *st;
     gmap_take(&s->inflight, grain, NULL);
-    int rc = stmt(s, F_GRAIN_REOPEN, &st, "lss", grain, orch_grain_phase_name(ORCH_PHASE_WAITING),
+    int rc = orch_store__stmt(s, F_GRAIN_REOPEN, &st, "lss", grain, orch_grain_phase_name(ORCH_PHASE_WAITING),
                   orch_grain_phase_name(ORCH_PHASE_SEALED));
-    return rc < 0 ? rc : run(s, st, done);
+    return rc < 0 ? rc : orch_store__run(s, st, done);
 }
 
 /* Collects the rows of a query into a malloc'd array: columns id, call, entity, parent,
@@ -2054,7 +1634,7 @@ int orch_store_grains_failed(orch_store *s, int call, struct orch_grain_row **ro
     sqlite3_stmt *st;
     *rows = NULL;
     *n = 0;
-    int rc = stmt(s, F_GRAINS_FAILED, &st, "is", call,
+    int rc = orch_store__stmt(s, F_GRAINS_FAILED, &st, "is", call,
                   orch_grain_outcome_name(ORCH_OUTCOME_FAILED));
     return rc < 0 ? rc : collect(s, st, 5, rows, n);
 }
@@ -2065,7 +1645,7 @@ int orch_store_grains_unrun(orch_store *s, int call, int64_t parent,
     sqlite3_stmt *st;
     *rows = NULL;
     *n = 0;
-    int rc = stmt(s, F_GRAINS_UNRUN, &st, "liss", parent, call,
+    int rc = orch_store__stmt(s, F_GRAINS_UNRUN, &st, "liss", parent, call,
                   orch_grain_phase_name(ORCH_PHASE_WAITING),
                   orch_grain_phase_name(ORCH_PHASE_READY));
     return rc < 0 ? rc : collect(s, st, 2, rows, n);
@@ -2078,7 +1658,7 @@ int orch_store_grains_barred_in_flight(orch_store *s, struct orch_grain_row **ro
     sqlite3_stmt *st;
     *rows = NULL;
     *n = 0;
-    int rc = stmt(s, F_GRAINS_BARRED, &st, "s", orch_grain_phase_name(ORCH_PHASE_SEALED));
+    int rc = orch_store__stmt(s, F_GRAINS_BARRED, &st, "s", orch_grain_phase_name(ORCH_PHASE_SEALED));
     return rc < 0 ? rc : collect(s, st, 5, rows, n);
 }
 
@@ -2086,17 +1666,17 @@ int orch_store_grains_interrupt(orch_store *s)
 {
     gmap_clear(&s->inflight); /* every grain in flight goes back */
     sqlite3_stmt *st;
-    int rc = stmt(s, F_GRAINS_INTERRUPT, &st, "ssls", orch_grain_phase_name(ORCH_PHASE_READY),
+    int rc = orch_store__stmt(s, F_GRAINS_INTERRUPT, &st, "ssls", orch_grain_phase_name(ORCH_PHASE_READY),
                   orch_grain_phase_name(ORCH_PHASE_IN_FLIGHT), now_ms(),
                   orch_grain_phase_name(ORCH_PHASE_SEALED));
-    return rc < 0 ? rc : run(s, st, NULL);
+    return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 
 int orch_store_grains_unsealed(orch_store *s, int64_t *n)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_GRAINS_UNSEALED, &st, "s", orch_grain_phase_name(ORCH_PHASE_SEALED));
-    if (rc < 0 || (rc = one(s, st)) < 0)
+    int rc = orch_store__stmt(s, F_GRAINS_UNSEALED, &st, "s", orch_grain_phase_name(ORCH_PHASE_SEALED));
+    if (rc < 0 || (rc = orch_store__one(s, st)) < 0)
         return rc;
     *n = rc == 1 ? sqlite3_column_int64(st, 0) : 0;
     sqlite3_reset(st);
@@ -2109,7 +1689,7 @@ int orch_store_grains_sealed_counts(orch_store *s,
                                     void *ctx)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_GRAINS_SEALED_COUNTS, &st, "s", orch_grain_phase_name(ORCH_PHASE_SEALED));
+    int rc = orch_store__stmt(s, F_GRAINS_SEALED_COUNTS, &st, "s", orch_grain_phase_name(ORCH_PHASE_SEALED));
     while (rc == 0 && (rc = orch_store_step(s, st)) == 1) {
         int o = orch_grain_outcome_parse((const char *)sqlite3_column_text(st, 1));
         if (o < 0) {
@@ -2131,7 +1711,7 @@ int orch_store_grains_ready(orch_store *s,
     sqlite3_stmt *st;
     /* One pass over the table (0018: its index leads with the entity, so a query per call
      * would scan it once per call); the READY grains, bounded by admission, are sorted. */
-    int rc = stmt(s, F_GRAINS_READY, &st, "sssssss", orch_grain_phase_name(ORCH_PHASE_READY),
+    int rc = orch_store__stmt(s, F_GRAINS_READY, &st, "sssssss", orch_grain_phase_name(ORCH_PHASE_READY),
                   orch_failure_kind_name(ORCH_FAILURE_ERROR),
                   orch_failure_kind_name(ORCH_FAILURE_CRASH),
                   orch_failure_kind_name(ORCH_FAILURE_TIMEOUT),
@@ -2158,8 +1738,8 @@ int orch_store_grains_ready(orch_store *s,
 int orch_store_counters_get(orch_store *s, int64_t *seq, int64_t *live_bytes)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_COUNTERS_GET, &st, "");
-    if (rc < 0 || (rc = one(s, st)) < 0)
+    int rc = orch_store__stmt(s, F_COUNTERS_GET, &st, "");
+    if (rc < 0 || (rc = orch_store__one(s, st)) < 0)
         return rc;
     if (rc == 0)
         return orch_error_set(ORCH_ENOTFOUND, "%s: the job row is missing", s->path);
@@ -2172,15 +1752,15 @@ int orch_store_counters_get(orch_store *s, int64_t *seq, int64_t *live_bytes)
 int orch_store_counters_set(orch_store *s, int64_t seq, int64_t live_bytes)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_COUNTERS_SET, &st, "ll", seq, live_bytes);
-    return rc < 0 ? rc : run(s, st, NULL);
+    int rc = orch_store__stmt(s, F_COUNTERS_SET, &st, "ll", seq, live_bytes);
+    return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 
 int orch_store_budgets_set(orch_store *s, int64_t max_unsealed, int64_t max_live_bytes)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_BUDGETS_SET, &st, "ll", max_unsealed, max_live_bytes);
-    return rc < 0 ? rc : run(s, st, NULL);
+    int rc = orch_store__stmt(s, F_BUDGETS_SET, &st, "ll", max_unsealed, max_live_bytes);
+    return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 
 /* ---- attempts, failures, barriers ------------------------------------------------------ */
@@ -2244,9 +1824,9 @@ int orch_store_attempt_end(orch_store *s, int64_t row, enum orch_attempt_outcome
                            const char *message)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_ATTEMPT_END, &st, "lstl", now_ms(), orch_attempt_outcome_name(o),
+    int rc = orch_store__stmt(s, F_ATTEMPT_END, &st, "lstl", now_ms(), orch_attempt_outcome_name(o),
                   message && *message ? message : NULL, row);
-    return rc < 0 ? rc : run(s, st, NULL);
+    return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 
 /* Attempt ends held: a report's attempts that ended without a message (every record OK:
@@ -2261,9 +1841,9 @@ int orch_store_attempt_end(orch_store *s, int64_t row, enum orch_attempt_outcome
 static int aends_write(orch_store *s, const struct orch_store_aend *a)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_ATTEMPTS_END, &st, "lsll", a->at, orch_attempt_outcome_name(a->outcome),
+    int rc = orch_store__stmt(s, F_ATTEMPTS_END, &st, "lsll", a->at, orch_attempt_outcome_name(a->outcome),
                   a->first, a->last);
-    return rc < 0 ? rc : run(s, st, NULL);
+    return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 
 static int aends_flush(orch_store *s)
@@ -2299,16 +1879,16 @@ int orch_store_attempts_end(orch_store *s, int64_t first, int64_t last,
 int orch_store_attempts_interrupt(orch_store *s)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_ATTEMPTS_INTERRUPT, &st, "sl",
+    int rc = orch_store__stmt(s, F_ATTEMPTS_INTERRUPT, &st, "sl",
                   orch_attempt_outcome_name(ORCH_ATTEMPT_INTERRUPTED), now_ms());
-    return rc < 0 ? rc : run(s, st, NULL);
+    return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 
 int orch_store_open_slurm_jobs(orch_store *s, int (*fn)(void *ctx, const char *job),
                                void *ctx)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_OPEN_SLURM_JOBS, &st, "");
+    int rc = orch_store__stmt(s, F_OPEN_SLURM_JOBS, &st, "");
     while (rc == 0 && (rc = orch_store_step(s, st)) == 1) {
         const char *job = (const char *)sqlite3_column_text(st, 0);
         rc = job ? fn(ctx, job) : 0;
@@ -2320,8 +1900,8 @@ int orch_store_open_slurm_jobs(orch_store *s, int (*fn)(void *ctx, const char *j
 int orch_store_attempt_last_batch(orch_store *s, uint64_t *batch)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_ATTEMPT_LAST_BATCH, &st, "");
-    if (rc < 0 || (rc = one(s, st)) < 0)
+    int rc = orch_store__stmt(s, F_ATTEMPT_LAST_BATCH, &st, "");
+    if (rc < 0 || (rc = orch_store__one(s, st)) < 0)
         return rc;
     *batch = rc == 1 ? (uint64_t)sqlite3_column_int64(st, 0) : 0;
     sqlite3_reset(st);
@@ -2332,23 +1912,23 @@ int orch_store_failure_put(orch_store *s, int64_t grain, uint32_t generation,
                            enum orch_failure_kind kind, const char *message, int64_t child)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_FAILURE_PUT, &st, "lstllL", grain, orch_failure_kind_name(kind),
+    int rc = orch_store__stmt(s, F_FAILURE_PUT, &st, "lstllL", grain, orch_failure_kind_name(kind),
                   message ? message : "", (int64_t)generation, now_ms(), child);
-    return rc < 0 ? rc : run(s, st, NULL);
+    return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 
 int orch_store_barrier_put(orch_store *s, int call, int64_t parent, int64_t grain)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_BARRIER_PUT, &st, "illl", call, parent, grain, now_ms());
-    return rc < 0 ? rc : run(s, st, NULL);
+    int rc = orch_store__stmt(s, F_BARRIER_PUT, &st, "illl", call, parent, grain, now_ms());
+    return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 
 int orch_store_barrier_covers(orch_store *s, int call, int64_t parent, bool *covered)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_BARRIER_COVERS, &st, "il", call, parent);
-    if (rc < 0 || (rc = one(s, st)) < 0)
+    int rc = orch_store__stmt(s, F_BARRIER_COVERS, &st, "il", call, parent);
+    if (rc < 0 || (rc = orch_store__one(s, st)) < 0)
         return rc;
     *covered = rc == 1;
     sqlite3_reset(st);
@@ -2359,8 +1939,8 @@ int orch_store_barrier_take_back(orch_store *s, int64_t grain, bool *taken)
 {
     *taken = false; /* also when a statement fails: callers read it */
     sqlite3_stmt *st;
-    int rc = stmt(s, F_BARRIER_TAKE_BACK, &st, "l", grain);
-    return rc < 0 ? rc : run(s, st, taken);
+    int rc = orch_store__stmt(s, F_BARRIER_TAKE_BACK, &st, "l", grain);
+    return rc < 0 ? rc : orch_store__run(s, st, taken);
 }
 
 /* ---- the plan's rows ------------------------------------------------------------------- */
@@ -2368,26 +1948,26 @@ int orch_store_barrier_take_back(orch_store *s, int64_t grain, bool *taken)
 int orch_store_plan_domain_put(orch_store *s, int id, const char *name, int parent, int depth)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_PLAN_DOMAIN, &st, "itIi", id, name, parent, depth);
-    return rc < 0 ? rc : run(s, st, NULL);
+    int rc = orch_store__stmt(s, F_PLAN_DOMAIN, &st, "itIi", id, name, parent, depth);
+    return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 
 int orch_store_plan_call_put(orch_store *s, int id, const char *name, const char *op,
                              const char *function, int domain, int target)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_PLAN_CALL, &st, "itttII", id, name, op, function,
+    int rc = orch_store__stmt(s, F_PLAN_CALL, &st, "itttII", id, name, op, function,
                   op ? domain : -1, op ? target : -1);
-    return rc < 0 ? rc : run(s, st, NULL);
+    return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 
 int orch_store_plan_port_put(orch_store *s, int id, int domain, const char *name,
                              const char *qualified, int producer_call, bool output)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_PLAN_PORT, &st, "iittIi", id, domain, name, qualified, producer_call,
+    int rc = orch_store__stmt(s, F_PLAN_PORT, &st, "iittIi", id, domain, name, qualified, producer_call,
                   output ? 1 : 0);
-    return rc < 0 ? rc : run(s, st, NULL);
+    return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 
 /* ---- payload ids named by items -------------------------------------------------------- */
@@ -2397,8 +1977,8 @@ int orch_store_plan_port_put(orch_store *s, int id, int domain, const char *name
 int orch_store_named_payloads_open(orch_store *s, struct orch_store_cursor *c)
 {
     *c = (struct orch_store_cursor){.s = s};
-    int rc = stmt(s, F_SPANS, &c->spans, "");
-    return rc < 0 ? rc : stmt(s, F_NAMED_PAYLOADS, &c->st, "");
+    int rc = orch_store__stmt(s, F_SPANS, &c->spans, "");
+    return rc < 0 ? rc : orch_store__stmt(s, F_NAMED_PAYLOADS, &c->st, "");
 }
 
 int orch_store_cursor_next_id(struct orch_store_cursor *c, uint64_t *id)
@@ -2443,8 +2023,8 @@ int orch_store_set_max_pages(orch_store *s, int64_t pages)
 int orch_store_attempt_floor_set(orch_store *s, int64_t floor)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_ATTEMPT_FLOOR_SET, &st, "l", floor);
-    return rc < 0 ? rc : run(s, st, NULL);
+    int rc = orch_store__stmt(s, F_ATTEMPT_FLOOR_SET, &st, "l", floor);
+    return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 
 /* Twice per run: prepared through the store's cache by text, not a slot of the hot path. */
@@ -2508,14 +2088,14 @@ int orch_store__payload_mark_raise(orch_store *s)
         return rc;
     if ((rc = sqlite3_bind_int64(st, 1, (int64_t)s->payload_named)) != SQLITE_OK)
         return orch_store_error(s, rc, "bind");
-    return run(s, st, NULL);
+    return orch_store__run(s, st, NULL);
 }
 
 int orch_store_payload_mark(orch_store *s, uint64_t *mark)
 {
     sqlite3_stmt *st;
     int rc = orch_store_prepare(s, "SELECT payload_mark FROM job WHERE id = 1", &st);
-    if (rc < 0 || (rc = one(s, st)) < 0)
+    if (rc < 0 || (rc = orch_store__one(s, st)) < 0)
         return rc;
     if (rc == 0)
         return orch_error_set(ORCH_ENOTFOUND, "%s: no job row", s->path);
@@ -2556,8 +2136,8 @@ static int span_write(orch_store *s, int64_t first, int64_t last)
 {
     for (;;) {
         sqlite3_stmt *st;
-        int rc = stmt(s, F_SPAN_BEFORE, &st, "l", last + 1);
-        if (rc < 0 || (rc = one(s, st)) < 0)
+        int rc = orch_store__stmt(s, F_SPAN_BEFORE, &st, "l", last + 1);
+        if (rc < 0 || (rc = orch_store__one(s, st)) < 0)
             return rc;
         if (rc == 0)
             break;
@@ -2570,14 +2150,14 @@ static int span_write(orch_store *s, int64_t first, int64_t last)
                                   "%s: payload ids %lld..%lld reclaimed again (span %lld..%lld)",
                                   s->path, (long long)first, (long long)last, (long long)f,
                                   (long long)l);
-        if ((rc = stmt(s, F_SPAN_DROP, &st, "l", f)) < 0 || (rc = run(s, st, NULL)) < 0)
+        if ((rc = orch_store__stmt(s, F_SPAN_DROP, &st, "l", f)) < 0 || (rc = orch_store__run(s, st, NULL)) < 0)
             return rc;
         first = f < first ? f : first;
         last = l > last ? l : last;
     }
     sqlite3_stmt *st;
-    int rc = stmt(s, F_SPAN_PUT, &st, "ll", first, last);
-    return rc < 0 ? rc : run(s, st, NULL);
+    int rc = orch_store__stmt(s, F_SPAN_PUT, &st, "ll", first, last);
+    return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 
 static int reclaimed_flush(orch_store *s)
@@ -2624,7 +2204,7 @@ int orch_store_reclaimed_port(orch_store *s, int port, int64_t *added)
 {
     *added = 0;
     sqlite3_stmt *st;
-    int rc = stmt(s, F_RECLAIMED_PORT, &st, "i", port);
+    int rc = orch_store__stmt(s, F_RECLAIMED_PORT, &st, "i", port);
     while (rc == 0 && (rc = orch_store_step(s, st)) == 1) {
         bool one_added;
         rc = orch_store_reclaimed_put(s, (uint64_t)sqlite3_column_int64(st, 0), &one_added);
@@ -2638,8 +2218,8 @@ int orch_store_reclaimed_port(orch_store *s, int port, int64_t *added)
 int orch_store_reclaimed_count(orch_store *s, int64_t *n)
 {
     sqlite3_stmt *st;
-    int rc = stmt(s, F_SPANS_COUNT, &st, "");
-    if (rc < 0 || (rc = one(s, st)) < 0)
+    int rc = orch_store__stmt(s, F_SPANS_COUNT, &st, "");
+    if (rc < 0 || (rc = orch_store__one(s, st)) < 0)
         return rc;
     *n = rc == 1 ? sqlite3_column_int64(st, 0) : 0;
     sqlite3_reset(st);
