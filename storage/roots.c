@@ -4,6 +4,7 @@
  * admission writes are held (held.c). */
 #include "orch_facts.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,29 @@ static void sig_read(sqlite3_stmt *st, int i, struct orch_root_sig *sig)
     sig->mtime_ns = sqlite3_column_int64(st, i + 1);
     const char *h = (const char *)sqlite3_column_text(st, i + 2);
     snprintf(sig->hash, sizeof sig->hash, "%s", h ? h : "");
+}
+
+/* A root row is held (held.h) until a statement reads roots, or the commit. */
+int orch_store_root_put(orch_store *s, int64_t e, int domain, int64_t revision,
+                        int64_t position, const struct orch_root_sig *sig)
+{
+    assert(orch_store_in_txn(s));
+    bool known = sig && sig->known;
+    struct orch_held_root r = {.entity = e,
+                               .revision = revision,
+                               .position = position,
+                               .size = known ? sig->size : -1,
+                               .mtime_ns = known ? sig->mtime_ns : -1,
+                               .at = orch_store__now_ms(),
+                               .domain = domain};
+    const char *hash = known ? sig->hash : NULL;
+    int rc = orch_store__hold_root(s, &r, hash);
+    if (rc != 0)
+        return rc < 0 ? rc : 0;
+    sqlite3_stmt *st; /* not held: written now */
+    rc = orch_store__stmt(s, F_ROOT_PUT, &st, "lillNNtl", e, domain, revision, position, r.size,
+                          r.mtime_ns, hash, r.at);
+    return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 
 int orch_store_root_find(orch_store *s, int domain, const char *key, struct orch_root_row *r,
