@@ -594,15 +594,19 @@ int orch_store_grain_seal(orch_store *s, int64_t grain, int call, int64_t e,
     sqlite3_stmt *st;
     orch_store__gmap_take(&s->held.inflight, grain, NULL); /* the table decides, as for any unrun grain */
     int rc = unrun_queued(s, grain, call, e, &queued);
+    /* Sealed before its READY was written: the READY never will be; the seal writes its
+     * ready_seq and ready_at. */
+    struct orch_held_ready *r = orch_store__held_ready(s, grain);
     if (rc == 0)
-        rc = orch_store__stmt(s, F_GRAIN_SEAL_UNRUN, &st, "lssss", grain, orch_grain_outcome_name(o),
-                  orch_grain_phase_name(ORCH_PHASE_WAITING),
-                  orch_grain_phase_name(ORCH_PHASE_READY),
-                  orch_grain_phase_name(ORCH_PHASE_SEALED));
+        rc = orch_store__stmt(s, F_GRAIN_SEAL_UNRUN, &st, "lssssNN", grain,
+                              orch_grain_outcome_name(o),
+                              orch_grain_phase_name(ORCH_PHASE_WAITING),
+                              orch_grain_phase_name(ORCH_PHASE_READY),
+                              orch_grain_phase_name(ORCH_PHASE_SEALED), r ? r->seq : -1,
+                              r ? r->at : -1);
     if (rc == 0 && (rc = orch_store__run(s, st, done)) == 0 && *done) {
         orch_store__waiting_drop(s, call, e);
-        struct orch_held_ready *r = orch_store__held_ready(s, grain);
-        if (r) /* sealed before its READY was written: it never will be */
+        if (r)
             r->live = false;
         if (queued) /* its queue entry is stale now */
             rc = orch_store__gmap_put(&s->held.unq, grain, 0, 0);

@@ -119,7 +119,8 @@
       "ready_at = ?5, pending = 0, ready_seq = coalesce(?3, ready_seq, 0) "                    \
       "WHERE id = ?1 AND phase <> ?6 AND generation = ?2")                                     \
     X(GRAIN_SEAL_UNRUN, PART_GRAIN | PART_PHASE, PART_PHASE, HELD_READY,                       \
-      "UPDATE grain SET phase = ?5, outcome = ?2, pending = 0 "                                \
+      "UPDATE grain SET phase = ?5, outcome = ?2, pending = 0, "                               \
+      "ready_seq = coalesce(?6, ready_seq), ready_at = coalesce(?7, ready_at) "                \
       "WHERE id = ?1 AND (phase = ?3 OR phase = ?4)")                                          \
     X(GRAIN_REOPEN, PART_GRAIN | PART_PHASE, PART_PHASE, 0,                                    \
       "UPDATE grain SET phase = ?2, outcome = NULL, pending = 0, "                             \
