@@ -307,6 +307,11 @@ int orch_store__run(orch_store *s, sqlite3_stmt *st, bool *changed);
 /* Steps a statement that returns at most one row: 1 (row ready: read it, then reset), 0
  * (none; reset done), or an error. */
 int orch_store__one(orch_store *s, sqlite3_stmt *st);
+/* ORCH_ECORRUPT: the table holds a text that is not a known `what`. */
+int orch_store__corrupt_text(orch_store *s, const char *what);
+/* Appends v (`size` bytes) to the malloc'd array *arr of *n elements (*cap allocated):
+ * 0 or -ENOMEM. */
+int orch_store__push(void *arr, size_t *n, size_t *cap, const void *v, size_t size);
 /* The wall clock in milliseconds, as facts.c stamps its rows. */
 int64_t orch_store__now_ms(void);
 

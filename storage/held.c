@@ -375,8 +375,8 @@ static void ready_forget(orch_store *s)
     s->held.nready = 0;
 }
 
-/* Writes the held READYs, in runs as the held seals are ("seals held", held_flight.c): one UPDATE
- * for live ones whose ids step by one stride and ready_seqs by another, at one ready_at.
+/* Writes the held READYs, in runs as the held seals are ("seals held", held_flight.c): one
+ * UPDATE for live ones whose ids step by one stride and ready_seqs by another, at one ready_at.
  * A run changes what its READYs one by one would: the grains of its ids that are WAITING. */
 static int ready_flush(orch_store *s)
 {
@@ -426,9 +426,9 @@ static int ready_flush(orch_store *s)
  * input makes READY at once (a root's first call, a child's) was written a second time.
  * They are held instead, with ids of their own (consecutive, from the table's largest),
  * and written in multi-row INSERTs as they stand when a statement not known to leave
- * them alone comes (one that reads or writes grains), or the commit: one INSERT's share per grain, READY in
- * it if it became READY meanwhile. A held grain is always in the look-up table of the
- * waiting grains (a miss there writes them first), and its READY and pending count are
+ * them alone comes (one that reads or writes grains), or the commit: one INSERT's share per
+ * grain, READY in it if it became READY meanwhile. A held grain is always in the look-up table
+ * of the waiting grains (a miss there writes them first), and its READY and pending count are
  * applied to it here. An INSERT of a grain that cannot be held writes the held ones
  * first, so that ids stay in order. */
 
@@ -440,7 +440,8 @@ struct orch_held_grain *orch_store__held_grain(orch_store *s, int64_t id)
     return &s->held.created[id - s->held.created[0].id];
 }
 
-/* Binds held grain i (s->held.created): id, call, entity, phase, pending, ready_seq, ready_at. */
+/* Binds held grain i (s->held.created): id, call, entity, phase, pending, ready_seq, ready_at.
+ */
 static int bind_created(sqlite3_stmt *st, int p, size_t i, const void *ctx)
 {
     const struct orch_held_grain *c = &((const orch_store *)ctx)->held.created[i];
@@ -450,9 +451,9 @@ static int bind_created(sqlite3_stmt *st, int p, size_t i, const void *ctx)
     if (b == SQLITE_OK)
         b = sqlite3_bind_int64(st, p + 2, c->entity);
     if (b == SQLITE_OK)
-        b = sqlite3_bind_text(st, p + 3,
-                              orch_grain_phase_name(c->seq ? ORCH_PHASE_READY : ORCH_PHASE_WAITING),
-                              -1, SQLITE_STATIC);
+        b = sqlite3_bind_text(
+            st, p + 3, orch_grain_phase_name(c->seq ? ORCH_PHASE_READY : ORCH_PHASE_WAITING),
+            -1, SQLITE_STATIC);
     if (b == SQLITE_OK)
         b = sqlite3_bind_int64(st, p + 4, c->seq ? 0 : c->pending);
     if (b == SQLITE_OK)
@@ -464,7 +465,8 @@ static int bind_created(sqlite3_stmt *st, int p, size_t i, const void *ctx)
 
 static int created_flush(orch_store *s)
 {
-    int rc = orch_store__rows_insert(s, ROWS_GRAIN, s->held.ncreated, NULL, bind_created, s, NULL);
+    int rc =
+        orch_store__rows_insert(s, ROWS_GRAIN, s->held.ncreated, NULL, bind_created, s, NULL);
     if (rc == 0)
         s->held.ncreated = 0;
     return rc;
@@ -487,9 +489,11 @@ static int bind_item(sqlite3_stmt *st, int p, size_t i, const void *ctx)
         b = sqlite3_bind_text(st, p + 2, orch_item_state_name((enum orch_item_state)it->state),
                               -1, SQLITE_STATIC);
     if (b == SQLITE_OK)
-        b = it->payload ? sqlite3_bind_int64(st, p + 3, it->payload) : sqlite3_bind_null(st, p + 3);
+        b = it->payload ? sqlite3_bind_int64(st, p + 3, it->payload)
+                        : sqlite3_bind_null(st, p + 3);
     if (b == SQLITE_OK)
-        b = it->size >= 0 ? sqlite3_bind_int64(st, p + 4, it->size) : sqlite3_bind_null(st, p + 4);
+        b = it->size >= 0 ? sqlite3_bind_int64(st, p + 4, it->size)
+                          : sqlite3_bind_null(st, p + 4);
     return b;
 }
 
@@ -513,7 +517,8 @@ static int bind_root(sqlite3_stmt *st, int p, size_t i, const void *ctx)
     if (b == SQLITE_OK)
         b = sqlite3_bind_int64(st, p + 3, r->position);
     if (b == SQLITE_OK)
-        b = r->size >= 0 ? sqlite3_bind_int64(st, p + 4, r->size) : sqlite3_bind_null(st, p + 4);
+        b = r->size >= 0 ? sqlite3_bind_int64(st, p + 4, r->size)
+                         : sqlite3_bind_null(st, p + 4);
     if (b == SQLITE_OK)
         b = r->mtime_ns >= 0 ? sqlite3_bind_int64(st, p + 5, r->mtime_ns)
                              : sqlite3_bind_null(st, p + 5);
@@ -573,7 +578,8 @@ static void entities_forget(orch_store *s)
 
 static int entities_flush(orch_store *s)
 {
-    int rc = orch_store__rows_insert(s, ROWS_ENTITY, s->held.nentities, NULL, bind_entity, s, NULL);
+    int rc =
+        orch_store__rows_insert(s, ROWS_ENTITY, s->held.nentities, NULL, bind_entity, s, NULL);
     if (rc == 0)
         entities_forget(s);
     return rc;
@@ -588,11 +594,13 @@ int orch_store__hold_entity(orch_store *s, int domain, int64_t ordinal, const ch
     if (rc <= 0)
         return rc;
     if (s->held.nentities == s->held.capentities &&
-        orch__grow_n(&s->held.entities, &s->held.capentities, s->held.nentities + 1, sizeof *s->held.entities) < 0)
+        orch__grow_n(&s->held.entities, &s->held.capentities, s->held.nentities + 1,
+                     sizeof *s->held.entities) < 0)
         return 0;
     if (s->held.next_entity == 0) { /* the first since an entity was INSERTed another way */
         sqlite3_stmt *st;
-        if ((rc = orch_store__stmt(s, F_ENTITY_NEXT_ID, &st, "")) < 0 || (rc = orch_store__one(s, st)) < 0)
+        if ((rc = orch_store__stmt(s, F_ENTITY_NEXT_ID, &st, "")) < 0 ||
+            (rc = orch_store__one(s, st)) < 0)
             return rc;
         s->held.next_entity = rc == 1 ? sqlite3_column_int64(st, 0) : 1;
         sqlite3_reset(st);
@@ -601,12 +609,11 @@ int orch_store__hold_entity(orch_store *s, int domain, int64_t ordinal, const ch
     if (!copy)
         return 0;
     *id = s->held.next_entity++;
-    s->held.entities[s->held.nentities++] = (struct orch_held_entity){
-        .id = *id, .ordinal = ordinal, .key = copy, .domain = domain};
+    s->held.entities[s->held.nentities++] =
+        (struct orch_held_entity){.id = *id, .ordinal = ordinal, .key = copy, .domain = domain};
     s->held.kinds |= HELD_ENTITY;
     return 1;
 }
-
 
 /* A held grain is kept among the WAITING grains for look-ups too: one that cannot be is not
  * held. */
@@ -616,20 +623,22 @@ int orch_store__hold_grain(orch_store *s, int call, int64_t e, int64_t parent, i
     if (rc <= 0)
         return rc;
     if (s->held.ncreated == s->held.capcreated &&
-        orch__grow_n(&s->held.created, &s->held.capcreated, s->held.ncreated + 1, sizeof *s->held.created) < 0)
+        orch__grow_n(&s->held.created, &s->held.capcreated, s->held.ncreated + 1,
+                     sizeof *s->held.created) < 0)
         return 0;
     if (s->held.next_grain == 0) { /* the first since a grain was INSERTed another way */
         sqlite3_stmt *st;
-        if ((rc = orch_store__stmt(s, F_GRAIN_NEXT_ID, &st, "")) < 0 || (rc = orch_store__one(s, st)) < 0)
+        if ((rc = orch_store__stmt(s, F_GRAIN_NEXT_ID, &st, "")) < 0 ||
+            (rc = orch_store__one(s, st)) < 0)
             return rc;
         s->held.next_grain = rc == 1 ? sqlite3_column_int64(st, 0) : 1;
         sqlite3_reset(st);
     }
     if (!orch_store__waiting_put(s, &(struct orch_held_waiting){.entity = e,
-                                                  .id = s->held.next_grain,
-                                                  .parent = parent,
-                                                  .pending = pending,
-                                                  .call = call}))
+                                                                .id = s->held.next_grain,
+                                                                .parent = parent,
+                                                                .pending = pending,
+                                                                .call = call}))
         return 0;
     s->held.created[s->held.ncreated++] = (struct orch_held_grain){
         .id = s->held.next_grain++, .entity = e, .pending = pending, .call = call};
@@ -657,10 +666,9 @@ int orch_store__hold_root(orch_store *s, const struct orch_held_root *r, const c
     if (rc <= 0)
         return rc;
     char *copy = hash ? strdup(hash) : NULL;
-    if ((hash && !copy) ||
-        (s->held.nroots == s->held.caproots &&
-         orch__grow_n(&s->held.roots, &s->held.caproots, s->held.nroots + 1,
-                      sizeof *s->held.roots) < 0)) {
+    if ((hash && !copy) || (s->held.nroots == s->held.caproots &&
+                            orch__grow_n(&s->held.roots, &s->held.caproots, s->held.nroots + 1,
+                                         sizeof *s->held.roots) < 0)) {
         free(copy);
         return 0;
     }

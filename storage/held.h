@@ -78,9 +78,9 @@ enum orch_held_kind {
  * write (facts_int.h). Tables no held row is in are not parts: a statement that reads
  * only those declares 0. An INSERT reads the rows its foreign keys name. */
 enum orch_fact_part {
-    PART_ENTITY = 1 << 0, /* entity rows */
-    PART_GRAIN = 1 << 1,  /* which grains exist: ids, call, entity */
-    PART_PHASE = 1 << 2,  /* a grain's state: phase, pending, outcome, generation, ready_* */
+    PART_ENTITY = 1 << 0,  /* entity rows */
+    PART_GRAIN = 1 << 1,   /* which grains exist: ids, call, entity */
+    PART_PHASE = 1 << 2,   /* a grain's state: phase, pending, outcome, generation, ready_* */
     PART_ATTEMPT = 1 << 3, /* which attempts exist, and what they ran */
     PART_ENDED = 1 << 4,   /* an attempt's end: outcome, ended_at, message */
     PART_ITEM = 1 << 5,
@@ -99,10 +99,10 @@ enum orch_fact_part {
 #define HELD_WRITES_RECLAIM PART_SPAN
 
 /* The kinds of held row that write any of `parts` (a constant expression). */
-#define HELD_KIND_IF(parts, k) (((parts) & HELD_WRITES_##k) ? HELD_##k : 0)
-#define HELD_KINDS_OF(parts)                                                                  \
-    (HELD_KIND_IF(parts, ENTITY) | HELD_KIND_IF(parts, GRAIN) | HELD_KIND_IF(parts, READY) |  \
-     HELD_KIND_IF(parts, SEAL) | HELD_KIND_IF(parts, AEND) | HELD_KIND_IF(parts, ITEM) |      \
+#define HELD_KIND_IF(parts, k) (((parts)&HELD_WRITES_##k) ? HELD_##k : 0)
+#define HELD_KINDS_OF(parts)                                                                   \
+    (HELD_KIND_IF(parts, ENTITY) | HELD_KIND_IF(parts, GRAIN) | HELD_KIND_IF(parts, READY) |   \
+     HELD_KIND_IF(parts, SEAL) | HELD_KIND_IF(parts, AEND) | HELD_KIND_IF(parts, ITEM) |       \
      HELD_KIND_IF(parts, ROOT) | HELD_KIND_IF(parts, RECLAIM))
 
 /* A held grain: seq 0 while it waits, else READY at ready_seq seq since `at`. */
@@ -175,7 +175,8 @@ struct orch_held_aend {
 #define ORCH_STORE_ROW_SIZES 7
 
 /* The cache, embedded in struct orch_store (s->held). Its fields are written by held.c and
- * held_flight.c only; the counts are read by facts.c. */
+ * held_flight.c, except that facts.c and grains.c reset next_grain and next_entity after an
+ * INSERT of their own, and take grains out of the maps of grains in flight. */
 struct orch_store_held {
     unsigned kinds; /* the orch_held_kinds that hold a row now */
     bool flushing;  /* a flush (or a read of a row as it is) runs: no statement flushes */
@@ -253,8 +254,7 @@ int orch_store__held_admit(orch_store *s, enum orch_held_kind k);
  * The entity gets its id in *id; a root row's hash (NULL: none) is copied. */
 int orch_store__hold_entity(orch_store *s, int domain, int64_t ordinal, const char *key,
                             int64_t *id);
-int orch_store__hold_grain(orch_store *s, int call, int64_t e, int64_t parent,
-                           int64_t pending);
+int orch_store__hold_grain(orch_store *s, int call, int64_t e, int64_t parent, int64_t pending);
 int orch_store__hold_ready(orch_store *s, int64_t grain, int64_t seq, int64_t at);
 int orch_store__hold_item(orch_store *s, const struct orch_held_item *it);
 int orch_store__hold_root(orch_store *s, const struct orch_held_root *r, const char *hash);

@@ -103,7 +103,6 @@ void orch_store__waiting_forget(orch_store *s)
     s->held.nwait = 0;
 }
 
-
 /* ---- grains in flight ------------------------------------------------------------------
  * A grain in flight is not written as such: its attempt row, begun with its batch's others
  * (orch_store_attempts_begin), says that it runs. Its row reads READY until the grain is
@@ -204,9 +203,11 @@ static int dispatch_check(orch_store *s, int64_t grain, uint32_t generation)
         return rc;
     bool ok = c ? c->seq && generation == 0 /* a new grain is at generation 0 */
                 : g.phase == ORCH_PHASE_READY && g.generation == generation;
-    return ok ? 0 : orch_error_set(ORCH_ECORRUPT, "%s: grain %lld dispatched at generation %u "
-                                               "is not READY at it", s->path, (long long)grain,
-                                   generation);
+    return ok ? 0
+              : orch_error_set(ORCH_ECORRUPT,
+                               "%s: grain %lld dispatched at generation %u "
+                               "is not READY at it",
+                               s->path, (long long)grain, generation);
 }
 
 int orch_store_grain_dispatch(orch_store *s, int64_t grain, uint32_t generation, bool *done)
@@ -225,7 +226,6 @@ int orch_store_grain_dispatch(orch_store *s, int64_t grain, uint32_t generation,
     return rc;
 }
 
-
 /* ---- seals held ------------------------------------------------------------------------
  * A report's seal was one UPDATE a grain: 9 k of the driver's 48 k instructions a grain on
  * a chain of no-op calls, most of it the statement's own cost. The seal of a grain that
@@ -237,9 +237,9 @@ int orch_store_grain_dispatch(orch_store *s, int64_t grain, uint32_t generation,
  * table would have said `sealed` only because the row matched (in flight, at that
  * generation), which the map says as well, since nothing but this connection writes the
  * job; any statement that reads or writes a grain's state writes the held seals first
- * (held.h), as does the commit, and a run that does not change exactly its grains stops the turn as
- * corrupt. A grain leaves the map when it is sealed, put back or interrupted; a rollback
- * empties it. With ORCH_STORE_CHECKS each held seal is compared with its row first. */
+ * (held.h), as does the commit, and a run that does not change exactly its grains stops the
+ * turn as corrupt. A grain leaves the map when it is sealed, put back or interrupted; a
+ * rollback empties it. With ORCH_STORE_CHECKS each held seal is compared with its row first. */
 
 /* Writes run seals[i .. j-1] (the caller checked that they form one). */
 static int seal_run(orch_store *s, size_t i, size_t j, int64_t sid, int64_t sseq)
@@ -249,19 +249,20 @@ static int seal_run(orch_store *s, size_t i, size_t j, int64_t sid, int64_t sseq
     sqlite3_stmt *st;
     int rc = j - i == 1
                  ? orch_store__stmt(s, F_GRAIN_SEAL_IN_FLIGHT, &st, "lslNsN", a->grain,
-                        orch_grain_outcome_name(a->outcome), (int64_t)a->generation, a->seq,
-                        sealed, a->at)
+                                    orch_grain_outcome_name(a->outcome), (int64_t)a->generation,
+                                    a->seq, sealed, a->at)
                  : orch_store__stmt(s, F_GRAINS_SEAL_RUN, &st, "lslNsNlll", a->grain,
-                        orch_grain_outcome_name(a->outcome), (int64_t)a->generation, a->seq,
-                        sealed, a->at, sid, sseq, z->grain);
+                                    orch_grain_outcome_name(a->outcome), (int64_t)a->generation,
+                                    a->seq, sealed, a->at, sid, sseq, z->grain);
     if (rc < 0 || (rc = orch_store__run(s, st, NULL)) < 0)
         return rc;
     int changed = sqlite3_changes(s->db);
     if ((size_t)changed != j - i)
         return orch_error_set(ORCH_ECORRUPT,
                               "%s: %zu grains in flight sealed (%lld to %lld) but %d rows "
-                              "were", s->path, j - i, (long long)a->grain,
-                              (long long)z->grain, changed);
+                              "were",
+                              s->path, j - i, (long long)a->grain, (long long)z->grain,
+                              changed);
     return 0;
 }
 
@@ -305,9 +306,10 @@ static int seal_check(orch_store *s, int64_t grain, uint32_t generation)
         return rc;
     return g.phase != ORCH_PHASE_SEALED && g.generation == generation
                ? 0
-               : orch_error_set(ORCH_ECORRUPT, "%s: grain %lld sealed at generation %u is "
-                                               "not in flight at it", s->path,
-                                (long long)grain, generation);
+               : orch_error_set(ORCH_ECORRUPT,
+                                "%s: grain %lld sealed at generation %u is "
+                                "not in flight at it",
+                                s->path, (long long)grain, generation);
 }
 
 /* Holds the seal of grain, in flight at generation by this connection's dispatch: 1, or 0
@@ -319,7 +321,8 @@ static int seal_hold(orch_store *s, int64_t grain, enum orch_grain_outcome o,
     if (rc < 0 || (rc = orch_store__held_admit(s, HELD_SEAL)) <= 0)
         return rc;
     if (s->held.nseals == s->held.capseals &&
-        orch__grow_n(&s->held.seals, &s->held.capseals, s->held.nseals + 1, sizeof *s->held.seals) < 0)
+        orch__grow_n(&s->held.seals, &s->held.capseals, s->held.nseals + 1,
+                     sizeof *s->held.seals) < 0)
         return 0;
     struct orch_held_gent f = {0, -1, -1}; /* none kept: the row's stand */
     orch_store__gmap_take(&s->held.flying, grain, &f);
@@ -345,8 +348,9 @@ int orch_store__seal_in_flight(orch_store *s, int64_t grain, enum orch_grain_out
     struct orch_held_gent f = {0, -1, -1}; /* none kept: NULL, the row's stand */
     bool kept = orch_store__gmap_take(&s->held.flying, grain, &f);
     sqlite3_stmt *st;
-    int rc = orch_store__stmt(s, F_GRAIN_SEAL_IN_FLIGHT, &st, "lslNsN", grain, orch_grain_outcome_name(o),
-                  (int64_t)generation, f.seq, orch_grain_phase_name(ORCH_PHASE_SEALED), f.at);
+    int rc = orch_store__stmt(s, F_GRAIN_SEAL_IN_FLIGHT, &st, "lslNsN", grain,
+                              orch_grain_outcome_name(o), (int64_t)generation, f.seq,
+                              orch_grain_phase_name(ORCH_PHASE_SEALED), f.at);
     if (rc == 0 && (rc = orch_store__run(s, st, done)) == 0 && !*done && kept)
         rc = orch_store__gmap_put(&s->held.flying, grain, f.seq, f.at);
     return rc;
@@ -384,8 +388,8 @@ int orch_store__hold_aend(orch_store *s, const struct orch_held_aend *a)
 int orch_store__aend_write(orch_store *s, const struct orch_held_aend *a)
 {
     sqlite3_stmt *st;
-    int rc = orch_store__stmt(s, F_ATTEMPTS_END, &st, "lsll", a->at, orch_attempt_outcome_name(a->outcome),
-                  a->first, a->last);
+    int rc = orch_store__stmt(s, F_ATTEMPTS_END, &st, "lsll", a->at,
+                              orch_attempt_outcome_name(a->outcome), a->first, a->last);
     return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 
@@ -399,9 +403,9 @@ int orch_store__aends_flush(orch_store *s)
 }
 
 /* ---- reclaimed ids ---------------------------------------------------------------------
- * The ids freed in a transaction are held: s->held.recl says which (so that an id freed twice in
- * it, read through two ports, counts once), s->held.reclw lists those not written yet. They are
- * written as spans of consecutive ids (migrations/0016_reclaimed_spans.sql): one row for
+ * The ids freed in a transaction are held: s->held.recl says which (so that an id freed twice
+ * in it, read through two ports, counts once), s->held.reclw lists those not written yet. They
+ * are written as spans of consecutive ids (migrations/0016_reclaimed_spans.sql): one row for
  * the run of ids that the readers of a batch free, where there was a row per id. A span
  * that meets or touches one already written is merged with it, so that the table stays
  * as small as the runs allow. An id freed again in a later transaction cannot happen
@@ -434,11 +438,11 @@ static int span_write(orch_store *s, int64_t first, int64_t last)
         if (l < first - 1)
             break; /* below, apart */
         if (s->checks && l >= first && f <= last)
-            return orch_error_set(ORCH_ECORRUPT,
-                                  "%s: payload ids %lld..%lld reclaimed again (span %lld..%lld)",
-                                  s->path, (long long)first, (long long)last, (long long)f,
-                                  (long long)l);
-        if ((rc = orch_store__stmt(s, F_SPAN_DROP, &st, "l", f)) < 0 || (rc = orch_store__run(s, st, NULL)) < 0)
+            return orch_error_set(
+                ORCH_ECORRUPT, "%s: payload ids %lld..%lld reclaimed again (span %lld..%lld)",
+                s->path, (long long)first, (long long)last, (long long)f, (long long)l);
+        if ((rc = orch_store__stmt(s, F_SPAN_DROP, &st, "l", f)) < 0 ||
+            (rc = orch_store__run(s, st, NULL)) < 0)
             return rc;
         first = f < first ? f : first;
         last = l > last ? l : last;
@@ -476,7 +480,8 @@ int orch_store_reclaimed_put(orch_store *s, uint64_t payload, bool *added)
     int hold = orch_store__held_admit(s, HELD_RECLAIM);
     if (hold < 0)
         return hold;
-    if (orch__grow_n(&s->held.reclw, &s->held.capreclw, s->held.nreclw + 1, sizeof *s->held.reclw) < 0)
+    if (orch__grow_n(&s->held.reclw, &s->held.capreclw, s->held.nreclw + 1,
+                     sizeof *s->held.reclw) < 0)
         return orch_error_set(-ENOMEM, "%s: out of memory for reclaimed ids", s->path);
     if ((rc = orch_store__gmap_put(&s->held.recl, (int64_t)payload, 0, 0)) < 0)
         return orch_error_set(rc, "%s: out of memory for reclaimed ids", s->path);
@@ -485,4 +490,3 @@ int orch_store_reclaimed_put(orch_store *s, uint64_t payload, bool *added)
     *added = true;
     return hold ? 0 : orch_store__held_flush_kinds(s, HELD_RECLAIM);
 }
-
