@@ -36,12 +36,15 @@
  * flushes everything first: every committed row is the row that writing each fact at
  * once would have left, with one exception. A grain that was made READY and dispatched
  * in the same transaction has its READY never written: until its seal (or requeue, or
- * interrupt) writes its ready_seq and ready_at, its row reads WAITING with the ready_seq
- * and ready_at it had before. Its open attempt says that it runs (the `grains` view
- * counts it in flight). This connection's own statements see held rows as written.
+ * interrupt) writes its ready_seq and ready_at, its row reads WAITING with the pending
+ * count, ready_seq and ready_at it had before. Its open attempt says that it runs (the
+ * `grains` view counts it in flight). This connection's own statements see held rows as
+ * written, that exception aside.
  *
  * What a kill loses. Nothing committed: held rows live in this process's memory only,
  * and belong to the open transaction, which a kill rolls back. A rollback forgets them.
+ * tests/test_held.c holds the cache to this contract: random sequences of the store's
+ * operations with the cache on and off (orch_store__held_off), and across a kill.
  *
  * Look-up tables that are no held writes live here too (held_flight.c): the WAITING grains
  * by (call, entity) for the look-ups of propagation, the grains in flight and their
