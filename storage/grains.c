@@ -76,7 +76,7 @@ static int grain_read(orch_store *s, sqlite3_stmt *st, struct orch_grain_row *g)
         return orch_store__corrupt_text(s, "grain phase or outcome");
     g->phase = (enum orch_grain_phase)phase;
     const struct orch_held_ready *r;
-    if (g->phase == ORCH_PHASE_WAITING && (r = orch_store__held_ready(s, g->id)) != NULL) {
+    if (g->phase == ORCH_PHASE_WAITING && (r = orch_store__held_ready(&s->held, s, g->id)) != NULL) {
         g->phase = ORCH_PHASE_READY; /* as it will be written */
         g->pending = 0;
         g->seq = r->seq;
@@ -90,7 +90,7 @@ static int grain_get_row(orch_store *s, int call, int64_t e, bool root,
 int orch_store_grain_get(orch_store *s, int call, int64_t e, bool root,
                          struct orch_grain_row *g)
 {
-    const struct orch_held_waiting *w = orch_store__waiting_find(s, call, e);
+    const struct orch_held_waiting *w = orch_store__waiting_find(&s->held, s, call, e);
     if (!w)
         return grain_get_row(s, call, e, root, g);
     *g = (struct orch_grain_row){.id = w->id,
@@ -100,7 +100,7 @@ int orch_store_grain_get(orch_store *s, int call, int64_t e, bool root,
                                  .phase = ORCH_PHASE_WAITING,
                                  .outcome = -1,
                                  .pending = w->pending};
-    if (!s->checks || orch_store__held_grain(s, w->id))
+    if (!s->checks || orch_store__held_grain(&s->held, w->id))
         return 0; /* (a held grain has no row to compare with: the test would write it) */
     struct orch_grain_row r;
     int rc = grain_get_row(s, call, e, root, &r);
@@ -143,7 +143,7 @@ int orch_store_grain_by_id(orch_store *s, int64_t id, struct orch_grain_row *g)
 
 int orch_store_grain_set_pending(orch_store *s, const struct orch_grain_row *g, int64_t pending)
 {
-    struct orch_held_grain *c = orch_store__held_grain(s, g->id);
+    struct orch_held_grain *c = orch_store__held_grain(&s->held, g->id);
     if (c) {
         c->pending = pending;
     } else {
@@ -152,7 +152,7 @@ int orch_store_grain_set_pending(orch_store *s, const struct orch_grain_row *g, 
         if (rc < 0 || (rc = orch_store__run(s, st, NULL)) < 0)
             return rc;
     }
-    struct orch_held_waiting *w = orch_store__waiting_find(s, g->call, g->entity);
+    struct orch_held_waiting *w = orch_store__waiting_find(&s->held, s, g->call, g->entity);
     if (w)
         w->pending = pending;
     return 0;
@@ -164,7 +164,7 @@ int orch_store_grain_ready(orch_store *s, const struct orch_grain_row *g, int64_
     orch_store__waiting_drop(s, g->call, g->entity);
     int64_t grain = g->id;
     int64_t at = orch_store__now_ms();
-    struct orch_held_grain *c = orch_store__held_grain(s, grain);
+    struct orch_held_grain *c = orch_store__held_grain(&s->held, grain);
     if (c) { /* not written yet: it will be, READY */
         c->seq = seq;
         c->at = at;
@@ -210,10 +210,10 @@ int orch_store_grain_requeue(orch_store *s, int64_t grain, uint32_t generation, 
  * a held READY reads READY). */
 static int unrun_queued(orch_store *s, int64_t grain, int call, int64_t e, bool *queued)
 {
-    const struct orch_held_grain *c = orch_store__held_grain(s, grain);
+    const struct orch_held_grain *c = orch_store__held_grain(&s->held, grain);
     struct orch_grain_row g = {.phase = ORCH_PHASE_WAITING};
     int rc =
-        c || orch_store__waiting_find(s, call, e) ? 0 : orch_store_grain_by_id(s, grain, &g);
+        c || orch_store__waiting_find(&s->held, s, call, e) ? 0 : orch_store_grain_by_id(s, grain, &g);
     *queued = c ? c->seq != 0 : g.phase == ORCH_PHASE_READY;
     return rc;
 }
@@ -232,7 +232,7 @@ int orch_store_grain_seal(orch_store *s, int64_t grain, int call, int64_t e,
     int rc = unrun_queued(s, grain, call, e, &queued);
     /* Sealed before its READY was written: the READY never will be; the seal writes its
      * ready_seq and ready_at. */
-    struct orch_held_ready *r = orch_store__held_ready(s, grain);
+    struct orch_held_ready *r = orch_store__held_ready(&s->held, s, grain);
     if (rc == 0)
         rc = orch_store__stmt(
             s, F_GRAIN_SEAL_UNRUN, &st, "lssssNN", grain, orch_grain_outcome_name(o),

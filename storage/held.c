@@ -14,59 +14,14 @@
 #include "store_int.h"
 #include "support.h"
 
-/* ---- limits -----------------------------------------------------------------------------
- * The most rows of a kind held at once: at its limit a kind is written before one more is
- * held, so that the memory held stays small whatever a turn writes (a million children of
- * one expansion are written HELD_MAX grains at a time). READYs and reclaimed ids are
- * smaller and more; an id reclaimed past RECL_HELD is then looked up in the spans too. */
-#define HELD_MAX 16384
-#define READY_HELD 65536
-#define SEALS_HELD 16384
-#define AENDS_HELD 4096
-#define RECL_HELD ((size_t)1 << 16)
+/* ---- limits ---------------------------------------------------------------------------
+ * At its limit (held.h) a kind is written before one more is held, so that the memory
+ * held stays small whatever a turn writes (a million children of one expansion are
+ * written HELD_MAX grains at a time). READYs and reclaimed ids are smaller and more; an
+ * id reclaimed past RECL_HELD is then looked up in the spans too. */
 
-/* How many rows of kind k are held, and its limit. */
-static size_t held_count(const struct orch_store_held *h, enum orch_held_kind k, size_t *limit)
+int orch_store__held_room(orch_store *s, enum orch_held_kind k)
 {
-    switch (k) {
-    case HELD_ENTITY:
-        *limit = HELD_MAX;
-        return h->nentities;
-    case HELD_GRAIN:
-        *limit = HELD_MAX;
-        return h->ncreated;
-    case HELD_READY:
-        *limit = READY_HELD;
-        return h->nready;
-    case HELD_SEAL:
-        *limit = SEALS_HELD;
-        return h->nseals;
-    case HELD_AEND:
-        *limit = AENDS_HELD;
-        return h->naends;
-    case HELD_ITEM:
-        *limit = HELD_MAX;
-        return h->nitems;
-    case HELD_ROOT:
-        *limit = HELD_MAX;
-        return h->nroots;
-    case HELD_RECLAIM:
-        *limit = RECL_HELD;
-        return h->recl.n; /* every id reclaimed in the transaction: written or not */
-    }
-    *limit = 0; /* NEVER: every kind is listed */
-    return 0;
-}
-
-/* Before one more row of kind k is held: 1 (hold it; the kind was written if at its
- * limit), 0 (holding is off: write it now), or an error. */
-int orch_store__held_admit(orch_store *s, enum orch_held_kind k)
-{
-    if (s->held.off)
-        return 0;
-    size_t limit, n = held_count(&s->held, k, &limit);
-    if (n < limit)
-        return 1;
     int rc = orch_store__held_flush_kinds(s, k);
     if (rc < 0)
         return rc;
@@ -314,10 +269,8 @@ static size_t ready_hash(const orch_store *s, int64_t grain)
            (s->held.ready_ix_size - 1);
 }
 
-struct orch_held_ready *orch_store__held_ready(orch_store *s, int64_t grain)
+struct orch_held_ready *orch_store__held_ready_find(orch_store *s, int64_t grain)
 {
-    if (s->held.nready == 0)
-        return NULL;
     for (size_t h = ready_hash(s, grain);; h = (h + 1) & (s->held.ready_ix_size - 1)) {
         uint32_t i = s->held.ready_ix[h];
         if (i == 0)
@@ -329,7 +282,7 @@ struct orch_held_ready *orch_store__held_ready(orch_store *s, int64_t grain)
 
 int orch_store__hold_ready(orch_store *s, int64_t grain, int64_t seq, int64_t at)
 {
-    int rc = orch_store__held_admit(s, HELD_READY);
+    int rc = orch_store__held_admit(&s->held, s, HELD_READY, s->held.nready);
     if (rc <= 0)
         return rc;
     if (s->held.nready == s->held.capready) {
@@ -431,14 +384,6 @@ static int ready_flush(orch_store *s)
  * of the waiting grains (a miss there writes them first), and its READY and pending count are
  * applied to it here. An INSERT of a grain that cannot be held writes the held ones
  * first, so that ids stay in order. */
-
-struct orch_held_grain *orch_store__held_grain(orch_store *s, int64_t id)
-{
-    if (s->held.ncreated == 0 || id < s->held.created[0].id ||
-        id >= s->held.created[0].id + (int64_t)s->held.ncreated)
-        return NULL;
-    return &s->held.created[id - s->held.created[0].id];
-}
 
 /* Binds held grain i (s->held.created): id, call, entity, phase, pending, ready_seq, ready_at.
  */
@@ -590,7 +535,7 @@ static int entities_flush(orch_store *s)
 int orch_store__hold_entity(orch_store *s, int domain, int64_t ordinal, const char *key,
                             int64_t *id)
 {
-    int rc = orch_store__held_admit(s, HELD_ENTITY);
+    int rc = orch_store__held_admit(&s->held, s, HELD_ENTITY, s->held.nentities);
     if (rc <= 0)
         return rc;
     if (s->held.nentities == s->held.capentities &&
@@ -619,7 +564,7 @@ int orch_store__hold_entity(orch_store *s, int domain, int64_t ordinal, const ch
  * held. */
 int orch_store__hold_grain(orch_store *s, int call, int64_t e, int64_t parent, int64_t pending)
 {
-    int rc = orch_store__held_admit(s, HELD_GRAIN);
+    int rc = orch_store__held_admit(&s->held, s, HELD_GRAIN, s->held.ncreated);
     if (rc <= 0)
         return rc;
     if (s->held.ncreated == s->held.capcreated &&
@@ -648,7 +593,7 @@ int orch_store__hold_grain(orch_store *s, int call, int64_t e, int64_t parent, i
 
 int orch_store__hold_item(orch_store *s, const struct orch_held_item *it)
 {
-    int rc = orch_store__held_admit(s, HELD_ITEM);
+    int rc = orch_store__held_admit(&s->held, s, HELD_ITEM, s->held.nitems);
     if (rc <= 0)
         return rc;
     if (s->held.nitems == s->held.capitems &&
@@ -662,7 +607,7 @@ int orch_store__hold_item(orch_store *s, const struct orch_held_item *it)
 
 int orch_store__hold_root(orch_store *s, const struct orch_held_root *r, const char *hash)
 {
-    int rc = orch_store__held_admit(s, HELD_ROOT);
+    int rc = orch_store__held_admit(&s->held, s, HELD_ROOT, s->held.nroots);
     if (rc <= 0)
         return rc;
     char *copy = hash ? strdup(hash) : NULL;

@@ -249,9 +249,45 @@ void orch_store__held_free(struct orch_store_held *h);
  * grains kept and the next ids. */
 void orch_store__held_reread(orch_store *s);
 
-/* Before one more row of kind k is held: 1 (hold it; the kind was written first if at its
- * limit), 0 (holding is off: write it now), or an error. */
-int orch_store__held_admit(orch_store *s, enum orch_held_kind k);
+/* The most rows of a kind held at once (held.c, "limits"). */
+#define HELD_MAX 16384
+#define READY_HELD 65536
+#define SEALS_HELD 16384
+#define AENDS_HELD 4096
+#define RECL_HELD ((size_t)1 << 16)
+
+static inline size_t orch_store__held_limit(enum orch_held_kind k)
+{
+    switch (k) {
+    case HELD_ENTITY:
+    case HELD_GRAIN:
+    case HELD_ITEM:
+    case HELD_ROOT:
+        return HELD_MAX;
+    case HELD_READY:
+        return READY_HELD;
+    case HELD_SEAL:
+        return SEALS_HELD;
+    case HELD_AEND:
+        return AENDS_HELD;
+    case HELD_RECLAIM:
+        return RECL_HELD; /* every id reclaimed in the transaction: written or not */
+    }
+    return 0; /* NEVER: every kind is listed */
+}
+
+/* Writes kind k, at its limit: 1 or an error. */
+int orch_store__held_room(orch_store *s, enum orch_held_kind k);
+
+/* Before one more row of kind k is held, n of them held now: 1 (hold it; the kind was
+ * written first if at its limit), 0 (holding is off: write it now), or an error. */
+static inline int orch_store__held_admit(struct orch_store_held *h, orch_store *s,
+                                         enum orch_held_kind k, size_t n)
+{
+    if (h->off)
+        return 0;
+    return n < orch_store__held_limit(k) ? 1 : orch_store__held_room(s, k);
+}
 
 /* Holds one row of a kind: 1 (held), 0 (not held: the caller writes it now), or an error.
  * The entity gets its id in *id; a root row's hash (NULL: none) is copied. */
@@ -263,9 +299,21 @@ int orch_store__hold_item(orch_store *s, const struct orch_held_item *it);
 int orch_store__hold_root(orch_store *s, const struct orch_held_root *r, const char *hash);
 
 /* The held grain of id, or NULL. */
-struct orch_held_grain *orch_store__held_grain(orch_store *s, int64_t id);
-/* The live held READY of grain, or NULL. */
-struct orch_held_ready *orch_store__held_ready(orch_store *s, int64_t grain);
+static inline struct orch_held_grain *orch_store__held_grain(struct orch_store_held *h,
+                                                            int64_t id)
+{
+    if (h->ncreated == 0 || id < h->created[0].id ||
+        id >= h->created[0].id + (int64_t)h->ncreated)
+        return NULL;
+    return &h->created[id - h->created[0].id];
+}
+/* The live held READY of grain, or NULL (the look-up only when any is held). */
+struct orch_held_ready *orch_store__held_ready_find(orch_store *s, int64_t grain);
+static inline struct orch_held_ready *orch_store__held_ready(struct orch_store_held *h,
+                                                            orch_store *s, int64_t grain)
+{
+    return h->nready ? orch_store__held_ready_find(s, grain) : NULL;
+}
 
 /* Inserts rows 0 .. n-1 of a row kind (enum orch_rows_kind), in statements of 2^k rows:
  * bind() binds row i's own parameters from p on, fixed() (may be NULL) those all rows
@@ -281,13 +329,25 @@ int orch_store__rows_insert(orch_store *s, enum orch_rows_kind kind, size_t n,
 /* ---- grains in flight, seals, attempt ends, reclaimed ids (held_flight.c) ----------- */
 
 /* The kept WAITING grain (call, e), or NULL; keeps one (false when it cannot); drops one. */
-struct orch_held_waiting *orch_store__waiting_find(orch_store *s, int call, int64_t e);
+struct orch_held_waiting *orch_store__waiting_lookup(orch_store *s, int call, int64_t e);
+static inline struct orch_held_waiting *orch_store__waiting_find(struct orch_store_held *h,
+                                                                orch_store *s, int call,
+                                                                int64_t e)
+{
+    return h->nwait ? orch_store__waiting_lookup(s, call, e) : NULL;
+}
 bool orch_store__waiting_put(orch_store *s, const struct orch_held_waiting *v);
 void orch_store__waiting_drop(orch_store *s, int call, int64_t e);
 
 int orch_store__gmap_put(struct orch_held_gmap *m, int64_t grain, int64_t seq, int64_t at);
 bool orch_store__gmap_has(const struct orch_held_gmap *m, int64_t grain);
-bool orch_store__gmap_take(struct orch_held_gmap *m, int64_t grain, struct orch_held_gent *out);
+/* Takes grain's entry out of m into *out (may be NULL): true if it was there. */
+bool orch_store__gmap_remove(struct orch_held_gmap *m, int64_t grain, struct orch_held_gent *out);
+static inline bool orch_store__gmap_take(struct orch_held_gmap *m, int64_t grain,
+                                         struct orch_held_gent *out)
+{
+    return m->n ? orch_store__gmap_remove(m, grain, out) : false;
+}
 void orch_store__gmap_clear(struct orch_held_gmap *m);
 
 /* A report's seal of a grain in flight (orch_store_grain_seal with in_flight). */

@@ -32,10 +32,8 @@ static size_t wait_hash(const orch_store *s, int call, int64_t e)
     return (size_t)((k * UINT64_C(0xbf58476d1ce4e5b9)) >> 32) & (s->held.wait_size - 1);
 }
 
-struct orch_held_waiting *orch_store__waiting_find(orch_store *s, int call, int64_t e)
+struct orch_held_waiting *orch_store__waiting_lookup(orch_store *s, int call, int64_t e)
 {
-    if (s->held.nwait == 0)
-        return NULL;
     for (size_t h = wait_hash(s, call, e);; h = (h + 1) & (s->held.wait_size - 1)) {
         struct orch_held_waiting *w = &s->held.wait[h];
         if (w->id == 0)
@@ -79,7 +77,7 @@ bool orch_store__waiting_put(orch_store *s, const struct orch_held_waiting *v)
 /* Removes (call, e), moving later entries of its probe run back (no tombstones). */
 void orch_store__waiting_drop(orch_store *s, int call, int64_t e)
 {
-    struct orch_held_waiting *w = orch_store__waiting_find(s, call, e);
+    struct orch_held_waiting *w = orch_store__waiting_find(&s->held, s, call, e);
     if (!w)
         return;
     size_t mask = s->held.wait_size - 1, hole = (size_t)(w - s->held.wait);
@@ -167,11 +165,9 @@ bool orch_store__gmap_has(const struct orch_held_gmap *m, int64_t grain)
     return false;
 }
 
-/* Takes grain's entry out of m into *out (may be NULL): true if it was there. */
-bool orch_store__gmap_take(struct orch_held_gmap *m, int64_t grain, struct orch_held_gent *out)
+/* held.h (orch_store__gmap_take). */
+bool orch_store__gmap_remove(struct orch_held_gmap *m, int64_t grain, struct orch_held_gent *out)
 {
-    if (m->n == 0)
-        return false;
     size_t mask = m->size - 1, h = gmap_hash(m, grain);
     while (m->v[h].grain != grain) {
         if (!m->v[h].grain)
@@ -196,7 +192,7 @@ bool orch_store__gmap_take(struct orch_held_gmap *m, int64_t grain, struct orch_
 /* With ORCH_STORE_CHECKS: the grain that goes in flight is READY at that generation. */
 static int dispatch_check(orch_store *s, int64_t grain, uint32_t generation)
 {
-    const struct orch_held_grain *c = orch_store__held_grain(s, grain);
+    const struct orch_held_grain *c = orch_store__held_grain(&s->held, grain);
     struct orch_grain_row g;
     int rc = c ? 0 : orch_store_grain_by_id(s, grain, &g); /* a held READY reads READY */
     if (rc < 0)
@@ -216,7 +212,7 @@ int orch_store_grain_dispatch(orch_store *s, int64_t grain, uint32_t generation,
     if (orch_store__gmap_take(&s->held.unq, grain, NULL))
         return 0; /* sealed by a barrier while it was queued */
     int rc = s->checks ? dispatch_check(s, grain, generation) : 0;
-    struct orch_held_ready *r = rc == 0 ? orch_store__held_ready(s, grain) : NULL;
+    struct orch_held_ready *r = rc == 0 ? orch_store__held_ready(&s->held, s, grain) : NULL;
     if (r) { /* READY in this transaction: written with its seal or requeue */
         if ((rc = orch_store__gmap_put(&s->held.flying, grain, r->seq, r->at)) < 0)
             return rc;
@@ -318,7 +314,7 @@ static int seal_hold(orch_store *s, int64_t grain, enum orch_grain_outcome o,
                      uint32_t generation)
 {
     int rc = s->checks ? seal_check(s, grain, generation) : 0;
-    if (rc < 0 || (rc = orch_store__held_admit(s, HELD_SEAL)) <= 0)
+    if (rc < 0 || (rc = orch_store__held_admit(&s->held, s, HELD_SEAL, s->held.nseals)) <= 0)
         return rc;
     if (s->held.nseals == s->held.capseals &&
         orch__grow_n(&s->held.seals, &s->held.capseals, s->held.nseals + 1,
@@ -373,7 +369,7 @@ int orch_store__hold_aend(orch_store *s, const struct orch_held_aend *a)
             return 1;
         }
     }
-    int rc = orch_store__held_admit(s, HELD_AEND);
+    int rc = orch_store__held_admit(&s->held, s, HELD_AEND, s->held.naends);
     if (rc <= 0)
         return rc;
     if (s->held.naends == s->held.capaends &&
@@ -477,7 +473,7 @@ int orch_store_reclaimed_put(orch_store *s, uint64_t payload, bool *added)
     if (s->held.recl_spilled && /* or freed in it and written already */
         ((rc = orch_store_payload_reclaimed(s, payload, &covered)) < 0 || covered))
         return rc;
-    int hold = orch_store__held_admit(s, HELD_RECLAIM);
+    int hold = orch_store__held_admit(&s->held, s, HELD_RECLAIM, s->held.recl.n);
     if (hold < 0)
         return hold;
     if (orch__grow_n(&s->held.reclw, &s->held.capreclw, s->held.nreclw + 1,
