@@ -237,7 +237,7 @@ int orch_store_expansion_size(orch_store *s, int call, int64_t parent,
     return 1;
 }
 
-/* Held in this transaction ("reclaimed ids": every id not written yet is), or in a span. */
+/* Held in this transaction ("reclaimed ids", held_flight.c: every id not written yet is), or in a span. */
 int orch_store_payload_reclaimed(orch_store *s, uint64_t payload, bool *reclaimed)
 {
     sqlite3_stmt *st;
@@ -427,7 +427,7 @@ int orch_store_attempts_begin(orch_store *s, const struct orch_grain_at *g, size
                                      first);
     if (rc < 0)
         return rc;
-    /* In flight at their generations ("seals held"). A grain left out (no memory) has
+    /* In flight at their generations ("seals held", held_flight.c). A grain left out (no memory) has
      * its seal written at once, checked by the table. */
     for (size_t i = 0; i < n; i++)
         (void)orch_store__gmap_put(&s->held.inflight, g[i].grain, (int64_t)g[i].generation, 0);

@@ -259,7 +259,7 @@ int orch_store__rows_insert(orch_store *s, enum orch_rows_kind kind, size_t n,
  * of the second and third calls of scripts/bench/scheduler). A READY is therefore held
  * back until the transaction commits, and a dispatch in between means it is never
  * written: the seal writes it ("grains in flight", held_flight.c). Nothing else can tell:
- * a look-up of the grain sees it READY (grain_read, facts.c), a seal of it forgets it, and
+ * a look-up of the grain sees it READY (grain_read, grains.c), a seal of it forgets it, and
  * every other statement that reads or writes a grain's state writes the held ones first,
  * as does the commit. */
 
