@@ -167,7 +167,8 @@ int orch_store_entity_put(orch_store *s, int domain, int64_t parent, int64_t ord
     /* Not held: the held ones first (the statement writes entities), so that this
      * INSERT's id comes after theirs and a child finds its parent's key. */
     sqlite3_stmt *st;
-    if ((rc = orch_store__stmt(s, F_ENTITY_PUT, &st, "iLlt", domain, parent, ordinal, key)) == 0 &&
+    if ((rc = orch_store__stmt(s, F_ENTITY_PUT, &st, "iLlt", domain, parent, ordinal, key)) ==
+            0 &&
         (rc = orch_store__run(s, st, NULL)) == 0)
         *id = sqlite3_last_insert_rowid(s->db);
     s->held.next_entity = 0;
@@ -237,7 +238,8 @@ int orch_store_expansion_size(orch_store *s, int call, int64_t parent,
     return 1;
 }
 
-/* Held in this transaction ("reclaimed ids", held_flight.c: every id not written yet is), or in a span. */
+/* Held in this transaction ("reclaimed ids", held_flight.c: every id not written yet is), or in
+ * a span. */
 int orch_store_payload_reclaimed(orch_store *s, uint64_t payload, bool *reclaimed)
 {
     sqlite3_stmt *st;
@@ -304,8 +306,8 @@ int orch_store_item_take_back(orch_store *s, int port, int64_t e, bool *taken)
     *taken = false; /* also when a statement fails: callers read it */
     sqlite3_stmt *st;
     int rc = orch_store__stmt(s, F_ITEM_TAKE_BACK, &st, "ilss", port, e,
-                  orch_item_state_name(ORCH_ITEM_FAILED),
-                  orch_item_state_name(ORCH_ITEM_SUPPRESSED));
+                              orch_item_state_name(ORCH_ITEM_FAILED),
+                              orch_item_state_name(ORCH_ITEM_SUPPRESSED));
     return rc < 0 ? rc : orch_store__run(s, st, taken);
 }
 
@@ -313,9 +315,9 @@ int orch_store_child_items(orch_store *s, int port, int64_t parent, int child,
                            int64_t *terminal, int64_t *bad)
 {
     sqlite3_stmt *st;
-    int rc = orch_store__stmt(s, F_CHILD_ITEMS, &st, "iliss", port, parent,
-                  child, orch_item_state_name(ORCH_ITEM_FAILED),
-                  orch_item_state_name(ORCH_ITEM_SUPPRESSED));
+    int rc = orch_store__stmt(s, F_CHILD_ITEMS, &st, "iliss", port, parent, child,
+                              orch_item_state_name(ORCH_ITEM_FAILED),
+                              orch_item_state_name(ORCH_ITEM_SUPPRESSED));
     if (rc < 0 || (rc = orch_store__one(s, st)) < 0)
         return rc;
     *terminal = rc == 1 ? sqlite3_column_int64(st, 0) : 0;
@@ -352,7 +354,7 @@ int orch_store_expansion_put(orch_store *s, int call, int64_t parent,
 {
     sqlite3_stmt *st;
     int rc = orch_store__stmt(s, F_EXPANSION_PUT, &st, "ilsl", call, parent,
-                  orch_expansion_state_name(state), nchildren);
+                              orch_expansion_state_name(state), nchildren);
     return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 
@@ -375,7 +377,7 @@ int orch_store_expansion_take_back(orch_store *s, int call, int64_t parent)
 {
     sqlite3_stmt *st;
     int rc = orch_store__stmt(s, F_EXPANSION_TAKE_BACK, &st, "ils", call, parent,
-                  orch_expansion_state_name(ORCH_EXPANSION_FAILED));
+                              orch_expansion_state_name(ORCH_EXPANSION_FAILED));
     return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 
@@ -427,8 +429,8 @@ int orch_store_attempts_begin(orch_store *s, const struct orch_grain_at *g, size
                                      first);
     if (rc < 0)
         return rc;
-    /* In flight at their generations ("seals held", held_flight.c). A grain left out (no memory) has
-     * its seal written at once, checked by the table. */
+    /* In flight at their generations ("seals held", held_flight.c). A grain left out (no
+     * memory) has its seal written at once, checked by the table. */
     for (size_t i = 0; i < n; i++)
         (void)orch_store__gmap_put(&s->held.inflight, g[i].grain, (int64_t)g[i].generation, 0);
     return 0;
@@ -438,8 +440,9 @@ int orch_store_attempt_end(orch_store *s, int64_t row, enum orch_attempt_outcome
                            const char *message)
 {
     sqlite3_stmt *st;
-    int rc = orch_store__stmt(s, F_ATTEMPT_END, &st, "lstl", now_ms(), orch_attempt_outcome_name(o),
-                  message && *message ? message : NULL, row);
+    int rc =
+        orch_store__stmt(s, F_ATTEMPT_END, &st, "lstl", now_ms(), orch_attempt_outcome_name(o),
+                         message && *message ? message : NULL, row);
     return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 
@@ -455,7 +458,7 @@ int orch_store_attempts_interrupt(orch_store *s)
 {
     sqlite3_stmt *st;
     int rc = orch_store__stmt(s, F_ATTEMPTS_INTERRUPT, &st, "sl",
-                  orch_attempt_outcome_name(ORCH_ATTEMPT_INTERRUPTED), now_ms());
+                              orch_attempt_outcome_name(ORCH_ATTEMPT_INTERRUPTED), now_ms());
     return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 
@@ -487,8 +490,9 @@ int orch_store_failure_put(orch_store *s, int64_t grain, uint32_t generation,
                            enum orch_failure_kind kind, const char *message, int64_t child)
 {
     sqlite3_stmt *st;
-    int rc = orch_store__stmt(s, F_FAILURE_PUT, &st, "lstllL", grain, orch_failure_kind_name(kind),
-                  message ? message : "", (int64_t)generation, now_ms(), child);
+    int rc =
+        orch_store__stmt(s, F_FAILURE_PUT, &st, "lstllL", grain, orch_failure_kind_name(kind),
+                         message ? message : "", (int64_t)generation, now_ms(), child);
     return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 
@@ -532,7 +536,7 @@ int orch_store_plan_call_put(orch_store *s, int id, const char *name, const char
 {
     sqlite3_stmt *st;
     int rc = orch_store__stmt(s, F_PLAN_CALL, &st, "itttII", id, name, op, function,
-                  op ? domain : -1, op ? target : -1);
+                              op ? domain : -1, op ? target : -1);
     return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 
@@ -540,8 +544,8 @@ int orch_store_plan_port_put(orch_store *s, int id, int domain, const char *name
                              const char *qualified, int producer_call, bool output)
 {
     sqlite3_stmt *st;
-    int rc = orch_store__stmt(s, F_PLAN_PORT, &st, "iittIi", id, domain, name, qualified, producer_call,
-                  output ? 1 : 0);
+    int rc = orch_store__stmt(s, F_PLAN_PORT, &st, "iittIi", id, domain, name, qualified,
+                              producer_call, output ? 1 : 0);
     return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 

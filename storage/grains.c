@@ -76,7 +76,8 @@ static int grain_read(orch_store *s, sqlite3_stmt *st, struct orch_grain_row *g)
         return orch_store__corrupt_text(s, "grain phase or outcome");
     g->phase = (enum orch_grain_phase)phase;
     const struct orch_held_ready *r;
-    if (g->phase == ORCH_PHASE_WAITING && (r = orch_store__held_ready(&s->held, s, g->id)) != NULL) {
+    if (g->phase == ORCH_PHASE_WAITING &&
+        (r = orch_store__held_ready(&s->held, s, g->id)) != NULL) {
         g->phase = ORCH_PHASE_READY; /* as it will be written */
         g->pending = 0;
         g->seq = r->seq;
@@ -212,8 +213,9 @@ static int unrun_queued(orch_store *s, int64_t grain, int call, int64_t e, bool 
 {
     const struct orch_held_grain *c = orch_store__held_grain(&s->held, grain);
     struct orch_grain_row g = {.phase = ORCH_PHASE_WAITING};
-    int rc =
-        c || orch_store__waiting_find(&s->held, s, call, e) ? 0 : orch_store_grain_by_id(s, grain, &g);
+    int rc = c || orch_store__waiting_find(&s->held, s, call, e)
+                 ? 0
+                 : orch_store_grain_by_id(s, grain, &g);
     *queued = c ? c->seq != 0 : g.phase == ORCH_PHASE_READY;
     return rc;
 }

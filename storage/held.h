@@ -300,7 +300,7 @@ int orch_store__hold_root(orch_store *s, const struct orch_held_root *r, const c
 
 /* The held grain of id, or NULL. */
 static inline struct orch_held_grain *orch_store__held_grain(struct orch_store_held *h,
-                                                            int64_t id)
+                                                             int64_t id)
 {
     if (h->ncreated == 0 || id < h->created[0].id ||
         id >= h->created[0].id + (int64_t)h->ncreated)
@@ -310,7 +310,7 @@ static inline struct orch_held_grain *orch_store__held_grain(struct orch_store_h
 /* The live held READY of grain, or NULL (the look-up only when any is held). */
 struct orch_held_ready *orch_store__held_ready_find(orch_store *s, int64_t grain);
 static inline struct orch_held_ready *orch_store__held_ready(struct orch_store_held *h,
-                                                            orch_store *s, int64_t grain)
+                                                             orch_store *s, int64_t grain)
 {
     return h->nready ? orch_store__held_ready_find(s, grain) : NULL;
 }
@@ -330,9 +330,8 @@ int orch_store__rows_insert(orch_store *s, enum orch_rows_kind kind, size_t n,
 
 /* The kept WAITING grain (call, e), or NULL; keeps one (false when it cannot); drops one. */
 struct orch_held_waiting *orch_store__waiting_lookup(orch_store *s, int call, int64_t e);
-static inline struct orch_held_waiting *orch_store__waiting_find(struct orch_store_held *h,
-                                                                orch_store *s, int call,
-                                                                int64_t e)
+static inline struct orch_held_waiting *
+orch_store__waiting_find(struct orch_store_held *h, orch_store *s, int call, int64_t e)
 {
     return h->nwait ? orch_store__waiting_lookup(s, call, e) : NULL;
 }
@@ -342,7 +341,8 @@ void orch_store__waiting_drop(orch_store *s, int call, int64_t e);
 int orch_store__gmap_put(struct orch_held_gmap *m, int64_t grain, int64_t seq, int64_t at);
 bool orch_store__gmap_has(const struct orch_held_gmap *m, int64_t grain);
 /* Takes grain's entry out of m into *out (may be NULL): true if it was there. */
-bool orch_store__gmap_remove(struct orch_held_gmap *m, int64_t grain, struct orch_held_gent *out);
+bool orch_store__gmap_remove(struct orch_held_gmap *m, int64_t grain,
+                             struct orch_held_gent *out);
 static inline bool orch_store__gmap_take(struct orch_held_gmap *m, int64_t grain,
                                          struct orch_held_gent *out)
 {

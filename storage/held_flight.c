@@ -166,7 +166,8 @@ bool orch_store__gmap_has(const struct orch_held_gmap *m, int64_t grain)
 }
 
 /* held.h (orch_store__gmap_take). */
-bool orch_store__gmap_remove(struct orch_held_gmap *m, int64_t grain, struct orch_held_gent *out)
+bool orch_store__gmap_remove(struct orch_held_gmap *m, int64_t grain,
+                             struct orch_held_gent *out)
 {
     size_t mask = m->size - 1, h = gmap_hash(m, grain);
     while (m->v[h].grain != grain) {
