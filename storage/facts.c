@@ -26,6 +26,23 @@ static const unsigned char fact_need[] = {FACT_STATEMENTS(FACT_NEED)};
 #undef FACT_NEED
 _Static_assert(HELD_ALL <= UCHAR_MAX, "fact_need holds every kind");
 
+int orch_store__fact_declared(enum fact_slot slot, const char **sql, unsigned *parts,
+                              unsigned *via)
+{
+#define FACT_PARTS(slot, reads, writes, via, sql) (reads) | (writes),
+#define FACT_VIA(slot, reads, writes, via, sql) via,
+    static const unsigned char all_parts[] = {FACT_STATEMENTS(FACT_PARTS)},
+                               all_via[] = {FACT_STATEMENTS(FACT_VIA)};
+#undef FACT_PARTS
+#undef FACT_VIA
+    if ((unsigned)slot >= F__COUNT)
+        return 0;
+    *sql = fact_sql[slot];
+    *parts = all_parts[slot];
+    *via = all_via[slot];
+    return 1;
+}
+
 static int64_t now_ms(void)
 {
     struct timespec ts;

@@ -312,6 +312,10 @@ int orch_store__corrupt_text(orch_store *s, const char *what);
 /* Appends v (`size` bytes) to the malloc'd array *arr of *n elements (*cap allocated):
  * 0 or -ENOMEM. */
 int orch_store__push(void *arr, size_t *n, size_t *cap, const void *v, size_t size);
+/* For tests: the text of slot, the parts it declares it reads or writes and the held kinds
+ * it reads through the cache: 1, or 0 past the last slot. */
+int orch_store__fact_declared(enum fact_slot slot, const char **sql, unsigned *parts,
+                              unsigned *via);
 /* The wall clock in milliseconds, as facts.c stamps its rows. */
 int64_t orch_store__now_ms(void);
 

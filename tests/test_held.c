@@ -14,7 +14,9 @@
  * (held.h), the READYs held are not written before the statements that read grains'
  * states (grains_unsealed's count) and test_on_off fails on the transcripts. Without the
  * ready_seq and ready_at that an unrun seal writes for a held READY (orch_store_grain_seal),
- * both fail on the grain table.
+ * both fail on the grain table. test_declarations checks the statement table itself:
+ * every statement that names a table that held rows change declares a part of it (with
+ * ITEM_GET declaring nothing it fails, and so do the other two).
  *
  * Times (columns named at or *_at) are compared as NULL or not: both runs read the clock.
  * A grain in flight (an open attempt) is compared without its phase, pending count,
@@ -35,6 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "facts_int.h" /* orch_store__fact_declared */
 #include "orch_error.h"
 #include "orch_facts.h"
 #include "orch_store.h"
@@ -695,11 +698,55 @@ static void test_kill(void **state)
     }
 }
 
+/* Whether sql names table (a column such as grain_id is not the table grain). */
+static bool names_table(const char *sql, const char *table)
+{
+    size_t n = strlen(table);
+    for (const char *p = sql; (p = strstr(p, table)) != NULL; p += n)
+        if (p > sql && p[-1] == ' ' && p[n] != '_' && (p[n] == ' ' || p[n] == '\0'))
+            return true;
+    return false;
+}
+
+/* Every statement that names a table that held rows change declares the parts of it:
+ * an undeclared one would run with rows held that it reads or overwrites. */
+static void test_declarations(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *table;
+        unsigned parts;
+    } tables[] = {
+        {"entity", PART_ENTITY},
+        {"grain", PART_GRAIN | PART_PHASE},
+        {"attempt", PART_ATTEMPT | PART_ENDED},
+        {"item", PART_ITEM},
+        {"root", PART_ROOT},
+        {"reclaimed_span", PART_SPAN},
+    };
+    const char *sql;
+    unsigned parts, via;
+    int n = 0;
+    for (int slot = 0; orch_store__fact_declared(slot, &sql, &parts, &via); slot++, n++) {
+        for (size_t t = 0; t < sizeof tables / sizeof *tables; t++) {
+            if (names_table(sql, tables[t].table) && !(parts & tables[t].parts))
+                fail_msg("statement %d names %s and declares none of it: %s", slot,
+                         tables[t].table, sql);
+        }
+        /* what a statement reads through the cache is a kind that changes what it reads */
+        if (via & ~HELD_KINDS_OF(parts))
+            fail_msg("statement %d reads through the cache kinds it does not read: %s", slot,
+                     sql);
+    }
+    assert_true(n > 80);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_on_off, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kill, setup, teardown),
+        cmocka_unit_test(test_declarations),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
