@@ -4,6 +4,7 @@
  * ends, reclaimed ids) and the look-ups of grains in flight. */
 #include "held.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,6 +115,7 @@ void orch_store__held_forget(orch_store *s)
 
 void orch_store__held_off(orch_store *s)
 {
+    assert(!orch_store_in_txn(s) && !orch_store__holds(s));
     s->held.off = true;
 }
 

@@ -1,7 +1,7 @@
 /* held.h — the held-writes cache of the state store: rows that a transaction writes are
  * kept in memory and written late, in multi-row statements, or never when a later write
  * of the same transaction makes them moot. Private to storage/ (held.c, held_flight.c,
- * facts.c, roots.c, store.c). Not for the engine.
+ * facts.c, grains.c, roots.c, store.c). Not for the engine.
  *
  * What is held. Eight kinds of row (enum orch_held_kind), each written by one flush:
  *
@@ -44,7 +44,8 @@
  * What a kill loses. Nothing committed: held rows live in this process's memory only,
  * and belong to the open transaction, which a kill rolls back. A rollback forgets them.
  * tests/test_held.c holds the cache to this contract: random sequences of the store's
- * operations with the cache on and off (orch_store__held_off), and across a kill.
+ * operations with the cache on and off (orch_store__held_off), and across a kill; and
+ * the statement table's declarations to the tables each statement names.
  *
  * Look-up tables that are no held writes live here too (held_flight.c): the WAITING grains
  * by (call, entity) for the look-ups of propagation, the grains in flight and their

@@ -85,7 +85,8 @@ struct orch_store {
 int orch_store__held_flush(orch_store *s);
 /* Forgets them (rollback). */
 void orch_store__held_forget(orch_store *s);
-/* Holds nothing from now on: every row is written at once (tests compare the two). */
+/* Holds nothing from now on: every row is written at once (tests compare the two). Called
+ * outside a transaction. */
 void orch_store__held_off(orch_store *s);
 /* The connection as it is, held writes not written (tests that look at what is held). */
 static inline sqlite3 *orch_store__db_as_is(orch_store *s)
