@@ -385,24 +385,7 @@ static char *immutable_uri(const char *path)
 static void free_store(orch_store *s)
 {
     free(s->cache);
-    free(s->ready);
-    free(s->ready_ix);
-    free(s->created);
-    for (size_t i = 0; i < s->nroots; i++)
-        free(s->roots[i].hash);
-    free(s->roots);
-    for (size_t i = 0; i < s->nentities; i++)
-        free(s->entities[i].key);
-    free(s->entities);
-    free(s->items);
-    free(s->wait);
-    free(s->unq.v);
-    free(s->flying.v);
-    free(s->inflight.v);
-    free(s->seals);
-    free(s->aends);
-    free(s->recl.v);
-    free(s->reclw);
+    orch_store__held_free(&s->held);
     free(s->path);
     free(s);
 }
@@ -506,13 +489,11 @@ void orch_store_close(orch_store *s)
 
 sqlite3 *orch_store_db(orch_store *s)
 {
-    if (orch_store__holds(s) && !s->flushing)
+    if (orch_store__holds(s) && !s->held.flushing)
         (void)orch_store__held_flush(s); /* a failure stays held: the commit fails on it */
     /* What is done with the connection may change or add grains: the waiting grains kept
      * for look-ups and the next grain and entity ids are read again from the table. */
-    orch_store__waiting_forget(s);
-    s->next_grain = 0;
-    s->next_entity = 0;
+    orch_store__held_reread(s);
     return s->db;
 }
 
@@ -541,13 +522,12 @@ int orch_store_schema_found(const orch_store *s)
 int orch_store_exec(orch_store *s, const char *sql)
 {
     assert_owner(s);
-    if (orch_store__holds(s) && !s->flushing) { /* any SQL may read what they change */
+    if (orch_store__holds(s) && !s->held.flushing) { /* any SQL may read what they change */
         int rc = orch_store__held_flush(s);
         if (rc < 0)
             return rc;
     }
-    orch_store__waiting_forget(s); /* and it may change the grains kept for look-ups */
-    s->next_grain = 0;             /* or add grains */
+    orch_store__held_reread(s); /* and it may change or add grains */
     char *err = NULL;
     int rc = sqlite3_exec(s->db, sql, NULL, NULL, &err);
     if (rc == SQLITE_OK)
@@ -571,7 +551,7 @@ int orch_store_prepare(orch_store *s, const char *sql, sqlite3_stmt **out)
 {
     assert_owner(s);
     /* A statement that facts.c did not make may read what a late READY would change. */
-    if (orch_store__holds(s) && !s->flushing) {
+    if (orch_store__holds(s) && !s->held.flushing) {
         int rc = orch_store__held_flush(s);
         if (rc < 0)
             return rc;
@@ -644,7 +624,7 @@ int orch_store_begin(orch_store *s)
     int rc = run_control(s, "BEGIN IMMEDIATE");
     if (rc == 0)
         s->in_txn = true;
-    s->next_grain = 0; /* read again inside: grains may have been added between */
+    s->held.next_grain = 0; /* read again inside: grains may have been added between */
     return rc;
 }
 

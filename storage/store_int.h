@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "held.h"
 #include "orch_store.h"
 
 /* walbuf.c: the VFS the store opens its connections with (a log's frames handed to the
@@ -49,79 +50,6 @@ struct orch_store_cached {
 /* Statement slots of facts.c (one per statement it runs): pointers into the cache. */
 #define ORCH_STORE_FACT_SLOTS 96
 
-/* facts.c inserts many rows of a kind (attempts, held grains, held items) 2^0 ..
- * 2^(SIZES - 1) rows a statement. */
-#define ORCH_STORE_ROW_KINDS 5
-#define ORCH_STORE_ROW_SIZES 7
-
-/* A grain created but not written yet (facts.c, "grains written late"): seq 0 while it
- * waits, else READY at ready_seq seq since `at`. */
-struct orch_store_created {
-    int64_t id, entity, pending, seq, at;
-    int call;
-};
-
-/* An item not written yet (facts.c, "items written late"). */
-struct orch_store_item {
-    int64_t entity, payload, size; /* payload 0: none; size -1: none */
-    int port;
-    int state; /* an orch_item_state */
-};
-
-/* A READY not written yet (facts.c, "READY written late"). */
-struct orch_store_ready {
-    int64_t grain, seq, at;
-    bool live; /* false once dispatched or sealed in the same transaction */
-};
-
-/* A root entity not written yet (facts.c, "root entities written late"). key is the
- * store's copy. */
-struct orch_store_entity {
-    int64_t id, ordinal;
-    char *key;
-    int domain;
-};
-
-/* A root row not written yet (facts.c, orch_store_root_put). size, mtime_ns < 0 and hash
- * NULL: none (a lines() root). hash is the store's copy. */
-struct orch_store_root {
-    int64_t entity, revision, position, size, mtime_ns, at;
-    char *hash;
-    int domain;
-};
-
-/* A WAITING grain as facts.c keeps it for look-ups by (call, entity) ("the waiting
- * grains", facts.c). id 0: an empty slot. */
-struct orch_store_waiting {
-    int64_t entity, id, parent, pending;
-    int call;
-};
-
-/* A table keyed by grain id (facts.c, "grains in flight"): open addressing with linear
- * probing, deleted by backward shift; grain 0 marks an empty slot; size a power of two. */
-struct orch_store_gent {
-    int64_t grain, seq, at;
-};
-struct orch_store_gmap {
-    struct orch_store_gent *v;
-    size_t n, size;
-};
-
-/* facts.c ("seals held"): a grain in flight that a report sealed, not written yet. seq,
- * at: the ready_seq and ready_at it takes (s->flying's), -1 for the row's own. */
-struct orch_store_seal {
-    int64_t grain, seq, at;
-    uint32_t generation;
-    int outcome; /* enum orch_grain_outcome */
-};
-
-/* Attempt rows first..last ended at `at` with outcome, not written yet (facts.c, "attempt
- * ends held"). */
-struct orch_store_aend {
-    int64_t first, last, at;
-    int outcome; /* enum orch_attempt_outcome */
-};
-
 /* Fields are written by the store's own functions only. */
 struct orch_store {
     sqlite3 *db;
@@ -139,56 +67,8 @@ struct orch_store {
      * included; payload_mark: the largest this connection has committed to job.payload_mark
      * (0 until it raises it). The commit raises the row when payload_named is above. */
     uint64_t payload_named, payload_mark;
-    /* facts.c: the INSERTs of 1, 2, 4, ... rows of each kind (rows_stmt): pointers into
-     * the cache above, prepared on first use. */
-    sqlite3_stmt *rows[ORCH_STORE_ROW_KINDS][ORCH_STORE_ROW_SIZES];
-    /* facts.c: the grains made READY in the open transaction and not written yet, in that
-     * order, and an open-addressing index of them by grain id (entry + 1; 0 is empty). */
-    struct orch_store_ready *ready;
-    size_t nready, capready;
-    uint32_t *ready_ix;
-    size_t ready_ix_size; /* a power of two, twice capready at least; 0 before first use */
-    bool flushing;
-    /* facts.c: the grains created in the open transaction and not written yet, with
-     * consecutive ids from created[0].id; next_grain: the id the next one takes (0: not
-     * known, read from the table). */
-    struct orch_store_created *created;
-    size_t ncreated, capcreated;
-    int64_t next_grain;
-    /* facts.c: the items put in the open transaction and not written yet, in that order. */
-    struct orch_store_item *items;
-    size_t nitems, capitems;
-    /* facts.c: the root rows put in the open transaction and not written yet. */
-    struct orch_store_root *roots;
-    size_t nroots, caproots;
-    /* facts.c: the root entities put in the open transaction and not written yet, with
-     * consecutive ids from entities[0].id; next_entity: the id the next one takes (0: not
-     * known, read from the table). */
-    struct orch_store_entity *entities;
-    size_t nentities, capentities;
-    int64_t next_entity;
-    /* facts.c: the waiting grains made by this connection, open addressing by (call,
-     * entity) with linear probing; wait_size a power of two (0 before first use). */
-    struct orch_store_waiting *wait;
-    size_t nwait, wait_size;
-    /* facts.c ("grains in flight"): READY grains sealed by a barrier while queued, until
-     * their queue entry comes out; and the grains dispatched in the transaction that made
-     * them READY, whose READY is written with their seal or requeue instead. */
-    struct orch_store_gmap unq, flying;
-    /* facts.c ("seals held"): every grain that this connection's dispatch put in flight,
-     * with the generation it runs at (in `seq`), until it is sealed or put back; and the
-     * seals held back, in the order they were made. */
-    struct orch_store_gmap inflight;
-    struct orch_store_seal *seals;
-    size_t nseals, capseals;
-    struct orch_store_aend *aends;
-    size_t naends, capaends;
-    /* facts.c ("reclaimed ids"): the payload ids reclaimed in the open transaction, and
-     * those of them not written yet. */
-    struct orch_store_gmap recl;
-    uint64_t *reclw;
-    size_t nreclw, capreclw;
-    bool recl_spilled; /* more than facts.c holds were freed: some are written */
+    /* held.c, held_flight.c: the held-writes cache (held.h). */
+    struct orch_store_held held;
     bool checks; /* ORCH_STORE_CHECKS: every cached look-up is compared with the row */
     /* background.c: the thread that checkpoints and syncs (NULL when none), and the result
      * of the last orch_store_sync_begin made without it. */
@@ -200,12 +80,14 @@ struct orch_store {
     char txn_lost_why[256];
 };
 
-/* Writes the grains and READY transitions held back in the open transaction (facts.c):
- * called before any statement that may read them, and by commit. Returns 0 or an error
- * (then the caller rolls back). */
+/* Writes every held row (held.c): called before any SQL that facts_int.h's table does not
+ * describe, and by commit. Returns 0 or an error (then the caller rolls back). */
 int orch_store__held_flush(orch_store *s);
 /* Forgets them (rollback). */
 void orch_store__held_forget(orch_store *s);
+/* Holds nothing from now on: every row is written at once (tests compare the two). Called
+ * outside a transaction. */
+void orch_store__held_off(orch_store *s);
 /* The connection as it is, held writes not written (tests that look at what is held). */
 static inline sqlite3 *orch_store__db_as_is(orch_store *s)
 {
@@ -214,8 +96,7 @@ static inline sqlite3 *orch_store__db_as_is(orch_store *s)
 /* Whether any is held. */
 static inline bool orch_store__holds(const orch_store *s)
 {
-    return s->nready > 0 || s->ncreated > 0 || s->nitems > 0 || s->nroots > 0 ||
-           s->nentities > 0 || s->nreclw > 0 || s->nseals > 0 || s->naends > 0;
+    return s->held.kinds != 0;
 }
 /* fdatasync of the file at path (store.c); with missing_ok a file that does not exist has
  * nothing to sync. And of a database file's log, then of the file itself (either may be
