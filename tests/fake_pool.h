@@ -1,0 +1,100 @@
+/* fake_pool.h — a worker pool without processes, for the driver's unit tests.
+ *
+ * tests/fake_pool.c implements every function of engine/worker/pool.h that the driver
+ * calls. A test program links it as an object of its own, before the engine's static
+ * libraries: the linker then resolves orch_pool_* and orch_worker_* from it and never
+ * pulls the real pool.c.o out of the worker library (pulling it would be a link error, a
+ * symbol defined twice), so the driver runs unchanged against the fake.
+ *
+ * What the fake does, all from the driver's own event loop, never from inside a pool
+ * function (pool.h's rule):
+ *   - orch_pool_start() makes the slot STARTING; the slot's HELLO (the `idle` callback)
+ *     comes from the pool's next pump;
+ *   - orch_pool_dispatch() records the batch (fake_batch) and makes the slot BUSY;
+ *   - each pump (a zero timer: it fires at the driver's next turn of the loop, never in
+ *     the one that armed it) first says every STARTING slot's HELLO, then answers one
+ *     batch: the oldest the pool holds. So the driver gets a turn between two answers and
+ *     fills its idle workers in it: what it keeps in flight is what its rules allow.
+ *   - how a batch is answered is the test's choice (fake_decide): every record OK (each
+ *     output a new payload "<input>.<call>", or "<call>" for a record without input:
+ *     fake_value()), the whole batch FAILED, or the worker lost (crash or timeout).
+ * Everything is deterministic: no clock, no sleep, the same events in the same order.
+ *
+ * The fake handles map statements (one child per record, nout outputs) and filters
+ * (KEEP_TRUE, or KEEP_FALSE for an empty input); it refuses the others' batches. One run
+ * at a time: the record is global, cleared by fake_reset(). */
+#ifndef ORCH_FAKE_POOL_H
+#define ORCH_FAKE_POOL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum fake_answer {
+    FAKE_OK,      /* every record answered */
+    FAKE_FAILED,  /* report status FAILED: run() failed for the whole batch */
+    FAKE_CRASH,   /* the worker is lost (ORCH_LOSS_CRASH) with the batch */
+    FAKE_TIMEOUT, /* the worker is lost (ORCH_LOSS_TIMEOUT) with the batch */
+};
+
+/* One record of a dispatched batch. */
+struct fake_rec {
+    uint64_t grain;
+    uint32_t generation, attempt;
+    uint64_t in0; /* the payload of its first input value; 0 when absent */
+};
+
+/* A batch as the driver dispatched it. */
+struct fake_batch {
+    uint64_t id;
+    int call;            /* plan call index */
+    int worker;          /* the slot's index */
+    int seq;             /* its place in the run's dispatches, from 0 */
+    int nrec;
+    struct fake_rec *rec;
+    int64_t grains_in_flight; /* grains of every pool in flight once it was dispatched,
+                               * its own included */
+    bool answered;
+    enum fake_answer how;
+};
+
+/* The test's answer to batch b (called from the pump). */
+typedef enum fake_answer (*fake_decide)(void *ctx, const struct fake_batch *b);
+
+#define FAKE_MAX_CALLS 16
+
+/* What one run did. */
+struct fake_log {
+    struct fake_batch *batch; /* [nbatch], in dispatch order */
+    int nbatch, cbatch;
+    int started[FAKE_MAX_CALLS];    /* orch_pool_start() that started a worker, per call */
+    int start_after[FAKE_MAX_CALLS]; /* the batches dispatched before its first start */
+    int stopped[FAKE_MAX_CALLS];    /* orch_pool_stop() of an idle worker, per call */
+    int alive_now[FAKE_MAX_CALLS];  /* slots holding a worker now, per call */
+    int alive_peak[FAKE_MAX_CALLS]; /* the most at once, per call */
+    int over_start;                 /* orch_pool_start() with every slot taken */
+    int bad_dispatch;               /* orch_pool_dispatch() refused: w not IDLE */
+    int64_t in_flight, in_flight_peak; /* grains dispatched and not answered */
+    int pools_open;                 /* made and not closed nor killed */
+    int closed_busy;                /* batches still held by a pool when it was closed */
+};
+
+extern struct fake_log fake_log;
+
+/* Clears the log and sets how batches are answered (decide NULL: every batch OK). */
+void fake_reset(fake_decide decide, void *ctx);
+/* Frees what the log holds. */
+void fake_log_free(void);
+
+/* The value an OK answer gives output port k of a record of `call` (its name) with input
+ * bytes in (NULL: none): "<in>.<call>" or "<call>", with "#k" after it when k > 0. At most
+ * cap bytes, NUL-terminated. */
+void fake_value(const char *in, size_t in_len, const char *call, int k, char *out, size_t cap);
+
+/* The next HELLO of a started worker of call `call` is replaced by a report of batch
+ * `batch` (an id no longer in flight), whose records answer `nrec` grains OK at their
+ * recorded generations, as a report that arrives late would (each value ends with "!late");
+ * pool.h's report is also the worker's HELLO. At most one is pending. */
+void fake_late_report(int call, const struct fake_batch *batch);
+
+#endif
