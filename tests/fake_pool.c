@@ -164,6 +164,7 @@ static void answer_one(orch_pool *p)
     b->how = decide_fn ? decide_fn(decide_ctx, b) : FAKE_OK;
     b->answered = true;
     fake_log.in_flight -= b->nrec;
+    fake_log.answered += b->nrec;
     switch (b->how) {
     case FAKE_OK:
         w->st = IDLE;
@@ -318,6 +319,7 @@ int orch_pool_dispatch(orch_pool *p, orch_worker *w, const struct orch_wire_batc
     if (fake_log.in_flight > fake_log.in_flight_peak)
         fake_log.in_flight_peak = fake_log.in_flight;
     f->grains_in_flight = fake_log.in_flight;
+    f->answered_before = fake_log.answered;
     w->batch = fake_log.nbatch++;
     w->st = BUSY;
     arm(p);

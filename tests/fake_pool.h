@@ -54,6 +54,7 @@ struct fake_batch {
     struct fake_rec *rec;
     int64_t grains_in_flight; /* grains of every pool in flight once it was dispatched,
                                * its own included */
+    int64_t answered_before;  /* records of every pool answered before it was dispatched */
     bool answered;
     enum fake_answer how;
 };
@@ -75,6 +76,7 @@ struct fake_log {
     int over_start;                 /* orch_pool_start() with every slot taken */
     int bad_dispatch;               /* orch_pool_dispatch() refused: w not IDLE */
     int64_t in_flight, in_flight_peak; /* grains dispatched and not answered */
+    int64_t answered;                  /* records answered (any way) */
     int pools_open;                 /* made and not closed nor killed */
     int closed_busy;                /* batches still held by a pool when it was closed */
 };

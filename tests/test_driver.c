@@ -245,15 +245,44 @@ static void test_workers_on_demand(void **state)
 
 /* ---- reclaim --------------------------------------------------------------------------- */
 
-/* doc.u is read by b only and is not `output`: each of its payloads is freed in the turn
- * that seals its reader, so the live intermediate bytes never hold more than the few that
- * are between a and b; at the end none of doc.u's payloads is left, and doc.v's are. */
+/* Seen before each answer of b: its grains sealed, and doc.u's payloads recorded freed. */
+struct freed {
+    struct fx *f;
+    int b;
+    int checks, midway; /* answers of b seen; of them, with some but not all sealed */
+    int bad;            /* of them, with freed not equal to sealed */
+};
+
+static enum fake_answer check_freed(void *ctx, const struct fake_batch *b)
+{
+    struct freed *r = ctx;
+    if (b->call != r->b)
+        return FAKE_OK;
+    /* Asserted after the run: a failed assertion must not jump out of the driver. */
+    int n = atoi(sql1(r->f, "SELECT count(*) FROM grain g JOIN call c ON c.id = g.call_id "
+                            "WHERE c.name = 'b' AND g.phase = 'sealed'"));
+    int freed = atoi(sql1(r->f, "SELECT count(*) FROM item i JOIN port p ON p.id = i.port_id "
+                                "JOIN reclaimed_span s ON i.payload_id BETWEEN s.first AND "
+                                "s.last WHERE p.qualified = 'doc.u'"));
+    r->bad += freed != n;
+    r->checks++;
+    r->midway += n > 0 && n < 20;
+    return FAKE_OK;
+}
+
+/* doc.u is read by b only and is not `output`: each of its payloads is recorded freed in
+ * the turn that seals its reader (as seen before each of b's answers: as many freed as b
+ * sealed), so the live intermediate bytes never hold more than the few that are between a
+ * and b; at the end none of doc.u's payloads is left, and doc.v's are. */
 static void test_reclaim(void **state)
 {
     struct fx *f = *state;
     make_job(f, two_calls, 20);
-    run(f, (struct orch_run_opts){0}, NULL, NULL);
-    /* "lineNN.a": 8 bytes a payload; "lineNN" roots: 6. */
+    struct freed r = {.f = f, .b = call_of(f, "b")};
+    run(f, (struct orch_run_opts){0}, check_freed, &r);
+    assert_int_equal(r.checks, 20);
+    assert_int_equal(r.bad, 0);
+    assert_true(r.midway > 10);
     /* The first turn admits every root (20 of 6 bytes: "lineNN"); each root is freed
      * once a read it, each of a's payloads (8 bytes: "lineNN.a") once b read it: the peak
      * holds the roots and a few of a's payloads (a has three workers), not all 20. */
@@ -295,6 +324,43 @@ static void test_admission_live_bytes(void **state)
     assert_true(f->stats.live_peak > 0);
     assert_true(f->stats.live_peak < free_peak);
     assert_int_equal(f->stats.committed, 40);
+}
+
+/* Seen at each answer: the roots admitted (committed) and the records answered so far. */
+struct admitted {
+    struct fx *f;
+    int64_t most;      /* the most roots seen admitted */
+    int64_t early;     /* times more than one chunk was in while under 157 were answered */
+};
+
+static enum fake_answer count_admitted(void *ctx, const struct fake_batch *b)
+{
+    struct admitted *a = ctx;
+    int64_t n = atoll(sql1(a->f, "SELECT count(*) FROM entity"));
+    if (n > a->most)
+        a->most = n;
+    if (n > 256 && fake_log.answered < 256 - 100 + 1)
+        a->early++;
+    return FAKE_OK;
+}
+
+/* A budget of 100 unsealed grains, 300 roots: roots enter a chunk at a time (256 at most,
+ * engine/driver/admit.c), and the next chunk only once the unsealed grains are under the
+ * budget again, so never while fewer than 157 of the first chunk's grains were answered. */
+static void test_admission_unsealed(void **state)
+{
+    struct fx *f = *state;
+    make_job(f, "pipeline drv\n"
+                "domain doc\n"
+                "source doc.line = lines(\"in.txt\")\n"
+                "call a = upper() with batch=4, workers=3\n"
+                "doc.u = a(doc.line)\n",
+             300);
+    struct admitted a = {.f = f};
+    run(f, (struct orch_run_opts){.max_unsealed = 100}, count_admitted, &a);
+    assert_int_equal(f->stats.committed, 300);
+    assert_int_equal(a.most, 300); /* the second chunk was seen in */
+    assert_int_equal(a.early, 0);
 }
 
 /* ---- retry ----------------------------------------------------------------------------- */
@@ -410,7 +476,8 @@ int main(void)
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
     const struct CMUnitTest tests[] = {
         T(test_dispatch_batches_fifo), T(test_workers_on_demand), T(test_reclaim),
-        T(test_admission_live_bytes),  T(test_lost_worker_retry), T(test_carry),
+        T(test_admission_live_bytes),  T(test_admission_unsealed), T(test_lost_worker_retry),
+        T(test_carry),
     };
     /* Every store of the suite enforces the schema's rules (orch_store_config). */
     orch_store_configure(&(struct orch_store_config){.checks = true});
