@@ -102,52 +102,87 @@ static int alive(const orch_pool *p)
 
 /* ---- answers ---------------------------------------------------------------------------- */
 
-/* The report of batch b: every record OK, with new payloads (map) or a verdict (filter). */
-static void report_ok(orch_pool *p, orch_worker *w, const struct fake_batch *b, bool late_one)
+/* The pieces of an input an expand makes children of: its words (split at ' '). */
+static int words(const char *in, size_t len, const char **at, size_t *n, int cap)
 {
-    int nout = p->s->op == ORCH_OP_FILTER ? 0 : p->s->nout;
-    struct orch_wire_answer *a = calloc((size_t)b->nrec, sizeof *a);
-    uint64_t *ids = calloc((size_t)b->nrec * (size_t)nout + 1, sizeof *ids);
-    uint64_t *sizes = calloc((size_t)b->nrec * (size_t)nout + 1, sizeof *sizes);
-    if (!a || !ids || !sizes)
+    int k = 0;
+    for (size_t i = 0; i < len && k < cap;) {
+        size_t j = i;
+        while (j < len && in[j] != ' ')
+            j++;
+        if (j > i) {
+            at[k] = in + i;
+            n[k++] = j - i;
+        }
+        i = j + 1;
+    }
+    return k;
+}
+
+/* Answers record r OK into *a: a verdict (filter), or new payloads, one per output port of
+ * each child (one child for a map, a word each for an expand). a->payload and a->size are
+ * malloc'd (answers_free). */
+static void answer_ok(orch_pool *p, const struct fake_rec *r, bool late_one,
+                      struct orch_wire_answer *a)
+{
+    void *in = NULL;
+    size_t in_len = 0;
+    if (r->in0 && orch_payload_get(p->store, r->in0, &in, &in_len) != 0)
         abort();
-    for (int i = 0; i < b->nrec; i++) {
-        const struct fake_rec *r = &b->rec[i];
-        void *in = NULL;
-        size_t in_len = 0;
-        if (r->in0 && orch_payload_get(p->store, r->in0, &in, &in_len) != 0)
-            abort();
-        a[i] = (struct orch_wire_answer){.grain = r->grain,
-                                         .generation = r->generation,
-                                         .outcome = ORCH_WIRE_OK,
-                                         .message = "",
-                                         .nchild = 1,
-                                         .nout = (uint32_t)nout,
-                                         .payload = ids + (size_t)i * (size_t)nout,
-                                         .size = sizes + (size_t)i * (size_t)nout};
-        if (p->s->op == ORCH_OP_FILTER)
-            a[i].outcome = in_len > 0 ? ORCH_WIRE_KEEP_TRUE : ORCH_WIRE_KEEP_FALSE;
+    const char *piece[64] = {in};
+    size_t piece_len[64] = {in_len};
+    int nchild = 1, nout = p->s->nout;
+    if (p->s->op == ORCH_OP_EXPAND)
+        nchild = words(in, in_len, piece, piece_len, 64);
+    if (p->s->op == ORCH_OP_FILTER)
+        nout = 0;
+    uint64_t *ids = calloc((size_t)(nchild * nout) + 1, sizeof *ids);
+    uint64_t *sizes = calloc((size_t)(nchild * nout) + 1, sizeof *sizes);
+    if (!ids || !sizes)
+        abort();
+    *a = (struct orch_wire_answer){.grain = r->grain,
+                                   .generation = r->generation,
+                                   .outcome = ORCH_WIRE_OK,
+                                   .message = "",
+                                   .nchild = (uint32_t)nchild,
+                                   .nout = (uint32_t)nout,
+                                   .payload = ids,
+                                   .size = sizes};
+    if (p->s->op == ORCH_OP_FILTER)
+        a->outcome = in_len > 0 ? ORCH_WIRE_KEEP_TRUE : ORCH_WIRE_KEEP_FALSE;
+    for (int c = 0; c < nchild; c++)
         for (int k = 0; k < nout; k++) {
             char v[512];
-            fake_value(in, in_len, p->name, k, v, sizeof v);
+            fake_value(piece[c], piece_len[c], p->name, k, v, sizeof v);
             if (late_one)
                 strncat(v, "!late", sizeof v - strlen(v) - 1);
-            size_t at = (size_t)i * (size_t)nout + (size_t)k;
+            int at = c * nout + k;
             sizes[at] = strlen(v);
             if (orch_payload_put(p->store, v, sizes[at], &ids[at]) != 0)
                 abort();
         }
-        free(in);
-    }
+    free(in);
+}
+
+/* The report of batch b: every record OK. */
+static void report_ok(orch_pool *p, orch_worker *w, const struct fake_batch *b, bool late_one)
+{
+    struct orch_wire_answer *a = calloc((size_t)b->nrec, sizeof *a);
+    if (!a)
+        abort();
+    for (int i = 0; i < b->nrec; i++)
+        answer_ok(p, &b->rec[i], late_one, &a[i]);
     struct orch_wire_report rep = {.batch = b->id,
                                    .status = ORCH_WIRE_STATUS_OK,
                                    .message = "",
                                    .nrec = (uint32_t)b->nrec,
                                    .rec = a};
     p->cb.report(p->ctx, p, w, &rep);
+    for (int i = 0; i < b->nrec; i++) {
+        free((void *)a[i].payload);
+        free((void *)a[i].size);
+    }
     free(a);
-    free(ids);
-    free(sizes);
 }
 
 /* Answers the oldest batch p holds, as the test decides. */
@@ -288,8 +323,8 @@ int orch_pool_dispatch(orch_pool *p, orch_worker *w, const struct orch_wire_batc
     }
     if (b->id == 0 || b->nrec == 0)
         return -EINVAL;
-    if (p->s->op != ORCH_OP_MAP && p->s->op != ORCH_OP_FILTER)
-        return -EINVAL; /* fake_pool.h: maps and filters only */
+    if (p->s->op != ORCH_OP_MAP && p->s->op != ORCH_OP_FILTER && p->s->op != ORCH_OP_EXPAND)
+        return -EINVAL; /* fake_pool.h: no reduce, no aligned expand */
     if (fake_log.nbatch == fake_log.cbatch) {
         int cap = fake_log.cbatch ? 2 * fake_log.cbatch : 64;
         struct fake_batch *v = realloc(fake_log.batch, (size_t)cap * sizeof *v);

@@ -15,14 +15,16 @@
  *     the one that armed it) first says every STARTING slot's HELLO, then answers one
  *     batch: the oldest the pool holds. So the driver gets a turn between two answers and
  *     fills its idle workers in it: what it keeps in flight is what its rules allow.
- *   - how a batch is answered is the test's choice (fake_decide): every record OK (each
- *     output a new payload "<input>.<call>", or "<call>" for a record without input:
- *     fake_value()), the whole batch FAILED, or the worker lost (crash or timeout).
- * Everything is deterministic: no clock, no sleep, the same events in the same order.
+ *   - how a batch is answered is the test's choice (fake_decide): every record OK, the
+ *     whole batch FAILED, or the worker lost (crash or timeout). An OK record of a map
+ *     gets a new payload per output port, "<input>.<call>" (fake_value()); of an expand,
+ *     one child per word of its input (split at ' '), each "<word>.<call>"; of a filter,
+ *     KEEP_TRUE, or KEEP_FALSE for an empty input.
+ * The fake reads no clock and never sleeps: the same run gives the same events in the same
+ * order (a test keeps the driver's own clocks out of it: its idle stop far away).
  *
- * The fake handles map statements (one child per record, nout outputs) and filters
- * (KEEP_TRUE, or KEEP_FALSE for an empty input); it refuses the others' batches. One run
- * at a time: the record is global, cleared by fake_reset(). */
+ * It refuses the batches of reduces and aligned expands (-EINVAL). One run at a time: the
+ * record is global, cleared by fake_reset(). */
 #ifndef ORCH_FAKE_POOL_H
 #define ORCH_FAKE_POOL_H
 
@@ -88,9 +90,9 @@ void fake_reset(fake_decide decide, void *ctx);
 /* Frees what the log holds. */
 void fake_log_free(void);
 
-/* The value an OK answer gives output port k of a record of `call` (its name) with input
- * bytes in (NULL: none): "<in>.<call>" or "<call>", with "#k" after it when k > 0. At most
- * cap bytes, NUL-terminated. */
+/* The value an OK answer gives output port k of a record (or a child) of `call` (its name)
+ * with input bytes in (NULL: none): "<in>.<call>" or "<call>", with "#k" after it when
+ * k > 0. At most cap bytes, NUL-terminated. */
 void fake_value(const char *in, size_t in_len, const char *call, int k, char *out, size_t cap);
 
 /* The next HELLO of a started worker of call `call` is replaced by a report of batch

@@ -5,15 +5,17 @@
  *
  *   dispatch    batches of up to the call's batch size, across root entities, served in
  *               the FIFO order of the ready queue (ready_seq)
- *   workers     a call's workers start on demand, never above workers=N, and are stopped
- *               once the call is done while the job goes on
+ *   workers     a call's workers start on demand, up to workers=N (the pool refuses more:
+ *               pool.h, -EBUSY), and are stopped once the call is done while the job
+ *               goes on
  *   reclaim     the payloads of a port that is not `output` are freed as their readers
  *               seal: the live intermediate bytes stay at a few payloads' worth, and none
  *               is left at the end; the `output` port's are kept
  *   carry       an update with an edited downstream call carries the upstream call's
  *               results: no batch of it is dispatched again
- *   admission   the live-bytes budget holds the upstream call back: the live bytes stay
- *               within the budget and a batch's worth
+ *   admission   roots enter only while the budgets have room: the live bytes stay within
+ *               theirs and a batch's worth; a chunk of roots enters only once the
+ *               unsealed grains are under theirs
  *   retry       a lost worker's batch is dispatched again at generation+1, and a late
  *               report of the lost batch is refused as stale */
 #define _GNU_SOURCE /* nftw */
@@ -39,7 +41,7 @@
 #include "orch_store.h"
 #include "testutil.h"
 
-/* ---- fixture: a job made from a pipeline, over NLINES lines ---------------------------- */
+/* ---- fixture: a job made from a pipeline over lines "lineNN" --------------------------- */
 
 struct fx {
     char dir[512];
@@ -68,16 +70,23 @@ static int teardown(void **state)
     return rc;
 }
 
-/* Writes n lines "lineNN" (each 6 bytes) to in.txt and makes the job of pipeline. */
+/* Writes text to in.txt and makes the job of pipeline. */
+static void make_job_text(struct fx *f, const char *pipeline, const char *text)
+{
+    char path[700];
+    assert_int_equal(orch_test_path(path, sizeof path, f->dir, "in.txt"), 0);
+    assert_int_equal(orch_test_write_text(path, text), 0);
+    assert_int_equal(orch_test_job_create(f->dir, pipeline, &f->job), 0);
+}
+
+/* The same with n lines "lineNN" (6 bytes each below 100). */
 static void make_job(struct fx *f, const char *pipeline, int n)
 {
-    char path[700], text[8192];
+    char text[8192];
     size_t len = 0;
     for (int i = 0; i < n; i++)
         len += (size_t)snprintf(text + len, sizeof text - len, "line%02d\n", i);
-    assert_int_equal(orch_test_path(path, sizeof path, f->dir, "in.txt"), 0);
-    assert_int_equal(orch_test_write_file(path, text, len), 0);
-    assert_int_equal(orch_test_job_create(f->dir, pipeline, &f->job), 0);
+    make_job_text(f, pipeline, text);
 }
 
 /* Runs the job to its end with the fake pool answering as decide says. */
@@ -88,6 +97,7 @@ static void run(struct fx *f, struct orch_run_opts o, fake_decide decide, void *
     o.gpus = 1;
     o.progress = ORCH_PROGRESS_NONE;
     o.durability = ORCH_DURABILITY_PROCESS;
+    o.idle_stop_ms = 3600 * 1000; /* no worker is stopped for idling: a slow run is the same */
     orch_run_stats_free(&f->stats);
     int rc = orch_driver_run(f->job, &o, &f->stats);
     if (rc != 0)
@@ -157,7 +167,9 @@ static const char chain[] = "pipeline drv\n"
                             "doc.u = a(doc.line)\n";
 
 /* One worker, batch=4, ten roots: batches of 4, 4 and 2, each across roots, taking the
- * grains in the order they became READY; every answer is committed. */
+ * grains in the order they became READY; every answer is committed (mutations: reserve
+ * batch - 1 grains in dispatch.c, and the batches are 3, 3, 3, 1; hand the queue the
+ * call's generator whatever the order, and ready_seq goes backwards). */
 static void test_dispatch_batches_fifo(void **state)
 {
     struct fx *f = *state;
@@ -181,6 +193,56 @@ static void test_dispatch_batches_fifo(void **state)
     assert_int_equal(f->stats.committed, 10);
     assert_string_equal(item_value(f, "doc.u", 0), "line00.a");
     assert_string_equal(item_value(f, "doc.u", 9), "line09.a");
+}
+
+static const char words[] = "pipeline drv\n"
+                            "domain doc\n"
+                            "domain w in doc\n"
+                            "source doc.line = lines(\"in.txt\")\n"
+                            "call cut = split(sep=\" \") with batch=4\n"
+                            "call up = upper() with batch=3\n"
+                            "w.raw = expand cut(doc.line)\n"
+                            "w.u = up(w.raw)\n";
+
+/* The parent of the entity of grain g. */
+static int64_t parent_of(struct fx *f, uint64_t g)
+{
+    return atoll(sql1(f, "SELECT e.parent_id FROM grain g JOIN entity e ON e.id = g.entity_id "
+                         "WHERE g.id = %llu",
+                      (unsigned long long)g));
+}
+
+/* Three roots expand into 2, 3 and 1 words; up (batch=3, elastic) takes its six grains in
+ * two batches that each span two parents, in the order the words became READY (mutation:
+ * reserve as reserve=parent in dispatch.c, and the batches stop at a parent's last
+ * child: 2, 3, 1). */
+static void test_dispatch_across_parents(void **state)
+{
+    struct fx *f = *state;
+    make_job_text(f, words, "a b\nc d e\nf\n");
+    run(f, (struct orch_run_opts){0}, NULL, NULL);
+    int cut = call_of(f, "cut"), up = call_of(f, "up");
+    assert_int_equal(fake_log.nbatch, 3);
+    assert_int_equal(fake_log.batch[0].call, cut);
+    assert_int_equal(fake_log.batch[0].nrec, 3);
+    int64_t last_seq = -1;
+    for (int i = 1; i < 3; i++) {
+        const struct fake_batch *b = &fake_log.batch[i];
+        assert_int_equal(b->call, up);
+        assert_int_equal(b->nrec, 3);
+        assert_true(parent_of(f, b->rec[0].grain) != parent_of(f, b->rec[2].grain));
+        for (int r = 0; r < b->nrec; r++) {
+            int64_t seq = atoll(sql1(f, "SELECT ready_seq FROM grain WHERE id = %llu",
+                                     (unsigned long long)b->rec[r].grain));
+            assert_true(seq > last_seq);
+            last_seq = seq;
+        }
+    }
+    assert_string_equal(sql1(f, "SELECT group_concat(v, ' ') FROM (SELECT count(*) AS v FROM "
+                                "entity WHERE parent_id IS NOT NULL GROUP BY parent_id "
+                                "ORDER BY parent_id)"),
+                        "2 3 1");
+    assert_int_equal(f->stats.committed, 9);
 }
 
 /* ---- workers --------------------------------------------------------------------------- */
@@ -219,8 +281,9 @@ static enum fake_answer watch_workers(void *ctx, const struct fake_batch *b)
 
 /* a (workers=3, batch=1) has twelve grains and b (workers=1) takes a's results one at a
  * time: a gets three workers, no more, the first at once; b's first worker starts only
- * once a's answers made it work; a's workers are stopped once a is done, while b still
- * runs; b's at the end. */
+ * once a was served; a's workers are stopped once a is done, while b still runs (mutation:
+ * settle_done in workers.c stops no idle worker of a call found done, and a's three are
+ * only closed with their pool). */
 static void test_workers_on_demand(void **state)
 {
     struct fx *f = *state;
@@ -239,6 +302,7 @@ static void test_workers_on_demand(void **state)
     assert_true(w.a_done);
     assert_int_equal(w.a_alive_late, 0);
     assert_int_equal(f->stats.workers_started, 4);
+    assert_int_equal(f->stats.workers_peak, 4);
     assert_int_equal(f->stats.committed, 24);
     assert_string_equal(item_value(f, "doc.v", 11), "line11.a.b");
 }
@@ -273,7 +337,8 @@ static enum fake_answer check_freed(void *ctx, const struct fake_batch *b)
 /* doc.u is read by b only and is not `output`: each of its payloads is recorded freed in
  * the turn that seals its reader (as seen before each of b's answers: as many freed as b
  * sealed), so the live intermediate bytes never hold more than the few that are between a
- * and b; at the end none of doc.u's payloads is left, and doc.v's are. */
+ * and b; at the end none of doc.u's payloads is left, and doc.v's are (mutation:
+ * orch_prop_reclaim_sealed in reclaim.c returns at once, and nothing is freed). */
 static void test_reclaim(void **state)
 {
     struct fx *f = *state;
@@ -302,9 +367,10 @@ static void test_reclaim(void **state)
 
 /* ---- admission ------------------------------------------------------------------------- */
 
-/* A budget of live intermediate bytes of four roots: roots are admitted, and a (which
- * makes such bytes) is served, only while it has room, so the bytes pass it by no more
- * than a's batches in flight; the default budget lets every root in at once. */
+/* A budget of live intermediate bytes of four roots: roots are admitted only while it has
+ * room, so the bytes pass it by no more than a's batches in flight; the default budget
+ * lets every root in at once (mutation: admit_chunk in admit.c takes the room as
+ * unbounded, and the 20 roots enter together). */
 static void test_admission_live_bytes(void **state)
 {
     struct fx *f = *state;
@@ -346,7 +412,9 @@ static enum fake_answer count_admitted(void *ctx, const struct fake_batch *b)
 
 /* A budget of 100 unsealed grains, 300 roots: roots enter a chunk at a time (256 at most,
  * engine/driver/admit.c), and the next chunk only once the unsealed grains are under the
- * budget again, so never while fewer than 157 of the first chunk's grains were answered. */
+ * budget again, so never while fewer than 157 of the first chunk's grains were answered
+ * (mutation: orch_driver_tight never finds the grains full, and the second chunk enters
+ * at the second turn). */
 static void test_admission_unsealed(void **state)
 {
     struct fx *f = *state;
@@ -383,7 +451,9 @@ static enum fake_answer lose_first(void *ctx, const struct fake_batch *b)
 
 /* The worker of the first batch is lost: its grain goes back at generation 1 (attempt 1)
  * and runs on a new worker; a late report of the lost batch (generation 0) is refused as
- * stale, and the committed value is the retry's. */
+ * stale, and the committed value is the retry's (mutations: orch_queue_requeue keeps the
+ * generation, and the retry is dispatched at 0; on_report in loop.c does not count a
+ * report of a batch it does not hold as stale). */
 static void test_lost_worker_retry(void **state)
 {
     struct fx *f = *state;
@@ -428,7 +498,8 @@ static const char kept[] = "pipeline drv\n"
                            "output doc.v\n";
 
 /* The job ran a then b; an update edits b (another function): every root gets a new
- * revision, a's grains take their twins' results, and only b's run again. */
+ * revision, a's grains take their twins' results, and only b's run again (mutation:
+ * on_ready in loop.c queues every READY grain, carried or not, and a runs again). */
 static void test_carry(void **state)
 {
     struct fx *f = *state;
@@ -475,7 +546,8 @@ int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
     const struct CMUnitTest tests[] = {
-        T(test_dispatch_batches_fifo), T(test_workers_on_demand), T(test_reclaim),
+        T(test_dispatch_batches_fifo), T(test_dispatch_across_parents),
+        T(test_workers_on_demand),     T(test_reclaim),
         T(test_admission_live_bytes),  T(test_admission_unsealed), T(test_lost_worker_retry),
         T(test_carry),
     };
