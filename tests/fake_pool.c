@@ -343,12 +343,11 @@ int orch_pool_dispatch(orch_pool *p, orch_worker *w, const struct orch_wire_batc
         return -ENOMEM;
     for (uint32_t i = 0; i < b->nrec; i++) {
         const struct orch_wire_record *r = &b->rec[i];
-        f->rec[i] = (struct fake_rec){.grain = r->grain,
-                                      .generation = r->generation,
-                                      .attempt = r->attempt,
-                                      .in0 = r->nin > 0 && r->nval[0] > 0 && r->vals[0].present
-                                                 ? r->vals[0].payload
-                                                 : 0};
+        f->rec[i] = (struct fake_rec){
+            .grain = r->grain,
+            .generation = r->generation,
+            .attempt = r->attempt,
+            .in0 = r->nin > 0 && r->nval[0] > 0 && r->vals[0].present ? r->vals[0].payload : 0};
     }
     fake_log.in_flight += b->nrec;
     if (fake_log.in_flight > fake_log.in_flight_peak)

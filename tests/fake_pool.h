@@ -49,9 +49,9 @@ struct fake_rec {
 /* A batch as the driver dispatched it. */
 struct fake_batch {
     uint64_t id;
-    int call;            /* plan call index */
-    int worker;          /* the slot's index */
-    int seq;             /* its place in the run's dispatches, from 0 */
+    int call;   /* plan call index */
+    int worker; /* the slot's index */
+    int seq;    /* its place in the run's dispatches, from 0 */
     int nrec;
     struct fake_rec *rec;
     int64_t grains_in_flight; /* grains of every pool in flight once it was dispatched,
@@ -70,17 +70,17 @@ typedef enum fake_answer (*fake_decide)(void *ctx, const struct fake_batch *b);
 struct fake_log {
     struct fake_batch *batch; /* [nbatch], in dispatch order */
     int nbatch, cbatch;
-    int started[FAKE_MAX_CALLS];    /* orch_pool_start() that started a worker, per call */
-    int start_after[FAKE_MAX_CALLS]; /* the batches dispatched before its first start */
-    int stopped[FAKE_MAX_CALLS];    /* orch_pool_stop() of an idle worker, per call */
-    int alive_now[FAKE_MAX_CALLS];  /* slots holding a worker now, per call */
-    int alive_peak[FAKE_MAX_CALLS]; /* the most at once, per call */
-    int over_start;                 /* orch_pool_start() with every slot taken */
-    int bad_dispatch;               /* orch_pool_dispatch() refused: w not IDLE */
+    int started[FAKE_MAX_CALLS];       /* orch_pool_start() that started a worker, per call */
+    int start_after[FAKE_MAX_CALLS];   /* the batches dispatched before its first start */
+    int stopped[FAKE_MAX_CALLS];       /* orch_pool_stop() of an idle worker, per call */
+    int alive_now[FAKE_MAX_CALLS];     /* slots holding a worker now, per call */
+    int alive_peak[FAKE_MAX_CALLS];    /* the most at once, per call */
+    int over_start;                    /* orch_pool_start() with every slot taken */
+    int bad_dispatch;                  /* orch_pool_dispatch() refused: w not IDLE */
     int64_t in_flight, in_flight_peak; /* grains dispatched and not answered */
     int64_t answered;                  /* records answered (any way) */
-    int pools_open;                 /* made and not closed nor killed */
-    int closed_busy;                /* batches still held by a pool when it was closed */
+    int pools_open;                    /* made and not closed nor killed */
+    int closed_busy;                   /* batches still held by a pool when it was closed */
 };
 
 extern struct fake_log fake_log;

@@ -30,8 +30,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <sqlite3.h>
-
 #include "driver.h"
 #include "fake_pool.h"
 #include "orch_error.h"
@@ -118,24 +116,8 @@ static int call_of(struct fx *f, const char *name)
     return c;
 }
 
-/* One value of the job's store (the first column of sql's first row), "" when none. */
-static const char *sql1(struct fx *f, const char *fmt, ...)
-{
-    static char out[4096];
-    char sql[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(sql, sizeof sql, fmt, ap);
-    va_end(ap);
-    sqlite3_stmt *st;
-    assert_int_equal(sqlite3_prepare_v2(orch_store_db(f->job->store), sql, -1, &st, NULL),
-                     SQLITE_OK);
-    out[0] = '\0';
-    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
-        snprintf(out, sizeof out, "%s", (const char *)sqlite3_column_text(st, 0));
-    sqlite3_finalize(st);
-    return out;
-}
+/* One value of the job's store (testutil.h). */
+#define sql1(f, ...) orch_test_sql1((f)->job->store, __VA_ARGS__)
 
 /* The payload item `port` of the root whose line is "lineNN" names, as text ("" when it is
  * not in the payload store). */
@@ -160,11 +142,11 @@ static const char *item_value(struct fx *f, const char *port, int line)
 
 /* ---- dispatch -------------------------------------------------------------------------- */
 
-static const char chain[] = "pipeline drv\n"
-                            "domain doc\n"
-                            "source doc.line = lines(\"in.txt\")\n"
-                            "call a = upper() with batch=4, workers=1\n"
-                            "doc.u = a(doc.line)\n";
+/* The pipelines' common start: one root per line of in.txt. */
+#define LINES "pipeline drv\ndomain doc\nsource doc.line = lines(\"in.txt\")\n"
+
+static const char chain[] = LINES "call a = upper() with batch=4, workers=1\n"
+                                  "doc.u = a(doc.line)\n";
 
 /* One worker, batch=4, ten roots: batches of 4, 4 and 2, each across roots, taking the
  * grains in the order they became READY; every answer is committed (mutations: reserve
@@ -207,8 +189,9 @@ static const char words[] = "pipeline drv\n"
 /* The parent of the entity of grain g. */
 static int64_t parent_of(struct fx *f, uint64_t g)
 {
-    return atoll(sql1(f, "SELECT e.parent_id FROM grain g JOIN entity e ON e.id = g.entity_id "
-                         "WHERE g.id = %llu",
+    return atoll(sql1(f,
+                      "SELECT e.parent_id FROM grain g JOIN entity e ON e.id = g.entity_id "
+                      "WHERE g.id = %llu",
                       (unsigned long long)g));
 }
 
@@ -247,14 +230,13 @@ static void test_dispatch_across_parents(void **state)
 
 /* ---- workers --------------------------------------------------------------------------- */
 
-static const char two_calls[] = "pipeline drv\n"
-                                "domain doc\n"
-                                "source doc.line = lines(\"in.txt\")\n"
-                                "call a = upper() with workers=3\n"
-                                "call b = identity() with workers=1\n"
-                                "doc.u = a(doc.line)\n"
-                                "doc.v = b(doc.u)\n"
-                                "output doc.v\n";
+/* a then b; a's port is intermediate (its payloads are reclaimed once b read them). */
+#define TWO_CALLS                                                                              \
+    LINES "call a = upper() with workers=3\n"                                                  \
+          "call b = identity() with workers=1\n"                                               \
+          "doc.u = a(doc.line)\n"                                                              \
+          "doc.v = b(doc.u)\n"
+static const char two_calls[] = TWO_CALLS "output doc.v\n";
 
 struct watch {
     struct fx *f;
@@ -395,8 +377,8 @@ static void test_admission_live_bytes(void **state)
 /* Seen at each answer: the roots admitted (committed) and the records answered so far. */
 struct admitted {
     struct fx *f;
-    int64_t most;      /* the most roots seen admitted */
-    int64_t early;     /* times more than one chunk was in while under 157 were answered */
+    int64_t most;  /* the most roots seen admitted */
+    int64_t early; /* times more than one chunk was in while under 157 were answered */
 };
 
 static enum fake_answer count_admitted(void *ctx, const struct fake_batch *b)
@@ -418,12 +400,7 @@ static enum fake_answer count_admitted(void *ctx, const struct fake_batch *b)
 static void test_admission_unsealed(void **state)
 {
     struct fx *f = *state;
-    make_job(f, "pipeline drv\n"
-                "domain doc\n"
-                "source doc.line = lines(\"in.txt\")\n"
-                "call a = upper() with batch=4, workers=3\n"
-                "doc.u = a(doc.line)\n",
-             300);
+    make_job(f, chain, 300);
     struct admitted a = {.f = f};
     run(f, (struct orch_run_opts){.max_unsealed = 100}, count_admitted, &a);
     assert_int_equal(f->stats.committed, 300);
@@ -457,13 +434,7 @@ static enum fake_answer lose_first(void *ctx, const struct fake_batch *b)
 static void test_lost_worker_retry(void **state)
 {
     struct fx *f = *state;
-    make_job(f, "pipeline drv\n"
-                "domain doc\n"
-                "source doc.line = lines(\"in.txt\")\n"
-                "call a = upper()\n"
-                "doc.u = a(doc.line)\n"
-                "output doc.u\n",
-             1);
+    make_job(f, chain, 1);
     struct lose l = {.call = call_of(f, "a")};
     run(f, (struct orch_run_opts){0}, lose_first, &l);
     assert_int_equal(fake_log.nbatch, 2);
@@ -487,15 +458,7 @@ static void test_lost_worker_retry(void **state)
 
 /* Both ports kept: a carried grain needs its twin's payloads (an intermediate one's are
  * reclaimed once read). */
-static const char kept[] = "pipeline drv\n"
-                           "domain doc\n"
-                           "source doc.line = lines(\"in.txt\")\n"
-                           "call a = upper() with workers=3\n"
-                           "call b = identity() with workers=1\n"
-                           "doc.u = a(doc.line)\n"
-                           "doc.v = b(doc.u)\n"
-                           "output doc.u\n"
-                           "output doc.v\n";
+static const char kept[] = TWO_CALLS "output doc.u\noutput doc.v\n";
 
 /* The job ran a then b; an update edits b (another function): every root gets a new
  * revision, a's grains take their twins' results, and only b's run again (mutation:
@@ -522,9 +485,8 @@ static void test_carry(void **state)
     int64_t plan_id, update;
     orch_store *st = f->job->store;
     assert_int_equal(orch_store_begin(st), 0);
-    assert_int_equal(orch_store_plan_adopt(st, orch_plan_canonical(np), orch_plan_hash(np),
-                                           &plan_id),
-                     0);
+    assert_int_equal(
+        orch_store_plan_adopt(st, orch_plan_canonical(np), orch_plan_hash(np), &plan_id), 0);
     assert_int_equal(orch_job_write_plan_rows(st, np), 0);
     assert_int_equal(orch_store_update_start(st, plan_id, NULL, &update), 0);
     assert_int_equal(orch_store_commit(st), 0);
@@ -548,8 +510,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_dispatch_batches_fifo), T(test_dispatch_across_parents),
         T(test_workers_on_demand),     T(test_reclaim),
-        T(test_admission_live_bytes),  T(test_admission_unsealed), T(test_lost_worker_retry),
-        T(test_carry),
+        T(test_admission_live_bytes),  T(test_admission_unsealed),
+        T(test_lost_worker_retry),     T(test_carry),
     };
     /* Every store of the suite enforces the schema's rules (orch_store_config). */
     orch_store_configure(&(struct orch_store_config){.checks = true});
