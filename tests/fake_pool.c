@@ -39,6 +39,7 @@ struct fake_log fake_log;
 
 static fake_decide decide_fn;
 static void *decide_ctx;
+static void (*dispatch_fn)(void *ctx, const struct fake_batch *b);
 static int next_pid = 1000;
 /* fake_late_report: the batch and call of a pending late report (call < 0: none). */
 static struct {
@@ -52,7 +53,13 @@ void fake_reset(fake_decide decide, void *ctx)
     memset(&fake_log, 0, sizeof fake_log);
     decide_fn = decide;
     decide_ctx = ctx;
+    dispatch_fn = NULL;
     late.call = -1;
+}
+
+void fake_on_dispatch(void (*fn)(void *ctx, const struct fake_batch *b))
+{
+    dispatch_fn = fn;
 }
 
 void fake_log_free(void)
@@ -357,6 +364,8 @@ int orch_pool_dispatch(orch_pool *p, orch_worker *w, const struct orch_wire_batc
     w->batch = fake_log.nbatch++;
     w->st = BUSY;
     arm(p);
+    if (dispatch_fn)
+        dispatch_fn(decide_ctx, f);
     return 0;
 }
 

@@ -85,8 +85,13 @@ struct fake_log {
 
 extern struct fake_log fake_log;
 
-/* Clears the log and sets how batches are answered (decide NULL: every batch OK). */
+/* Clears the log and sets how batches are answered (decide NULL: every batch OK); no
+ * dispatch hook. */
 void fake_reset(fake_decide decide, void *ctx);
+/* Calls fn (with decide's ctx) from orch_pool_dispatch() for every batch it accepts, once
+ * recorded: after the commit of the turn that reserved it (driver.h), so the store says
+ * what that turn decided. NULL: none. */
+void fake_on_dispatch(void (*fn)(void *ctx, const struct fake_batch *b));
 /* Frees what the log holds. */
 void fake_log_free(void);
 

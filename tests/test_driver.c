@@ -45,6 +45,7 @@ struct fx {
     char dir[512];
     struct orch_job *job;
     struct orch_run_stats stats;
+    void (*on_dispatch)(void *ctx, const struct fake_batch *b); /* for the next run */
 };
 
 static int setup(void **state)
@@ -91,6 +92,7 @@ static void make_job(struct fx *f, const char *pipeline, int n)
 static void run(struct fx *f, struct orch_run_opts o, fake_decide decide, void *ctx)
 {
     fake_reset(decide, ctx);
+    fake_on_dispatch(f->on_dispatch);
     o.cpus = o.cpus > 0 ? o.cpus : 64;
     o.gpus = 1;
     o.progress = ORCH_PROGRESS_NONE;
@@ -231,11 +233,12 @@ static void test_dispatch_across_parents(void **state)
 /* ---- workers --------------------------------------------------------------------------- */
 
 /* a then b; a's port is intermediate (its payloads are reclaimed once b read them). */
-#define TWO_CALLS                                                                              \
-    LINES "call a = upper() with workers=3\n"                                                  \
-          "call b = identity() with workers=1\n"                                               \
+#define TWO_CALLS_WITH(a_opts, b_opts)                                                         \
+    LINES "call a = upper() with " a_opts "\n"                                                 \
+          "call b = identity() with " b_opts "\n"                                              \
           "doc.u = a(doc.line)\n"                                                              \
           "doc.v = b(doc.u)\n"
+#define TWO_CALLS TWO_CALLS_WITH("workers=3", "workers=1")
 static const char two_calls[] = TWO_CALLS "output doc.v\n";
 
 struct watch {
@@ -349,14 +352,41 @@ static void test_reclaim(void **state)
 
 /* ---- admission ------------------------------------------------------------------------- */
 
+/* a makes two of b's grains a turn (batch=2), b takes one: b falls behind. */
+static const char behind[] = TWO_CALLS_WITH("batch=2, workers=2", "workers=1") "output doc.v\n";
+
+/* Seen at each dispatch of a, as the turn that reserved it committed: whether the live
+ * bytes were at the budget while b had grains queued. */
+struct hold {
+    struct fx *f;
+    int64_t budget;
+    int a;
+    int full;   /* dispatches (of any call) that saw the budget full and b's grains queued */
+    int served; /* of a's, those that did */
+};
+
+static void watch_hold(void *ctx, const struct fake_batch *b)
+{
+    struct hold *h = ctx;
+    int64_t live = atoll(sql1(h->f, "SELECT live_bytes FROM job"));
+    int queued = atoi(sql1(h->f, "SELECT count(*) FROM grains WHERE call = 'b' AND "
+                                 "phase = 'ready'"));
+    if (live >= h->budget && queued > 0) {
+        h->full++;
+        h->served += b->call == h->a;
+    }
+}
+
 /* A budget of live intermediate bytes of four roots: roots are admitted only while it has
- * room, so the bytes pass it by no more than a's batches in flight; the default budget
- * lets every root in at once (mutation: admit_chunk in admit.c takes the room as
- * unbounded, and the 20 roots enter together). */
+ * room, and a (which makes such bytes) is not served while it is full and b (downstream)
+ * has grains queued, so the bytes pass it by no more than a's batches in flight; the
+ * default budget lets every root in at once (mutations: admit_chunk in admit.c takes the
+ * room as unbounded, and the 20 roots enter together; orch_driver_tight never finds the
+ * bytes full, and a is served while b's grains wait). */
 static void test_admission_live_bytes(void **state)
 {
     struct fx *f = *state;
-    make_job(f, two_calls, 20);
+    make_job(f, behind, 20);
     run(f, (struct orch_run_opts){0}, NULL, NULL);
     int64_t free_peak = f->stats.live_peak;
     orch_job_close(f->job);
@@ -364,12 +394,15 @@ static void test_admission_live_bytes(void **state)
     char job[700];
     assert_int_equal(orch_test_path(job, sizeof job, f->dir, "job"), 0);
     assert_int_equal(orch_test_rmtree(job), 0);
-    make_job(f, two_calls, 20);
-    const int64_t budget = 4 * 6;
-    run(f, (struct orch_run_opts){.max_live_bytes = budget}, NULL, NULL);
-    assert_int_equal(f->stats.live_budget, budget);
-    assert_true(f->stats.live_peak <= budget + 3 * 8); /* a's three workers' batches */
+    make_job(f, behind, 20);
+    struct hold h = {.f = f, .budget = 4 * 6, .a = call_of(f, "a")};
+    f->on_dispatch = watch_hold;
+    run(f, (struct orch_run_opts){.max_live_bytes = h.budget}, NULL, &h);
+    assert_int_equal(f->stats.live_budget, h.budget);
+    assert_true(h.full > 0); /* the budget was full with b behind */
+    assert_int_equal(h.served, 0);
     assert_true(f->stats.live_peak > 0);
+    assert_true(f->stats.live_peak <= h.budget + 2 * 2 * 8); /* a's two workers' batches */
     assert_true(f->stats.live_peak < free_peak);
     assert_int_equal(f->stats.committed, 40);
 }
