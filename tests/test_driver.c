@@ -13,11 +13,15 @@
  *               is left at the end; the `output` port's are kept
  *   carry       an update with an edited downstream call carries the upstream call's
  *               results: no batch of it is dispatched again
- *   admission   roots enter only while the budgets have room: the live bytes stay within
- *               theirs and a batch's worth; a chunk of roots enters only once the
- *               unsealed grains are under theirs
+ *   admission   roots enter only while the budgets have room, and a call that makes live
+ *               bytes is not served while their budget is full and a call downstream has
+ *               grains queued: the live bytes stay within the budget and a batch's worth;
+ *               a chunk of roots enters only once the unsealed grains are under theirs
  *   retry       a lost worker's batch is dispatched again at generation+1, and a late
- *               report of the lost batch is refused as stale */
+ *               report of the lost batch is refused as stale; a failed run and a timeout
+ *               are attempt failures, each retried at the next generation
+ *
+ * Each test names the mutation of the engine that makes it fail. */
 #define _GNU_SOURCE /* nftw */
 #include <stdarg.h>
 #include <stddef.h>
@@ -487,6 +491,33 @@ static void test_lost_worker_retry(void **state)
                         "crash,ok");
 }
 
+static enum fake_answer fail_then_time_out(void *ctx, const struct fake_batch *b)
+{
+    (void)ctx;
+    return b->seq == 0 ? FAKE_FAILED : b->seq == 1 ? FAKE_TIMEOUT : FAKE_OK;
+}
+
+/* A batch whose run failed, then one whose worker timed out: each is an attempt failure
+ * (retries=2 allows both), the grain goes back at the next generation each time, and the
+ * third attempt's value is committed; the worker that timed out is replaced, the one whose
+ * run failed is not (mutation: on_lost in loop.c takes a timeout for a crash, and the
+ * second attempt ends "crash"). */
+static void test_failed_and_timed_out(void **state)
+{
+    struct fx *f = *state;
+    make_job(f, chain, 1);
+    run(f, (struct orch_run_opts){0}, fail_then_time_out, NULL);
+    assert_int_equal(fake_log.nbatch, 3);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(fake_log.batch[i].rec[0].generation, i);
+    assert_int_equal(fake_log.started[call_of(f, "a")], 2);
+    assert_int_equal(f->stats.attempts_failed, 2);
+    assert_string_equal(sql1(f, "SELECT group_concat(outcome, ',') FROM (SELECT outcome FROM "
+                                "attempt ORDER BY id)"),
+                        "error,timeout,ok");
+    assert_string_equal(item_value(f, "doc.u", 0), "line00.a");
+}
+
 /* ---- carry ----------------------------------------------------------------------------- */
 
 /* Both ports kept: a carried grain needs its twin's payloads (an intermediate one's are
@@ -541,10 +572,15 @@ int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
     const struct CMUnitTest tests[] = {
-        T(test_dispatch_batches_fifo), T(test_dispatch_across_parents),
-        T(test_workers_on_demand),     T(test_reclaim),
-        T(test_admission_live_bytes),  T(test_admission_unsealed),
-        T(test_lost_worker_retry),     T(test_carry),
+        T(test_dispatch_batches_fifo),
+        T(test_dispatch_across_parents),
+        T(test_workers_on_demand),
+        T(test_reclaim),
+        T(test_admission_live_bytes),
+        T(test_admission_unsealed),
+        T(test_lost_worker_retry),
+        T(test_failed_and_timed_out),
+        T(test_carry),
     };
     /* Every store of the suite enforces the schema's rules (orch_store_config). */
     orch_store_configure(&(struct orch_store_config){.checks = true});
