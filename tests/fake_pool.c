@@ -22,9 +22,7 @@ struct orch_worker {
 };
 
 struct orch_pool {
-    struct event_base *base;
-    struct event *pump;
-    const orch_plan *plan;
+    struct event *pump; /* on the driver's base */
     int call;
     const struct orch_stmt *s;
     const char *name;
@@ -274,8 +272,6 @@ int orch_pool_new(struct event_base *base, const struct orch_pool_config *cfg,
         free(p);
         return -ENOMEM;
     }
-    p->base = base;
-    p->plan = cfg->plan;
     p->call = cfg->call;
     p->s = orch_plan_stmt(cfg->plan, c->stmt);
     p->name = c->name;

@@ -100,10 +100,12 @@ void fake_log_free(void);
  * k > 0. At most cap bytes, NUL-terminated. */
 void fake_value(const char *in, size_t in_len, const char *call, int k, char *out, size_t cap);
 
-/* The next HELLO of a started worker of call `call` is replaced by a report of batch
- * `batch` (an id no longer in flight), whose records answer `nrec` grains OK at their
- * recorded generations, as a report that arrives late would (each value ends with "!late");
- * pool.h's report is also the worker's HELLO. At most one is pending. */
+/* The next HELLO of a worker of call `call` is replaced by a report of `batch` (copied):
+ * every record OK at its recorded generation, each value ending with "!late", as a report
+ * that arrives after its batch left flight would (pool.h's `report` leaves the worker
+ * IDLE, as a HELLO does). The real pool never sends one (pool.h: a batch ends in exactly
+ * one report or loss): it shows that the driver refuses it. At most one is pending; a
+ * second call replaces the first. */
 void fake_late_report(int call, const struct fake_batch *batch);
 
 #endif
