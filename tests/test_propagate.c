@@ -29,11 +29,11 @@
 #include <unistd.h>
 
 #include "orch_error.h"
-#include "testutil.h"
 #include "orch_job.h"
 #include "orch_payload.h"
 #include "orch_store.h"
 #include "propagate.h"
+#include "testutil.h" /* after orch_store.h: its store helper */
 
 /* ---- fixture: a job, a prop, and the grains the ready hook handed out ------------------ */
 
@@ -144,24 +144,8 @@ static char *get(struct fx *f, uint64_t id)
     return s;
 }
 
-/* One text row: the result of sql (a single value), "" when no row; static buffer. */
-static const char *sql1(struct fx *f, const char *fmt, ...)
-{
-    static char out[8192];
-    char sql[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(sql, sizeof sql, fmt, ap);
-    va_end(ap);
-    sqlite3_stmt *st;
-    assert_int_equal(sqlite3_prepare_v2(orch_store_db(f->job->store), sql, -1, &st, NULL),
-                     SQLITE_OK);
-    out[0] = '\0';
-    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
-        snprintf(out, sizeof out, "%s", (const char *)sqlite3_column_text(st, 0));
-    sqlite3_finalize(st);
-    return out;
-}
+/* One value of the job's store (testutil.h). */
+#define sql1(f, ...) orch_test_sql1((f)->job->store, __VA_ARGS__)
 
 /* Everything a report could change, as one string. */
 static char *snapshot(struct fx *f)

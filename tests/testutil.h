@@ -6,7 +6,8 @@
  * printing why to stderr, so that a setup can return -1 and a test can assert the result.
  *
  * The job helpers exist only where orch_job.h is included before this header (the tests
- * that open a job); the others need nothing of the project. A program that includes it
+ * that open a job), the store's where orch_store.h is; the others need nothing of the
+ * project. A program that includes it
  * defines _GNU_SOURCE before its first #include (for nftw).
  */
 #ifndef ORCH_TESTUTIL_H
@@ -113,6 +114,35 @@ static inline char *orch_test_read_file(const char *path, size_t *len)
         *len = n;
     return s;
 }
+
+#ifdef ORCH_STORE_H
+#include <stdarg.h>
+#include <sqlite3.h>
+
+/* The first column of the first row of the query fmt (printf-style, at most 2 KiB once
+ * formatted) on store s, as text ("" when there is no row or the value is NULL, cut at
+ * 8 KiB), in a static buffer that the next call overwrites. NULL when the query cannot be
+ * prepared. */
+static inline const char *orch_test_sql1(orch_store *s, const char *fmt, ...)
+{
+    static char out[8192];
+    char sql[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(sql, sizeof sql, fmt, ap);
+    va_end(ap);
+    sqlite3_stmt *st;
+    out[0] = '\0';
+    if (sqlite3_prepare_v2(orch_store_db(s), sql, -1, &st, NULL) != SQLITE_OK) {
+        fprintf(stderr, "orch_test_sql1: %s: %s\n", sql, sqlite3_errmsg(orch_store_db(s)));
+        return NULL;
+    }
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+        snprintf(out, sizeof out, "%s", (const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    return out;
+}
+#endif
 
 #ifdef ORCH_JOB_H
 #include "orch_error.h"
