@@ -10,9 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "orch_error.h"
+#include "proc.h"
 #include "facts_int.h"
 #include "store_int.h"
 #include "support.h"
@@ -41,18 +41,6 @@ int orch_store__fact_declared(enum fact_slot slot, const char **sql, unsigned *p
     *parts = all_parts[slot];
     *via = all_via[slot];
     return 1;
-}
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int64_t orch_store__now_ms(void)
-{
-    return now_ms();
 }
 
 static int stmt_raw(orch_store *s, enum fact_slot slot, sqlite3_stmt **out, const char *fmt,
@@ -441,7 +429,7 @@ int orch_store_attempts_begin(orch_store *s, const struct orch_grain_at *g, size
                              .host = host && *host ? host : NULL,
                              .slurm_job = slurm_job && *slurm_job ? slurm_job : NULL,
                              .batch = (int64_t)batch,
-                             .now = now_ms()};
+                             .now = orch_clock_wall_ms()};
     int rc = orch_store__rows_insert(s, ROWS_ATTEMPT, n, bind_attempts_fixed, bind_attempt, &a,
                                      first);
     if (rc < 0)
@@ -458,7 +446,7 @@ int orch_store_attempt_end(orch_store *s, int64_t row, enum orch_attempt_outcome
 {
     sqlite3_stmt *st;
     int rc =
-        orch_store__stmt(s, F_ATTEMPT_END, &st, "lstl", now_ms(), orch_attempt_outcome_name(o),
+        orch_store__stmt(s, F_ATTEMPT_END, &st, "lstl", orch_clock_wall_ms(), orch_attempt_outcome_name(o),
                          message && *message ? message : NULL, row);
     return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
@@ -466,7 +454,7 @@ int orch_store_attempt_end(orch_store *s, int64_t row, enum orch_attempt_outcome
 int orch_store_attempts_end(orch_store *s, int64_t first, int64_t last,
                             enum orch_attempt_outcome o)
 {
-    struct orch_held_aend a = {first, last, now_ms(), (int)o};
+    struct orch_held_aend a = {first, last, orch_clock_wall_ms(), (int)o};
     int rc = orch_store__hold_aend(s, &a);
     return rc != 0 ? (rc < 0 ? rc : 0) : orch_store__aend_write(s, &a);
 }
@@ -475,7 +463,7 @@ int orch_store_attempts_interrupt(orch_store *s)
 {
     sqlite3_stmt *st;
     int rc = orch_store__stmt(s, F_ATTEMPTS_INTERRUPT, &st, "sl",
-                              orch_attempt_outcome_name(ORCH_ATTEMPT_INTERRUPTED), now_ms());
+                              orch_attempt_outcome_name(ORCH_ATTEMPT_INTERRUPTED), orch_clock_wall_ms());
     return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 
@@ -509,14 +497,14 @@ int orch_store_failure_put(orch_store *s, int64_t grain, uint32_t generation,
     sqlite3_stmt *st;
     int rc =
         orch_store__stmt(s, F_FAILURE_PUT, &st, "lstllL", grain, orch_failure_kind_name(kind),
-                         message ? message : "", (int64_t)generation, now_ms(), child);
+                         message ? message : "", (int64_t)generation, orch_clock_wall_ms(), child);
     return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 
 int orch_store_barrier_put(orch_store *s, int call, int64_t parent, int64_t grain)
 {
     sqlite3_stmt *st;
-    int rc = orch_store__stmt(s, F_BARRIER_PUT, &st, "illl", call, parent, grain, now_ms());
+    int rc = orch_store__stmt(s, F_BARRIER_PUT, &st, "illl", call, parent, grain, orch_clock_wall_ms());
     return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 
@@ -657,7 +645,7 @@ int orch_store_job_stop_put(orch_store *s, enum orch_job_stop kind, const char *
 {
     const char *name = orch_job_stop_name(kind);
     assert(name != NULL);
-    return job_stop_write(s, name, message, now_ms());
+    return job_stop_write(s, name, message, orch_clock_wall_ms());
 }
 
 int orch_store_job_stop_clear(orch_store *s)

@@ -316,7 +316,5 @@ int orch_store__push(void *arr, size_t *n, size_t *cap, const void *v, size_t si
  * it reads through the cache: 1, or 0 past the last slot. */
 int orch_store__fact_declared(enum fact_slot slot, const char **sql, unsigned *parts,
                               unsigned *via);
-/* The wall clock in milliseconds, as facts.c stamps its rows. */
-int64_t orch_store__now_ms(void);
 
 #endif

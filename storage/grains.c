@@ -9,6 +9,7 @@
 
 #include "facts_int.h"
 #include "orch_error.h"
+#include "proc.h"
 #include "store_int.h"
 
 int orch_store_grain_outcome(orch_store *s, int call, int64_t e, enum orch_grain_outcome *o)
@@ -164,7 +165,7 @@ int orch_store_grain_ready(orch_store *s, const struct orch_grain_row *g, int64_
     assert(orch_store_in_txn(s));
     orch_store__waiting_drop(s, g->call, g->entity);
     int64_t grain = g->id;
-    int64_t at = orch_store__now_ms();
+    int64_t at = orch_clock_wall_ms();
     struct orch_held_grain *c = orch_store__held_grain(&s->held, grain);
     if (c) { /* not written yet: it will be, READY */
         c->seq = seq;
@@ -189,7 +190,7 @@ int orch_store_grain_interrupt(orch_store *s, int64_t grain, uint32_t generation
     sqlite3_stmt *st;
     int rc = orch_store__stmt(s, F_GRAIN_INTERRUPT, &st, "llNsls", grain, (int64_t)generation,
                               f.seq, orch_grain_phase_name(ORCH_PHASE_READY),
-                              orch_store__now_ms(), orch_grain_phase_name(ORCH_PHASE_SEALED));
+                              orch_clock_wall_ms(), orch_grain_phase_name(ORCH_PHASE_SEALED));
     return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 
@@ -203,7 +204,7 @@ int orch_store_grain_requeue(orch_store *s, int64_t grain, uint32_t generation, 
     sqlite3_stmt *st;
     int rc = orch_store__stmt(s, F_GRAIN_REQUEUE, &st, "lllssl", grain, (int64_t)generation,
                               seq, orch_grain_phase_name(ORCH_PHASE_SEALED),
-                              orch_grain_phase_name(ORCH_PHASE_READY), orch_store__now_ms());
+                              orch_grain_phase_name(ORCH_PHASE_READY), orch_clock_wall_ms());
     return rc < 0 ? rc : orch_store__run(s, st, done);
 }
 
@@ -334,7 +335,7 @@ int orch_store_grains_interrupt(orch_store *s)
     sqlite3_stmt *st;
     int rc = orch_store__stmt(s, F_GRAINS_INTERRUPT, &st, "ssls",
                               orch_grain_phase_name(ORCH_PHASE_READY),
-                              orch_grain_phase_name(ORCH_PHASE_IN_FLIGHT), orch_store__now_ms(),
+                              orch_grain_phase_name(ORCH_PHASE_IN_FLIGHT), orch_clock_wall_ms(),
                               orch_grain_phase_name(ORCH_PHASE_SEALED));
     return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }

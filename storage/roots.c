@@ -12,6 +12,7 @@
 
 #include "facts_int.h"
 #include "orch_error.h"
+#include "proc.h"
 
 /* Reads the signature columns at i, i+1, i+2 into *sig (hash copied into sig->hash). */
 static void sig_read(sqlite3_stmt *st, int i, struct orch_root_sig *sig)
@@ -34,7 +35,7 @@ int orch_store_root_put(orch_store *s, int64_t e, int domain, int64_t revision,
                                .position = position,
                                .size = known ? sig->size : -1,
                                .mtime_ns = known ? sig->mtime_ns : -1,
-                               .at = orch_store__now_ms(),
+                               .at = orch_clock_wall_ms(),
                                .domain = domain};
     const char *hash = known ? sig->hash : NULL;
     int rc = orch_store__hold_root(s, &r, hash);
@@ -118,7 +119,7 @@ int orch_store_root_sig(orch_store *s, int64_t e, const struct orch_root_sig *si
 int orch_store_root_retire(orch_store *s, int64_t e, const char *reason)
 {
     sqlite3_stmt *st;
-    int rc = orch_store__stmt(s, F_ROOT_RETIRE, &st, "lsl", orch_store__now_ms(), reason, e);
+    int rc = orch_store__stmt(s, F_ROOT_RETIRE, &st, "lsl", orch_clock_wall_ms(), reason, e);
     return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 
@@ -174,7 +175,7 @@ int orch_store_update_rerun(orch_store *s, int64_t id, char **calls)
 int orch_store_update_start(orch_store *s, int64_t plan, const char *rerun, int64_t *id)
 {
     sqlite3_stmt *st;
-    int rc = orch_store__stmt(s, F_UPDATE_START, &st, "lLt", orch_store__now_ms(), plan, rerun);
+    int rc = orch_store__stmt(s, F_UPDATE_START, &st, "lLt", orch_clock_wall_ms(), plan, rerun);
     if (rc == 0 && (rc = orch_store__run(s, st, NULL)) == 0)
         *id = sqlite3_last_insert_rowid(s->db);
     return rc;
@@ -183,7 +184,7 @@ int orch_store_update_start(orch_store *s, int64_t plan, const char *rerun, int6
 int orch_store_root_retire_all(orch_store *s, const char *reason, int64_t *n)
 {
     sqlite3_stmt *st;
-    int rc = orch_store__stmt(s, F_ROOT_RETIRE_ALL, &st, "ls", orch_store__now_ms(), reason);
+    int rc = orch_store__stmt(s, F_ROOT_RETIRE_ALL, &st, "ls", orch_clock_wall_ms(), reason);
     if (rc == 0 && (rc = orch_store__run(s, st, NULL)) == 0)
         *n = sqlite3_changes(s->db);
     return rc;
@@ -192,7 +193,7 @@ int orch_store_root_retire_all(orch_store *s, const char *reason, int64_t *n)
 int orch_store_root_retire_domain(orch_store *s, int domain, const char *reason)
 {
     sqlite3_stmt *st;
-    int rc = orch_store__stmt(s, F_ROOT_RETIRE_DOMAIN, &st, "lsi", orch_store__now_ms(), reason,
+    int rc = orch_store__stmt(s, F_ROOT_RETIRE_DOMAIN, &st, "lsi", orch_clock_wall_ms(), reason,
                               domain);
     return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
@@ -252,13 +253,13 @@ int orch_store_update_count(orch_store *s, int64_t id, int64_t added, int64_t ch
 int orch_store_update_scanned(orch_store *s, int64_t id)
 {
     sqlite3_stmt *st;
-    int rc = orch_store__stmt(s, F_UPDATE_SCANNED, &st, "ll", orch_store__now_ms(), id);
+    int rc = orch_store__stmt(s, F_UPDATE_SCANNED, &st, "ll", orch_clock_wall_ms(), id);
     return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 
 int orch_store_update_finished(orch_store *s)
 {
     sqlite3_stmt *st;
-    int rc = orch_store__stmt(s, F_UPDATE_FINISHED, &st, "l", orch_store__now_ms());
+    int rc = orch_store__stmt(s, F_UPDATE_FINISHED, &st, "l", orch_clock_wall_ms());
     return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
