@@ -525,6 +525,25 @@ void assert_enomem(const char *what, int rc, long fail_at, const char *detail_pr
                  orch_error_detail(), detail_prefix);
 }
 
+/* ---- a reference run recorded by hand (test_oom_run.c's driver) ---------------------- */
+
+void oom_record(bool on)
+{
+    if (on)
+        nsites = 0;
+    recording = on;
+}
+
+long oom_recorded(void)
+{
+    return nsites;
+}
+
+bool oom_recorded_ours(long n)
+{
+    return n >= 1 && n <= nsites && sites[n - 1] == NULL;
+}
+
 /* ---- setup -------------------------------------------------------------------------------- */
 
 int oom_reset(void **state)

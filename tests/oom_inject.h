@@ -105,6 +105,13 @@ struct coverage {
  * until a run sees no failure; prints the coverage. */
 struct coverage run_every_failure(const struct op *op);
 
+/* For an op that is not deterministic (run by hand): while recording, the site of each
+ * allocation is kept; oom_recorded() says how many were, oom_recorded_ours(n) whether the
+ * nth (from 1) was our code's, not SQLite's. oom_record(true) forgets the last record. */
+void oom_record(bool on);
+long oom_recorded(void);
+bool oom_recorded_ours(long n);
+
 /* A copy of s that outlives the runs (a reference result): not tracked as a leak. */
 char *keep_copy(const char *s);
 

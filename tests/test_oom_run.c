@@ -31,6 +31,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <execinfo.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdbool.h>
@@ -39,12 +40,17 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "driver.h"
 #include "oom_inject.h"
 #include "orch_error.h"
+#include "orch_job.h"
 #include "orch_payload.h"
+#include "orch_store.h"
 #include "pool.h"
 #include "wire.h"
 #include "testutil.h"
@@ -345,6 +351,214 @@ static void test_worker(void **state)
         worker_every_failure(&cases[i]);
 }
 
+/* ---- the driver ------------------------------------------------------------------------- */
+
+/* Expand, map and reduce (and a map that reads the files), over two files. */
+static const char driver_pipeline[] = "pipeline oomrun\n"
+                                      "domain doc\n"
+                                      "domain line in doc\n"
+                                      "source doc.path = files(\"texts/*.txt\")\n"
+                                      "call read = read_file()\n"
+                                      "call cut = split_lines() with batch=2\n"
+                                      "call shout = upper() with batch=2\n"
+                                      "call join = concat(sep=\"|\")\n"
+                                      "doc.text = read(doc.path)\n"
+                                      "line.raw = expand cut(doc.text)\n"
+                                      "line.loud = shout(line.raw)\n"
+                                      "doc.loud = reduce join(line.loud)\n"
+                                      "output doc.loud\n"
+                                      "output line.loud\n";
+
+/* How many allocation numbers are failed each way, by default (ORCH_OOM_EXHAUSTIVE=1:
+ * every one): spread evenly over our code's allocations of the reference run (a run's own
+ * may shift a little: the driver is not deterministic), and over all of them. */
+#define DRIVER_SAMPLES_OURS 48
+#define DRIVER_SAMPLES_ALL 16
+
+/* A run that hangs ends the program: the driver must end on its own. */
+#define DRIVER_RUN_LIMIT_S 30
+
+struct driver_ctx {
+    char job[700];
+    const char *exe;
+    FILE *out; /* the driver's progress and summary: /dev/null */
+    char *reference; /* the exports of the reference run */
+};
+
+/* Runs that failed and were resumed. */
+static long resumed;
+
+/* Which run is running, for driver_hung. */
+static char running[128];
+
+/* SIGALRM: the run hangs. Says which, and where (backtrace was loaded by oom_init). */
+static void driver_hung(int sig)
+{
+    (void)sig;
+    dprintf(STDERR_FILENO, "test_oom_run: driver, %s: the run did not end within %d s; "
+                           "it was here:\n", running, DRIVER_RUN_LIMIT_S);
+    void *frames[64];
+    backtrace_symbols_fd(frames, backtrace(frames, 64), STDERR_FILENO);
+    _exit(1);
+}
+
+/* The job's exports of both outputs, with every entity (--all), as `orch export` writes
+ * them: a new string (free it). */
+static char *driver_exports(const struct driver_ctx *x)
+{
+    char *text = NULL;
+    size_t len;
+    FILE *all = open_memstream(&text, &len);
+    assert_non_null(all);
+    static const char *const ports[] = {"doc.loud", "line.loud"};
+    for (size_t i = 0; i < 2; i++) {
+        char cmd[2048];
+        snprintf(cmd, sizeof cmd, "'%s' export '%s' %s --all", x->exe, x->job, ports[i]);
+        FILE *f = popen(cmd, "r");
+        assert_non_null(f);
+        char buf[4096];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+            fwrite(buf, 1, n, all);
+        assert_int_equal(pclose(f), 0);
+    }
+    fclose(all);
+    return text;
+}
+
+static struct orch_run_opts driver_opts(const struct driver_ctx *x)
+{
+    return (struct orch_run_opts){.cpus = 4,
+                                  .progress = ORCH_PROGRESS_NONE,
+                                  .out = x->out,
+                                  .durability = ORCH_DURABILITY_PROCESS,
+                                  .worker_exe = x->exe};
+}
+
+/* One run: a new job, run with allocation fail_at failing (0: none), closed; then, when
+ * the run failed, a second run without failures (a resume), which must finish the job;
+ * then the exports are compared with the reference's. Returns the allocations the run
+ * made. */
+static long driver_once(struct driver_ctx *x, long fail_at, bool persistent)
+{
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/drive", scratch);
+    snprintf(x->job, sizeof x->job, "%s/job", dir);
+    if (access(x->job, F_OK) == 0)
+        assert_int_equal(orch_test_rmtree(x->job), 0);
+    struct orch_job *job;
+    assert_int_equal(orch_test_job_create(dir, driver_pipeline, &job), 0);
+    struct orch_run_opts o = driver_opts(x);
+    struct orch_run_stats stats;
+
+    snprintf(running, sizeof running, "%s", run_label(fail_at));
+    track_start();
+    alarm(DRIVER_RUN_LIMIT_S);
+    inject_start(fail_at, persistent);
+    int rc = orch_driver_run(job, &o, &stats);
+    long count = inject_stop();
+    alarm(0);
+    bool failed = oom.failed;
+    char detail[1024];
+    snprintf(detail, sizeof detail, "%s", orch_error_detail());
+    orch_run_stats_free(&stats);
+    orch_job_close(job);
+    track_check("driver: run", fail_at);
+
+    if (rc != 0) {
+        if (!failed)
+            fail_msg("driver, %s: the run failed (%d, %s) with no allocation failing",
+                     run_label(fail_at), rc, detail);
+        /* The job is kept consistent: a resume finishes it. */
+        assert_int_equal(orch_job_open(x->job, 0, &job), 0);
+        snprintf(running, sizeof running, "the resume after %s", run_label(fail_at));
+        alarm(DRIVER_RUN_LIMIT_S);
+        int again = orch_driver_run(job, &o, &stats);
+        alarm(0);
+        if (again != 0)
+            fail_msg("driver, %s: the run failed (%d, %s), and its resume too: %d (%s)",
+                     run_label(fail_at), rc, detail, again, orch_error_detail());
+        orch_run_stats_free(&stats);
+        orch_job_close(job);
+        resumed++;
+    }
+    char *exports = driver_exports(x);
+    if (fail_at == 0) {
+        x->reference = keep_copy(exports);
+    } else if (strcmp(exports, x->reference) != 0) {
+        fprintf(stderr, "got:\n%s\nexpected:\n%s\n", exports, x->reference);
+        fail_msg("driver, %s: the run %s, and the exports differ from the reference's",
+                 run_label(fail_at), rc == 0 ? "succeeded" : "failed and was resumed");
+    }
+    free(exports);
+    return count;
+}
+
+static void test_driver(void **state)
+{
+    (void)state;
+    struct driver_ctx x = {.exe = getenv("ORCH")};
+    assert_non_null(x.exe);
+    x.out = fopen("/dev/null", "w");
+    assert_non_null(x.out);
+    char texts[600];
+    snprintf(texts, sizeof texts, "%s/drive", scratch);
+    assert_int_equal(mkdir(texts, 0700), 0);
+    snprintf(texts, sizeof texts, "%s/drive/texts", scratch);
+    assert_int_equal(mkdir(texts, 0700), 0);
+    char path[700];
+    snprintf(path, sizeof path, "%s/a.txt", texts);
+    assert_int_equal(orch_test_write_text(path, "one\ntwo\n\nthree\n"), 0);
+    snprintf(path, sizeof path, "%s/b.txt", texts);
+    assert_int_equal(orch_test_write_text(path, "four\nfive"), 0);
+    signal(SIGALRM, driver_hung);
+
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    oom_record(true);
+    long total = driver_once(&x, 0, false);
+    oom_record(false);
+    assert_int_equal(oom_recorded(), total);
+    long *ours = calloc((size_t)total + 1, sizeof *ours), nours = 0;
+    assert_non_null(ours);
+    for (long n = 1; n <= total; n++)
+        if (oom_recorded_ours(n))
+            ours[nours++] = n;
+    assert_true(nours > 0);
+
+    /* ORCH_OOM_DRIVER_AT=N: only allocation N fails, both ways (to reproduce one run). */
+    const char *at = getenv("ORCH_OOM_DRIVER_AT");
+    long only = at ? atol(at) : 0;
+    /* The allocation numbers to fail. */
+    long nsel_ours = nours < DRIVER_SAMPLES_OURS ? nours : DRIVER_SAMPLES_OURS;
+    long nsel = only > 0 ? 1 : exhaustive ? total : nsel_ours + DRIVER_SAMPLES_ALL;
+    long runs = 0, survived = 0;
+    resumed = 0;
+    for (int persistent = 0; persistent <= 1; persistent++) {
+        for (long i = 0; i < nsel; i++) {
+            long n = only > 0         ? only
+                     : exhaustive     ? i + 1
+                     : i < nsel_ours  ? ours[i * nours / nsel_ours]
+                                      : 1 + (i - nsel_ours) * total / DRIVER_SAMPLES_ALL;
+            driver_once(&x, n, persistent);
+            runs++;
+            survived += !oom.failed;
+        }
+    }
+    oom.persistent = false;
+    free(ours);
+    lsan_check("driver");
+    free(x.reference);
+    fclose(x.out);
+    signal(SIGALRM, SIG_DFL);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    print_message("  driver: %ld allocations (%ld of ours); runs: %ld with one or all from one "
+                  "failing,\n    %ld of which saw no failure, %ld failed and were resumed "
+                  "(%.2f s)\n",
+                  total, nours, runs, survived, resumed,
+                  (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
+}
+
 /* ---- main ------------------------------------------------------------------------------- */
 
 static int scratch_setup(void **state)
@@ -365,6 +579,9 @@ int main(void)
         return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_worker, scratch_setup, scratch_teardown),
+        cmocka_unit_test_setup_teardown(test_driver, scratch_setup, scratch_teardown),
     };
+    /* Every store of the suite enforces the schema's rules (orch_store_config). */
+    orch_store_configure(&(struct orch_store_config){.checks = true});
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
