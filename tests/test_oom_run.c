@@ -15,13 +15,15 @@
  * never a crash, a hang, a report that differs from the reference's, or a leak.
  *
  * The driver. orch_driver_run() runs a small job (expand, map, reduce) with real worker
- * processes (they are other processes: only the driver's own allocations fail). The
+ * processes (they are other processes: only the driver's own allocations fail): a new
+ * job, then a job whose run stopped half-way (its resume recovers open attempts). The
  * driver is not deterministic (when reports arrive decides its turns), so the allocation
  * numbers are sampled over the reference run's count, and a run may see no failure. Each
  * run must end in success with the reference's exports, or in an error with the job
  * consistent: a second run without failures (a resume) must then complete and give
  * exactly the reference's exports. Never a crash, a hung run (an alarm ends the test), or
- * a leak. ORCH_OOM_EXHAUSTIVE=1 fails every allocation number, both ways.
+ * a leak. ORCH_OOM_EXHAUSTIVE=1 fails every allocation number, both ways;
+ * ORCH_OOM_DRIVER_AT=N only allocation N (to reproduce a run).
  */
 #define _GNU_SOURCE
 #include <stdarg.h>
@@ -380,6 +382,7 @@ static const char driver_pipeline[] = "pipeline oomrun\n"
 
 struct driver_ctx {
     char job[700];
+    const char *from; /* a job to start each run from (a copy of it), or NULL: a new job */
     const char *exe;
     FILE *out; /* the driver's progress and summary: /dev/null */
     char *reference; /* the exports of the reference run */
@@ -435,11 +438,8 @@ static struct orch_run_opts driver_opts(const struct driver_ctx *x)
                                   .worker_exe = x->exe};
 }
 
-/* One run: a new job, run with allocation fail_at failing (0: none), closed; then, when
- * the run failed, a second run without failures (a resume), which must finish the job;
- * then the exports are compared with the reference's. Returns the allocations the run
- * made. */
-static long driver_once(struct driver_ctx *x, long fail_at, bool persistent)
+/* A new job in x->job, or a copy of x->from there; open. */
+static struct orch_job *driver_job(struct driver_ctx *x)
 {
     char dir[600];
     snprintf(dir, sizeof dir, "%s/drive", scratch);
@@ -447,7 +447,25 @@ static long driver_once(struct driver_ctx *x, long fail_at, bool persistent)
     if (access(x->job, F_OK) == 0)
         assert_int_equal(orch_test_rmtree(x->job), 0);
     struct orch_job *job;
-    assert_int_equal(orch_test_job_create(dir, driver_pipeline, &job), 0);
+    if (x->from == NULL) {
+        assert_int_equal(orch_test_job_create(dir, driver_pipeline, &job), 0);
+        return job;
+    }
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "cp -a '%s' '%s'", x->from, x->job);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(orch_job_open(x->job, 0, &job), 0);
+    return job;
+}
+
+/* One run: of a new job or of a copy of x->from, with allocation fail_at failing (0:
+ * none), closed; then, when the run failed, a second run without failures (a resume),
+ * which must finish the job; then the exports are compared with the reference's (the
+ * first made: any job of the pipeline ends with the same). Returns the allocations the
+ * run made. */
+static long driver_once(struct driver_ctx *x, long fail_at, bool persistent)
+{
+    struct orch_job *job = driver_job(x);
     struct orch_run_opts o = driver_opts(x);
     struct orch_run_stats stats;
 
@@ -483,7 +501,7 @@ static long driver_once(struct driver_ctx *x, long fail_at, bool persistent)
         resumed++;
     }
     char *exports = driver_exports(x);
-    if (fail_at == 0) {
+    if (x->reference == NULL) {
         x->reference = keep_copy(exports);
     } else if (strcmp(exports, x->reference) != 0) {
         fprintf(stderr, "got:\n%s\nexpected:\n%s\n", exports, x->reference);
@@ -494,29 +512,14 @@ static long driver_once(struct driver_ctx *x, long fail_at, bool persistent)
     return count;
 }
 
-static void test_driver(void **state)
+/* Runs the reference (recording where its allocations come from), then fails the sampled
+ * allocation numbers of it, each both ways. Returns the reference's allocations. */
+static long driver_every_failure(struct driver_ctx *x, const char *what)
 {
-    (void)state;
-    struct driver_ctx x = {.exe = getenv("ORCH")};
-    assert_non_null(x.exe);
-    x.out = fopen("/dev/null", "w");
-    assert_non_null(x.out);
-    char texts[600];
-    snprintf(texts, sizeof texts, "%s/drive", scratch);
-    assert_int_equal(mkdir(texts, 0700), 0);
-    snprintf(texts, sizeof texts, "%s/drive/texts", scratch);
-    assert_int_equal(mkdir(texts, 0700), 0);
-    char path[700];
-    snprintf(path, sizeof path, "%s/a.txt", texts);
-    assert_int_equal(orch_test_write_text(path, "one\ntwo\n\nthree\n"), 0);
-    snprintf(path, sizeof path, "%s/b.txt", texts);
-    assert_int_equal(orch_test_write_text(path, "four\nfive"), 0);
-    signal(SIGALRM, driver_hung);
-
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     oom_record(true);
-    long total = driver_once(&x, 0, false);
+    long total = driver_once(x, 0, false);
     oom_record(false);
     assert_int_equal(oom_recorded(), total);
     long *ours = calloc((size_t)total + 1, sizeof *ours), nours = 0;
@@ -540,23 +543,102 @@ static void test_driver(void **state)
                      : exhaustive     ? i + 1
                      : i < nsel_ours  ? ours[i * nours / nsel_ours]
                                       : 1 + (i - nsel_ours) * total / DRIVER_SAMPLES_ALL;
-            driver_once(&x, n, persistent);
+            driver_once(x, n, persistent);
             runs++;
             survived += !oom.failed;
         }
     }
     oom.persistent = false;
     free(ours);
-    lsan_check("driver");
+    lsan_check(what);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    print_message("  %s: %ld allocations (%ld of ours); runs: %ld with one or all from one "
+                  "failing,\n    %ld of which saw no failure, %ld failed and were resumed "
+                  "(%.2f s)\n",
+                  what, total, nours, runs, survived, resumed,
+                  (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
+    return total;
+}
+
+/* Whether the job in x->job has grains sealed, and grains not. */
+static bool driver_half_done(const struct driver_ctx *x)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "'%s' sql '%s' --format tsv \"SELECT sum(phase = 'sealed'), count(*) FROM grain\"",
+             x->exe, x->job);
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    long sealed = -1, all = -1;
+    char line[256];
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "%ld\t%ld", &sealed, &all) == 2)
+            break;
+    while (fgets(line, sizeof line, f))
+        ;
+    assert_int_equal(pclose(f), 0);
+    return sealed > 0 && sealed < all;
+}
+
+/* Makes the job that the resume runs start from: a new job whose run stopped half-way
+ * (some grains sealed, some not), every allocation from a point of the reference's `total`
+ * on failing, and moves it to `to`. */
+static void driver_interrupted(struct driver_ctx *x, long total, const char *to)
+{
+    bool made = false;
+    for (int m = 8; !made && m < 16; m++) {
+        struct orch_job *job = driver_job(x);
+        struct orch_run_opts o = driver_opts(x);
+        struct orch_run_stats stats;
+        long fail_at = total * m / 16;
+        snprintf(running, sizeof running, "%s (making the job to resume)", run_label(fail_at));
+        track_start();
+        alarm(DRIVER_RUN_LIMIT_S);
+        inject_start(fail_at, true);
+        int rc = orch_driver_run(job, &o, &stats);
+        inject_stop();
+        alarm(0);
+        orch_run_stats_free(&stats);
+        orch_job_close(job);
+        track_check("driver: making the job to resume", fail_at);
+        made = rc != 0 && driver_half_done(x);
+    }
+    oom.persistent = false;
+    assert_true(made);
+    assert_int_equal(rename(x->job, to), 0);
+}
+
+static void test_driver(void **state)
+{
+    (void)state;
+    struct driver_ctx x = {.exe = getenv("ORCH")};
+    assert_non_null(x.exe);
+    x.out = fopen("/dev/null", "w");
+    assert_non_null(x.out);
+    char texts[600];
+    snprintf(texts, sizeof texts, "%s/drive", scratch);
+    assert_int_equal(mkdir(texts, 0700), 0);
+    snprintf(texts, sizeof texts, "%s/drive/texts", scratch);
+    assert_int_equal(mkdir(texts, 0700), 0);
+    char path[700];
+    snprintf(path, sizeof path, "%s/a.txt", texts);
+    assert_int_equal(orch_test_write_text(path, "one\ntwo\n\nthree\n"), 0);
+    snprintf(path, sizeof path, "%s/b.txt", texts);
+    assert_int_equal(orch_test_write_text(path, "four\nfive"), 0);
+    signal(SIGALRM, driver_hung);
+
+    /* A new job, run from its start. */
+    long total = driver_every_failure(&x, "driver, a new job");
+    /* A job whose run stopped half-way, resumed (recovery of its open attempts). */
+    char from[700];
+    snprintf(from, sizeof from, "%s/drive/stopped", scratch);
+    driver_interrupted(&x, total, from);
+    x.from = from;
+    driver_every_failure(&x, "driver, a resume");
+
     free(x.reference);
     fclose(x.out);
     signal(SIGALRM, SIG_DFL);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    print_message("  driver: %ld allocations (%ld of ours); runs: %ld with one or all from one "
-                  "failing,\n    %ld of which saw no failure, %ld failed and were resumed "
-                  "(%.2f s)\n",
-                  total, nours, runs, survived, resumed,
-                  (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
 }
 
 /* ---- main ------------------------------------------------------------------------------- */
