@@ -43,7 +43,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -189,7 +188,7 @@ static int worker_run(void *ctx)
     return status;
 }
 
-/* Appends to *s (an open_memstream's) a report as text: each answer with its outputs'
+/* Writes to out a report as text: each answer with its outputs'
  * values read back from the store, or the failed status. */
 static void report_text(FILE *out, orch_payload *p, const struct orch_wire_report *r)
 {
