@@ -58,6 +58,7 @@ int orch_store__prepare_as_is(orch_store *s, const char *sql, sqlite3_stmt **out
 int orch_store__stmt(orch_store *s, enum fact_slot slot, sqlite3_stmt **out, const char *fmt,
                      ...)
 {
+    *out = NULL;
     int rc = orch_store__held_before(&s->held, s, fact_need[slot]);
     if (rc < 0)
         return rc;

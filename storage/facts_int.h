@@ -295,7 +295,8 @@ _Static_assert(F__COUNT <= ORCH_STORE_FACT_SLOTS, "raise ORCH_STORE_FACT_SLOTS")
  * l (int64_t), L (int64_t id, 0 binds NULL), N (int64_t count, < 0 binds NULL),
  * t (const char *, NULL binds NULL; copied), s (a static string, not copied). Every bind
  * is checked. Held rows that the statement could see are written first. The statement
- * is the store's: valid until the next use of the slot. 0 or an error. */
+ * is the store's: valid until the next use of the slot. 0, or an error with *out NULL
+ * (sqlite3_reset of NULL does nothing, so a caller may reset whatever it got). */
 int orch_store__stmt(orch_store *s, enum fact_slot slot, sqlite3_stmt **out, const char *fmt,
                      ...);
 /* orch_store_prepare of a statement that leaves the held rows alone (the multi-row INSERTs

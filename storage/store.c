@@ -641,15 +641,18 @@ int orch_store_commit(orch_store *s)
         s->payload_mark = s->payload_named;
     else
         s->payload_named = s->payload_mark; /* what the transaction noted is gone with it */
-    if (rc < 0 && !sqlite3_get_autocommit(s->db)) {
+    if (rc < 0) {
         /* COMMIT can fail and leave the transaction open (a deferred constraint, a lock);
-         * the contract is all-or-nothing, so finish it here. The detail of the commit's
-         * failure is kept: it is the one that matters. */
+         * the contract is all-or-nothing, so finish it here. SQLite may also have rolled
+         * back by itself (SQLITE_NOMEM, SQLITE_FULL): the held writes go either way, or the
+         * next transaction would begin by flushing them outside of it. The detail of the
+         * commit's failure is kept: it is the one that matters. */
         char keep[1024];
         snprintf(keep, sizeof keep, "%s", orch_error_detail());
         orch_store__held_forget(s);
         orch_store__waiting_forget(s);
-        (void)run_control(s, "ROLLBACK"); /* prepared by open: needs no memory */
+        if (!sqlite3_get_autocommit(s->db))
+            (void)run_control(s, "ROLLBACK"); /* prepared by open: needs no memory */
         orch_error_set(rc, "%s", keep);
     }
     s->in_txn = false;

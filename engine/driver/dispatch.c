@@ -469,10 +469,12 @@ void orch_driver_send(struct orch_driver *d)
         struct orch_wire_batch wb = {.id = b->id, .nrec = (uint32_t)b->n, .rec = b->rec};
         d->stats->batches++;
         int rc = orch_pool_dispatch(cr->pool, b->worker, &wb);
-        if (rc == -EIO) {
+        if (rc == -EIO || rc == -ENOMEM) {
             /* A remote worker's inputs could not be read from the payload store (pool_values.c,
              * orch_pool__put_batch_values): not the batch's fault and no retry helps, so the
-             * job stops, as for a local worker's STORAGE report. */
+             * job stops, as for a local worker's STORAGE report. Out of memory encoding the
+             * batch: the job stops too (the worker, idle, would otherwise stay reserved and
+             * its call wait for it forever). */
             orch_driver_set_fatal(d, rc);
         }
         if (rc == -E2BIG) {

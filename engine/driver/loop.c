@@ -155,13 +155,16 @@ static int start(struct orch_driver *d)
 {
     struct orch_prop_hooks hooks = {.ctx = d, .ready = on_ready};
     struct orch_pool_callbacks cb = {.idle = on_idle, .report = on_report, .lost = on_lost};
-    d->ncalls = orch_plan_ncalls(d->plan);
-    d->nsources = orch_plan_nsources(d->plan);
-    d->calls = calloc((size_t)d->ncalls + 1, sizeof *d->calls);
-    d->sources = calloc((size_t)d->nsources + 1, sizeof *d->sources);
+    int ncalls = orch_plan_ncalls(d->plan), nsources = orch_plan_nsources(d->plan);
+    d->calls = calloc((size_t)ncalls + 1, sizeof *d->calls);
+    d->sources = calloc((size_t)nsources + 1, sizeof *d->sources);
     d->base = event_base_new();
     if (!d->calls || !d->sources || !d->base)
         return -ENOMEM;
+    /* Counted only now: what runs after a failure here (keep_why, driver_free) walks
+     * d->calls[0..ncalls). */
+    d->ncalls = ncalls;
+    d->nsources = nsources;
     int rc = orch_driver_call_order(d);
     if (rc < 0)
         return rc;

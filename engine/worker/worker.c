@@ -131,7 +131,8 @@ static int send_out(struct worker *w)
     return rc;
 }
 
-/* Sends INITFAIL with a printf-style message; returns the exit status 1. */
+/* Sends INITFAIL with a printf-style message, or writes it to stderr when it cannot be
+ * encoded (out of memory); returns the exit status 1. */
 __attribute__((format(printf, 2, 3))) static int initfail(struct worker *w, const char *fmt,
                                                           ...)
 {
@@ -143,6 +144,8 @@ __attribute__((format(printf, 2, 3))) static int initfail(struct worker *w, cons
     w->out.len = 0;
     if (orch_wire_put_initfail(&w->out, msg) == 0)
         send_out(w);
+    else
+        fprintf(stderr, "orch worker %d: %s\n", (int)getpid(), msg);
     return 1;
 }
 
@@ -234,9 +237,13 @@ static int worker_init(struct worker *w)
     w->ans_ready = true;
 
     struct orch_wire_hello h = {.version = ORCH_WIRE_VERSION, .pid = (uint32_t)getpid()};
-    if (orch_wire_put_hello(&w->out, &h) < 0 || send_out(w) < 0)
+    rc = orch_wire_put_hello(&w->out, &h);
+    if (rc < 0) {
+        fprintf(stderr, "orch worker %d: cannot encode HELLO: %s\n", (int)getpid(),
+                strerror(-rc));
         return 1;
-    return 0;
+    }
+    return send_out(w) < 0 ? 1 : 0;
 }
 
 /* ---- one batch ------------------------------------------------------------------------- */
