@@ -535,20 +535,24 @@ bool orch_walk_files(const struct orch_walk *w)
 int orch_file_sig(const char *path, bool hash, struct orch_root_sig *sig)
 {
     memset(sig, 0, sizeof *sig);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO for reading would wait for a writer. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return -errno;
     struct stat st;
     int rc = 0;
-    if (fstat(fd, &st) != 0) {
+    if (fstat(fd, &st) != 0)
         rc = -errno;
+    else if (!S_ISREG(st.st_mode)) /* a directory, a FIFO, a device: no bytes of its own */
+        rc = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+    if (rc < 0) {
         close(fd);
         return rc;
     }
     sig->known = true;
     sig->size = (int64_t)st.st_size;
     sig->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-    if (hash && S_ISREG(st.st_mode)) {
+    if (hash) {
         struct orch_sha256 c;
         orch_sha256_init(&c);
         char buf[65536];

@@ -76,8 +76,10 @@ const char *orch_walk_head_key(struct orch_walk *w);
 const char *orch_walk_port(const struct orch_walk *w);
 bool orch_walk_files(const struct orch_walk *w);
 
-/* The signature of the file at path: size and modification time from stat(2), and, when
- * `hash`, the SHA-256 of its bytes. -errno when it cannot be read. */
+/* The signature of the regular file at path: size and modification time from stat(2),
+ * and, when `hash`, the SHA-256 of its bytes. -errno when it cannot be read; -EISDIR for a
+ * directory and -EINVAL for another file that is not regular (a FIFO, a device, a socket),
+ * which it never waits on. */
 int orch_file_sig(const char *path, bool hash, struct orch_root_sig *sig);
 
 #endif
