@@ -532,13 +532,21 @@ bool orch_walk_files(const struct orch_walk *w)
 
 /* ---- file signatures ------------------------------------------------------------------- */
 
+/* Makes *sig an unreadable file's signature (source.h) and returns rc. */
+static int unread(struct orch_root_sig *sig, int rc)
+{
+    memset(sig, 0, sizeof *sig);
+    sig->known = true;
+    return rc;
+}
+
 int orch_file_sig(const char *path, bool hash, struct orch_root_sig *sig)
 {
     memset(sig, 0, sizeof *sig);
     /* O_NONBLOCK: opening a FIFO for reading would wait for a writer. */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
-        return -errno;
+        return unread(sig, -errno);
     struct stat st;
     int rc = 0;
     if (fstat(fd, &st) != 0)
@@ -547,7 +555,7 @@ int orch_file_sig(const char *path, bool hash, struct orch_root_sig *sig)
         rc = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
     if (rc < 0) {
         close(fd);
-        return rc;
+        return unread(sig, rc);
     }
     sig->known = true;
     sig->size = (int64_t)st.st_size;
@@ -567,5 +575,5 @@ int orch_file_sig(const char *path, bool hash, struct orch_root_sig *sig)
             snprintf(sig->hash + 2 * i, 3, "%02x", d[i]);
     }
     close(fd);
-    return rc;
+    return rc < 0 ? unread(sig, rc) : 0;
 }

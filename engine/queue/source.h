@@ -79,7 +79,14 @@ bool orch_walk_files(const struct orch_walk *w);
 /* The signature of the regular file at path: size and modification time from stat(2),
  * and, when `hash`, the SHA-256 of its bytes. -errno when it cannot be read; -EISDIR for a
  * directory and -EINVAL for another file that is not regular (a FIFO, a device, a socket),
- * which it never waits on. */
+ * which it never waits on. On an error *sig is an unreadable file's signature: known, no
+ * hash (orch_root_sig_unread). */
 int orch_file_sig(const char *path, bool hash, struct orch_root_sig *sig);
+
+/* Whether sig, as stored, is a file's that could not be read (a directory's too). */
+static inline bool orch_root_sig_unread(const struct orch_root_sig *sig)
+{
+    return sig->known && !sig->hash[0];
+}
 
 #endif

@@ -39,17 +39,23 @@ int orch_update_rescan(orch_store *st, struct orch_walk *walk, int64_t update)
             return rc;
         if (!orch_walk_files(walk))
             continue;
+        /* A file that cannot be read now is changed, unless it could not be read when its
+         * revision was admitted either: its new revision fails to read, as in a fresh run.
+         * A root of an old job has no signature: its file is taken as it is now. */
         struct orch_root_sig now;
-        bool same_stat = false;
-        if ((rc = orch_file_sig(v.value, false, &now)) == 0)
-            same_stat = v.stored.known && now.size == v.stored.size &&
-                        now.mtime_ns == v.stored.mtime_ns;
-        if (rc < 0 || same_stat) /* unreadable now: admitted again, its UDF says why */
-            continue;
-        if ((rc = orch_file_sig(v.value, true, &now)) < 0)
-            continue;
-        if (!v.stored.known || strcmp(now.hash, v.stored.hash) == 0) {
-            rc = orch_store_root_sig(st, v.match, &now); /* touched, same bytes */
+        const bool unread = orch_root_sig_unread(&v.stored);
+        int now_rc = orch_file_sig(v.value, false, &now);
+        if (now_rc == 0 && v.stored.known && !unread && now.size == v.stored.size &&
+            now.mtime_ns == v.stored.mtime_ns)
+            continue; /* the same size and time: taken as the same bytes */
+        if (now_rc == 0)
+            now_rc = orch_file_sig(v.value, true, &now);
+        bool same = now_rc < 0 ? unread /* unreadable then and now */
+                               : !v.stored.known || strcmp(now.hash, v.stored.hash) == 0;
+        rc = 0;
+        if (same) {
+            if (now_rc == 0)
+                rc = orch_store_root_sig(st, v.match, &now); /* touched, same bytes */
         } else {
             changed++;
             rc = orch_store_root_retire(st, v.match, "changed");
