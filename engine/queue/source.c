@@ -530,6 +530,35 @@ bool orch_walk_files(const struct orch_walk *w)
     return w->src->kind == ORCH_SOURCE_FILES;
 }
 
+/* ---- line signatures ------------------------------------------------------------------- */
+
+/* Whether value v of lines() is its key's text: it is unless the key has a `#n` suffix or
+ * the line holds a NUL byte (shown as `\0`). */
+static bool line_is_key(const struct orch_walk_value *v)
+{
+    return strlen(v->key) == v->len && memcmp(v->key, v->value, v->len) == 0;
+}
+
+bool orch_walk_line_sig(const struct orch_walk_value *v, struct orch_root_sig *sig)
+{
+    memset(sig, 0, sizeof *sig);
+    if (line_is_key(v))
+        return false;
+    sig->known = true;
+    sig->size = (int64_t)v->len;
+    orch_sha256_hex(v->value, v->len, sig->hash);
+    return true;
+}
+
+bool orch_walk_line_same(const struct orch_walk_value *v)
+{
+    struct orch_root_sig now;
+    if (!orch_walk_line_sig(v, &now))
+        return !v->stored.known;
+    return v->stored.known && now.size == v->stored.size &&
+           strcmp(now.hash, v->stored.hash) == 0;
+}
+
 /* ---- file signatures ------------------------------------------------------------------- */
 
 /* Makes *sig an unreadable file's signature (source.h) and returns rc. */
