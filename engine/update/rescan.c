@@ -97,6 +97,12 @@ static int resume_check(struct orch_walk *walk, const char *dir)
             return rc;
         if (rc == 0 || !v.match || !v.in_order)
             break;
+        if (!orch_walk_files(walk) && !orch_walk_line_same(&v))
+            return orch_error_set(ORCH_EMISMATCH,
+                                  "source %s changed since the job last read it: the line of "
+                                  "key \"%s\" is not the one the job has; `orch update %s` "
+                                  "takes new, changed and removed inputs, or restore the source",
+                                  orch_walk_port(walk), v.key, dir);
     }
     char *was = NULL;
     if (rc == 1) {

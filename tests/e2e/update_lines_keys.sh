@@ -42,4 +42,18 @@ case_ suffix 'v#2\nv\nv\n' 'v\nv\n' "0 new, 1 changed, 1 removed"
 case_ nul 'x\0y\n' 'x\\0y\n' "0 new, 1 changed, 0 removed"
 # Lines whose keys say them stay as they are.
 case_ plain 'p\nq\np\n' 'p\nq\np\nr\n' "1 new, 0 changed, 0 removed"
+# A resume takes no change: a line that another took the key of is refused, as a changed
+# line is (source_changed.sh).
+mkdir "$T/resume"
+cp "$T/l.orch" "$T/resume/l.orch"
+printf 'a\na\n' > "$T/resume/in.txt"
+run_job "$T/resume/l.orch" "$T/resume/job"
+printf 'a\na#2\n' > "$T/resume/in.txt"
+st=0
+"$ORCH" resume "$T/resume/job" --progress none 2> "$T/err" || st=$?
+expect_eq "resume refused" 1 "$st"
+grep -qF "source line.v changed since the job last read it: the line of key \"a#2\" is not the one the job has; \`orch update $T/resume/job\` takes" \
+  "$T/err" || fail "resume: $(cat "$T/err")"
+printf 'a\na\n' > "$T/resume/in.txt"
+"$ORCH" resume "$T/resume/job" --progress none 2> "$T/err" || fail "resume of the same lines: $(cat "$T/err")"
 echo "update_lines_keys: ok"
