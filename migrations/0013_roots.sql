@@ -32,7 +32,10 @@ CREATE TABLE root (
                             -- NULL once retired
     size        INTEGER,    -- files(): the file's size, modification time (ns since the
     mtime_ns    INTEGER,    -- epoch) and SHA-256 (hex) when the revision was admitted or
-    hash        TEXT,       -- last found unchanged; NULL for lines() and old jobs' roots
+    hash        TEXT,       -- last found unchanged ('' and size 0: it could not be read);
+                            -- lines(): the line's length and SHA-256 when its key does not
+                            -- say it (a #n suffix, a NUL byte), else NULL; NULL for old
+                            -- jobs' roots
     admitted_at INTEGER NOT NULL,          -- ms since the epoch
     retired_at  INTEGER,                   -- ms since the epoch; NULL while live
     reason      TEXT CHECK (reason = 'changed' OR reason = 'removed' OR reason = 'plan'),

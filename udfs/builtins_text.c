@@ -75,16 +75,25 @@ static int read_file_one(const struct orch_udf__base *b, struct orch_udf_batch *
     if (path == NULL)
         return -ENOMEM;
     int rc = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    /* O_NONBLOCK: opening a FIFO for reading would wait for a writer; only a regular file
+     * (or a directory, which fails to read) is read. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat st;
+    bool irregular = false;
+    if (fd < 0 || fstat(fd, &st) != 0)
         rc = -errno;
+    else
+        irregular = !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
     char *data = NULL;
     size_t len = 0;
-    if (fd >= 0) {
+    if (rc == 0 && !irregular)
         rc = read_all(fd, &data, &len);
+    if (fd >= 0)
         close(fd);
-    }
-    if (rc == 0)
+    if (irregular) {
+        snprintf(msg, sizeof msg, "read_file: %s: not a regular file", path);
+        rc = orch_udf_fail_record(batch, i, msg);
+    } else if (rc == 0)
         rc = orch_udf__emit_all(b, batch, i, data, len);
     else if (rc != -ENOMEM) {
         snprintf(msg, sizeof msg, "read_file: %s: %s", path, strerror(-rc));

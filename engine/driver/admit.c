@@ -147,10 +147,12 @@ static int admit_chunk(struct orch_driver *d, struct orch_driver_source *s)
         memcpy(vals[n], v.value, v.len);
         vals[n][v.len] = '\0';
         /* What the file is as it is admitted: an update compares it with what it finds.
-         * A file that cannot be read has none; its UDF will say why. */
-        sigs[n].known = false;
-        if (files && orch_file_sig(vals[n], true, &sigs[n]) < 0)
-            sigs[n].known = false;
+         * A file that cannot be read has the signature that says so; its UDF says why. A
+         * line has one when its key does not say it (a `#n` suffix, a NUL byte). */
+        if (files)
+            (void)orch_file_sig(vals[n], true, &sigs[n]);
+        else
+            (void)orch_walk_line_sig(&v, &sigs[n]);
         pos[n] = v.position;
         rev[n] = v.revision;
         bytes += (int64_t)v.len;

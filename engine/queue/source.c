@@ -530,25 +530,66 @@ bool orch_walk_files(const struct orch_walk *w)
     return w->src->kind == ORCH_SOURCE_FILES;
 }
 
+/* ---- line signatures ------------------------------------------------------------------- */
+
+/* Whether value v of lines() is its key's text: it is unless the key has a `#n` suffix or
+ * the line holds a NUL byte (shown as `\0`). */
+static bool line_is_key(const struct orch_walk_value *v)
+{
+    return strlen(v->key) == v->len && memcmp(v->key, v->value, v->len) == 0;
+}
+
+bool orch_walk_line_sig(const struct orch_walk_value *v, struct orch_root_sig *sig)
+{
+    memset(sig, 0, sizeof *sig);
+    if (line_is_key(v))
+        return false;
+    sig->known = true;
+    sig->size = (int64_t)v->len;
+    orch_sha256_hex(v->value, v->len, sig->hash);
+    return true;
+}
+
+bool orch_walk_line_same(const struct orch_walk_value *v)
+{
+    struct orch_root_sig now;
+    if (!orch_walk_line_sig(v, &now))
+        return !v->stored.known;
+    return v->stored.known && now.size == v->stored.size &&
+           strcmp(now.hash, v->stored.hash) == 0;
+}
+
 /* ---- file signatures ------------------------------------------------------------------- */
+
+/* Makes *sig an unreadable file's signature (source.h) and returns rc. */
+static int unread(struct orch_root_sig *sig, int rc)
+{
+    memset(sig, 0, sizeof *sig);
+    sig->known = true;
+    return rc;
+}
 
 int orch_file_sig(const char *path, bool hash, struct orch_root_sig *sig)
 {
     memset(sig, 0, sizeof *sig);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO for reading would wait for a writer. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
-        return -errno;
+        return unread(sig, -errno);
     struct stat st;
     int rc = 0;
-    if (fstat(fd, &st) != 0) {
+    if (fstat(fd, &st) != 0)
         rc = -errno;
+    else if (!S_ISREG(st.st_mode)) /* a directory, a FIFO, a device: no bytes of its own */
+        rc = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+    if (rc < 0) {
         close(fd);
-        return rc;
+        return unread(sig, rc);
     }
     sig->known = true;
     sig->size = (int64_t)st.st_size;
     sig->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-    if (hash && S_ISREG(st.st_mode)) {
+    if (hash) {
         struct orch_sha256 c;
         orch_sha256_init(&c);
         char buf[65536];
@@ -563,5 +604,5 @@ int orch_file_sig(const char *path, bool hash, struct orch_root_sig *sig)
             snprintf(sig->hash + 2 * i, 3, "%02x", d[i]);
     }
     close(fd);
-    return rc;
+    return rc < 0 ? unread(sig, rc) : 0;
 }

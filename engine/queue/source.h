@@ -76,8 +76,26 @@ const char *orch_walk_head_key(struct orch_walk *w);
 const char *orch_walk_port(const struct orch_walk *w);
 bool orch_walk_files(const struct orch_walk *w);
 
-/* The signature of the file at path: size and modification time from stat(2), and, when
- * `hash`, the SHA-256 of its bytes. -errno when it cannot be read. */
+/* The signature of a lines() value v (its length and SHA-256) when its key does not say
+ * it (true), else none (false, sig->known false): a root's line is the one of its key
+ * unless it has a signature. */
+bool orch_walk_line_sig(const struct orch_walk_value *v, struct orch_root_sig *sig);
+/* Whether lines() value v, matched by key, is the line its root was admitted with
+ * (v->stored). A root of a job older than line signatures, whose key does not say its
+ * line, is taken as changed. */
+bool orch_walk_line_same(const struct orch_walk_value *v);
+
+/* The signature of the regular file at path: size and modification time from stat(2),
+ * and, when `hash`, the SHA-256 of its bytes. -errno when it cannot be read; -EISDIR for a
+ * directory and -EINVAL for another file that is not regular (a FIFO, a device, a socket),
+ * which it never waits on. On an error *sig is an unreadable file's signature: known, no
+ * hash (orch_root_sig_unread). */
 int orch_file_sig(const char *path, bool hash, struct orch_root_sig *sig);
+
+/* Whether sig, as stored, is a file's that could not be read (a directory's too). */
+static inline bool orch_root_sig_unread(const struct orch_root_sig *sig)
+{
+    return sig->known && !sig->hash[0];
+}
 
 #endif

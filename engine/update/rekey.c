@@ -94,10 +94,20 @@ static int rekey_source(orch_store *store, const orch_plan *plan, int i, const c
         char *key = NULL;
         rc = new_key(store, src->domain, src->kind == ORCH_SOURCE_FILES, prefix, roots[k].key,
                      &key);
-        if (rc == 0 && strcmp(key, roots[k].key) != 0)
+        bool renamed = rc == 0 && strcmp(key, roots[k].key) != 0;
+        if (renamed)
             rc = orch_store_key_prefix_set(store, roots[k].id, roots[k].key, key);
+        /* A line whose key gained a `#n` does not say it: its signature does (source.h),
+         * from the old key, which was the line. */
+        struct orch_root_sig sig = {.known = false};
+        if (rc == 0 && renamed && src->kind == ORCH_SOURCE_LINES) {
+            struct orch_walk_value v = {
+                .value = roots[k].key, .len = strlen(roots[k].key), .key = key};
+            orch_walk_line_sig(&v, &sig);
+        }
         if (rc == 0)
-            rc = orch_store_root_put(store, roots[k].id, src->domain, 1, (int64_t)k, NULL);
+            rc = orch_store_root_put(store, roots[k].id, src->domain, 1, (int64_t)k,
+                                     sig.known ? &sig : NULL);
         free(key);
     }
     orch_root_keys_free(roots, n);

@@ -22,6 +22,29 @@ static int retire_removed(void *ctx, int64_t e, const char *key)
     return orch_store_root_retire(c->st, e, "removed");
 }
 
+/* Whether the file of matched value v is the one its root was admitted with: 1 (its
+ * signature recorded again when only its time changed), 0, or a store error. A file that
+ * cannot be read now is changed, unless it could not be read when its revision was
+ * admitted either: its new revision fails to read, as in a fresh run. A root of an old job
+ * has no signature: its file is taken as it is now. */
+static int file_same(orch_store *st, const struct orch_walk_value *v)
+{
+    struct orch_root_sig now;
+    const bool unread = orch_root_sig_unread(&v->stored);
+    int now_rc = orch_file_sig(v->value, false, &now);
+    if (now_rc == 0 && v->stored.known && !unread && now.size == v->stored.size &&
+        now.mtime_ns == v->stored.mtime_ns)
+        return 1; /* the same size and time: taken as the same bytes */
+    if (now_rc == 0)
+        now_rc = orch_file_sig(v->value, true, &now);
+    if (now_rc < 0)
+        return unread; /* unreadable then and now: the same */
+    if (v->stored.known && strcmp(now.hash, v->stored.hash) != 0)
+        return 0;
+    int rc = orch_store_root_sig(st, v->match, &now); /* touched, same bytes */
+    return rc < 0 ? rc : 1;
+}
+
 /* update.h. */
 int orch_update_rescan(orch_store *st, struct orch_walk *walk, int64_t update)
 {
@@ -37,25 +60,15 @@ int orch_update_rescan(orch_store *st, struct orch_walk *walk, int64_t update)
         if (v.match_position != v.position &&
             (rc = orch_store_root_position(st, v.match, v.position)) < 0)
             return rc;
-        if (!orch_walk_files(walk))
+        int same = orch_walk_files(walk) ? file_same(st, &v) : orch_walk_line_same(&v);
+        if (same < 0)
+            return same;
+        if (same)
             continue;
-        struct orch_root_sig now;
-        bool same_stat = false;
-        if ((rc = orch_file_sig(v.value, false, &now)) == 0)
-            same_stat = v.stored.known && now.size == v.stored.size &&
-                        now.mtime_ns == v.stored.mtime_ns;
-        if (rc < 0 || same_stat) /* unreadable now: admitted again, its UDF says why */
-            continue;
-        if ((rc = orch_file_sig(v.value, true, &now)) < 0)
-            continue;
-        if (!v.stored.known || strcmp(now.hash, v.stored.hash) == 0) {
-            rc = orch_store_root_sig(st, v.match, &now); /* touched, same bytes */
-        } else {
-            changed++;
-            rc = orch_store_root_retire(st, v.match, "changed");
-            if (rc == 0)
-                rc = orch_walk_claim(walk, v.key);
-        }
+        changed++;
+        rc = orch_store_root_retire(st, v.match, "changed");
+        if (rc == 0)
+            rc = orch_walk_claim(walk, v.key);
         if (rc < 0)
             return rc;
     }
@@ -84,6 +97,12 @@ static int resume_check(struct orch_walk *walk, const char *dir)
             return rc;
         if (rc == 0 || !v.match || !v.in_order)
             break;
+        if (!orch_walk_files(walk) && !orch_walk_line_same(&v))
+            return orch_error_set(ORCH_EMISMATCH,
+                                  "source %s changed since the job last read it: the line of "
+                                  "key \"%s\" is not the one the job has; `orch update %s` "
+                                  "takes new, changed and removed inputs, or restore the source",
+                                  orch_walk_port(walk), v.key, dir);
     }
     char *was = NULL;
     if (rc == 1) {
