@@ -2,6 +2,10 @@
 # cli_messages.sh — the command line's small promises (docs/commands.md):
 #   1. `orch report` escapes the bytes of a key that are not valid UTF-8, so the page,
 #      declared UTF-8, is valid UTF-8.
+#   2. `orch update --watch`: an interval under 0.1 s is taken as 0.1 s (the service does not
+#      scan in a busy loop), a scan that finds nothing leaves no job_update row, one that
+#      finds a file leaves one; an interval over a year is refused as such; a usage error's
+#      sentence ends with a full stop before "Try 'orch --help'.".
 source "$(dirname "$0")/lib.sh"
 
 # ---- 1. report: keys with bytes that are not UTF-8 ---------------------------------------
@@ -25,3 +29,56 @@ assert "caf\\xe9" in t, "the Latin-1 byte of a key is not shown as \\xe9"
 assert "\\xff\\xfe" in t, "the bytes ff fe of a key are not shown as \\xff\\xfe"
 assert "na\u00efve" in t, "valid UTF-8 of a key is not kept as it is"
 EOF2
+
+# ---- 2. update --watch: the interval's bounds, no row for a scan that found nothing ------
+mkdir -p "$T/in"
+printf 'one\n' > "$T/in/a.txt"
+cat > "$T/w.orch" <<'EOF2'
+pipeline w
+domain doc
+source doc.path = files("in/*.txt")
+call rd = read_file()
+doc.text = rd(doc.path)
+output doc.text
+EOF2
+J=$T/w
+run_job "$T/w.orch" "$J"
+"$ORCH" update "$J" --watch 1e-9 --progress none 2> "$T/watch.log" &
+pid=$!
+rows() { qlive "$J" "SELECT count(*) FROM job_update"; }
+finished() { [ "$(qlive "$J" "SELECT status FROM job")" = finished ] &&
+             [ "$(qlive "$J" "SELECT count(*) FROM job_update WHERE finished_at IS NULL")" = 0 ]; }
+wait_until 20 "the update's own scan" finished
+# The driver's CPU time over 2 s of watching a directory where nothing changes: scans every
+# 0.1 s take a few ms each; a busy loop of scans takes the CPU.
+cpu() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
+c0=$(cpu)
+sleep 2
+c1=$(cpu)
+hz=$(getconf CLK_TCK)
+[ $(( (c1 - c0) * 1000 / hz )) -lt 600 ] ||
+  fail "--watch 1e-9: the driver used $(( (c1 - c0) * 1000 / hz )) ms of CPU in 2 s of watching"
+expect_eq "job_update rows after 2 s of scans that found nothing: the update's own" 1 "$(rows)"
+printf 'two\n' > "$T/in/b.txt"
+has_b() { [ "$(qlive "$J" "SELECT count(*) FROM job_update WHERE added = 1")" = 1 ] && finished; }
+wait_until 20 "b found" has_b
+sleep 0.5 # five scans more, which find nothing
+expect_eq "job_update rows: the update's own and the scan that found b" 2 "$(rows)"
+kill -TERM "$pid"
+st=0
+wait "$pid" || st=$?
+none_left 5 -f "$J"
+[ "$st" = 0 ] || [ "$st" = 3 ] || fail "SIGTERM: exit $st: $(cat "$T/watch.log")"
+
+if "$ORCH" update "$J" --watch 1e12 2> "$T/err"; then fail "--watch 1e12 accepted"; fi
+expect_eq "--watch 1e12: the maximum" \
+  "orch: update: --watch takes at most 31536000 seconds (a year), not 1e12.
+Try 'orch --help'." "$(cat "$T/err")"
+for bad in 0 -1 abc '' nan; do
+  st=0
+  "$ORCH" update "$J" --watch "$bad" 2> "$T/err" || st=$?
+  expect_eq "--watch '$bad': a usage error" 2 "$st"
+  expect_eq "--watch '$bad': the message" \
+    "orch: update: --watch needs a positive number of seconds.
+Try 'orch --help'." "$(cat "$T/err")"
+done
