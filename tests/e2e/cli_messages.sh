@@ -6,6 +6,9 @@
 #      scan in a busy loop), a scan that finds nothing leaves no job_update row, one that
 #      finds a file leaves one; an interval over a year is refused as such; a usage error's
 #      sentence ends with a full stop before "Try 'orch --help'.".
+#   3. every count option reads its number alike: decimal digits, nothing before or after,
+#      no number over its maximum (never clamped); a bad one is a usage error that makes no
+#      job; the ORCH_ knobs that take counts read them alike (a bad one is ignored).
 source "$(dirname "$0")/lib.sh"
 
 # ---- 1. report: keys with bytes that are not UTF-8 ---------------------------------------
@@ -82,3 +85,41 @@ for bad in 0 -1 abc '' nan; do
     "orch: update: --watch needs a positive number of seconds.
 Try 'orch --help'." "$(cat "$T/err")"
 done
+
+# ---- 3. count options: one reading of a number -------------------------------------------
+printf 'a\nb\n' > "$T/two.txt"
+cat > "$T/two.orch" <<'EOF2'
+pipeline two
+domain line
+source line.text = lines("two.txt")
+call up = upper()
+line.up = up(line.text)
+output line.up
+EOF2
+count_bad() { # OPTION VALUE...: each VALUE is refused with a usage error, no job made
+  local opt=$1 v st
+  shift
+  for v in "$@"; do
+    st=0
+    "$ORCH" run "$T/two.orch" --job "$T/bad" --progress none "$opt" "$v" 2> "$T/err" || st=$?
+    expect_eq "$opt '$v': a usage error" 2 "$st"
+    grep -q -- "$opt needs" "$T/err" || fail "$opt '$v': $(cat "$T/err")"
+    [ ! -e "$T/bad" ] || fail "$opt '$v': a usage error made the job directory"
+  done
+}
+count_bad --max-unsealed 99999999999999999999 9223372036854775808 " 3" "3 " +3 -3 0 0x10 3k ""
+count_bad --max-live-bytes 99999999999999999999 " 3" "3 " +3 -3 0 ""
+count_bad --seed 99999999999999999999 18446744073709551616 " 3" +3 -3 ""
+count_bad --progress-interval 99999999999 " 3" +3 -3 0 ""
+run_job "$T/two.orch" "$T/c1" --max-unsealed 9223372036854775807 --seed 18446744073709551615
+expect_eq "--max-unsealed at its maximum" 9223372036854775807 \
+  "$(q "$T/c1" "SELECT max_unsealed FROM job")"
+for v in " 2" +2 99999999999999999999; do
+  st=0
+  "$ORCH" lineage "$T/c1" --depth "$v" line.up a > /dev/null 2> "$T/err" || st=$?
+  expect_eq "lineage --depth '$v': a usage error" 2 "$st"
+done
+# A knob's count read alike: " 2" is not a number, so the default cap stands.
+st=0
+ORCH_REPORT_MAX_BATCHES=" 2" "$ORCH" report "$T/c1" -o "$T/c1.html" 2> "$T/err" || st=$?
+expect_eq "ORCH_REPORT_MAX_BATCHES=' 2' refused by report" 2 "$st"
