@@ -246,6 +246,11 @@ static int parse_opts(const char *cmd, int argc, char **argv, struct orch_run_op
                -1;
     orch_knobs_run_opts(o);
     int rc = parse_args(cmd, argc, argv, o, job, positional, npos, &given);
+    /* Where workers will connect is checked before any job is made or opened: a bad
+     * address or a port in use is the command line's fault, not the job's. */
+    if (rc == 0 && o->launcher == ORCH_LAUNCHER_SLURM && o->listen &&
+        orch_launcher_check_listen(o->listen) < 0)
+        return orch_cli_usage_error("%s: %s", cmd, orch_error_detail()), -1;
     if (rc == 0 && o->order == ORCH_ORDER_RANDOM && !given) {
         /* A seed of its own for each run, told so that the run can be repeated: the wall
          * clock in nanoseconds (finer than proc.h's orch_clock_wall_ms) and the pid. */

@@ -9,6 +9,9 @@
 #   3. every count option reads its number alike: decimal digits, nothing before or after,
 #      no number over its maximum (never clamped); a bad one is a usage error that makes no
 #      job; the ORCH_ knobs that take counts read them alike (a bad one is ignored).
+#   4. `--listen` with the Slurm launcher (no port, a port out of range, a port in use, and
+#      the same through ORCH_LISTEN) is a usage error found before the job is made, and
+#      says what is wrong.
 source "$(dirname "$0")/lib.sh"
 
 # ---- 1. report: keys with bytes that are not UTF-8 ---------------------------------------
@@ -123,3 +126,52 @@ done
 st=0
 ORCH_REPORT_MAX_BATCHES=" 2" "$ORCH" report "$T/c1" -o "$T/c1.html" 2> "$T/err" || st=$?
 expect_eq "ORCH_REPORT_MAX_BATCHES=' 2' refused by report" 2 "$st"
+
+# ---- 4. --listen: checked before the job is made ------------------------------------------
+# A port in use: a listening socket held by python3 until its stdin closes.
+mkfifo "$T/hold"
+python3 -c '
+import socket, sys
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen()
+print(s.getsockname()[1], flush=True)
+sys.stdin.read()' < "$T/hold" > "$T/port" &
+holder=$!
+exec 7> "$T/hold"
+port_known() { [ -s "$T/port" ]; }
+wait_until 10 "the held port" port_known
+used=$(cat "$T/port")
+listen_bad() { # LISTEN EXPECTED-MESSAGE [env]: a usage error with that message, no job made
+  local st=0
+  if [ "${3:-}" = env ]; then
+    ORCH_LISTEN=$1 "$ORCH" run "$T/two.orch" --job "$T/bad" --progress none \
+      --launcher slurm 2> "$T/err" || st=$?
+  else
+    "$ORCH" run "$T/two.orch" --job "$T/bad" --progress none --launcher slurm \
+      --listen "$1" 2> "$T/err" || st=$?
+  fi
+  expect_eq "--listen '$1' ${3:-}: a usage error" 2 "$st"
+  expect_eq "--listen '$1' ${3:-}: the message" "$2
+Try 'orch --help'." "$(cat "$T/err")"
+  [ ! -e "$T/bad" ] || fail "--listen '$1': a usage error made the job directory"
+}
+listen_bad 127.0.0.1 "orch: run: --listen 127.0.0.1: expected HOST:PORT."
+listen_bad 127.0.0.1: "orch: run: --listen 127.0.0.1:: expected HOST:PORT."
+listen_bad 127.0.0.1:99999 "orch: run: --listen 127.0.0.1:99999: the port must be from 0 to 65535."
+listen_bad 127.0.0.1:123456789012345678901 \
+  "orch: run: --listen 127.0.0.1:123456789012345678901: the port must be from 0 to 65535."
+listen_bad "127.0.0.1:$used" \
+  "orch: run: cannot listen for workers on 127.0.0.1:$used: Address already in use."
+listen_bad "127.0.0.1:$used" \
+  "orch: run: cannot listen for workers on 127.0.0.1:$used: Address already in use." env
+listen_bad 127.0.0.1:99999 "orch: run: --listen 127.0.0.1:99999: the port must be from 0 to 65535." env
+exec 7>&-
+wait "$holder"
+# resume checks it too, before it touches the job.
+before=$(md5sum < "$T/c1/state.db")
+st=0
+"$ORCH" resume "$T/c1" --progress none --launcher slurm --listen 127.0.0.1:99999 2> "$T/err" || st=$?
+expect_eq "resume --listen 127.0.0.1:99999: a usage error" 2 "$st"
+grep -q "the port must be from 0 to 65535" "$T/err" || fail "resume: $(cat "$T/err")"
+expect_eq "resume --listen refused: state.db untouched" "$before" "$(md5sum < "$T/c1/state.db")"
