@@ -283,7 +283,8 @@ int orch_cli_drive(struct orch_job *job, const struct orch_run_opts *o)
         /* A corrupt store cannot be resumed; every other stop can. */
         if (rc != ORCH_ECORRUPT && !refused)
             fprintf(stderr,
-                    "orch: what was committed is kept; continue with `orch resume %s`\n",
+                    "orch: what was committed is kept; once the cause is fixed, continue "
+                    "with `orch resume %s`\n",
                     job->dir);
         return ORCH_EXIT_FAIL;
     }

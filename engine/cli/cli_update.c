@@ -560,7 +560,9 @@ int orch_cli_update(int argc, char **argv)
         return ORCH_EXIT_FAIL;
     }
     status = orch_cli_drive(job, &o);
-    update_said(job, id);
+    /* A failed update has found nothing it can stand by: the error says why, not counts. */
+    if (status != ORCH_EXIT_FAIL)
+        update_said(job, id);
     orch_job_close(job);
     return status;
 }

@@ -12,6 +12,10 @@
 #   4. `--listen` with the Slurm launcher (no port, a port out of range, a port in use, and
 #      the same through ORCH_LISTEN) is a usage error found before the job is made, and
 #      says what is wrong.
+#   5. `orch update` when a files() source's directory is gone: the error says why (the
+#      directory and strerror), no "0 new, 0 changed, 0 removed" follows it, the advice to
+#      resume says the cause must be fixed first; once it is, `orch resume` finishes the
+#      update.
 source "$(dirname "$0")/lib.sh"
 
 # ---- 1. report: keys with bytes that are not UTF-8 ---------------------------------------
@@ -175,3 +179,20 @@ st=0
 expect_eq "resume --listen 127.0.0.1:99999: a usage error" 2 "$st"
 grep -q "the port must be from 0 to 65535" "$T/err" || fail "resume: $(cat "$T/err")"
 expect_eq "resume --listen refused: state.db untouched" "$before" "$(md5sum < "$T/c1/state.db")"
+
+# ---- 5. update with the source directory gone ---------------------------------------------
+mv "$T/in" "$T/in.away"
+st=0
+"$ORCH" update "$J" --progress none 2> "$T/err" || st=$?
+expect_eq "update, the directory gone: exit 1" 1 "$st"
+grep -qF "cannot list files(\"$T/in/*.txt\"): $T/in: No such file or directory" "$T/err" ||
+  fail "update, the directory gone: no reason: $(cat "$T/err")"
+if grep -q "new, .* changed, .* removed" "$T/err"; then
+  fail "update, the directory gone: a summary after the error: $(cat "$T/err")"
+fi
+grep -qF "once the cause is fixed, continue with \`orch resume $J\`" "$T/err" ||
+  fail "update, the directory gone: the advice: $(cat "$T/err")"
+mv "$T/in.away" "$T/in"
+"$ORCH" resume "$J" --progress none 2> "$T/err" || fail "resume once the directory is back: $(cat "$T/err")"
+job_done "$J"
+echo "cli_messages: ok"
