@@ -16,6 +16,8 @@
 #      directory and strerror), no "0 new, 0 changed, 0 removed" follows it, the advice to
 #      resume says the cause must be fixed first; once it is, `orch resume` finishes the
 #      update.
+#   6. `orch help update` tells what an edit that drops a statement does (it is adopted, the
+#      statement retired), which it is.
 source "$(dirname "$0")/lib.sh"
 
 # ---- 1. report: keys with bytes that are not UTF-8 ---------------------------------------
@@ -195,4 +197,20 @@ grep -qF "once the cause is fixed, continue with \`orch resume $J\`" "$T/err" ||
 mv "$T/in.away" "$T/in"
 "$ORCH" resume "$J" --progress none 2> "$T/err" || fail "resume once the directory is back: $(cat "$T/err")"
 job_done "$J"
+
+# ---- 6. help update ------------------------------------------------------------------------
+"$ORCH" help update > "$T/help"
+if grep -q "removes a domain, a port or a statement" "$T/help"; then
+  fail "help update says a drop is refused: $(cat "$T/help")"
+fi
+tr '\n' ' ' < "$T/help" | grep -q "A statement, port or domain the edit drops is retired" ||
+  fail "help update does not say what a drop does: $(cat "$T/help")"
+# Which is so: an edit of the job of section 3 that drops its statement is adopted.
+grep -v "line.up\|call up" "$T/two.orch" > "$T/two-drop.orch"
+"$ORCH" update "$T/c1" "$T/two-drop.orch" --progress none 2> "$T/err" ||
+  fail "an edit that drops a statement: $(cat "$T/err")"
+grep -q "two-drop.orch drops:" "$T/err" || fail "no drop said: $(cat "$T/err")"
+expect_eq "the dropped statement is retired in the job's plan" 1 \
+  "$(q "$T/c1" "SELECT count(*) FROM plan WHERE id = (SELECT max(id) FROM plan)
+                AND text LIKE '%retired line.up%'")"
 echo "cli_messages: ok"
