@@ -17,7 +17,8 @@
 #      resume says the cause must be fixed first; once it is, `orch resume` finishes the
 #      update.
 #   6. `orch help update` tells what an edit that drops a statement does (it is adopted, the
-#      statement retired), which it is.
+#      statement retired), which it is; `sql --format tsv` escapes control characters and
+#      bytes that are not UTF-8 as \xNN, as docs/commands.md says.
 source "$(dirname "$0")/lib.sh"
 
 # ---- 1. report: keys with bytes that are not UTF-8 ---------------------------------------
@@ -198,7 +199,7 @@ mv "$T/in.away" "$T/in"
 "$ORCH" resume "$J" --progress none 2> "$T/err" || fail "resume once the directory is back: $(cat "$T/err")"
 job_done "$J"
 
-# ---- 6. help update ------------------------------------------------------------------------
+# ---- 6. help update, sql --format tsv ------------------------------------------------------
 "$ORCH" help update > "$T/help"
 if grep -q "removes a domain, a port or a statement" "$T/help"; then
   fail "help update says a drop is refused: $(cat "$T/help")"
@@ -213,4 +214,9 @@ grep -q "two-drop.orch drops:" "$T/err" || fail "no drop said: $(cat "$T/err")"
 expect_eq "the dropped statement is retired in the job's plan" 1 \
   "$(q "$T/c1" "SELECT count(*) FROM plan WHERE id = (SELECT max(id) FROM plan)
                 AND text LIKE '%retired line.up%'")"
+expect_eq "sql --format tsv: control characters and bytes that are not UTF-8" \
+  "c	bad	del	ok
+a\x01b\x1b[0m	f\xffg	\x7f	é\tx" \
+  "$("$ORCH" sql "$T/c1" --format tsv "SELECT 'a' || char(1) || 'b' || char(27) || '[0m' AS c,
+       CAST(x'66ff67' AS TEXT) AS bad, char(127) AS del, 'é' || char(9) || 'x' AS ok")"
 echo "cli_messages: ok"
