@@ -131,6 +131,7 @@ int orch_driver_run(struct orch_job *job, const struct orch_run_opts *opts,
     if (rc < 0)
         (void)job_stop(job, rc);
     stats->seconds = (double)(orch_clock_mono_ms() - d.started_ms) / 1000.0;
+    orch_driver_pending_note(&d, true);
     driver_free(&d, rc == 0);
     orch_store_background_stop(job->store);
     /* The pools are closed: reclaim what stale reports left, unless the store holds just
@@ -763,6 +764,7 @@ static void on_lost(void *ctx, orch_pool *pool, orch_worker *w, uint64_t batch,
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
     orch_driver_progress(arg, false);
+    orch_driver_pending_note(arg, false);
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
