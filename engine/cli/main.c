@@ -59,7 +59,7 @@ static void help(FILE *out)
 
 int orch_cli_usage_error(const char *fmt, ...)
 {
-    char msg[1024];
+    char msg[4096];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
