@@ -132,7 +132,7 @@ for v in " 2" +2 99999999999999999999; do
   "$ORCH" lineage "$T/c1" --depth "$v" line.up a > /dev/null 2> "$T/err" || st=$?
   expect_eq "lineage --depth '$v': a usage error" 2 "$st"
 done
-# A knob's count read alike: " 2" is not a number, so the default cap stands.
+# A knob's count read alike: " 2" is not a count, and report refuses it (docs/configuration.md).
 st=0
 ORCH_REPORT_MAX_BATCHES=" 2" "$ORCH" report "$T/c1" -o "$T/c1.html" 2> "$T/err" || st=$?
 expect_eq "ORCH_REPORT_MAX_BATCHES=' 2' refused by report" 2 "$st"
