@@ -274,6 +274,9 @@
       "UPDATE job_update SET added = added + ?, changed = changed + ?, "                       \
       "removed = removed + ? WHERE id = ?")                                                    \
     X(UPDATE_SCANNED, 0, 0, 0, "UPDATE job_update SET scanned_at = ? WHERE id = ?")            \
+    X(UPDATE_DROP_QUIET, 0, 0, 0,                                                              \
+      "DELETE FROM job_update WHERE id = ? AND finished_at IS NULL AND added = 0 "             \
+      "AND changed = 0 AND removed = 0 AND replanned = 0")                                     \
     X(UPDATE_FINISHED, 0, 0, 0,                                                                \
       "UPDATE job_update SET finished_at = ? WHERE finished_at IS NULL "                       \
       "AND scanned_at IS NOT NULL")                                                            \

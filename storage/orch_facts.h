@@ -127,6 +127,9 @@ int orch_store_plan_previous(orch_store *s, int64_t plan, char **text);
 int orch_store_update_count(orch_store *s, int64_t id, int64_t added, int64_t changed,
                             int64_t removed);
 int orch_store_update_scanned(orch_store *s, int64_t id);
+/* Deletes update row id if it is unfinished and found nothing (no root added or retired):
+ * a --watch scan that found nothing leaves no row. */
+int orch_store_update_drop_quiet(orch_store *s, int64_t id);
 /* Marks every scanned, unfinished update finished: the job has run to its end. */
 int orch_store_update_finished(orch_store *s);
 

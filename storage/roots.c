@@ -257,6 +257,13 @@ int orch_store_update_scanned(orch_store *s, int64_t id)
     return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 
+int orch_store_update_drop_quiet(orch_store *s, int64_t id)
+{
+    sqlite3_stmt *st;
+    int rc = orch_store__stmt(s, F_UPDATE_DROP_QUIET, &st, "l", id);
+    return rc < 0 ? rc : orch_store__run(s, st, NULL);
+}
+
 int orch_store_update_finished(orch_store *s)
 {
     sqlite3_stmt *st;

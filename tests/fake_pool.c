@@ -427,6 +427,13 @@ int orch_pool_failed(const orch_pool *p)
     return 0;
 }
 
+int orch_pool_pending(const orch_pool *p, int64_t *since)
+{
+    (void)p;
+    *since = 0;
+    return 0; /* no remote workers */
+}
+
 const char *orch_pool_failure(const orch_pool *p)
 {
     (void)p;

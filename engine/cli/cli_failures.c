@@ -31,7 +31,8 @@ static const char failures_help[] =
     "--all: every failure row in the order they happened, tab-separated with a header\n"
     "line (the uncharged attempts are rows of the attempt table):\n"
     "  call, key, kind, generation, time (ISO 8601 UTC), message\n"
-    "Tab, newline, carriage return and backslash in values are written \\t \\n \\r \\\\.\n"
+    "Tab, newline, carriage return and backslash in values are written \\t \\n \\r \\\\,\n"
+    "other control characters and bytes that are not UTF-8 \\xNN.\n"
     "\n"
     "exit status: 0 done (whatever failed); 1 the job cannot be read; 2 usage error.\n";
 

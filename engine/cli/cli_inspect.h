@@ -8,8 +8,9 @@
  * statements may see different commits of a live driver.
  *
  * Text output is meant for people and for line tools alike: tab-separated values escape
- * tab, newline, carriage return and backslash as \t \n \r \\ (the text format of
- * PostgreSQL's COPY), so that one record is always one line.
+ * tab, newline, carriage return and backslash as \t \n \r \\, every other control
+ * character and every byte that is not part of valid UTF-8 as \xNN (the text format of
+ * PostgreSQL's COPY reads both back), so that one record is always one line of UTF-8.
  *
  * The short helpers are static inline; the longer ones are in cli_inspect.c.
  */
@@ -26,6 +27,7 @@
 
 #include "orch_error.h"
 #include "orch_job.h"
+#include "support.h"
 
 static inline const char *detail_or(int rc)
 {
@@ -65,26 +67,37 @@ static inline int prepare(struct orch_job *job, const char *sql, sqlite3_stmt **
     return rc == SQLITE_OK ? 0 : orch_store_error(job->store, rc, what);
 }
 
-/* One value of a tab-separated line: \t \n \r \\ escaped. */
-static inline void tsv_text(FILE *out, const char *s, size_t n)
+/* How text is escaped in a line of tab-separated values and in a table cell, at s (n > 0
+ * bytes left): 0 when the *k bytes there (valid UTF-8, no control character) are written
+ * as they are; 't', 'n', 'r' or '\\' when its byte (tab, newline, carriage return,
+ * backslash) is written as a backslash and that character; 'x' when its byte (another
+ * control character, or a byte that is not part of valid UTF-8) is written \xNN. */
+static inline int text_escape(const unsigned char *s, size_t n, size_t *k)
 {
-    for (size_t i = 0; i < n; i++) {
-        switch (s[i]) {
-        case '\t':
-            fputs("\\t", out);
-            break;
-        case '\n':
-            fputs("\\n", out);
-            break;
-        case '\r':
-            fputs("\\r", out);
-            break;
-        case '\\':
-            fputs("\\\\", out);
-            break;
-        default:
-            fputc(s[i], out);
-        }
+    unsigned char c = s[0];
+    *k = 1;
+    if (c == '\t' || c == '\n' || c == '\r' || c == '\\')
+        return c == '\t' ? 't' : c == '\n' ? 'n' : c == '\r' ? 'r' : '\\';
+    size_t u = orch__utf8_len(s, n);
+    if (u == 0 || c < 0x20 || c == 0x7f)
+        return 'x';
+    *k = u;
+    return 0;
+}
+
+/* One value of a tab-separated line, escaped as text_escape says: one line, valid UTF-8,
+ * no control character; PostgreSQL's COPY text format reads it back. */
+static inline void tsv_text(FILE *out, const char *str, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    for (size_t i = 0, k; i < n; i += k) {
+        int e = text_escape(s + i, n - i, &k);
+        if (e == 'x')
+            fprintf(out, "\\x%02x", s[i]);
+        else if (e)
+            fprintf(out, "\\%c", e);
+        else
+            fwrite(s + i, 1, k, out);
     }
 }
 

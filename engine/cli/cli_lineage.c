@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "knobs.h"
 #include "orch_error.h"
 #include "orch_job.h"
 #include "support.h"
@@ -332,20 +333,18 @@ static int lineage_resolve(struct lineage *L, const char *arg, int64_t *id, int 
 {
     *rc = 0;
     if (arg[0] == '#') {
-        char *end;
-        errno = 0;
-        long long v = strtoll(arg + 1, &end, 10);
-        if (!arg[1] || *end || errno || v <= 0)
+        uint64_t v;
+        if (orch_count(arg + 1, 1, INT64_MAX, &v) < 0)
             return orch_cli_usage_error("lineage: '%s' is not an entity id (#ID)", arg);
         struct entity_row e;
-        if ((*rc = entity_get(L, v, &e)) < 0)
+        if ((*rc = entity_get(L, (int64_t)v, &e)) < 0)
             return ORCH_EXIT_FAIL;
         if (*rc == 0) {
             fprintf(stderr, "orch: lineage: %s has no entity %s\n", L->job->dir, arg);
             return ORCH_EXIT_FAIL;
         }
         *rc = 0;
-        *id = v;
+        *id = (int64_t)v;
         return ORCH_EXIT_OK;
     }
     if ((*rc = find_key(L, arg)) < 0)
@@ -381,10 +380,10 @@ int orch_cli_lineage(int argc, char **argv)
         if (opts && strcmp(a, "--") == 0)
             opts = false;
         else if (opts && strcmp(a, "--depth") == 0) {
-            char *end;
-            long v = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : -1;
-            if (i + 1 >= argc || !argv[i + 1][0] || *end || v < 0 || v > 1000000)
-                return orch_cli_usage_error("lineage: --depth needs a number >= 0");
+            uint64_t v;
+            if (i + 1 >= argc || orch_count(argv[i + 1], 0, 1000000, &v) < 0)
+                return orch_cli_usage_error("lineage: --depth needs a number from 0 to "
+                                            "1000000");
             maxdepth = (int)v;
             i++;
         } else if (opts && a[0] == '-' && a[1])

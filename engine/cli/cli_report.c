@@ -73,11 +73,15 @@ static void human_ms(char *buf, size_t n, double ms)
 }
 
 /* Text for HTML, in an element or a quoted attribute: & < > " ' escaped, and control
- * characters other than tab and newline written as \xNN, since HTML forbids them. */
-static void html(FILE *out, const char *s)
+ * characters other than tab and newline, and every byte that is not part of valid UTF-8,
+ * written as \xNN, since HTML forbids the first and the page is declared UTF-8. */
+static void html(FILE *out, const char *str)
 {
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
+    const unsigned char *s = (const unsigned char *)str;
+    size_t n = s ? strlen(str) : 0;
+    for (size_t i = 0; i < n;) {
+        unsigned char c = s[i];
+        size_t k = orch__utf8_len(s + i, n - i);
         switch (c) {
         case '&':
             fputs("&amp;", out);
@@ -95,11 +99,15 @@ static void html(FILE *out, const char *s)
             fputs("&#39;", out);
             break;
         default:
-            if ((c < 0x20 && c != '\t' && c != '\n') || c == 0x7f)
+            if (k == 0 || (c < 0x20 && c != '\t' && c != '\n') || c == 0x7f) {
                 fprintf(out, "\\x%02x", c);
-            else
-                fputc(c, out);
+            } else {
+                fwrite(s + i, 1, k, out);
+                i += k;
+                continue;
+            }
         }
+        i++;
     }
 }
 

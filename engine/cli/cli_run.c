@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -77,12 +78,9 @@ static const char resume_help[] =
  * 0 or -1 when it is not one, or does not fit. */
 static int parse_size(const char *v, int64_t *out)
 {
-    char *end;
-    errno = 0;
-    if (*v < '0' || *v > '9')
-        return -1;
-    unsigned long long n = strtoull(v, &end, 10);
-    if (errno)
+    uint64_t n;
+    const char *end = orch_count_prefix(v, UINT64_MAX, &n);
+    if (!end)
         return -1;
     int shift = 0;
     switch (*end) {
@@ -106,7 +104,7 @@ static int parse_size(const char *v, int64_t *out)
         end += 2;
     else if (*end == 'B')
         end++;
-    if (*end || n == 0 || n > ((unsigned long long)INT64_MAX >> shift))
+    if (*end || n == 0 || n > ((uint64_t)INT64_MAX >> shift))
         return -1;
     *out = (int64_t)(n << shift);
     return 0;
@@ -132,6 +130,7 @@ static int parse_args(const char *cmd, int argc, char **argv, struct orch_run_op
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end;
+        uint64_t n;
         if (strcmp(a, "--job") == 0 && job && v) {
             *job = v;
             i++;
@@ -146,10 +145,12 @@ static int parse_args(const char *cmd, int argc, char **argv, struct orch_run_op
                 return orch_cli_usage_error("%s: --gpus needs a positive number", cmd), -1;
             i++;
         } else if (strcmp(a, "--max-unsealed") == 0 && v) {
-            o->max_unsealed = strtoll(v, &end, 10);
-            if (*end || o->max_unsealed <= 0)
-                return orch_cli_usage_error("%s: --max-unsealed needs a positive integer", cmd),
+            if (orch_count(v, 1, INT64_MAX, &n) < 0)
+                return orch_cli_usage_error("%s: --max-unsealed needs a positive integer "
+                                            "(at most %" PRId64 ")",
+                                            cmd, INT64_MAX),
                        -1;
+            o->max_unsealed = (int64_t)n;
             i++;
         } else if (strcmp(a, "--max-live-bytes") == 0 && v) {
             if (parse_size(v, &o->max_live_bytes) < 0)
@@ -178,10 +179,11 @@ static int parse_args(const char *cmd, int argc, char **argv, struct orch_run_op
                 return orch_cli_usage_error("%s: --order is fifo or random", cmd), -1;
             i++;
         } else if (strcmp(a, "--seed") == 0 && v) {
-            errno = 0;
-            o->seed = strtoull(v, &end, 10);
-            if (*end || !*v || *v == '-' || errno)
-                return orch_cli_usage_error("%s: --seed needs a non-negative integer", cmd), -1;
+            if (orch_count(v, 0, UINT64_MAX, &o->seed) < 0)
+                return orch_cli_usage_error("%s: --seed needs a non-negative integer "
+                                            "(at most %" PRIu64 ")",
+                                            cmd, UINT64_MAX),
+                       -1;
             *seeded = true;
             i++;
         } else if (strcmp(a, "--launcher") == 0 && v) {
@@ -210,10 +212,12 @@ static int parse_args(const char *cmd, int argc, char **argv, struct orch_run_op
                        -1;
             i++;
         } else if (strcmp(a, "--progress-interval") == 0 && v) {
-            o->progress_interval_ms = (int)strtol(v, &end, 10);
-            if (*end || o->progress_interval_ms <= 0)
-                return orch_cli_usage_error("%s: --progress-interval needs milliseconds", cmd),
+            if (orch_count(v, 1, INT_MAX, &n) < 0)
+                return orch_cli_usage_error("%s: --progress-interval needs milliseconds (a "
+                                            "positive integer, at most %d)",
+                                            cmd, INT_MAX),
                        -1;
+            o->progress_interval_ms = (int)n;
             i++;
         } else if (a[0] == '-' && a[1]) {
             return orch_cli_usage_error("%s: unknown option or missing value: '%s'", cmd, a),
@@ -242,6 +246,11 @@ static int parse_opts(const char *cmd, int argc, char **argv, struct orch_run_op
                -1;
     orch_knobs_run_opts(o);
     int rc = parse_args(cmd, argc, argv, o, job, positional, npos, &given);
+    /* Where workers will connect is checked before any job is made or opened: a bad
+     * address or a port in use is the command line's fault, not the job's. */
+    if (rc == 0 && o->launcher == ORCH_LAUNCHER_SLURM && o->listen &&
+        orch_launcher_check_listen(o->listen) < 0)
+        return orch_cli_usage_error("%s: %s", cmd, orch_error_detail()), -1;
     if (rc == 0 && o->order == ORCH_ORDER_RANDOM && !given) {
         /* A seed of its own for each run, told so that the run can be repeated: the wall
          * clock in nanoseconds (finer than proc.h's orch_clock_wall_ms) and the pid. */
@@ -274,7 +283,8 @@ int orch_cli_drive(struct orch_job *job, const struct orch_run_opts *o)
         /* A corrupt store cannot be resumed; every other stop can. */
         if (rc != ORCH_ECORRUPT && !refused)
             fprintf(stderr,
-                    "orch: what was committed is kept; continue with `orch resume %s`\n",
+                    "orch: what was committed is kept; once the cause is fixed, continue "
+                    "with `orch resume %s`\n",
                     job->dir);
         return ORCH_EXIT_FAIL;
     }

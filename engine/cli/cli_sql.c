@@ -28,8 +28,8 @@ static const char sql_help[] =
     "         bytes that are not UTF-8 \\xNN, so that a row is one line. The rows are held\n"
     "         until the last one is read, to size the columns.\n"
     "  tsv    for line tools: a header line of column names, then one line per row,\n"
-    "         tab-separated; NULL empty; tab, newline, carriage return and backslash\n"
-    "         written \\t \\n \\r \\\\ (PostgreSQL's COPY text format).\n"
+    "         tab-separated; NULL empty; the same escapes as table, so that a row is one\n"
+    "         line of UTF-8 (PostgreSQL's COPY text format reads them back).\n"
     "  csv    RFC 4180: a header line, then one line per row, comma-separated, each line\n"
     "         ended by CR LF; a value holding a comma, a double quote, CR or LF is quoted\n"
     "         with \" and its double quotes doubled; NULL empty.\n"
@@ -211,31 +211,27 @@ static int cp_width(unsigned cp)
     return 1;
 }
 
-/* Appends text to b as a table cell shows it, and returns its width in terminal columns:
- * \t \n \r \\ as in TSV, every other control character and every byte that is not part
- * of valid UTF-8 as \xNN, so that a cell is one line and cannot move the cursor. */
+/* Appends text to b as a table cell shows it, escaped as in TSV (text_escape), and returns
+ * its width in terminal columns: a cell is one line and cannot move the cursor. */
 static size_t table_text(struct orch__buf *b, const unsigned char *s, size_t n)
 {
     size_t w = 0;
-    for (size_t i = 0; i < n;) {
+    for (size_t i = 0, k; i < n; i += k) {
         unsigned char c = s[i];
-        size_t k = orch__utf8_len(s + i, n - i);
-        if (c == '\t' || c == '\n' || c == '\r' || c == '\\') {
-            orch__buf_putc(b, '\\');
-            orch__buf_putc(b, c == '\t' ? 't' : c == '\n' ? 'n' : c == '\r' ? 'r' : '\\');
-            w += 2;
-            i++;
-        } else if (k == 0 || c < 0x20 || c == 0x7f) {
+        int e = text_escape(s + i, n - i, &k);
+        if (e == 'x') {
             orch__buf_printf(b, "\\x%02x", c);
             w += 4;
-            i++;
+        } else if (e) {
+            orch__buf_putc(b, '\\');
+            orch__buf_putc(b, (char)e);
+            w += 2;
         } else {
             unsigned cp = k == 1 ? c : c & (0x7fu >> k);
             for (size_t j = 1; j < k; j++)
                 cp = cp << 6 | (s[i + j] & 0x3fu);
             orch__buf_add(b, s + i, k);
             w += (size_t)cp_width(cp);
-            i += k;
         }
     }
     return w;

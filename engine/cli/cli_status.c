@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "driver.h"
 #include "orch_job.h"
 #include "support.h"
 
@@ -467,6 +468,30 @@ static void workers_print(FILE *out, struct orch_job *job, bool live)
     }
 }
 
+/* While a driver runs: its workers whose Slurm jobs wait in the queue, from the file it
+ * keeps for this (driver.h, ORCH_DRIVER_PENDING_FILE). Best effort: none when unreadable. */
+static void pending_print(FILE *out, struct orch_job *job, int64_t now_at)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", job->dir, ORCH_DRIVER_PENDING_FILE);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    int n = 0;
+    long long since = 0;
+    int got = fscanf(f, "%d %lld", &n, &since);
+    fclose(f);
+    if (got != 2 || n <= 0)
+        return;
+    char at[40];
+    orch_cli_iso_time(at, sizeof at, since);
+    long long waited = now_at > since ? (now_at - since) / 1000 : 0;
+    fprintf(out,
+            "pending:    %d worker%s pending in Slurm since %s (%lld s): started with srun, "
+            "not connected yet (`squeue` says why)\n",
+            n, n == 1 ? "" : "s", at, waited);
+}
+
 static void status_print(FILE *out, struct orch_job *job, const struct status *s, bool live,
                          long pid, int64_t now_at)
 {
@@ -489,6 +514,8 @@ static void status_print(FILE *out, struct orch_job *job, const struct status *s
                 job->dir);
     else
         fprintf(out, "driver:     none (resume with `orch resume %s`)\n", job->dir);
+    if (live)
+        pending_print(out, job, now_at);
     if (!live && s->stop_kind[0] && !finished_row) {
         char at[40];
         orch_cli_iso_time(at, sizeof at, s->stop_at);

@@ -32,21 +32,30 @@ static const char update_help[] =
     "fingerprint (its function, arguments, inputs, expansion) decides: every root gets a\n"
     "new revision that takes over the results of unchanged ports from the old one, and only\n"
     "new and changed ports, and what is downstream of them, are computed. A port whose\n"
-    "bytes were reclaimed (not `output`) is computed again when something needs it. An edit\n"
-    "that removes a domain, a port or a statement, adds a source, gives a domain another\n"
-    "parent or a source another kind is refused, and changes nothing.\n"
+    "bytes were reclaimed (not `output`) is computed again when something needs it.\n"
+    "A statement, port or domain the edit drops is retired: it stays in the job's plan as\n"
+    "history, makes nothing from then on, and `export` of its ports refuses (`orch sql`\n"
+    "reads them); a new source is admitted like any new port. An edit that gives a domain\n"
+    "that has entities another parent or its source another kind, or that changes the\n"
+    "number or order of the ports a statement makes, is refused, and changes nothing.\n"
     "\n"
     "  --rerun CALL     compute CALL and what is downstream of it again, as if it had\n"
     "                   changed (a new model behind the same name); repeatable.\n"
     "\n"
     "  --watch SECONDS  do not stop when the job is done: read the sources again every\n"
-    "                   SECONDS (a fraction allowed) and run what is new, changed or gone:\n"
-    "                   an ingestion service over the job. SIGTERM or SIGINT while it\n"
+    "                   SECONDS (a fraction allowed; at least 0.1, a smaller interval is\n"
+    "                   taken as 0.1; at most 31536000, a year) and run what is new,\n"
+    "                   changed or gone: an ingestion service over the job. A scan that\n"
+    "                   finds nothing leaves no job_update row. SIGTERM or SIGINT while it\n"
     "                   waits stops it cleanly (exit 0); while it works, they interrupt\n"
     "                   it like a run (exit 3: `orch resume` finishes that update).\n"
     "                   `status`, `sql`, `export` and `report` work while it runs.\n"
     "\n"
     "Other options and exit status as for `orch run`.\n";
+
+/* --watch's interval: at least 100 ms (a smaller one is raised to it, so that the service
+ * never scans in a busy loop), at most a year. */
+enum { WATCH_MIN_MS = 100, WATCH_MAX_S = 86400 * 365 };
 
 /* Prints what the update found (with --watch, every update of the run): its job_update
  * rows. */
@@ -483,14 +492,20 @@ int orch_cli_update(int argc, char **argv)
         if (i > 0 && strcmp(argv[i], "--watch") == 0) {
             char *end;
             double s = i + 1 < argc ? strtod(argv[i + 1], &end) : 0;
-            if (i + 1 == argc || *end || !(s > 0) || s > 86400.0 * 365) {
+            if (i + 1 == argc || end == argv[i + 1] || *end || !(s > 0)) {
                 orch__buf_free(&rerun);
                 return orch_cli_usage_error("update: --watch needs a positive number of "
                                             "seconds");
             }
+            if (s > WATCH_MAX_S) {
+                orch__buf_free(&rerun);
+                return orch_cli_usage_error("update: --watch takes at most %d seconds (a "
+                                            "year), not %s",
+                                            WATCH_MAX_S, argv[i + 1]);
+            }
             o.watch_ms = (int64_t)(s * 1000.0 + 0.5);
-            if (o.watch_ms < 1)
-                o.watch_ms = 1;
+            if (o.watch_ms < WATCH_MIN_MS)
+                o.watch_ms = WATCH_MIN_MS;
             i++;
         } else if (nrest < 63) {
             rest[nrest++] = argv[i];
@@ -548,7 +563,9 @@ int orch_cli_update(int argc, char **argv)
         return ORCH_EXIT_FAIL;
     }
     status = orch_cli_drive(job, &o);
-    update_said(job, id);
+    /* A failed update has found nothing it can stand by: the error says why, not counts. */
+    if (status != ORCH_EXIT_FAIL)
+        update_said(job, id);
     orch_job_close(job);
     return status;
 }

@@ -19,17 +19,36 @@ static const char *text(const char *name)
     return v && *v ? v : NULL;
 }
 
-/* The variable as a decimal integer in min .. max (digits only, nothing after them), or 0
- * when it is unset, empty, not such a number, or out of range. */
+const char *orch_count_prefix(const char *v, uint64_t max, uint64_t *n)
+{
+    if (*v < '0' || *v > '9')
+        return NULL;
+    char *end;
+    errno = 0;
+    unsigned long long u = strtoull(v, &end, 10);
+    if (errno || u > max)
+        return NULL;
+    *n = (uint64_t)u;
+    return end;
+}
+
+int orch_count(const char *v, uint64_t min, uint64_t max, uint64_t *n)
+{
+    uint64_t u;
+    const char *end = orch_count_prefix(v, max, &u);
+    if (!end || *end || u < min)
+        return -1;
+    *n = u;
+    return 0;
+}
+
+/* The variable as a count in min .. max (orch_count), or 0 when it is unset, empty, not
+ * such a number, or out of range. */
 static uint64_t number(const char *name, uint64_t min, uint64_t max)
 {
     const char *v = text(name);
-    if (!v || *v < '0' || *v > '9')
-        return 0;
-    char *end;
-    errno = 0;
-    unsigned long long n = strtoull(v, &end, 10);
-    return *end || errno || n < min || n > max ? 0 : (uint64_t)n;
+    uint64_t n;
+    return v && orch_count(v, min, max, &n) == 0 ? n : 0;
 }
 
 /* ORCH_REPORT_MAX_BATCHES: 5,000 when unset or empty, -1 when not a positive integer. */

@@ -62,6 +62,14 @@ const struct orch_knobs *orch_knobs_load(void);
 /* The knobs orch_knobs_load read (static storage; zeroed before it). */
 const struct orch_knobs *orch_knobs(void);
 
+/* A count, as every count option and every ORCH_ knob that takes one reads it: decimal
+ * digits, nothing before them (no space, no sign), the number at most max (never clamped).
+ * orch_count_prefix reads the digits at the start of v and returns where they end, or NULL
+ * when v does not start with a digit or the number is over max; orch_count reads the whole
+ * of v, a number in min .. max: 0, or -1. */
+const char *orch_count_prefix(const char *v, uint64_t max, uint64_t *n);
+int orch_count(const char *v, uint64_t min, uint64_t max, uint64_t *n);
+
 /* Sets the run options that come from the knobs (the launcher's is cli_run.c's). */
 void orch_knobs_run_opts(struct orch_run_opts *o);
 

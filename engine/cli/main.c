@@ -59,12 +59,15 @@ static void help(FILE *out)
 
 int orch_cli_usage_error(const char *fmt, ...)
 {
+    char msg[4096];
     va_list ap;
     va_start(ap, fmt);
-    fputs("orch: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputs("\nTry 'orch --help'.\n", stderr);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    size_t n = strlen(msg);
+    /* One sentence, then the advice: a full stop ends it unless it has one. */
+    fprintf(stderr, "orch: %s%s\nTry 'orch --help'.\n", msg,
+            n && strchr(".?!", msg[n - 1]) ? "" : ".");
     return ORCH_EXIT_USAGE;
 }
 

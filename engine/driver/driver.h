@@ -123,6 +123,14 @@ struct orch_run_stats {
     double seconds;
 };
 
+/* With --launcher slurm, while workers whose srun was started have not connected (their
+ * Slurm jobs wait in the queue), the driver keeps this file in the job directory for
+ * `orch status`: one line, "N SINCE_MS" (how many, and when the earliest was started: wall
+ * clock, ms). It is rewritten at the progress tick when that changes, and removed when
+ * none waits and when the run ends; a driver that died may leave it (status reads it only
+ * while a driver runs). */
+#define ORCH_DRIVER_PENDING_FILE "workers-pending"
+
 /* Runs the job until every grain is sealed (0), or until it cannot go on: a call whose
  * workers cannot start (ORCH_EPLAN-free message in the detail), a store that cannot be
  * written, or SIGINT/SIGTERM (-EINTR). Whatever happens, what was committed stays and

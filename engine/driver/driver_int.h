@@ -251,6 +251,8 @@ struct orch_driver {
     int64_t started_ms, last_plain_ms;
     bool live;
     int live_lines;
+    int pending;           /* the workers-pending file's count (driver.h); 0: no file */
+    int64_t pending_since; /* and its time */
 };
 
 /* ---- turn.c: the services of a turn ------------------------------------------------------ */
@@ -374,5 +376,7 @@ void orch_driver_workers_free(struct orch_driver *d);
 void orch_driver_progress_init(struct orch_driver *d);
 /* Writes the progress (plain lines: at most once per interval unless final). */
 void orch_driver_progress(struct orch_driver *d, bool final);
+/* Keeps the workers-pending file (driver.h) up to date; end: removes it. */
+void orch_driver_pending_note(struct orch_driver *d, bool end);
 
 #endif

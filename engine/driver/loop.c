@@ -40,7 +40,7 @@ static bool payload_sync_end(struct orch_driver *d);
 static void items_committed(struct orch_driver *d);
 static int reclaim_end(struct orch_driver *d);
 static int reclaim_settle(struct orch_driver *d, int64_t *named);
-static int job_finished(struct orch_job *job);
+static int job_finished(struct orch_job *job, int64_t quiet);
 static int job_stop(struct orch_job *job, int rc);
 static void keep_why(struct orch_driver *d, int rc);
 static void end_attempts(struct orch_driver *d, const struct orch_driver_batch *b,
@@ -121,7 +121,7 @@ int orch_driver_run(struct orch_job *job, const struct orch_run_opts *opts,
         if (rc == 0)
             rc = reclaim_settle(&d, &named);
         if (rc == 0)
-            rc = job_finished(job);
+            rc = job_finished(job, 0);
         orch_driver_progress(&d, true);
     }
     if (orch_store_in_txn(job->store))
@@ -131,6 +131,7 @@ int orch_driver_run(struct orch_job *job, const struct orch_run_opts *opts,
     if (rc < 0)
         (void)job_stop(job, rc);
     stats->seconds = (double)(orch_clock_mono_ms() - d.started_ms) / 1000.0;
+    orch_driver_pending_note(&d, true);
     driver_free(&d, rc == 0);
     orch_store_background_stop(job->store);
     /* The pools are closed: reclaim what stale reports left, unless the store holds just
@@ -288,15 +289,15 @@ static bool stuck(const struct orch_driver *d)
 }
 
 /* --watch (driver.h): the job is done; it is recorded finished (as at the end of a run:
- * a read of `status` between scans says so), then after the interval the sources are read
- * again. Turns go on while it waits, so that idle workers are stopped by their rule. A
+ * a read of `status` between scans says so; the previous scan leaves no job_update row
+ * if it found nothing), then after the interval the sources are read again. Turns go on while it waits, so that idle workers are stopped by their rule. A
  * signal while waiting ends the run here, cleanly: *stop. */
 static int watch(struct orch_driver *d, bool *stop)
 {
     *stop = false;
     int rc = reclaim_end(d);
     if (rc == 0)
-        rc = job_finished(d->job);
+        rc = job_finished(d->job, d->updates ? d->update : 0);
     if (rc < 0)
         return rc;
     orch_driver_progress(d, true);
@@ -462,10 +463,13 @@ static int reclaim_settle(struct orch_driver *d, int64_t *named)
     return rc;
 }
 
-/* The job ran to its end: so did the update under way, if any (job_update.finished_at). */
-static int job_finished(struct orch_job *job)
+/* The job ran to its end: so did the update under way, if any (job_update.finished_at).
+ * quiet: the update row of a --watch scan, deleted if it found nothing; 0: none. */
+static int job_finished(struct orch_job *job, int64_t quiet)
 {
     int rc = orch_store_begin(job->store);
+    if (rc == 0 && quiet)
+        rc = orch_store_update_drop_quiet(job->store, quiet);
     if (rc == 0)
         rc = orch_store_job_set_status(job->store, ORCH_JOB_FINISHED);
     if (rc == 0)
@@ -763,6 +767,7 @@ static void on_lost(void *ctx, orch_pool *pool, orch_worker *w, uint64_t batch,
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
     orch_driver_progress(arg, false);
+    orch_driver_pending_note(arg, false);
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)

@@ -117,3 +117,40 @@ int orch_driver_summary(struct orch_job *job, const struct orch_run_stats *stats
     free(count);
     return 0;
 }
+
+void orch_driver_pending_note(struct orch_driver *d, bool end)
+{
+    if (d->opts->launcher == ORCH_LAUNCHER_LOCAL)
+        return;
+    int n = 0;
+    int64_t since = 0;
+    for (int i = 0; !end && i < d->ncalls; i++) {
+        int64_t s;
+        int k = d->calls[i].pool ? orch_pool_pending(d->calls[i].pool, &s) : 0;
+        if (k && (!n || s < since))
+            since = s;
+        n += k;
+    }
+    if (n == d->pending && since == d->pending_since)
+        return;
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof path, "%s/%s", d->job->dir, ORCH_DRIVER_PENDING_FILE);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    /* Best effort: status reads what is there; a write that fails is tried at the next
+     * tick. */
+    if (n == 0) {
+        if (unlink(path) != 0 && errno != ENOENT)
+            return;
+    } else {
+        FILE *f = fopen(tmp, "w");
+        if (!f)
+            return;
+        bool ok = fprintf(f, "%d %lld\n", n, (long long)since) > 0;
+        if (fclose(f) != 0 || !ok || rename(tmp, path) != 0) {
+            unlink(tmp);
+            return;
+        }
+    }
+    d->pending = n;
+    d->pending_since = since;
+}

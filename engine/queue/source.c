@@ -274,15 +274,32 @@ static void listing_close(struct orch_walk *w)
     w->lines = NULL;
 }
 
+/* The directory that glob() could not read, and why: glob_error's record, for the
+ * message. One walk lists at a time (the driver is one thread). */
+static char glob_failed_dir[512];
+static int glob_failed_errno;
+
+static int glob_error(const char *path, int err)
+{
+    snprintf(glob_failed_dir, sizeof glob_failed_dir, "%s", path);
+    glob_failed_errno = err;
+    return 1; /* stop: GLOB_ERR */
+}
+
 static int listing_open(struct orch_walk *w)
 {
     listing_close(w);
     if (w->src->kind == ORCH_SOURCE_FILES) {
-        int g = glob(w->src->arg, GLOB_ERR, NULL, &w->g);
+        glob_failed_dir[0] = '\0';
+        glob_failed_errno = 0;
+        int g = glob(w->src->arg, GLOB_ERR, glob_error, &w->g);
         w->globbed = g == 0;
-        if (g != 0 && g != GLOB_NOMATCH)
-            return orch_error_set(-EIO, "source %s: cannot list files(\"%s\")", w->port,
-                                  w->src->arg);
+        if (g != 0 && g != GLOB_NOMATCH) {
+            int err = glob_failed_errno ? glob_failed_errno : g == GLOB_NOSPACE ? ENOMEM : EIO;
+            return orch_error_set(-EIO, "source %s: cannot list files(\"%s\"): %s%s%s",
+                                  w->port, w->src->arg, glob_failed_dir,
+                                  glob_failed_dir[0] ? ": " : "", strerror(err));
+        }
     } else if (!(w->lines = fopen(w->src->arg, "r"))) {
         return orch_error_set(-errno, "source %s: lines(\"%s\"): %s", w->port, w->src->arg,
                               strerror(errno));

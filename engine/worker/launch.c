@@ -110,12 +110,15 @@ nomem:
     return -ENOMEM;
 }
 
-/* "HOST:PORT", "[V6]:PORT", ":PORT" into host (empty: every address) and port. */
+/* "HOST:PORT", "[V6]:PORT", ":PORT" into host (empty: every address) and port (0 to
+ * 65535). */
 int orch_launcher__parse_listen(const char *s, char *host, size_t hsz, char *port, size_t psz)
 {
     const char *colon = strrchr(s, ':');
     if (colon == NULL || !colon[1] || strspn(colon + 1, "0123456789") != strlen(colon + 1))
         return orch_error_set(-EINVAL, "--listen %s: expected HOST:PORT", s);
+    if (strlen(colon + 1) > 5 || strtoul(colon + 1, NULL, 10) > 65535)
+        return orch_error_set(-EINVAL, "--listen %s: the port must be from 0 to 65535", s);
     const char *h = s;
     size_t hl = (size_t)(colon - s);
     if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') {
@@ -136,12 +139,16 @@ static bool any_address(const char *host)
            strcmp(host, "*") == 0;
 }
 
-static int open_listener(orch_launcher *l, const char *listen_at)
+/* A listening socket at listen_at (NULL: every address, a free port): *fd, and the host
+ * part of listen_at in host (empty: every address). */
+static int bind_listener(const char *listen_at, char *host, size_t hsz, int *fd_out)
 {
-    char host[256] = "", port[16] = "0";
+    char port[16] = "0";
     int rc;
+    *fd_out = -1;
+    host[0] = '\0';
     if (listen_at &&
-        (rc = orch_launcher__parse_listen(listen_at, host, sizeof host, port, sizeof port)) < 0)
+        (rc = orch_launcher__parse_listen(listen_at, host, hsz, port, sizeof port)) < 0)
         return rc;
     struct addrinfo hints = {.ai_family = AF_UNSPEC,
                              .ai_socktype = SOCK_STREAM,
@@ -160,16 +167,34 @@ static int open_listener(orch_launcher *l, const char *listen_at)
         int one = 1;
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
         if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 128) == 0) {
-            l->lfd = fd;
+            *fd_out = fd;
             break;
         }
         err = errno;
         close(fd);
     }
     freeaddrinfo(res);
-    if (l->lfd < 0)
+    if (*fd_out < 0)
         return orch_error_set(-err, "cannot listen for workers on %s: %s",
                               listen_at ? listen_at : "a free port", strerror(err));
+    return 0;
+}
+
+int orch_launcher_check_listen(const char *listen_at)
+{
+    char host[256];
+    int fd, rc = bind_listener(listen_at, host, sizeof host, &fd);
+    if (rc == 0)
+        close(fd);
+    return rc;
+}
+
+static int open_listener(orch_launcher *l, const char *listen_at)
+{
+    char host[256];
+    int rc = bind_listener(listen_at, host, sizeof host, &l->lfd);
+    if (rc < 0)
+        return rc;
     struct sockaddr_storage sa;
     socklen_t slen = sizeof sa;
     char pbuf[16];

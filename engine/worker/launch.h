@@ -66,6 +66,10 @@ struct orch_launcher_config {
  * detail set: -EINVAL (a bad --listen or --launcher-args), a bind/listen error, -ENOMEM. */
 int orch_launcher_new(struct event_base *base, const struct orch_launcher_config *cfg,
                       orch_launcher **out);
+/* Whether a launcher could listen at listen_at (--listen; NULL: a free port): its syntax,
+ * its port (0 to 65535), and a socket bound there and closed again (a port in use fails).
+ * Returns 0, or a negative error with the detail set, as orch_launcher_new would. */
+int orch_launcher_check_listen(const char *listen_at);
 /* Closes the listening socket and every connection not yet handed over. */
 void orch_launcher_free(orch_launcher *l);
 

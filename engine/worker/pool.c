@@ -770,6 +770,20 @@ int orch_pool_starting(const orch_pool *p)
     return p->nstate[W_STARTING];
 }
 
+int orch_pool_pending(const orch_pool *p, int64_t *since)
+{
+    int n = 0;
+    *since = 0;
+    for (int i = 0; i < p->nworkers; i++) {
+        const orch_worker *w = &p->w[i];
+        if (w->state != W_STARTING || !w->token)
+            continue;
+        if (!n++ || w->started_at < *since)
+            *since = w->started_at;
+    }
+    return n;
+}
+
 int orch_pool_failed(const orch_pool *p)
 {
     return p->failed;

@@ -326,6 +326,10 @@ int orch_worker_index(const orch_worker *w);
  * STARTING. */
 int orch_pool_alive(const orch_pool *p);
 int orch_pool_starting(const orch_pool *p);
+/* The remote workers whose srun was started and whose worker has not connected yet (their
+ * Slurm jobs wait in the queue, or their steps start): how many, and in *since when the
+ * earliest of them was started (wall clock, ms; 0 when none). */
+int orch_pool_pending(const orch_pool *p, int64_t *since);
 /* True when init failed max_init_failures times in a row (see the guarantees above): the
  * call cannot run. The last init message is orch_pool_failure(). It turns true before the
  * `lost` (ORCH_LOSS_INIT) that reports it, and stays true (orch_pool_start() refuses; a

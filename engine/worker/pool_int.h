@@ -127,6 +127,7 @@ struct orch_worker {
     char slurm_job[64];
     uint64_t token;       /* remote: the token its start expects, until it connects; else 0 */
     uint64_t start_token; /* remote: the token its srun was started with (its job's name) */
+    int64_t started_at;   /* remote: when its srun was started (wall clock, ms) */
     struct event *ev_read, *ev_write;
     struct event *timer; /* STARTING: init timeout; BUSY: the batch's timeout; STOPPING:
                           * the deadline of its fini */

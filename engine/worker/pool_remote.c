@@ -129,6 +129,7 @@ int orch_pool__spawn_remote(orch_worker *w)
     free(envp);
     orch_pool__occupy(w, pid);
     w->token = w->start_token = token;
+    w->started_at = orch_clock_wall_ms();
     return 0;
 
 fail_cmd:

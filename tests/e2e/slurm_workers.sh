@@ -7,7 +7,8 @@
 #      retried, the job finishes with the same exports;
 #   2b. kill -9 of a busy worker's srun: the attempt is a crash, and the driver cancels the
 #      job that srun left RUNNING; 2c. of an srun whose job waits for cores: the driver
-#      cancels it by its name;
+#      cancels it by its name; while it waits, `status` says workers are pending in Slurm
+#      and since when;
 #   3. kill -9 of the driver: no step is left (squeue empty, no worker process), and
 #      `orch resume` finishes the job; 3b. with its sruns' process groups too: the jobs
 #      stay RUNNING until the resume cancels those of the attempts that were open;
@@ -114,6 +115,14 @@ nap_pending() {
   name=$(squeue -h -t PENDING -o %j | grep -m1 '^orch-nap-[0-9]*$') && [ -n "$name" ]
 }
 wait_until 30 "a job of nap waiting for cores" nap_pending
+# status says that workers wait in Slurm's queue, and since when (the driver's tick writes
+# what status reads, once a second).
+says_pending() {
+  "$ORCH" status "$T/s2c" > "$T/s2c.status" &&
+    grep -Eq "^pending:    [0-9]+ workers? pending in Slurm since 20[0-9-]+T[0-9:.]+Z \([0-9]+ s\): started with srun, not connected yet" \
+      "$T/s2c.status"
+}
+wait_until 10 "status saying workers are pending in Slurm" says_pending
 tok=${name##*-}
 srun_pid=$(pgrep -P "$drv" -f -- "--token $tok\$") || fail "no srun of the driver for $name"
 kill -9 -- "-$srun_pid"
@@ -122,6 +131,8 @@ wait_until 30 "the killed srun's job ($name) to leave the queue" job_gone
 scancel --name=orch-test-hog
 wait "$hog" 2> /dev/null || true
 wait "$drv" || fail "run after kill -9 of a waiting srun exited $?: $(cat "$T/s2c.log")"
+[ ! -e "$T/s2c/workers-pending" ] || fail "the run ended, and left its workers-pending file"
+grep -q "^pending:" <("$ORCH" status "$T/s2c") && fail "status of a finished job says workers are pending"
 grep -q "orch: scancel --name=$name: the srun of a nap worker (pid $srun_pid) was killed by signal 9 before its worker connected" \
   "$T/s2c.log" || fail "no scancel of the waiting srun's job: $(cat "$T/s2c.log")"
 "$ORCH" export "$T/s2c" w.out > s2c.out
