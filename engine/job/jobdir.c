@@ -21,6 +21,7 @@
 #include "orch_error.h"
 #include "orch_facts.h"
 #include "orch_lang.h"
+#include "source.h"
 #include "update.h"
 
 static char *path_join(const char *dir, const char *name)
@@ -526,11 +527,11 @@ static int sources_check(const orch_plan *plan)
         const struct orch_source *src = orch_plan_source(plan, i);
         const char *port = orch_plan_port(plan, src->port)->qualified;
         if (src->kind == ORCH_SOURCE_LINES) {
-            int fd = open(src->arg, O_RDONLY | O_CLOEXEC);
-            if (fd < 0)
-                return orch_error_set(-errno, "source %s: lines(\"%s\"): %s", port, src->arg,
-                                      strerror(errno));
-            close(fd);
+            FILE *f;
+            int rc = orch_source_lines_open(src->arg, port, &f);
+            if (rc < 0)
+                return rc;
+            fclose(f);
             continue;
         }
         size_t wild = strcspn(src->arg, "*?[");

@@ -300,11 +300,32 @@ static int listing_open(struct orch_walk *w)
                                   w->port, w->src->arg, glob_failed_dir,
                                   glob_failed_dir[0] ? ": " : "", strerror(err));
         }
-    } else if (!(w->lines = fopen(w->src->arg, "r"))) {
-        return orch_error_set(-errno, "source %s: lines(\"%s\"): %s", w->port, w->src->arg,
-                              strerror(errno));
+    } else {
+        return orch_source_lines_open(w->src->arg, w->port, &w->lines);
     }
     return 0;
+}
+
+/* source.h. O_NONBLOCK: opening a FIFO for reading would wait for a writer; a regular
+ * file's reads never wait, and the flag is cleared for the stream all the same. */
+int orch_source_lines_open(const char *path, const char *port, FILE **out)
+{
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat st;
+    int rc = fd < 0 || fstat(fd, &st) != 0 ? -errno : 0;
+    if (rc == 0 && !S_ISREG(st.st_mode))
+        rc = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+    if (rc == 0 && fcntl(fd, F_SETFL, 0) != 0)
+        rc = -errno;
+    if (rc == 0 && !(*out = fdopen(fd, "r")))
+        rc = -errno;
+    if (rc == 0)
+        return 0;
+    if (fd >= 0)
+        close(fd);
+    return orch_error_set(rc, "source %s: lines(\"%s\"): %s", port, path,
+                          rc == -EINVAL ? "not a regular file" : strerror(-rc));
 }
 
 /* The next value of the listing: a pointer valid until the next call, or NULL at its end

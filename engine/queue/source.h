@@ -38,6 +38,11 @@ struct orch_walk_value {
     struct orch_root_sig stored; /* the matched root's signature */
 };
 
+/* Opens the file of a lines() source for reading, *out a stream the caller fcloses. A file
+ * that is not regular (a FIFO, a device) is refused, never waited on: -EINVAL, or -EISDIR
+ * for a directory; every error is set with the source's port in its message. */
+int orch_source_lines_open(const char *path, const char *port, FILE **out);
+
 /* Opens a walk over source `source` of plan: lists the files or opens the file of lines
  * (an error with the source's port in the message when it cannot). base_dir: the job's
  * (job.base_dir; "" keeps absolute keys). */
