@@ -230,6 +230,8 @@
       "LIMIT ?4")                                                                              \
     X(ROOT_POSITION, PART_ROOT, PART_ROOT, 0,                                                  \
       "UPDATE root SET position = ? WHERE entity_id = ?")                                      \
+    X(ROOT_SIG_GET, PART_ROOT, 0, 0,                                                           \
+      "SELECT size, mtime_ns, hash FROM root WHERE entity_id = ? AND retired_at IS NULL")      \
     X(ROOT_SIG, PART_ROOT, PART_ROOT, 0,                                                       \
       "UPDATE root SET size = ?, mtime_ns = ?, hash = ? WHERE entity_id = ?")                  \
     X(ROOT_RETIRE, PART_ROOT, PART_ROOT, 0,                                                    \

@@ -88,6 +88,9 @@ int orch_store_root_page(orch_store *s, int domain, int64_t after_position, int6
 int orch_store_root_position(orch_store *s, int64_t e, int64_t position);
 /* Whether `domain` has any root row, live or retired. */
 int orch_store_root_any(orch_store *s, int domain, bool *any);
+/* The signature of live root e into *sig (sig->known false when it has none): 1, or 0
+ * when e is no live root. */
+int orch_store_root_sig_get(orch_store *s, int64_t e, struct orch_root_sig *sig);
 int orch_store_root_sig(orch_store *s, int64_t e, const struct orch_root_sig *sig);
 /* Retires live root e: reason "changed" or "removed". */
 int orch_store_root_retire(orch_store *s, int64_t e, const char *reason);

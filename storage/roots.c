@@ -108,6 +108,17 @@ int orch_store_root_position(orch_store *s, int64_t e, int64_t position)
     return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 
+int orch_store_root_sig_get(orch_store *s, int64_t e, struct orch_root_sig *sig)
+{
+    sqlite3_stmt *st;
+    int rc = orch_store__stmt(s, F_ROOT_SIG_GET, &st, "l", e);
+    if (rc < 0 || (rc = orch_store__one(s, st)) <= 0)
+        return rc;
+    sig_read(st, 0, sig);
+    sqlite3_reset(st);
+    return 1;
+}
+
 int orch_store_root_sig(orch_store *s, int64_t e, const struct orch_root_sig *sig)
 {
     sqlite3_stmt *st;

@@ -189,6 +189,44 @@ static int admit_chunk(struct orch_driver *d, struct orch_driver_source *s)
     return rc;
 }
 
+/* driver_int.h. */
+int orch_driver_resign(struct orch_driver *d, const struct orch_driver_batch *b)
+{
+    orch_payload_rtxn *r = NULL;
+    int rc = 0;
+    for (int i = 0; i < b->n && rc == 0; i++) {
+        const struct orch_wire_record *w = &b->rec[i];
+        size_t off = 0;
+        for (int k = 0; k < b->cr->resign_in; k++)
+            off += w->nval[k];
+        const struct orch_wire_value *v = &w->vals[off];
+        struct orch_root_sig stored;
+        if (!v->present ||
+            (rc = orch_store_root_sig_get(d->job->store, b->slot[i].g.entity, &stored)) <= 0)
+            continue;
+        const void *data;
+        size_t len;
+        char *path = NULL;
+        if (!r && (rc = orch_payload_read_begin(d->job->payloads, &r)) < 0)
+            break;
+        if ((rc = orch_payload_read(r, v->payload, &data, &len)) < 0)
+            break;
+        if (!(path = strndup(data, len))) {
+            rc = -ENOMEM;
+            break;
+        }
+        if (orch_file_moved(path, &stored)) {
+            orch_root_sig_stale(&stored);
+            if ((rc = orch_driver_txn(d)) == 0)
+                rc = orch_store_root_sig(d->job->store, b->slot[i].g.entity, &stored);
+        }
+        free(path);
+    }
+    if (r)
+        orch_payload_read_end(r);
+    return rc;
+}
+
 /* ---- the budgets ---------------------------------------------------------------------- */
 
 /* A quarter of the memory, and half of the free space on the job's file system: live

@@ -142,6 +142,9 @@ struct orch_driver_call {
     int depth;                         /* dispatch.c: its statement's depth in the plan */
     bool grows_grains;                 /* an expand: its reports make grains */
     bool grows_bytes;                  /* it makes live intermediate payloads */
+    int resign_in;                     /* the input that is a files() root's path, whose
+                                          file is signed again after each report
+                                          (orch_driver_resign); -1 */
     bool listed;                       /* on d->ready (orch_driver_want) */
     bool served;                       /* workers.c: on d->served (orch_driver_served) */
     struct orch_driver_wk *wk;         /* workers.c: per worker index, [workers] */
@@ -309,6 +312,12 @@ void orch_driver_batches_free(struct orch_driver_batch *b);
 int orch_driver_sources_open(struct orch_driver *d);
 /* Admits a chunk of roots from each source while the budgets allow. */
 int orch_driver_admit(struct orch_driver *d);
+/* A file read while its root ran: signs again the file of each root of batch b (whose call
+ * reads a files() root's path, cr->resign_in) and makes a root's signature stale when its
+ * file's differs from the one stored at the scan (orch_file_moved): the bytes the grain
+ * read may not be those of the stored signature, and the next update reads the file
+ * again. In the turn's transaction. */
+int orch_driver_resign(struct orch_driver *d, const struct orch_driver_batch *b);
 /* `--watch`: starts a new update (a job_update row) and rescans every source in one
  * transaction, then admission goes on with what the scan found new. */
 int orch_driver_rescan(struct orch_driver *d);

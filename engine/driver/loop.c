@@ -684,6 +684,8 @@ static int apply_answers(struct orch_driver *d, struct orch_driver_batch *b,
     }
     if (rc == 0)
         rc = ok_flush(d, &ok);
+    if (rc == 0 && b->cr->resign_in >= 0)
+        rc = orch_driver_resign(d, b);
     return rc;
 }
 

@@ -168,6 +168,13 @@ int orch_driver_start_pools(struct orch_driver *d, const struct orch_pool_callba
         cr->grows_grains = cr->s->op == ORCH_OP_EXPAND || cr->s->op == ORCH_OP_EXPAND_ALIGNED;
         for (int k = 0; k < cr->s->nout; k++)
             cr->grows_bytes = cr->grows_bytes || orch_prop_port_counted(d->prop, cr->s->out[k]);
+        cr->resign_in = -1;
+        for (int k = 0; k < cr->s->nin && cr->resign_in < 0; k++) {
+            int src = orch_plan_port(d->plan, cr->s->in[k].port)->source;
+            const struct orch_source *so = src >= 0 ? orch_plan_source(d->plan, src) : NULL;
+            if (so && so->kind == ORCH_SOURCE_FILES && so->domain == cr->s->domain)
+                cr->resign_in = k;
+        }
         cr->cpus = cr->c->opts.cpus > d->cpu_total ? d->cpu_total : cr->c->opts.cpus;
         cr->gpus = cr->c->opts.gpus;
         int rc = d->launcher      ? 0 /* Slurm gives each step its devices */

@@ -644,3 +644,25 @@ int orch_file_sig(const char *path, bool hash, struct orch_root_sig *sig)
     close(fd);
     return rc < 0 ? unread(sig, rc) : 0;
 }
+
+static const char stale_hash[] = "stale";
+
+void orch_root_sig_stale(struct orch_root_sig *sig)
+{
+    memset(sig, 0, sizeof *sig);
+    sig->known = true;
+    sig->size = -1;
+    sig->mtime_ns = -1;
+    snprintf(sig->hash, sizeof sig->hash, "%s", stale_hash);
+}
+
+bool orch_file_moved(const char *path, const struct orch_root_sig *stored)
+{
+    if (!stored->known || strcmp(stored->hash, stale_hash) == 0)
+        return false;
+    struct orch_root_sig now;
+    int rc = orch_file_sig(path, false, &now);
+    if (orch_root_sig_unread(stored))
+        return rc == 0;
+    return rc < 0 || now.size != stored->size || now.mtime_ns != stored->mtime_ns;
+}

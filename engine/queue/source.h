@@ -97,6 +97,16 @@ bool orch_walk_line_same(const struct orch_walk_value *v);
  * hash (orch_root_sig_unread). */
 int orch_file_sig(const char *path, bool hash, struct orch_root_sig *sig);
 
+/* Whether the file at path may no longer hold the bytes of `stored`, its root's stored
+ * signature: its size, its time or whether it can be read differ from those stored (stat
+ * only, no read). False for a root with no signature, or one already stale. */
+bool orch_file_moved(const char *path, const struct orch_root_sig *stored);
+
+/* Makes *sig the stale signature: that of a root whose file changed while it was read,
+ * which no file matches (size -1, hash "stale"), so that the next update finds the root
+ * changed and reads its file again. */
+void orch_root_sig_stale(struct orch_root_sig *sig);
+
 /* Whether sig, as stored, is a file's that could not be read (a directory's too). */
 static inline bool orch_root_sig_unread(const struct orch_root_sig *sig)
 {
