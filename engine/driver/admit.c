@@ -149,10 +149,14 @@ static int admit_chunk(struct orch_driver *d, struct orch_driver_source *s)
         /* What the file is as it is admitted: an update compares it with what it finds.
          * A file that cannot be read has the signature that says so; its UDF says why. A
          * line has one when its key does not say it (a `#n` suffix, a NUL byte). */
-        if (files)
-            (void)orch_file_sig(vals[n], true, &sigs[n]);
-        else
+        if (!files)
             (void)orch_walk_line_sig(&v, &sigs[n]);
+        else if (orch_file_sig(vals[n], true, &sigs[n]) == -EINTR) {
+            rc = -EINTR; /* stopped by a signal: the turn is rolled back */
+            free(vals[n]);
+            free(keys[n]);
+            break;
+        }
         pos[n] = v.position;
         rev[n] = v.revision;
         bytes += (int64_t)v.len;

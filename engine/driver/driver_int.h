@@ -203,7 +203,7 @@ struct orch_driver {
     char payload_file[4096];
     bool psync_asked;
     uint64_t psync_writes;
-    struct event *sigint, *sigterm, *tick;
+    struct event *stop, *tick; /* stop: a SIGINT or SIGTERM was caught (loop.c) */
     /* loop.c, and turn.c (fatal, settled) */
     int fatal;                        /* the first fatal error; the loop stops */
     bool interrupted;                 /* SIGINT or SIGTERM */

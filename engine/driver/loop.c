@@ -4,10 +4,12 @@
  * commit, the end of a run, then the callbacks through which events reach a turn
  * (propagation's hook, the pools', the timer's and the signals'). What the callbacks and
  * the files below need of a turn is in turn.c; nothing calls into this file. */
+#define _GNU_SOURCE /* pipe2 */
 #include "driver_int.h"
 
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -62,7 +64,10 @@ static int ok_flush(struct orch_driver *d, struct ok_run *k);
 static void on_lost(void *ctx, orch_pool *pool, orch_worker *w, uint64_t batch,
                     enum orch_loss_kind kind, const char *message);
 static void on_tick(evutil_socket_t fd, short what, void *arg);
-static void on_signal(evutil_socket_t sig, short what, void *arg);
+static void on_signal(evutil_socket_t fd, short what, void *arg);
+static int signals_catch(struct sigaction old[2]);
+static void signals_restore(const struct sigaction old[2]);
+static int interrupted_error(const struct orch_driver *d);
 
 /* ---- the entry point ---------------------------------------------------------------- */
 
@@ -103,12 +108,17 @@ int orch_driver_run(struct orch_job *job, const struct orch_run_opts *opts,
     mallopt(M_TRIM_THRESHOLD, 256 << 20);
     mallopt(M_TOP_PAD, 16 << 20);
 
+    struct sigaction old_actions[2];
+    int rc = signals_catch(old_actions);
+    if (rc < 0)
+        return rc;
     /* A source that changed under the job is refused before anything is written: the
      * job stays as it was (finished, interrupted), and `orch update` is the way. */
-    int rc = orch_update_sources_check(job->store, job->plan, job->base_dir, job->dir);
+    rc = orch_update_sources_check(job->store, job->plan, job->base_dir, job->dir);
     if (rc < 0) {
         driver_free(&d, false);
-        return rc;
+        signals_restore(old_actions);
+        return rc == -EINTR ? interrupted_error(&d) : rc;
     }
     rc = job_stop(job, 0);
     if (rc == 0)
@@ -126,6 +136,8 @@ int orch_driver_run(struct orch_job *job, const struct orch_run_opts *opts,
     }
     if (orch_store_in_txn(job->store))
         orch_store_rollback(job->store);
+    if (rc == -EINTR)
+        rc = interrupted_error(&d);
     if (rc < 0 && rc != -EINTR)
         keep_why(&d, rc);
     if (rc < 0)
@@ -143,7 +155,67 @@ int orch_driver_run(struct orch_job *job, const struct orch_run_opts *opts,
         if ((rc = orch_job_reclaim(job, &late)) == 0)
             stats->reclaimed += (int64_t)late;
     }
+    signals_restore(old_actions);
     return rc;
+}
+
+/* ---- signals ------------------------------------------------------------------------ */
+
+/* A SIGINT or SIGTERM stops the driver wherever it is: in the loop, the stop event (the
+ * read end of stop_pipe, to which the handler writes) breaks it; in a stretch of work
+ * outside the loop (a rescan, a turn's admission, each signing files) the sources see
+ * stop_signal at their next value or their next block of a file's bytes and end with
+ * -EINTR (source.h, orch_source_stop_on). Either way the run ends interrupted. The handler
+ * restarts the system calls it interrupts (SA_RESTART): a read is never cut short. */
+static volatile sig_atomic_t stop_signal;
+static int stop_pipe[2] = {-1, -1};
+
+static void on_stop_signal(int sig)
+{
+    int saved = errno;
+    stop_signal = sig;
+    ssize_t n = write(stop_pipe[1], "", 1); /* a full pipe holds a byte already */
+    (void)n;
+    errno = saved;
+}
+
+/* Empties the stop pipe (non-blocking): its bytes say only that a signal came. */
+static void stop_drain(void)
+{
+    char drain[64];
+    while (read(stop_pipe[0], drain, sizeof drain) > 0) {
+    }
+}
+
+static int signals_catch(struct sigaction old[2])
+{
+    if (stop_pipe[0] < 0 && pipe2(stop_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+        return orch_error_set(-errno, "cannot catch SIGINT and SIGTERM: %s", strerror(errno));
+    stop_drain();
+    stop_signal = 0;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGINT, &sa, &old[0]) != 0 || sigaction(SIGTERM, &sa, &old[1]) != 0)
+        return orch_error_set(-errno, "cannot catch SIGINT and SIGTERM: %s", strerror(errno));
+    orch_source_stop_on(&stop_signal);
+    return 0;
+}
+
+static void signals_restore(const struct sigaction old[2])
+{
+    orch_source_stop_on(NULL);
+    (void)sigaction(SIGINT, &old[0], NULL);
+    (void)sigaction(SIGTERM, &old[1], NULL);
+}
+
+static int interrupted_error(const struct orch_driver *d)
+{
+    return orch_error_set(-EINTR,
+                          "interrupted; the job is kept: continue it with `orch resume %s`",
+                          d->job->dir);
 }
 
 void orch_run_stats_free(struct orch_run_stats *stats)
@@ -206,12 +278,11 @@ static int start(struct orch_driver *d)
 static int arm_events(struct orch_driver *d)
 {
     static const struct timeval second = {1, 0};
-    d->sigint = evsignal_new(d->base, SIGINT, on_signal, d);
-    d->sigterm = evsignal_new(d->base, SIGTERM, on_signal, d);
+    d->stop = event_new(d->base, stop_pipe[0], EV_READ | EV_PERSIST, on_signal, d);
     d->tick = event_new(d->base, -1, EV_PERSIST, on_tick, d);
-    if (!d->sigint || !d->sigterm || !d->tick)
+    if (!d->stop || !d->tick)
         return orch_error_set(-ENOMEM, "cannot make the driver's events");
-    if (evsignal_add(d->sigint, NULL) < 0 || evsignal_add(d->sigterm, NULL) < 0)
+    if (event_add(d->stop, NULL) < 0)
         return orch_error_set(-EIO, "cannot catch SIGINT and SIGTERM");
     if (evtimer_add(d->tick, &second) < 0)
         return orch_error_set(-EIO, "cannot start the progress timer");
@@ -233,10 +304,8 @@ static void driver_free(struct orch_driver *d, bool clean)
     orch_prop_free(d->prop);
     if (d->tick)
         event_free(d->tick);
-    if (d->sigint)
-        event_free(d->sigint);
-    if (d->sigterm)
-        event_free(d->sigterm);
+    if (d->stop)
+        event_free(d->stop);
     if (d->base)
         event_base_free(d->base);
 }
@@ -267,10 +336,7 @@ static int run_loop(struct orch_driver *d)
             return orch_error_set(-EIO, "the driver's event loop failed");
     }
     if (rc == 0 && d->interrupted)
-        rc = orch_error_set(-EINTR,
-                            "interrupted; the job is kept: continue it with "
-                            "`orch resume %s`",
-                            d->job->dir);
+        rc = interrupted_error(d);
     return rc;
 }
 
@@ -772,9 +838,10 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     orch_driver_pending_note(arg, false);
 }
 
-static void on_signal(evutil_socket_t sig, short what, void *arg)
+static void on_signal(evutil_socket_t fd, short what, void *arg)
 {
     struct orch_driver *d = arg;
+    stop_drain();
     d->interrupted = true;
     (void)event_base_loopbreak(d->base); /* fails only for a NULL base */
 }

@@ -411,10 +411,25 @@ static int base_key(struct orch_walk *w, const char *v, size_t len)
     return 0;
 }
 
+/* source.h: the driver's stop flag, read by the long loops below. */
+static const volatile sig_atomic_t *stop_flag;
+
+void orch_source_stop_on(const volatile sig_atomic_t *flag)
+{
+    stop_flag = flag;
+}
+
+static bool stop_asked(void)
+{
+    return stop_flag && *stop_flag;
+}
+
 int orch_walk_next(struct orch_walk *w, struct orch_walk_value *v)
 {
     int err;
     size_t len = 0;
+    if (stop_asked())
+        return orch_error_set(-EINTR, "source %s: interrupted", w->port);
     const char *val = listing_next(w, &len, &err);
     if (!val)
         return err;
@@ -632,8 +647,12 @@ int orch_file_sig(const char *path, bool hash, struct orch_root_sig *sig)
         orch_sha256_init(&c);
         char buf[65536];
         ssize_t n;
-        while ((n = read(fd, buf, sizeof buf)) > 0)
+        while (!stop_asked() && (n = read(fd, buf, sizeof buf)) > 0)
             orch_sha256_update(&c, buf, (size_t)n);
+        if (stop_asked()) {
+            close(fd);
+            return orch_error_set(-EINTR, "%s: interrupted", path);
+        }
         if (n < 0)
             rc = -errno;
         unsigned char d[32];

@@ -17,6 +17,7 @@
 #ifndef ORCH_SOURCE_H
 #define ORCH_SOURCE_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -94,8 +95,14 @@ bool orch_walk_line_same(const struct orch_walk_value *v);
  * and, when `hash`, the SHA-256 of its bytes. -errno when it cannot be read; -EISDIR for a
  * directory and -EINVAL for another file that is not regular (a FIFO, a device, a socket),
  * which it never waits on. On an error *sig is an unreadable file's signature: known, no
- * hash (orch_root_sig_unread). */
+ * hash (orch_root_sig_unread); but -EINTR (the stop flag, orch_source_stop_on) says
+ * nothing of the file, and the caller stops. */
 int orch_file_sig(const char *path, bool hash, struct orch_root_sig *sig);
+
+/* The stop flag the sources read (NULL: none): once *flag is non-zero (a signal handler
+ * sets it), a walk's next value and a file signature's next block of bytes end with
+ * -EINTR, so that a long scan stops where it is. The driver sets it while it runs. */
+void orch_source_stop_on(const volatile sig_atomic_t *flag);
 
 /* Whether the file at path may no longer hold the bytes of `stored`, its root's stored
  * signature: its size, its time or whether it can be read differ from those stored (stat

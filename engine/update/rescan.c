@@ -37,6 +37,8 @@ static int file_same(orch_store *st, const struct orch_walk_value *v)
         return 1; /* the same size and time: taken as the same bytes */
     if (now_rc == 0)
         now_rc = orch_file_sig(v->value, true, &now);
+    if (now_rc == -EINTR)
+        return now_rc; /* stopped by a signal: nothing learnt of the file */
     if (now_rc < 0)
         return unread; /* unreadable then and now: the same */
     if (v->stored.known && strcmp(now.hash, v->stored.hash) != 0)
