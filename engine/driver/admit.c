@@ -213,7 +213,13 @@ int orch_driver_resign(struct orch_driver *d, const struct orch_driver_batch *b)
         char *path = NULL;
         if (!r && (rc = orch_payload_read_begin(d->job->payloads, &r)) < 0)
             break;
-        if ((rc = orch_payload_read(r, v->payload, &data, &len)) < 0)
+        rc = orch_payload_read(r, v->payload, &data, &len);
+        if (ORCH_NEVER(rc == ORCH_ENOTFOUND)) { /* freed only after this turn commits */
+            orch_error_clear();
+            rc = 0;
+            continue;
+        }
+        if (rc < 0)
             break;
         if (!(path = strndup(data, len))) {
             rc = -ENOMEM;
