@@ -110,8 +110,10 @@ int orch_driver_run(struct orch_job *job, const struct orch_run_opts *opts,
 
     struct sigaction old_actions[2];
     int rc = signals_catch(old_actions);
-    if (rc < 0)
+    if (rc < 0) {
+        driver_free(&d, false);
         return rc;
+    }
     /* A source that changed under the job is refused before anything is written: the
      * job stays as it was (finished, interrupted), and `orch update` is the way. */
     rc = orch_update_sources_check(job->store, job->plan, job->base_dir, job->dir);
