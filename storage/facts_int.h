@@ -40,6 +40,14 @@
 #define SPAN_COVERS(X)                                                                         \
     "coalesce((SELECT r.last >= " X " FROM reclaimed_span AS r WHERE r.first <= " X            \
     " ORDER BY r.first DESC LIMIT 1), 0)"
+/* The largest root id that the unfinished update, an edit, still replaces, or 0: a live
+ * root at or below it waits for its successor (migrations/0019_replan.sql). An unfinished
+ * update is the last row (one starts once the one before it is finished): a look-up by
+ * rowid, where a search for the unfinished row would read every finished one. */
+#define LAST_UPDATE "(SELECT max(id) FROM job_update)"
+#define REPLAN_LAST                                                                            \
+    "coalesce((SELECT replan_last FROM job_update WHERE id = " LAST_UPDATE                     \
+    " AND finished_at IS NULL), 0)"
 #define FACT_STATEMENTS(X)                                                                     \
     X(ENTITY_PUT, PART_ENTITY, PART_ENTITY, 0,                                                 \
       "INSERT INTO entity (domain_id, parent_id, ordinal, key) "                               \
@@ -218,7 +226,8 @@
       "hash, admitted_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")                                    \
     X(ROOT_FIND, PART_ENTITY | PART_ROOT, 0, 0,                                                \
       "SELECT r.entity_id, r.position, r.size, r.mtime_ns, r.hash, "                           \
-      "r.retired_at IS NULL, max(r.revision) FROM entity AS e "                                \
+      "r.retired_at IS NULL AND r.entity_id > " REPLAN_LAST ", max(r.revision) "               \
+      "FROM entity AS e "                                                                      \
       "INDEXED BY entity_by_key JOIN root AS r ON r.entity_id = e.id "                         \
       "WHERE e.key = ?2 AND e.domain_id = ?1 AND e.parent_id IS NULL")                         \
     X(ROOT_ANY, PART_ROOT, 0, 0, "SELECT 1 FROM root WHERE domain_id = ? LIMIT 1")             \
@@ -226,7 +235,8 @@
       "SELECT r.entity_id, r.position, r.size, r.mtime_ns, r.hash, e.key "                     \
       "FROM root AS r JOIN entity AS e ON e.id = r.entity_id "                                 \
       "WHERE r.domain_id = ?1 AND r.retired_at IS NULL AND (r.position > ?2 OR "               \
-      "(r.position = ?2 AND r.entity_id > ?3)) ORDER BY r.position, r.entity_id "              \
+      "(r.position = ?2 AND r.entity_id > ?3)) AND r.entity_id > " REPLAN_LAST                 \
+      " ORDER BY r.position, r.entity_id "                                                     \
       "LIMIT ?4")                                                                              \
     X(ROOT_POSITION, PART_ROOT, PART_ROOT, 0,                                                  \
       "UPDATE root SET position = ? WHERE entity_id = ?")                                      \
@@ -246,13 +256,25 @@
     X(UPDATE_START, 0, 0, 0,                                                                   \
       "INSERT INTO job_update (started_at, plan_id, rerun) VALUES (?, ?, ?)")                  \
     X(UPDATE_RERUN, 0, 0, 0, "SELECT rerun FROM job_update WHERE id = ?")                      \
-    X(UPDATE_REPLANNED, 0, 0, 0, "UPDATE job_update SET replanned = ? WHERE id = ?")           \
+    X(ROOT_REPLAN, PART_ROOT, 0, 0,                                                            \
+      "UPDATE job_update SET replan_last = (SELECT max(entity_id) FROM root "                  \
+      "WHERE retired_at IS NULL), replanned = (SELECT count(*) FROM root "                     \
+      "WHERE retired_at IS NULL) WHERE id = ?")                                                \
+    X(ROOT_REPLACE, PART_ENTITY | PART_ROOT, PART_ROOT, 0,                                     \
+      "UPDATE root SET retired_at = ?1, reason = ?2, position = NULL "                         \
+      "WHERE retired_at IS NULL AND entity_id <= " REPLAN_LAST " AND entity_id IN "            \
+      "(SELECT o.id FROM entity AS n JOIN entity AS o INDEXED BY entity_by_key "               \
+      "ON o.key = n.key AND o.domain_id = n.domain_id AND o.parent_id IS NULL "                \
+      "WHERE n.id = ?3)")                                                                      \
+    X(ROOT_REPLAN_LEFT, PART_ROOT, PART_ROOT, 0,                                               \
+      "UPDATE root SET retired_at = ?1, reason = ?2, position = NULL "                         \
+      "WHERE retired_at IS NULL AND entity_id <= " REPLAN_LAST)                                \
+    X(UPDATE_REPLAN_LEFT, 0, 0, 0,                                                             \
+      "UPDATE job_update SET removed = removed + ?1, replanned = replanned - ?1 "              \
+      "WHERE id = " LAST_UPDATE " AND finished_at IS NULL")                                    \
     X(ROOT_RETIRE_DOMAIN, PART_ROOT, PART_ROOT, 0,                                             \
       "UPDATE root SET retired_at = ?1, reason = ?2, position = NULL "                         \
       "WHERE retired_at IS NULL AND domain_id = ?3")                                           \
-    X(ROOT_RETIRE_ALL, PART_ROOT, PART_ROOT, 0,                                                \
-      "UPDATE root SET retired_at = ?1, reason = ?2, position = NULL "                         \
-      "WHERE retired_at IS NULL")                                                              \
     X(ROOT_TWIN, PART_ENTITY | PART_ROOT, 0, 0,                                                \
       "SELECT o.entity_id FROM root AS n JOIN entity AS ne ON ne.id = n.entity_id "            \
       "JOIN entity AS oe INDEXED BY entity_by_key ON oe.key = ne.key "                         \

@@ -69,7 +69,9 @@ struct orch_root_row {
 };
 
 /* Records root entity e (of `domain`; its key is the entity's) as revision `revision` of
- * its key (orch_store_root_find says which), live at `position`; sig may be NULL. */
+ * its key (orch_store_root_find says which), live at `position`; sig may be NULL. The
+ * revision before it, when an unfinished edit still replaces it (orch_store_root_replan),
+ * is retired for "plan" now, in the same transaction. */
 int orch_store_root_put(orch_store *s, int64_t e, int domain, int64_t revision,
                         int64_t position, const struct orch_root_sig *sig);
 
@@ -105,9 +107,11 @@ int orch_store_update_open(orch_store *s, int64_t *id, bool *scanned, int64_t *p
 int orch_store_update_start(orch_store *s, int64_t plan, const char *rerun, int64_t *id);
 /* The `--rerun` calls of update id: *calls malloc'd, or NULL. */
 int orch_store_update_rerun(orch_store *s, int64_t id, char **calls);
-/* Retires every live root, for `reason`; *n: how many. */
-int orch_store_root_retire_all(orch_store *s, const char *reason, int64_t *n);
-int orch_store_update_replanned(orch_store *s, int64_t id, int64_t n);
+/* The scan of update id, an edit that recomputes: every live root is to be replaced by a
+ * new revision (counted in job_update.replanned). Each stays live, matched by no walk
+ * (orch_store_root_find, orch_store_root_page), until its successor is admitted
+ * (orch_store_root_put) or the update finishes (orch_store_update_finished). */
+int orch_store_root_replan(orch_store *s, int64_t id);
 /* Retires every live root of `domain`, for `reason`. */
 int orch_store_root_retire_domain(orch_store *s, int domain, const char *reason);
 
@@ -133,7 +137,8 @@ int orch_store_update_scanned(orch_store *s, int64_t id);
 /* Deletes update row id if it is unfinished and found nothing (no root added or retired):
  * a --watch scan that found nothing leaves no row. */
 int orch_store_update_drop_quiet(orch_store *s, int64_t id);
-/* Marks every scanned, unfinished update finished: the job has run to its end. */
+/* Marks every scanned, unfinished update finished: the job has run to its end. A root an
+ * edit was to replace and whose key the source no longer gave is retired as "removed". */
 int orch_store_update_finished(orch_store *s);
 
 /* ---- items ----------------------------------------------------------------------------- */

@@ -38,12 +38,20 @@ int orch_store_root_put(orch_store *s, int64_t e, int domain, int64_t revision,
                                .at = orch_clock_wall_ms(),
                                .domain = domain};
     const char *hash = known ? sig->hash : NULL;
+    sqlite3_stmt *st;
     int rc = orch_store__hold_root(s, &r, hash);
-    if (rc != 0)
+    if (rc == 0) { /* not held: written now */
+        rc = orch_store__stmt(s, F_ROOT_PUT, &st, "lillNNtl", e, domain, revision, position,
+                              r.size, r.mtime_ns, hash, r.at);
+        if (rc == 0)
+            rc = orch_store__run(s, st, NULL);
+    }
+    if (rc < 0 || revision == 1)
         return rc < 0 ? rc : 0;
-    sqlite3_stmt *st; /* not held: written now */
-    rc = orch_store__stmt(s, F_ROOT_PUT, &st, "lillNNtl", e, domain, revision, position, r.size,
-                          r.mtime_ns, hash, r.at);
+    /* Its predecessor, live until now if an edit replaces it: retired in this transaction,
+     * which publishes what the new revision takes over from it (carry.c), so that a reader
+     * never finds the key without a live revision (0019_replan.sql). */
+    rc = orch_store__stmt(s, F_ROOT_REPLACE, &st, "lsl", r.at, "plan", e);
     return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 
@@ -192,13 +200,11 @@ int orch_store_update_start(orch_store *s, int64_t plan, const char *rerun, int6
     return rc;
 }
 
-int orch_store_root_retire_all(orch_store *s, const char *reason, int64_t *n)
+int orch_store_root_replan(orch_store *s, int64_t id)
 {
     sqlite3_stmt *st;
-    int rc = orch_store__stmt(s, F_ROOT_RETIRE_ALL, &st, "ls", orch_clock_wall_ms(), reason);
-    if (rc == 0 && (rc = orch_store__run(s, st, NULL)) == 0)
-        *n = sqlite3_changes(s->db);
-    return rc;
+    int rc = orch_store__stmt(s, F_ROOT_REPLAN, &st, "l", id);
+    return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 
 int orch_store_root_retire_domain(orch_store *s, int domain, const char *reason)
@@ -206,13 +212,6 @@ int orch_store_root_retire_domain(orch_store *s, int domain, const char *reason)
     sqlite3_stmt *st;
     int rc = orch_store__stmt(s, F_ROOT_RETIRE_DOMAIN, &st, "lsi", orch_clock_wall_ms(), reason,
                               domain);
-    return rc < 0 ? rc : orch_store__run(s, st, NULL);
-}
-
-int orch_store_update_replanned(orch_store *s, int64_t id, int64_t n)
-{
-    sqlite3_stmt *st;
-    int rc = orch_store__stmt(s, F_UPDATE_REPLANNED, &st, "ll", n, id);
     return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 
@@ -278,6 +277,15 @@ int orch_store_update_drop_quiet(orch_store *s, int64_t id)
 int orch_store_update_finished(orch_store *s)
 {
     sqlite3_stmt *st;
-    int rc = orch_store__stmt(s, F_UPDATE_FINISHED, &st, "l", orch_clock_wall_ms());
-    return rc < 0 ? rc : orch_store__run(s, st, NULL);
+    const int64_t now = orch_clock_wall_ms();
+    int rc = orch_store__stmt(s, F_ROOT_REPLAN_LEFT, &st, "ls", now, "removed");
+    if (rc == 0)
+        rc = orch_store__run(s, st, NULL);
+    int64_t left = rc == 0 ? sqlite3_changes(s->db) : 0;
+    if (rc == 0 && left > 0 &&
+        (rc = orch_store__stmt(s, F_UPDATE_REPLAN_LEFT, &st, "l", left)) == 0)
+        rc = orch_store__run(s, st, NULL);
+    if (rc == 0 && (rc = orch_store__stmt(s, F_UPDATE_FINISHED, &st, "l", now)) == 0)
+        rc = orch_store__run(s, st, NULL);
+    return rc;
 }

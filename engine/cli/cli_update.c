@@ -27,8 +27,10 @@ static const char update_help[] =
     "An update interrupted by a crash is finished by the next `orch resume` or `orch update`.\n"
     "\n"
     "With PIPELINE, an edited pipeline, adopted by the job (every plan it has run is kept:\n"
-    "table `plan`). When no port computes anything else (options such as workers, batch,\n"
-    "cpus, timeout or retries changed), nothing runs again. Otherwise each port's\n"
+    "table `plan`). PIPELINE must be in the job's base directory, where the pipeline the\n"
+    "job was made from was: the job's files() keys are paths relative to it. When no\n"
+    "port computes anything else (options such as workers, batch, cpus, timeout or\n"
+    "retries changed), nothing runs again. Otherwise each port's\n"
     "fingerprint (its function, arguments, inputs, expansion) decides: every root gets a\n"
     "new revision that takes over the results of unchanged ports from the old one, and only\n"
     "new and changed ports, and what is downstream of them, are computed. A port whose\n"
@@ -357,6 +359,19 @@ static int plan_change(struct orch_job *job, const char *path, const char *rerun
         return ORCH_EXIT_FAIL; /* the compiler said why, on stderr */
     if (rc < 0)
         return fprintf(stderr, "orch: update: out of memory\n"), ORCH_EXIT_FAIL;
+    /* The job's files() keys are paths relative to its base directory, where its first
+     * pipeline was: an edit is read from there too, so that its relative paths name the
+     * same files and its keys stay the job's (docs/incremental.md). */
+    if (path && job->base_dir && strcmp(orch_plan_basedir(new), job->base_dir) != 0) {
+        fprintf(stderr,
+                "orch: update: %s is in %s, but this job's files() keys are paths relative "
+                "to %s, the directory of the pipeline it was made from; the job is "
+                "unchanged. Put the edited pipeline in %s (its relative paths are read from "
+                "there), or run it as a new job (orch run %s --job NEWDIR).\n",
+                path, orch_plan_basedir(new), job->base_dir, job->base_dir, path);
+        orch_plan_free(new);
+        return ORCH_EXIT_FAIL;
+    }
     if (!path)
         path = "the job's pipeline";
     if (!rerun && strcmp(orch_plan_hash(new), orch_plan_hash(job->plan)) == 0) {

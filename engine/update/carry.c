@@ -2,8 +2,10 @@
  *
  * `orch update DIR PIPELINE` with an edit that changes what some ports compute adopts the
  * edited plan (aligned with the job's: every domain, call and port keeps its id), and its
- * rescan retires every live root for "plan" (orch_update_replan): the roots come back as new
- * revisions, with the same keys and values, and their grains are made as for any root.
+ * rescan gives every live root a new revision (orch_update_replan): the roots come back,
+ * with the same keys and values, and their grains are made as for any root; each old one
+ * is retired for "plan" in the transaction that admits its successor, which is the turn
+ * that carries what can be carried, so a reader sees its items until theirs replace them.
  * When such a grain becomes READY, it may take its result from its twin instead of running:
  * the grain of the same call on the entity with the same key path in the root's previous
  * revision (orch_store_twin). It does when

@@ -147,7 +147,5 @@ int orch_update_sources_check(orch_store *st, const orch_plan *plan, const char 
 
 int orch_update_replan(orch_store *st, int64_t update)
 {
-    int64_t n;
-    int rc = orch_store_root_retire_all(st, "plan", &n);
-    return rc < 0 ? rc : orch_store_update_replanned(st, update, n);
+    return orch_store_root_replan(st, update);
 }

@@ -35,9 +35,10 @@
  * changed ones, are admitted later, like any root. A root of a job made before schema 13
  * has no signature: it gets the file's now. */
 int orch_update_rescan(orch_store *st, struct orch_walk *walk, int64_t update);
-/* An update that adopted an edited plan: every root that is still live is retired for
- * "plan" and gets a new revision, which takes over from this one what the edit left as it
- * was (carry.c). Inside the caller's transaction. */
+/* An update that adopted an edited plan: every root that is still live gets a new
+ * revision, which takes over from this one what the edit left as it was (carry.c); each
+ * is retired for "plan" in the transaction that admits its successor, so that readers see
+ * it until then. Inside the caller's transaction. */
 int orch_update_replan(orch_store *st, int64_t update);
 /* Before a driver starts (and writes anything): with no update under way, each source
  * must still give the job's live roots in their order (a resume takes no change: `orch

@@ -96,8 +96,10 @@ DIR EDITED.orch [--rerun CALL]` is killed 1 to 3 times (KILLS in all over the jo
     plan), and starts `orch update DIR EDITED.orch` again, as the user must;
     (a resume, or --rerun alone, compiles nothing: then the source's opening instead);
   - one in ten the moment it opens the source, in the rescan (one transaction: either
-    nothing of it, or every root live before it retired for `plan` at one time and
-    job_update.replanned their number);
+    nothing of it, or job_update.replanned the number of roots live before it); each of
+    those roots stays live until the transaction that admits its next revision, which
+    retires it for `plan` at the time it admits the new one: no key is ever without a
+    live revision;
   - the others a delay within the start-up or past the source's opening; the update's
     first start draws the early kills more often, as with --update.
 After a kill once the edit is recorded, the update is finished by `orch resume`; one time

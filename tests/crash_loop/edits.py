@@ -30,8 +30,9 @@ def dropped_checks(job, e, when):
 
 def edit_kill_checks(e, base, cur, when):
     """--edit, at a kill during the edit's update (and at its end): the edit's plan
-    and its job_update row are one transaction; the rescan that retires every root
-    for the plan is another. Returns where the kill landed."""
+    and its job_update row are one transaction; the rescan that marks every root for
+    the plan is another; each root is retired in the transaction that admits its next
+    revision. Returns where the kill landed."""
     rows = rows_since(base, cur)
     if not rows:
         if cur["plan"] != base["plan"] or cur["plan_text"] != base["plan_text"]:
@@ -55,18 +56,29 @@ def edit_kill_checks(e, base, cur, when):
                         % (when, uid, r[8], e.rerun))
     if r[1] is None:
         return "unscanned"
+    # Each root live before the edit stays live until the transaction that admits its
+    # next revision, which retires it for the plan: at one time, the key never without a
+    # live revision.
     live = {ei for ei, x in base["root"].items() if x[4] is None}
-    reasons = {cur["root"][ei][5] for ei in live}
-    if reasons != {"plan"} or len({cur["root"][ei][4] for ei in live}) != 1:
-        raise Violation("%s: the edit's rescan committed; the roots live before it are "
-                        "retired for %r" % (when, reasons))
-    now = [x for ei, x in cur["root"].items() if x[4] is None]
-    if r[6] != len(live) or r[3] != len(now) or r[3] > r[6] or r[4:6] != (0, 0):
+    now = {ei: x for ei, x in cur["root"].items() if x[4] is None}
+    new = {(x[0], x[1]): x for ei, x in now.items() if ei not in live}
+    for ei in live:
+        x = cur["root"][ei]
+        if x[4] is None:
+            continue
+        succ = new.get((x[0], x[1]))
+        if x[5] != "plan" or succ is None or succ[2] != x[2] + 1 or succ[3] != x[4]:
+            raise Violation("%s: root %r, live before the edit, is retired (%r) without its "
+                            "next revision admitted in the same transaction (%r)"
+                            % (when, x[1], x[5], succ))
+    if r[6] != len(live) or r[3] != len(new) or r[3] > r[6] or r[4:6] != (0, 0) or \
+            len(now) != len(live):
         raise Violation("%s: job_update %d counts added %d, changed %d, removed %d, "
-                        "replanned %d; %d roots were live before it, %d are now"
-                        % (when, uid, r[3], r[4], r[5], r[6], len(live), len(now)))
+                        "replanned %d; %d roots were live before it, %d are now, %d of "
+                        "them new" % (when, uid, r[3], r[4], r[5], r[6], len(live), len(now),
+                                      len(new)))
     was = {(x[0], x[1]): x[2] for ei, x in base["root"].items() if ei in live}
-    for x in now:
+    for x in new.values():
         if was.get((x[0], x[1])) != x[2] - 1:
             raise Violation("%s: live root %r is not the next revision of a root live "
                             "before the edit" % (when, x))

@@ -1,0 +1,18 @@
+-- 0019_replan.sql — an edited pipeline replaces each root in the transaction that admits
+-- its new revision (DESIGN §10; docs/incremental.md).
+--
+-- An edit that changes what a port computes gives every live root a new revision, and the
+-- roots are admitted in chunks. Each old revision stays live — `export` and the other
+-- readers see its items — until the transaction that admits its successor, which retires
+-- it for 'plan' and publishes the items taken over from it (engine/update/carry.c), so a
+-- reader sees each root as it was or as it is, never without it. Which live roots still
+-- wait for their successor must survive a crash: they are the roots of the ids up to this
+-- column, live when the edit's scan committed (entity ids only grow, so every root admitted
+-- after the scan is above it).
+--
+-- job_update.replan_last: the largest entity id of a root that was live when the scan of
+-- an edit that recomputes committed; NULL for an update of the inputs and an edit of
+-- options. While the update is unfinished, a live root at or below it waits for its
+-- successor; at the update's end, one that the source no longer gave is retired as
+-- 'removed'.
+ALTER TABLE job_update ADD COLUMN replan_last INTEGER;
