@@ -156,8 +156,8 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 
 from common import Violation, exports, log, run  # noqa: E402 (after the line above)
 from jobs import Loop  # noqa: E402
-from pipeline import (OUTPUTS, PIPELINE, edit_data, line_keys, write_data,  # noqa: E402
-                      write_lines)
+from pipeline import (OUTPUTS, PIPELINE, edit_data, file_changes, file_states,  # noqa: E402
+                      line_changes, write_data, write_files, write_lines)
 
 
 def main():
@@ -167,10 +167,14 @@ def main():
         return 0
     update = "--update" in argv
     edit_mode = "--edit" in argv
+    rewrite = "--rewrite-during-run" in argv
     if update and edit_mode:
         log("--update and --edit: one or the other")
         return 2
-    argv = [a for a in argv if a not in ("--update", "--edit")]
+    if rewrite and not update:
+        log("--rewrite-during-run goes with --update")
+        return 2
+    argv = [a for a in argv if a not in ("--update", "--edit", "--rewrite-during-run")]
     kills = int(argv[0]) if len(argv) > 0 else 30
     seed = int(argv[1]) if len(argv) > 1 else int(time.time() * 1000) % 1000000
     nlines = int(os.environ.get("CRASH_LOOP_LINES", "80"))
@@ -182,32 +186,34 @@ def main():
            seed, nlines, work))
     rng = random.Random(seed)
     write_data(os.path.join(work, "in.txt"), nlines, rng)
+    files = file_states(rng)
+    write_files(work, files[0])
     if edit_mode:
         return main_edit(kills, seed, work, given)
     with open(os.path.join(work, "p.orch"), "w") as f:
         f.write(PIPELINE)
     edit = None
     if update:
-        # The edited source, and a pipeline beside it for the reference over it.
+        # The edited sources; the reference over them runs in work too (a files() value
+        # is the file's absolute path).
         with open(os.path.join(work, "in.txt")) as f:
             lines = f.read().split("\n")[:-1]
-        edit = (lines, edit_data(lines, rng))
-        os.makedirs(os.path.join(work, "edited"), exist_ok=True)
-        write_lines(os.path.join(work, "edited", "in.txt"), edit[1])
-        shutil.copy(os.path.join(work, "p.orch"), os.path.join(work, "edited", "p.orch"))
+        edit = ((lines, files[0]), (edit_data(lines, rng), files[1]))
     t0 = time.monotonic()
     refs = []
-    for where in ["."] + (["edited"] if update else []):
-        ref_job = os.path.join(work, where, "ref")
-        r = run(["run", os.path.join(work, where, "p.orch"), "--job", ref_job,
-                 "--progress", "none"])
+    for k, state in enumerate(edit if update else [None]):
+        if state is not None:
+            write_lines(os.path.join(work, "in.txt"), state[0])
+            write_files(work, state[1])
+        ref_job = os.path.join(work, "ref%d" % k)
+        r = run(["run", os.path.join(work, "p.orch"), "--job", ref_job, "--progress", "none"])
         if r.returncode != 0:
             log("FAIL: the reference run exited %d: %s" % (r.returncode, r.stderr.decode()))
             return 1
         refs.append(exports(ref_job))
     ref_s = (time.monotonic() - t0) / len(refs)
     ref = refs[0]
-    loop = Loop(kills, seed, work, edit)
+    loop = Loop(kills, seed, work, edit, rewrite=rewrite)
     t1 = time.monotonic()
     try:
         while (loop.update_kills if update else loop.kills) < kills:
@@ -227,14 +233,15 @@ def main():
         % (loop.inflight_at_kills, loop.max_inflight, loop.interrupted, loop.open_at_kills,
            loop.redone, digest))
     if update:
-        old, new = line_keys(edit[0]), line_keys(edit[1])
-        log("    updates: %d keys kept, %d removed, %d new; %d kills in them: %d before the "
-            "update was recorded (%d resumes refused), %d before its rescan committed, %d "
-            "after; %d `orch update` starts; outputs %s"
-            % (len(set(old) & set(new)), len(set(old) - set(new)), len(set(new) - set(old)),
+        ch = [line_changes(edit[0][0], edit[1][0]), file_changes(edit[0][1], edit[1][1])]
+        log("    updates: lines() %d keys new, %d changed, %d removed; files() %d new, %d "
+            "changed, %d removed; %d kills in them: %d before the update was recorded (%d "
+            "resumes refused), %d before its rescan committed, %d after; %d `orch update` "
+            "starts; %d files rewritten during an update; outputs %s"
+            % tuple([len(x) for c in ch for x in c] + [
                loop.update_kills, loop.landed["unrecorded"], loop.refusals,
                loop.landed["unscanned"], loop.landed["scanned"], loop.updates,
-               hashlib.sha256(b"".join(refs[-1][p] for p in OUTPUTS)).hexdigest()[:12]))
+               loop.rewrites, hashlib.sha256(b"".join(refs[-1][p] for p in OUTPUTS)).hexdigest()[:12]]))
     if not given:
         shutil.rmtree(work)
     return 0

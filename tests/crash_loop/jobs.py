@@ -6,6 +6,7 @@ import os
 import random
 import shutil
 import subprocess
+import threading
 import time
 
 import edits
@@ -14,17 +15,21 @@ from common import ORCH, VERBOSE, Violation, export, job_row_exists, log, run
 from invariants import (compare, final_checks, frontier_ok, interrupted_checks, same_facts,
                         snapshot)
 from kills import Moment, strike, watched
-from pipeline import PORTS, Edit, write_lines
+from pipeline import PORTS, REWRITTEN, Edit, write_file, write_files, write_lines
 from procs import Opened, wait_gone
 
 
 class Loop:
-    def __init__(self, kills, seed, work, update=None, edit=False):
+    def __init__(self, kills, seed, work, update=None, edit=False, rewrite=False):
         self.kills_wanted = kills
         self.rng = random.Random(seed)
         self.work = work
-        # --update: (original lines, edited lines) of work/in.txt.
+        # --update: ((lines, files), (lines, files)): work/in.txt and work/files/ before
+        # and after the edit of the sources.
         self.update = update
+        # --rewrite-during-run: REWRITTEN is rewritten at a random moment of the update.
+        self.rewrite = rewrite
+        self.rewrites = 0
         # --edit: the job's Edit; its pipelines' paths; the references by pipeline text.
         self.edit = edit
         self.job_edit = None
@@ -77,7 +82,8 @@ class Loop:
         src = os.path.join(self.work, "in.txt")
         seen_open = set()
         if self.update:
-            write_lines(src, self.update[0])
+            write_lines(src, self.update[0][0])
+            write_files(self.work, self.update[0][1])
             # The first run: to its end, now and then through a few kills of its own.
             budget = self.rng.choice([0, 0, 0, 1, 2])
         else:
@@ -90,17 +96,52 @@ class Loop:
         final_checks(job, cur, ref, when)
         if self.update:
             base = cur
-            write_lines(src, self.update[1])
+            write_lines(src, self.update[1][0])
+            write_files(self.work, self.update[1][1])
             # A few kills per update, so that more updates start (and have their first
             # start killed early).
             budget = min(self.kills_wanted - self.update_kills, self.rng.randint(1, 6))
-            prev = self.cycle(job, "update", budget, base, base, seen_open)
+            rewrite = self.rewriter() if self.rewrite else None
+            try:
+                prev = self.cycle(job, "update", budget, base, base, seen_open)
+            finally:
+                if rewrite is not None:
+                    rewrite.cancel()
+                    rewrite.join()
             when = "job%d update end" % self.jobs
             cur = snapshot(job)
             compare(prev, cur, when, updating=True)
+            updates.update_checks(self.update, base, cur, when,
+                                  rewrite is not None and rewrite.fired)
+            if rewrite is not None and rewrite.fired:
+                # The file's bytes back as the edit has them; an update takes what the
+                # update's read_file may have read instead.
+                self.rewrites += 1
+                kind, data = self.update[1][1][REWRITTEN]
+                write_file(self.work, REWRITTEN, kind, data)
+                r = run(["update", job, "--progress", "none"])
+                if r.returncode != 0:
+                    raise Violation("%s: the update after the rewrite exited %d: %s"
+                                    % (when, r.returncode, r.stderr.decode(errors="replace")))
+                prev, cur = cur, snapshot(job)
+                when = "job%d update after the rewrite" % self.jobs
+                compare(prev, cur, when, updating=True)
             final_checks(job, cur, ref_update, when)
-            updates.update_checks(self.update, base, cur, when)
         self.end_job(job, cur, seen_open, when)
+
+    def rewriter(self):
+        """--rewrite-during-run: a timer that, a random moment (up to twice
+        CRASH_LOOP_MAX_DELAY_MS) after now, writes other bytes to REWRITTEN (then
+        fired is True)."""
+        kind, data = self.update[1][1][REWRITTEN]
+
+        def fire():
+            write_file(self.work, REWRITTEN, kind, data + b"9rewritten during the run\n")
+            t.fired = True
+        t = threading.Timer(self.rng.uniform(0, 2 * self.max_delay) / 1000.0, fire)
+        t.fired = False
+        t.start()
+        return t
 
     def end_job(self, job, cur, seen_open, when):
         """At a job's end: its interrupted attempts are those open at the kills, each run
