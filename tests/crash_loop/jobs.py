@@ -5,18 +5,62 @@ updates.py or edits.py). It keeps the counts of the summary."""
 import os
 import random
 import shutil
+import sqlite3
 import subprocess
 import threading
 import time
 
 import edits
 import updates
-from common import ORCH, VERBOSE, Violation, export, job_row_exists, log, run
+from common import ORCH, VERBOSE, Violation, connect, export, job_row_exists, log, run
 from invariants import (compare, final_checks, frontier_ok, interrupted_checks, same_facts,
                         snapshot)
 from kills import Moment, strike, watched
 from pipeline import PORTS, REWRITTEN, Edit, write_file, write_files, write_lines
 from procs import Opened, wait_gone
+
+
+class Rewriter(threading.Thread):
+    """Writes data to REWRITTEN under work once: after delay seconds, or (delay None) the
+    moment the update's rescan has committed (a job_update row after the snapshot base
+    has scanned_at: the scan has hashed the file, read_file is still to come). fired: it
+    wrote. cancel(): it no longer writes."""
+
+    def __init__(self, work, job, base, kind, data, delay):
+        super().__init__(daemon=True)
+        self.work, self.job, self.kind, self.data, self.delay = work, job, kind, data, delay
+        self.last = max(base["job_update"], default=0)
+        self.fired = False
+        self.stop = threading.Event()
+        self.start()
+
+    def scanned(self):
+        if not os.path.exists(os.path.join(self.job, "state.db")):
+            return False
+        try:
+            db = connect(self.job)
+            try:
+                return db.execute("SELECT count(*) FROM job_update WHERE id > ? AND "
+                                  "scanned_at IS NOT NULL", (self.last,)).fetchone()[0] > 0
+            finally:
+                db.close()
+        except sqlite3.Error:
+            return False
+
+    def run(self):
+        t0 = time.monotonic()
+        while not self.stop.is_set():
+            if not (self.scanned() if self.delay is None else
+                    time.monotonic() - t0 >= self.delay):
+                self.stop.wait(0.001)
+                continue
+            write_file(self.work, REWRITTEN, self.kind, self.data)
+            self.fired = True
+            return
+
+    def cancel(self):
+        self.stop.set()
+        self.join()
 
 
 class Loop:
@@ -101,13 +145,12 @@ class Loop:
             # A few kills per update, so that more updates start (and have their first
             # start killed early).
             budget = min(self.kills_wanted - self.update_kills, self.rng.randint(1, 6))
-            rewrite = self.rewriter() if self.rewrite else None
+            rewrite = self.rewriter(job, base) if self.rewrite else None
             try:
                 prev = self.cycle(job, "update", budget, base, base, seen_open)
             finally:
                 if rewrite is not None:
                     rewrite.cancel()
-                    rewrite.join()
             when = "job%d update end" % self.jobs
             cur = snapshot(job)
             compare(prev, cur, when, updating=True)
@@ -124,24 +167,22 @@ class Loop:
                     raise Violation("%s: the update after the rewrite exited %d: %s"
                                     % (when, r.returncode, r.stderr.decode(errors="replace")))
                 prev, cur = cur, snapshot(job)
-                when = "job%d update after the rewrite" % self.jobs
+                when = "job%d update after the rewrite of files/%s %s" % (
+                    self.jobs, REWRITTEN, "once the rescan committed" if rewrite.delay is None
+                    else "%.0f ms after the update's start" % (rewrite.delay * 1000))
                 compare(prev, cur, when, updating=True)
             final_checks(job, cur, ref_update, when)
         self.end_job(job, cur, seen_open, when)
 
-    def rewriter(self):
-        """--rewrite-during-run: a timer that, a random moment (up to twice
-        CRASH_LOOP_MAX_DELAY_MS) after now, writes other bytes to REWRITTEN (then
-        fired is True)."""
+    def rewriter(self, job, base):
+        """--rewrite-during-run: a Rewriter of REWRITTEN, the moment the update's rescan
+        has committed or, one time in three, at a random moment up to twice
+        CRASH_LOOP_MAX_DELAY_MS after now."""
         kind, data = self.update[1][1][REWRITTEN]
-
-        def fire():
-            write_file(self.work, REWRITTEN, kind, data + b"9rewritten during the run\n")
-            t.fired = True
-        t = threading.Timer(self.rng.uniform(0, 2 * self.max_delay) / 1000.0, fire)
-        t.fired = False
-        t.start()
-        return t
+        delay = None if self.rng.random() < 2 / 3 else \
+            self.rng.uniform(0, 2 * self.max_delay) / 1000.0
+        return Rewriter(self.work, job, base, kind, data + b"9rewritten during the run\n",
+                        delay)
 
     def end_job(self, job, cur, seen_open, when):
         """At a job's end: its interrupted attempts are those open at the kills, each run
