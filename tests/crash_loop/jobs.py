@@ -341,11 +341,11 @@ class Loop:
             s = strike(p, m, self.watch, self.rng, self.max_delay, cmd)
             self.worker_kills += s.worker_kills
             if s.ended is not None:
-                # It ended by itself before the kill. After a worker kill, a refusal ends
-                # the cycle too.
+                # It ended by itself before the kill (also when a worker kill came
+                # first: a refused start has no worker). A refusal is followed by a resume.
                 verdict = self.exited(cmd, p.returncode, errlog, job, prev, base, ports,
                                       s.ended)
-                if verdict == "refused" and not s.ended:
+                if verdict == "refused":
                     cmd = "resume"
                     continue
                 break
