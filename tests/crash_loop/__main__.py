@@ -12,10 +12,18 @@ committed ever changes.
                                         the kills land in `orch update DIR EDITED.orch`, an
                                         edited pipeline (tests/e2e/update_edit_crash.sh)
 
-The pipeline has an expand (split into words, empty pieces included), a `sleep` map whose
-delay is the digit each word starts with, a `flaky` map (an attempt failure on every
-grain's first attempt), `upper`, a `nonempty` filter, a broadcast of the line to its
-words with an `identity` map on it, and two reduces (`concat`, `count`). It is run once
+    python3 tests/crash_loop --update --rewrite-during-run 6 12
+                                        --update, and a file rewritten during the update
+
+The pipeline has two sources. lines("in.txt"): an expand (split into words, empty pieces
+included), a `sleep` map whose delay is the digit each word starts with, a `flaky` map
+(an attempt failure on every grain's first attempt), `upper`, a `nonempty` filter, a
+broadcast of the line to its words with an `identity` map on it, and two reduces
+(`concat`, `count`); its lines include keys that do not say their line (DESIGN §9): a
+repeated line (`L`, `L#2`), the text `M#2` before a repeated M (whose second gets `M#3`),
+a line with a NUL byte (key `…\\0…`). files("files/*.txt"): `read_file` then `upper`; the
+files include a dangling symlink (its read fails, upper is suppressed) and a symlink that
+can be read. It is run once
 without interruption (the reference), then into a new job whose driver is killed with
 SIGKILL after a random delay of a few to a few hundred ms, then resumed, KILLS times in
 all (each start with a random --durability, sometimes a small --max-unsealed);
@@ -46,7 +54,11 @@ With --update (DESIGN §10), each job's first run goes to its end (with no kill,
 a few that do not count), and the checks above hold for it; then its lines() source is
 edited — lines removed, lines changed (with lines(), a removal and an addition), new lines,
 two repeats of kept lines (keys `LINE#2`), sometimes a second empty line (key `#2`), a few
-lines moved — and `orch update DIR` is run and killed KILLS times in all, the resumes being
+lines moved; keys that now stand for another line (changed roots: the text `L#2` where
+the second L was, the text `M#2` gone so that the second M takes its key, the NUL byte
+replaced by the text `\\0`) — and so are its files (one changed, one new, one removed, a
+readable file replaced by a dangling symlink, a symlink's target deleted, a dangling
+symlink's target created) — and `orch update DIR` is run and killed KILLS times in all, the resumes being
 `orch resume DIR` or, one time in three, `orch update DIR` again (always a resume after a
 kill before the update was recorded). Two kills in ten land the moment the driver opens
 the source (inotify; the process is stopped at once, then killed): in the rescan of an
@@ -68,14 +80,27 @@ except that export lines of entities under a retired root leave the export; and:
       retired only by an update, and a key has at most one live revision;
   (f) no grain under a root that was live before the update and is live after it has a
       new attempt (an update runs only the new roots);
-  (g) at the end: (a) and (d) against the edited source's reference; every job_update row
-      of the update has scanned_at and finished_at; their removed counts add up to the keys
-      that vanished, their added counts to the new keys, changed to 0; the live roots in
-      position order are the edited source's keys, the kept ones the same entities as
-      before; the retired ones are the vanished keys, with reason `removed`.
+  (g) at the end: (a) and (d) against the edited sources' reference (run in the same
+      directory: a files() value is an absolute path); every job_update row of the update
+      has scanned_at and finished_at; their removed counts add up to the keys that
+      vanished, changed to the keys changed, added to the new and changed keys; the live
+      roots of each source in position order are its keys, the kept unchanged ones the
+      same entities as before; the retired ones are the vanished keys, with reason
+      `removed`, and the changed ones, with reason `changed`.
 
-With --edit (DESIGN §10, docs/incremental.md "An edited pipeline"), the source stays as it
-is and the pipeline changes. Each job draws its pipeline and its edit from the seed
+With --rewrite-during-run (and --update), files/f1.txt, changed by the edit, is written
+again with other bytes during the update: two times in three the moment its rescan has
+committed (the scan hashed the file, read_file is still to come), else at a random moment
+up to 2 * CRASH_LOOP_MAX_DELAY_MS after its start. (g) then allows one more change where
+an `orch update` started again after the rewrite counted it. After the update's end the
+edit's bytes are written back and `orch update DIR` is run: its export must equal the
+reference, byte for byte. The engine stores the scan's signature, not that of the bytes
+read_file read, so this fails (seed 12: the rewrite 414 ms after the start, read by a
+resume; the export keeps the rewritten bytes); hence a flag.
+
+With --edit (DESIGN §10, docs/incremental.md "An edited pipeline"), the sources stay as
+they are (the lines and files of the first run above, the unreadable one included) and the
+pipeline changes. Each job draws its pipeline and its edit from the seed
 (pipeline.Edit): PIPELINE's steps without `output` statements (every payload kept, so every
 step the edit leaves as it was can be taken over: always for the first job), or, for the
 second job and one in five of the others after it, with PIPELINE's outputs (the
@@ -158,8 +183,8 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 
 from common import Violation, exports, log, run  # noqa: E402 (after the line above)
 from jobs import Loop  # noqa: E402
-from pipeline import (OUTPUTS, PIPELINE, edit_data, line_keys, write_data,  # noqa: E402
-                      write_lines)
+from pipeline import (OUTPUTS, PIPELINE, edit_data, file_changes, file_states,  # noqa: E402
+                      line_changes, write_data, write_files, write_lines)
 
 
 def main():
@@ -169,10 +194,14 @@ def main():
         return 0
     update = "--update" in argv
     edit_mode = "--edit" in argv
+    rewrite = "--rewrite-during-run" in argv
     if update and edit_mode:
         log("--update and --edit: one or the other")
         return 2
-    argv = [a for a in argv if a not in ("--update", "--edit")]
+    if rewrite and not update:
+        log("--rewrite-during-run goes with --update")
+        return 2
+    argv = [a for a in argv if a not in ("--update", "--edit", "--rewrite-during-run")]
     kills = int(argv[0]) if len(argv) > 0 else 30
     seed = int(argv[1]) if len(argv) > 1 else int(time.time() * 1000) % 1000000
     nlines = int(os.environ.get("CRASH_LOOP_LINES", "80"))
@@ -184,32 +213,34 @@ def main():
            seed, nlines, work))
     rng = random.Random(seed)
     write_data(os.path.join(work, "in.txt"), nlines, rng)
+    files = file_states(rng)
+    write_files(work, files[0])
     if edit_mode:
         return main_edit(kills, seed, work, given)
     with open(os.path.join(work, "p.orch"), "w") as f:
         f.write(PIPELINE)
     edit = None
     if update:
-        # The edited source, and a pipeline beside it for the reference over it.
+        # The edited sources; the reference over them runs in work too (a files() value
+        # is the file's absolute path).
         with open(os.path.join(work, "in.txt")) as f:
             lines = f.read().split("\n")[:-1]
-        edit = (lines, edit_data(lines, rng))
-        os.makedirs(os.path.join(work, "edited"), exist_ok=True)
-        write_lines(os.path.join(work, "edited", "in.txt"), edit[1])
-        shutil.copy(os.path.join(work, "p.orch"), os.path.join(work, "edited", "p.orch"))
+        edit = ((lines, files[0]), (edit_data(lines, rng), files[1]))
     t0 = time.monotonic()
     refs = []
-    for where in ["."] + (["edited"] if update else []):
-        ref_job = os.path.join(work, where, "ref")
-        r = run(["run", os.path.join(work, where, "p.orch"), "--job", ref_job,
-                 "--progress", "none"])
+    for k, state in enumerate(edit if update else [None]):
+        if state is not None:
+            write_lines(os.path.join(work, "in.txt"), state[0])
+            write_files(work, state[1])
+        ref_job = os.path.join(work, "ref%d" % k)
+        r = run(["run", os.path.join(work, "p.orch"), "--job", ref_job, "--progress", "none"])
         if r.returncode != 0:
             log("FAIL: the reference run exited %d: %s" % (r.returncode, r.stderr.decode()))
             return 1
         refs.append(exports(ref_job))
     ref_s = (time.monotonic() - t0) / len(refs)
     ref = refs[0]
-    loop = Loop(kills, seed, work, edit)
+    loop = Loop(kills, seed, work, edit, rewrite=rewrite)
     t1 = time.monotonic()
     try:
         while (loop.update_kills if update else loop.kills) < kills:
@@ -229,14 +260,15 @@ def main():
         % (loop.inflight_at_kills, loop.max_inflight, loop.interrupted, loop.open_at_kills,
            loop.redone, digest))
     if update:
-        old, new = line_keys(edit[0]), line_keys(edit[1])
-        log("    updates: %d keys kept, %d removed, %d new; %d kills in them: %d before the "
-            "update was recorded (%d resumes refused), %d before its rescan committed, %d "
-            "after; %d `orch update` starts; outputs %s"
-            % (len(set(old) & set(new)), len(set(old) - set(new)), len(set(new) - set(old)),
+        ch = [line_changes(edit[0][0], edit[1][0]), file_changes(edit[0][1], edit[1][1])]
+        log("    updates: lines() %d keys new, %d changed, %d removed; files() %d new, %d "
+            "changed, %d removed; %d kills in them: %d before the update was recorded (%d "
+            "resumes refused), %d before its rescan committed, %d after; %d `orch update` "
+            "starts; %d files rewritten during an update; outputs %s"
+            % tuple([len(x) for c in ch for x in c] + [
                loop.update_kills, loop.landed["unrecorded"], loop.refusals,
                loop.landed["unscanned"], loop.landed["scanned"], loop.updates,
-               hashlib.sha256(b"".join(refs[-1][p] for p in OUTPUTS)).hexdigest()[:12]))
+               loop.rewrites, hashlib.sha256(b"".join(refs[-1][p] for p in OUTPUTS)).hexdigest()[:12]]))
     if not given:
         shutil.rmtree(work)
     return 0

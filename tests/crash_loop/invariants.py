@@ -38,6 +38,7 @@ def snapshot(job, ports=PORTS):
                 "replanned, plan_id, rerun FROM job_update")},
             "plan": {r[0]: r[1:] for r in db.execute("SELECT id, hash, text, adopted_at FROM plan")},
             "plan_text": db.execute("SELECT plan_text FROM job").fetchone()[0],
+            "domain": dict(db.execute("SELECT id, name FROM domain")),
             # The keys of every entity under a retired root: their export lines may leave.
             "retired_keys": {r[0] for r in db.execute(
                 "WITH RECURSIVE gone (id) AS (SELECT entity_id FROM root "
@@ -137,7 +138,8 @@ def same_value(line, now):
 
 def compare(prev, cur, when, updating=False, anew=None):
     """Checks (b) and (c) between two snapshots, and (e) with compare_roots. While updating,
-    an export line may leave when its entity is under a root retired now. anew (--edit):
+    an export line may leave or change when its entity is under a root retired now
+    (removed, or changed: its key's next revision is exported). anew (--edit):
     the ports the edit computes differently; the line of a key under a retired root then
     shows the new revision's value: it may change in those ports, in the others it says
     the same or is not there yet."""
@@ -157,7 +159,9 @@ def compare(prev, cur, when, updating=False, anew=None):
             # said reclaimed. That is the one change a committed export line may make.
             if now is not None and now != line and was_reclaimed(line, now):
                 continue
-            if now is None and updating and key in cur["retired_keys"]:
+            if updating and key in cur["retired_keys"] and (now is None or anew is None):
+                # Retired: removed (the line leaves), or changed (the key's next revision
+                # is exported, its value computed anew).
                 continue
             if anew is not None and key in cur["retired_keys"] and \
                     (p in anew or same_value(line, now)):

@@ -5,26 +5,75 @@ updates.py or edits.py). It keeps the counts of the summary."""
 import os
 import random
 import shutil
+import sqlite3
 import subprocess
+import threading
 import time
 
 import edits
 import updates
-from common import ORCH, VERBOSE, Violation, export, job_row_exists, log, run
+from common import ORCH, VERBOSE, Violation, connect, export, job_row_exists, log, run
 from invariants import (compare, final_checks, frontier_ok, interrupted_checks, same_facts,
                         snapshot)
 from kills import Moment, strike, watched
-from pipeline import PORTS, Edit, write_lines
+from pipeline import PORTS, REWRITTEN, Edit, write_file, write_files, write_lines
 from procs import Opened, wait_gone
 
 
+class Rewriter(threading.Thread):
+    """Writes data to REWRITTEN under work once: after delay seconds, or (delay None) the
+    moment the update's rescan has committed (a job_update row after the snapshot base
+    has scanned_at: the scan has hashed the file, read_file is still to come). fired: it
+    wrote. cancel(): it no longer writes."""
+
+    def __init__(self, work, job, base, kind, data, delay):
+        super().__init__(daemon=True)
+        self.work, self.job, self.kind, self.data, self.delay = work, job, kind, data, delay
+        self.last = max(base["job_update"], default=0)
+        self.fired = False
+        self.stop = threading.Event()
+        self.start()
+
+    def scanned(self):
+        if not os.path.exists(os.path.join(self.job, "state.db")):
+            return False
+        try:
+            db = connect(self.job)
+            try:
+                return db.execute("SELECT count(*) FROM job_update WHERE id > ? AND "
+                                  "scanned_at IS NOT NULL", (self.last,)).fetchone()[0] > 0
+            finally:
+                db.close()
+        except sqlite3.Error:
+            return False
+
+    def run(self):
+        t0 = time.monotonic()
+        while not self.stop.is_set():
+            if not (self.scanned() if self.delay is None else
+                    time.monotonic() - t0 >= self.delay):
+                self.stop.wait(0.001)
+                continue
+            write_file(self.work, REWRITTEN, self.kind, self.data)
+            self.fired = True
+            return
+
+    def cancel(self):
+        self.stop.set()
+        self.join()
+
+
 class Loop:
-    def __init__(self, kills, seed, work, update=None, edit=False):
+    def __init__(self, kills, seed, work, update=None, edit=False, rewrite=False):
         self.kills_wanted = kills
         self.rng = random.Random(seed)
         self.work = work
-        # --update: (original lines, edited lines) of work/in.txt.
+        # --update: ((lines, files), (lines, files)): work/in.txt and work/files/ before
+        # and after the edit of the sources.
         self.update = update
+        # --rewrite-during-run: REWRITTEN is rewritten at a random moment of the update.
+        self.rewrite = rewrite
+        self.rewrites = 0
         # --edit: the job's Edit; its pipelines' paths; the references by pipeline text.
         self.edit = edit
         self.job_edit = None
@@ -77,7 +126,8 @@ class Loop:
         src = os.path.join(self.work, "in.txt")
         seen_open = set()
         if self.update:
-            write_lines(src, self.update[0])
+            write_lines(src, self.update[0][0])
+            write_files(self.work, self.update[0][1])
             # The first run: to its end, now and then through a few kills of its own.
             budget = self.rng.choice([0, 0, 0, 1, 2])
         else:
@@ -90,17 +140,49 @@ class Loop:
         final_checks(job, cur, ref, when)
         if self.update:
             base = cur
-            write_lines(src, self.update[1])
+            write_lines(src, self.update[1][0])
+            write_files(self.work, self.update[1][1])
             # A few kills per update, so that more updates start (and have their first
             # start killed early).
             budget = min(self.kills_wanted - self.update_kills, self.rng.randint(1, 6))
-            prev = self.cycle(job, "update", budget, base, base, seen_open)
+            rewrite = self.rewriter(job, base) if self.rewrite else None
+            try:
+                prev = self.cycle(job, "update", budget, base, base, seen_open)
+            finally:
+                if rewrite is not None:
+                    rewrite.cancel()
             when = "job%d update end" % self.jobs
             cur = snapshot(job)
             compare(prev, cur, when, updating=True)
+            updates.update_checks(self.update, base, cur, when,
+                                  rewrite is not None and rewrite.fired)
+            if rewrite is not None and rewrite.fired:
+                # The file's bytes back as the edit has them; an update takes what the
+                # update's read_file may have read instead.
+                self.rewrites += 1
+                kind, data = self.update[1][1][REWRITTEN]
+                write_file(self.work, REWRITTEN, kind, data)
+                r = run(["update", job, "--progress", "none"])
+                if r.returncode != 0:
+                    raise Violation("%s: the update after the rewrite exited %d: %s"
+                                    % (when, r.returncode, r.stderr.decode(errors="replace")))
+                prev, cur = cur, snapshot(job)
+                when = "job%d update after the rewrite of files/%s %s" % (
+                    self.jobs, REWRITTEN, "once the rescan committed" if rewrite.delay is None
+                    else "%.0f ms after the update's start" % (rewrite.delay * 1000))
+                compare(prev, cur, when, updating=True)
             final_checks(job, cur, ref_update, when)
-            updates.update_checks(self.update, base, cur, when)
         self.end_job(job, cur, seen_open, when)
+
+    def rewriter(self, job, base):
+        """--rewrite-during-run: a Rewriter of REWRITTEN, the moment the update's rescan
+        has committed or, one time in three, at a random moment up to twice
+        CRASH_LOOP_MAX_DELAY_MS after now."""
+        kind, data = self.update[1][1][REWRITTEN]
+        delay = None if self.rng.random() < 2 / 3 else \
+            self.rng.uniform(0, 2 * self.max_delay) / 1000.0
+        return Rewriter(self.work, job, base, kind, data + b"9rewritten during the run\n",
+                        delay)
 
     def end_job(self, job, cur, seen_open, when):
         """At a job's end: its interrupted attempts are those open at the kills, each run
@@ -259,11 +341,11 @@ class Loop:
             s = strike(p, m, self.watch, self.rng, self.max_delay, cmd)
             self.worker_kills += s.worker_kills
             if s.ended is not None:
-                # It ended by itself before the kill. After a worker kill, a refusal ends
-                # the cycle too.
+                # It ended by itself before the kill (also when a worker kill came
+                # first: a refused start has no worker). A refusal is followed by a resume.
                 verdict = self.exited(cmd, p.returncode, errlog, job, prev, base, ports,
                                       s.ended)
-                if verdict == "refused" and not s.ended:
+                if verdict == "refused":
                     cmd = "resume"
                     continue
                 break

@@ -1,20 +1,26 @@
 """The crash loop's pipeline and its data: PIPELINE (and its parts, for --edit), the Edit
 of a pipeline that --edit draws, the source's lines and the edit of them that --update
-makes."""
+makes; the files() source's states."""
+import os
 
 PORTS = ["doc.line", "word.raw", "word.nap", "word.ok", "word.up", "word.good", "word.line",
-         "word.ctx", "doc.joined", "doc.n"]
-OUTPUTS = ["doc.joined", "doc.n", "word.good", "word.ctx"]
+         "word.ctx", "doc.joined", "doc.n", "file.path", "file.text", "file.up"]
+OUTPUTS = ["doc.joined", "doc.n", "word.good", "word.ctx", "file.up"]
+SOURCES = ["doc.line", "file.path"]
+HEADER = """\
+pipeline crashloop
+domain doc
+domain word in doc
+domain file
+source doc.line = lines("in.txt")
+source file.path = files("files/*.txt")
+"""
 
 
 # retries: a worker kill charges the grain of a one-grain batch; flaky charges one more.
 # Generous retries keep a seed that happens to kill the same grain's worker twice from
 # exhausting it (which would change the outputs, not break an invariant).
-PIPELINE = """\
-pipeline crashloop
-domain doc
-domain word in doc
-source doc.line = lines("in.txt")
+PIPELINE = HEADER + """\
 call cut   = split(sep=" ")           with batch=4, retries=8
 call nap   = sleep()                  with workers=2, batch=4, retries=8
 call shaky = flaky(fail_attempts=1)   with workers=2, batch=3, retries=4
@@ -23,6 +29,8 @@ call keep  = nonempty()               with batch=8, retries=8
 call ctx   = identity()               with batch=16, retries=8
 call join  = concat(sep="+")          with reserve=parent, batch=2, retries=8
 call num   = count()                  with batch=4, retries=8
+call rd    = read_file()              with batch=2, retries=8
+call fup   = upper()                  with batch=4, retries=8
 word.raw   = expand cut(doc.line)
 word.nap   = nap(word.raw)
 word.ok    = shaky(word.nap)
@@ -32,10 +40,13 @@ word.line  = broadcast doc.line
 word.ctx   = ctx(word.line)
 doc.joined = reduce join(word.good)
 doc.n      = reduce num(word.good)
+file.text  = rd(file.path)
+file.up    = fup(file.text)
 output doc.joined
 output doc.n
 output word.good
 output word.ctx
+output file.up
 """
 
 
@@ -47,7 +58,9 @@ CALLS = [("cut", 'split(sep=" ")', "batch=4, retries=8"),
          ("keep", "nonempty()", "batch=8, retries=8"),
          ("ctx", "identity()", "batch=16, retries=8"),
          ("join", 'concat(sep="+")', "reserve=parent, batch=2, retries=8"),
-         ("num", "count()", "batch=4, retries=8")]
+         ("num", "count()", "batch=4, retries=8"),
+         ("rd", "read_file()", "batch=2, retries=8"),
+         ("fup", "upper()", "batch=4, retries=8")]
 STMTS = [("word.raw", "expand", "cut", "doc.line"),
          ("word.nap", "map", "nap", "word.raw"),
          ("word.ok", "map", "shaky", "word.nap"),
@@ -56,13 +69,14 @@ STMTS = [("word.raw", "expand", "cut", "doc.line"),
          ("word.line", "broadcast", None, "doc.line"),
          ("word.ctx", "map", "ctx", "word.line"),
          ("doc.joined", "reduce", "join", "word.good"),
-         ("doc.n", "reduce", "num", "word.good")]
+         ("doc.n", "reduce", "num", "word.good"),
+         ("file.text", "map", "rd", "file.path"),
+         ("file.up", "map", "fup", "file.text")]
 
 
 def render(calls, stmts, outputs):
     """A pipeline's text from its parts (CALLS, STMTS, OUTPUTS: PIPELINE, but for spaces)."""
-    text = "pipeline crashloop\ndomain doc\ndomain word in doc\n" \
-        'source doc.line = lines("in.txt")\n'
+    text = HEADER
     text += "".join("call %s = %s with %s\n" % c for c in calls)
     for port, op, call, inp in stmts:
         text += "%s = %s\n" % (port, "broadcast " + inp if op == "broadcast" else "%s%s(%s)" % (
@@ -148,8 +162,8 @@ class Edit:
             anew |= more
             grew = bool(more)
         self.anew = anew - set(self.new)
-        self.ports = ["doc.line"] + [st[0] for st in stmts]
-        self.base_ports = ["doc.line"] + [st[0] for st in STMTS]
+        self.ports = SOURCES + [st[0] for st in stmts]
+        self.base_ports = SOURCES + [st[0] for st in STMTS]
         self.kept = [p for p in self.base_ports if p in self.ports]
         # The calls whose every port keeps its fingerprint: their grains take their twin's
         # result unless it cannot be had.
@@ -161,28 +175,39 @@ class Edit:
 
 
 def write_data(path, nlines, rng):
-    """Unique lines (a root's key is its line) of words that start with a digit (the ms
-    that `sleep` waits); some lines have a double space (an empty word: dropped by the
-    filter); one line is empty (zero children: concat gives "", count "0")."""
+    """Lines of words that start with a digit (the ms that `sleep` waits); some lines have
+    a double space (an empty word: dropped by the filter); one line is empty (zero
+    children: concat gives "", count "0"). Keys that do not say their line (DESIGN §9,
+    line_keys): one line twice (`L`, `L#2`), the text `M#2` before the line M twice (the
+    second M gets `M#3`), and a line with a NUL byte (its key shows `\\0`); edit_data
+    gives those keys to other lines."""
     seen = set()
-    with open(path, "w") as f:
-        for i in range(nlines):
-            while True:
-                if i == nlines // 2:
-                    line = ""
-                else:
-                    words = ["%d%s" % (rng.randint(0, 9),
-                                       "".join(rng.choice("abcdefgh")
-                                               for _ in range(rng.randint(0, 5))))
-                             for _ in range(rng.randint(1, 12))]
-                    line = " ".join(words)
-                    if len(words) > 1 and rng.random() < 0.2:
-                        k = line.index(" ")
-                        line = line[:k] + " " + line[k:]  # "a  b": an empty word
-                if line not in seen:
-                    break
-            seen.add(line)
-            f.write(line + "\n")
+    lines = []
+    for i in range(nlines):
+        while True:
+            if i == nlines // 2:
+                line = ""
+            else:
+                words = ["%d%s" % (rng.randint(0, 9),
+                                   "".join(rng.choice("abcdefgh")
+                                           for _ in range(rng.randint(0, 5))))
+                         for _ in range(rng.randint(1, 12))]
+                line = " ".join(words)
+                if len(words) > 1 and rng.random() < 0.2:
+                    k = line.index(" ")
+                    line = line[:k] + " " + line[k:]  # "a  b": an empty word
+            if line not in seen:
+                break
+        seen.add(line)
+        lines.append(line)
+    twice, thrice = (lines[k] for k in rng.sample([k for k, x in enumerate(lines) if x], 2))
+    lines.insert(rng.randint(lines.index(twice) + 1, len(lines)), twice)
+    at = lines.index(thrice)
+    lines[at:at] = [thrice + "#2"]
+    lines.insert(rng.randint(at + 2, len(lines)), thrice)
+    lines.insert(rng.randint(0, len(lines)), "%dnul\0%s" % (rng.randint(0, 9),
+                                                            rng.choice("abc")))
+    write_lines(path, lines)
 
 
 def random_line(rng):
@@ -192,12 +217,18 @@ def random_line(rng):
 
 
 def line_keys(lines):
-    """The root keys lines() gives (DESIGN §9): the line; a repeated one `LINE#2`, `#3`."""
-    seen = {}
+    """The root keys lines() gives (DESIGN §9): the line, each NUL byte shown as `\\0`;
+    when an earlier line took that key, the first of `KEY#2`, `KEY#3` … not taken."""
+    taken = set()
     keys = []
     for line in lines:
-        seen[line] = seen.get(line, 0) + 1
-        keys.append(line if seen[line] == 1 else "%s#%d" % (line, seen[line]))
+        base = line.replace("\0", "\\0")
+        key, n = base, 1
+        while key in taken:
+            n += 1
+            key = "%s#%d" % (base, n)
+        taken.add(key)
+        keys.append(key)
     return keys
 
 
@@ -206,8 +237,10 @@ def edit_data(lines, rng):
     replaced: with lines() that is a removal and an addition), a sixth new ones inserted
     anywhere, two repeats of kept lines (one before its original: the key `LINE` stays
     with the content, wherever it is), sometimes a second empty line, a few lines moved."""
-    n = len(lines)
-    out = list(lines)
+    # The lines whose keys do not say them (write_data) are set aside, edited below.
+    special = [x for x in lines if "\0" in x or "#" in x or lines.count(x) > 1]
+    out = [x for x in lines if x not in special]
+    n = len(out)
     for _ in range(max(1, n // 10)):
         del out[rng.randrange(len(out))]
     taken = set(out)
@@ -237,9 +270,99 @@ def edit_data(lines, rng):
     for _ in range(max(1, n // 20)):
         line = out.pop(rng.randrange(len(out)))
         out.insert(rng.randrange(len(out) + 1), line)
+    # Keys that now stand for another line (the root is changed): the text `L#2` where
+    # the second L was; the text `M#2` gone, so the second M takes `M#2` from it (and
+    # `M#3` is removed); the NUL byte replaced by the text `\0`.
+    at = 0
+    for k, line in enumerate(special):
+        if "\0" in line:
+            line = line.replace("\0", "\\0")
+        elif line.endswith("#2") and line[:-2] in special:
+            continue
+        elif line in special[:k] and line + "#2" not in special:
+            line += "#2"
+        at = rng.randint(at, len(out))
+        out.insert(at, line)
+        at += 1
     return out
 
 
 def write_lines(path, lines):
     with open(path, "w") as f:
         f.write("".join(line + "\n" for line in lines))
+
+
+# files("files/*.txt"): a state of the directory is {name: (kind, bytes or None)}; kind
+# "file" (a regular file) or "link" (a symlink into gone/, dangling when the bytes are
+# None: unreadable, as a fresh run's read_file reports).
+def file_states(rng):
+    """The files before and after --update's edit: kept, changed (REWRITTEN, the one
+    --rewrite-during-run writes to during the update), removed, new; readable files that
+    become unreadable (a regular file replaced by a dangling symlink; a symlink whose
+    target is deleted) and unreadable ones that become readable (a dangling symlink's
+    target appears)."""
+    def text():
+        return ("".join("%d%s " % (rng.randint(0, 9), rng.choice(["ab", "cde", "f"]))
+                        for _ in range(rng.randint(1, 6))) + "\n").encode()
+    a = {"f%d.txt" % k: ("file", text()) for k in range(6)}
+    a["f6.txt"] = ("link", None)
+    a["f7.txt"] = ("link", text())
+    b = dict(a)
+    b[REWRITTEN] = ("file", a[REWRITTEN][1] + text())
+    b["f2.txt"] = ("link", None)
+    b["f7.txt"] = ("link", None)
+    b["f6.txt"] = ("link", text())
+    del b["f4.txt"]
+    b["f8.txt"] = ("file", text())
+    return a, b
+
+
+REWRITTEN = "f1.txt"
+
+
+def write_file(base, name, kind, data):
+    """One file of a files/ state under base (its symlinks point into base/gone/)."""
+    path = os.path.join(base, "files", name)
+    target = os.path.join(base, "gone", name)
+    if os.path.lexists(path) and (kind == "link") != os.path.islink(path):
+        os.unlink(path)
+    if kind == "file":
+        with open(path, "wb") as f:
+            f.write(data)
+        return
+    if not os.path.lexists(path):
+        os.symlink(os.path.join("..", "gone", name), path)
+    if data is None:
+        if os.path.lexists(target):
+            os.unlink(target)
+    else:
+        with open(target, "wb") as f:
+            f.write(data)
+
+
+def write_files(base, state):
+    """base/files/ as state says (files not in it removed)."""
+    os.makedirs(os.path.join(base, "files"), exist_ok=True)
+    os.makedirs(os.path.join(base, "gone"), exist_ok=True)
+    for name in os.listdir(os.path.join(base, "files")):
+        if name not in state:
+            os.unlink(os.path.join(base, "files", name))
+    for name, (kind, data) in sorted(state.items()):
+        write_file(base, name, kind, data)
+
+
+def file_changes(a, b):
+    """(added, changed, removed) keys of files() from state a to b: changed when what
+    reads (the bytes, or None when unreadable) differs."""
+    ka, kb = set(a), set(b)
+    return ({"files/" + n for n in kb - ka},
+            {"files/" + n for n in ka & kb if a[n][1] != b[n][1]},
+            {"files/" + n for n in ka - kb})
+
+
+def line_changes(a, b):
+    """(added, changed, removed) keys of lines() from lines a to b: changed when a key
+    kept stands for another line."""
+    va, vb = dict(zip(line_keys(a), a)), dict(zip(line_keys(b), b))
+    return (set(vb) - set(va), {k for k in set(va) & set(vb) if va[k] != vb[k]},
+            set(va) - set(vb))

@@ -3,7 +3,7 @@ docstring of __main__.py), and what is shared with --edit: an update's job_updat
 and whether the update was recorded at a kill."""
 from common import Violation, connect, run
 from invariants import snapshot
-from pipeline import line_keys
+from pipeline import file_changes, line_changes, line_keys
 
 
 def rows_since(base, cur):
@@ -79,11 +79,16 @@ def no_rerun(base, cur, when):
                             % (when, aid, a[0], g[0], g[1], cur["entity"][g[1]][3]))
 
 
-def update_checks(lines, base, cur, when):
-    """(f) and (g) at the end of an update of the source from lines[0] to lines[1]."""
+def update_checks(src, base, cur, when, rewritten=False):
+    """(f) and (g) at the end of an update of the sources from src[0] (lines, files
+    state) to src[1]: per domain (doc: lines(), file: files()), the keys added, changed
+    (retired for `changed`, admitted again) and removed. rewritten: a file was rewritten
+    during the update (--rewrite-during-run), after its scan: an `orch update` started
+    again then counts it changed once more."""
     no_rerun(base, cur, when)
-    old, new = line_keys(lines[0]), line_keys(lines[1])
-    gone, added = set(old) - set(new), set(new) - set(old)
+    (lines0, files0), (lines1, files1) = src
+    change = {"doc": line_changes(lines0, lines1), "file": file_changes(files0, files1)}
+    keys = {"doc": line_keys(lines1), "file": ["files/" + n for n in sorted(files1)]}
     rows = rows_since(base, cur)
     if not rows:
         raise Violation("%s: no job_update row" % when)
@@ -91,24 +96,32 @@ def update_checks(lines, base, cur, when):
         if r[1] is None or r[2] is None:
             raise Violation("%s: job_update %d is not done: %r" % (when, u, r))
     sums = tuple(sum(r[k] for r in rows.values()) for k in (3, 4, 5))
-    if sums != (len(added), 0, len(gone)):
+    n = [sum(len(c[k]) for c in change.values()) for k in range(3)]
+    again = sums[1] - n[1] if rewritten and len(rows) > 1 and sums[1] == n[1] + 1 else 0
+    if sums != (n[0] + n[1] + again, n[1] + again, n[2]):
         raise Violation("%s: job_update rows %r count added, changed, removed %r; the "
-                        "edit added %d keys and removed %d"
-                        % (when, sorted(rows.items()), sums, len(added), len(gone)))
-    live = [(r[6], r[1], e) for e, r in cur["root"].items() if r[4] is None]
-    if any(p is None for p, _, _ in live):
-        raise Violation("%s: a live root without a position" % when)
-    live.sort()
-    if [k for _, k, _ in live] != new:
-        raise Violation("%s: live roots in position order differ from the source's keys"
-                        % when)
-    was = {r[1]: e for e, r in base["root"].items() if r[4] is None}
-    for _, k, e in live:
-        if k in was and was[k] != e:
+                        "edit added %d keys, changed %d and removed %d"
+                        % (when, sorted(rows.items()), sums, n[0], n[1], n[2]))
+    dom = cur["domain"]
+    for d, want in keys.items():
+        live = sorted((r[6], r[1]) for r in cur["root"].values()
+                      if r[4] is None and dom[r[0]] == d)
+        if any(p is None for p, _ in live):
+            raise Violation("%s: a live root without a position" % when)
+        if [k for _, k in live] != want:
+            raise Violation("%s: live %s roots in position order differ from the source's "
+                            "keys:\n  %r\n  %r" % (when, d, [k for _, k in live], want))
+    was = {(dom[r[0]], r[1]): e for e, r in base["root"].items() if r[4] is None}
+    for e, r in cur["root"].items():
+        k = (dom[r[0]], r[1])
+        if r[4] is None and k in was and r[1] not in change[k[0]][1] and was[k] != e:
             raise Violation("%s: key %r kept, but its root is now entity %d (was %d)"
                             % (when, k, e, was[k]))
-    retired = {r[1]: r[5] for e, r in cur["root"].items()
+    retired = {(dom[r[0]], r[1]): r[5] for e, r in cur["root"].items()
                if r[4] is not None and base["root"].get(e, (None,) * 5)[4] is None}
-    if set(retired) != gone or any(v != "removed" for v in retired.values()):
-        raise Violation("%s: the update retired %r; the keys that vanished are %r"
-                        % (when, sorted(retired.items())[:10], sorted(gone)[:10]))
+    want = {(d, k): why for d, c in change.items()
+            for why, ks in (("changed", c[1]), ("removed", c[2])) for k in ks}
+    if retired != want:
+        raise Violation("%s: the update retired %r; the keys changed or vanished are %r"
+                        % (when, sorted(set(retired.items()) ^ set(want.items()))[:10],
+                           sorted(want.items())[:10]))

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # update_crash.sh — tests/crash_loop --update, bounded for CI: each job runs to its end,
-# its lines() source is edited (lines removed, changed, added, repeated, moved), then
+# its lines() source is edited (lines removed, changed, added, repeated, moved; keys `L#2`
+# and `x\0y` that now stand for other lines) and its files() source too (a file changed,
+# added, removed; files that become unreadable, dangling symlinks, and readable again), then
 # `orch update` is killed -9 10 times in all (at seeded random moments; some as the driver
 # opens state.db, before the update is recorded, when a resume must refuse and change
 # nothing; some as it opens the source, in the rescan, which must then be all or nothing),
 # resumed by `orch resume` or `orch update`; committed facts never change, a retired root
-# never comes back, no grain under a kept root runs again, job_update counts the removed
-# and new keys, and the outputs equal a fresh run's over the edited source (the checks are
+# never comes back, no grain under a kept root runs again, job_update counts the removed,
+# changed and new keys, and the outputs equal a fresh run's over the edited source (the checks are
 # listed in tests/crash_loop/__main__.py). The seed is fixed; the moments of the kills
 # still vary with the machine's speed, which is the point of the test.
 source "$(dirname "$0")/lib.sh"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # update_edit_crash.sh — tests/crash_loop --edit, bounded for CI: each job runs a
-# pipeline to its end (some declare outputs, so their intermediates are reclaimed), then
+# pipeline over lines() (repeated lines, a NUL byte) and files() (an unreadable one) to
+# its end (some declare outputs, so their intermediates are reclaimed), then
 # `orch update DIR EDITED` (a middle call's argument changed, a new count() downstream, a
 # leaf statement dropped, or --rerun CALL) is killed -9 8 times in all, at seeded random
 # moments (as it opens state.db or compiles the edited pipeline, before the edit is
