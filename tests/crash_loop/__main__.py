@@ -94,9 +94,8 @@ committed (the scan hashed the file, read_file is still to come), else at a rand
 up to 2 * CRASH_LOOP_MAX_DELAY_MS after its start. (g) then allows one more change where
 an `orch update` started again after the rewrite counted it. After the update's end the
 edit's bytes are written back and `orch update DIR` is run: its export must equal the
-reference, byte for byte. The engine stores the scan's signature, not that of the bytes
-read_file read, so this fails (seed 12: the rewrite 414 ms after the start, read by a
-resume; the export keeps the rewritten bytes); hence a flag.
+reference, byte for byte (a file whose signature moved between its scan and the read
+is changed for the next update).
 
 With --edit (DESIGN §10, docs/incremental.md "An edited pipeline"), the sources stay as
 they are (the lines and files of the first run above, the unreadable one included) and the
