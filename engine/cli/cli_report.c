@@ -522,10 +522,9 @@ static int slowest_roots(FILE *out, struct report *R)
         " FROM up JOIN entity AS e ON e.id = up.eid WHERE e.parent_id IS NULL"
         " GROUP BY up.eid ORDER BY 2 DESC, up.eid LIMIT 10";
     sqlite3_stmt *st;
-    int rc = prepare(R->job, sql, &st, "report");
+    int rc = orch_cli_report_prepare_now(R, sql, &st);
     if (rc < 0)
         return rc;
-    rc = orch_cli_report_bound(R, sqlite3_bind_int64(st, 1, R->now));
     fputs("<h2>Slowest roots</h2>\n<p class=\"note\">Per root entity, the UDF time (the "
           "durations of every attempt, retries included; a batch of several grains counts "
           "for each of them) of its whole subtree: the root and every descendant, over all "

@@ -60,4 +60,8 @@ double orch_cli_report_percentile(const struct rcall *c, double p);
 /* 0 for SQLITE_OK, else rc translated, with the detail set. */
 int orch_cli_report_bound(struct report *R, int rc);
 
+/* Prepares sql with ?1 bound to the report's now (R->now: what an attempt still running
+ * ends at). 0, or an error with *st NULL. */
+int orch_cli_report_prepare_now(struct report *R, const char *sql, sqlite3_stmt **st);
+
 #endif

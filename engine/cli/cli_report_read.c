@@ -18,6 +18,16 @@ int orch_cli_report_bound(struct report *R, int rc)
     return rc == SQLITE_OK ? 0 : orch_store_error(R->job->store, rc, "bind");
 }
 
+int orch_cli_report_prepare_now(struct report *R, const char *sql, sqlite3_stmt **st)
+{
+    int rc = prepare(R->job, sql, st, "report");
+    if (rc == 0 && (rc = orch_cli_report_bound(R, sqlite3_bind_int64(*st, 1, R->now))) < 0) {
+        sqlite3_finalize(*st);
+        *st = NULL;
+    }
+    return rc;
+}
+
 static int hist_index(int64_t ms)
 {
     if (ms < 0)
@@ -198,10 +208,9 @@ static int read_batches(struct report *R)
         " a.outcome, g.call_id FROM attempt AS a JOIN grain AS g ON g.id = a.grain_id"
         " ORDER BY a.id";
     sqlite3_stmt *st;
-    int rc = prepare(R->job, sql, &st, "report");
+    int rc = orch_cli_report_prepare_now(R, sql, &st);
     if (rc < 0)
         return rc;
-    rc = orch_cli_report_bound(R, sqlite3_bind_int64(st, 1, R->now));
     struct rbatch cur = {0};
     bool have = false;
     while (rc == 0 && (rc = orch_store_step(R->job->store, st)) == 1) {
@@ -275,14 +284,12 @@ static int read_grains(struct report *R)
         "  FROM grain AS g LEFT JOIN attempt AS a ON a.grain_id = g.id"
         "  GROUP BY g.id)";
     sqlite3_stmt *st;
-    int rc = prepare(R->job, sql, &st, "report");
+    int rc = orch_cli_report_prepare_now(R, sql, &st);
     if (rc < 0)
         return rc;
-    rc = orch_cli_report_bound(R, sqlite3_bind_int64(st, 1, R->now));
     const char *sealed = orch_grain_phase_name(ORCH_PHASE_SEALED);
     const char *ready = orch_grain_phase_name(ORCH_PHASE_READY);
-    if (rc == 0)
-        rc = orch_cli_report_bound(R, sqlite3_bind_text(st, 2, sealed, -1, SQLITE_STATIC));
+    rc = orch_cli_report_bound(R, sqlite3_bind_text(st, 2, sealed, -1, SQLITE_STATIC));
     if (rc == 0)
         rc = orch_cli_report_bound(R, sqlite3_bind_text(st, 3, ready, -1, SQLITE_STATIC));
     while (rc == 0 && (rc = orch_store_step(R->job->store, st)) == 1) {
