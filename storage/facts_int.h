@@ -281,6 +281,17 @@
       "AND oe.domain_id = ne.domain_id "                                                       \
       "AND oe.parent_id IS NULL JOIN root AS o ON o.entity_id = oe.id "                        \
       "AND o.revision = n.revision - 1 AND o.reason = ?2 WHERE n.entity_id = ?1")              \
+    X(TWINS_RECLAIMED, PART_ENTITY | PART_ROOT | PART_ITEM | PART_SPAN, 0, 0,                   \
+      "WITH RECURSIVE t(id) AS (SELECT r.entity_id FROM root AS r "                            \
+      "JOIN entity AS e ON e.id = r.entity_id WHERE r.entity_id <= " REPLAN_LAST " "           \
+      "AND (r.retired_at IS NULL OR (r.reason = ?2 AND NOT EXISTS (SELECT 1 "                  \
+      "FROM entity AS ne INDEXED BY entity_by_key JOIN root AS n ON n.entity_id = ne.id "      \
+      "WHERE ne.key = e.key AND ne.domain_id = e.domain_id AND ne.parent_id IS NULL "          \
+      "AND n.revision = r.revision + 1 AND n.entity_id <= " REPLAN_LAST "))) "                 \
+      "UNION ALL SELECT c.id FROM t JOIN entity AS c ON c.parent_id = t.id) "                  \
+      "SELECT EXISTS (SELECT 1 FROM t JOIN item AS i ON i.port_id = ?1 "                       \
+      "AND i.entity_id = t.id WHERE i.payload_id IS NOT NULL "                                 \
+      "AND " SPAN_COVERS("i.payload_id") ")")                                                  \
     X(ENTITY_SHAPE, PART_ENTITY, 0, 0,                                                         \
       "SELECT coalesce(parent_id, 0), domain_id, ordinal FROM entity WHERE id = ?")            \
     X(CHILD_AT, PART_ENTITY, 0, 0,                                                             \

@@ -121,6 +121,10 @@ int orch_store_root_retire_domain(orch_store *s, int domain, const char *reason)
  * retired for an edited plan: the same key path, found by ordinals down from that root.
  * *twin 0: none. */
 int orch_store_twin(orch_store *s, int64_t e, int64_t *twin);
+/* Whether an item of `port` in the revisions that the unfinished edit replaces (the live
+ * roots that wait for their successors, and those it retired for "plan") names a payload
+ * whose bytes were reclaimed: *any. */
+int orch_store_twins_reclaimed(orch_store *s, int port, bool *any);
 /* The outcome of grain (call, e): 1 and *o when it is sealed, 0 when it is not or does
  * not exist. */
 int orch_store_grain_outcome(orch_store *s, int call, int64_t e, enum orch_grain_outcome *o);

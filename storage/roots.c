@@ -244,6 +244,18 @@ int orch_store_twin(orch_store *s, int64_t e, int64_t *twin)
     return 0;
 }
 
+int orch_store_twins_reclaimed(orch_store *s, int port, bool *any)
+{
+    *any = false;
+    sqlite3_stmt *st;
+    int rc = orch_store__stmt(s, F_TWINS_RECLAIMED, &st, "is", port, "plan");
+    if (rc < 0 || (rc = orch_store__one(s, st)) <= 0)
+        return rc;
+    *any = sqlite3_column_int(st, 0) != 0;
+    sqlite3_reset(st);
+    return 0;
+}
+
 int orch_store_plan_previous(orch_store *s, int64_t plan, char **text)
 {
     *text = NULL;

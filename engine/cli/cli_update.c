@@ -12,6 +12,7 @@
 #include "orch_facts.h"
 #include "orch_job.h"
 #include "orch_lang.h"
+#include "propagate.h"
 #include "support.h"
 
 static const char update_help[] =
@@ -106,6 +107,21 @@ static int has_entities(orch_store *s, int d)
     return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : orch_store_error(s, rc, "update");
 }
 
+/* Whether a run of `plan` keeps the bytes of `port` (engine/prop/reclaim.c): a port of its
+ * family is `output`, or the plan says no `output` at all. */
+static bool kept(const orch_plan *plan, int port)
+{
+    bool any = false;
+    int root = orch_prop_family(plan, port);
+    for (int i = 0; i < orch_plan_nports(plan); i++) {
+        const struct orch_port *pt = orch_plan_port(plan, i);
+        any = any || pt->output;
+        if (pt->output && orch_prop_family(plan, i) == root)
+            return true;
+    }
+    return !any;
+}
+
 static int describe(orch_store *store, const orch_plan *old, const orch_plan *new,
                     struct orch__buf *b, struct orch__buf *refused, struct orch__buf *gone)
 {
@@ -158,6 +174,10 @@ static int describe(orch_store *store, const orch_plan *old, const orch_plan *ne
         else if (strcmp(fo[j], fn[i]) != 0)
             orch__buf_printf(b, "\n  port %s: computed differently (its function, arguments, "
                                 "inputs or expansion changed)",
+                             q);
+        else if (kept(new, i) && !kept(old, j))
+            orch__buf_printf(b, "\n  port %s: kept now (`output`), its bytes freed once read "
+                                "are made again",
                              q);
     }
     for (int j = 0; j < orch_plan_nports(old); j++) {

@@ -193,11 +193,20 @@ void orch_prop_add_sealed(orch_prop *p, int call, enum orch_grain_outcome o, int
 
 /* Freeing intermediate payloads (reclaim.c): what the driver does around its commits. */
 
+/* The port whose payloads `port` carries (its family's, reclaim.c): itself, or up through
+ * filters and broadcasts, which name their input's payload ids. */
+int orch_prop_family(const orch_plan *plan, int port);
+
 /* After a commit: deletes from the payload store, in one write transaction, the payloads
  * that the committed turn recorded as freed, once a sync of state.db covers them (asked
  * for at most once a second: now is the monotonic clock, in ms). A failed delete leaves
  * orphans that the next start reclaims; it does not stop the job. Always 0. */
 int orch_prop_reclaim_flush(orch_prop *p, int64_t now);
+/* From now on an item may name a payload freed by an earlier transaction (an edited
+ * update hands on the reclaimed outputs that nothing which runs reads: engine/update/
+ * carry.c): each id is looked up in the reclaimed spans before it is freed, where the
+ * rule of reclaim.c frees each id once, in the transaction that seals its last reader. */
+void orch_prop_reclaim_recheck(orch_prop *p);
 /* After a rollback: forgets the payloads the rolled-back turn recorded (their rows are
  * gone: their bytes must stay). p may be NULL. */
 void orch_prop_reclaim_forget(orch_prop *p);

@@ -85,6 +85,7 @@ struct prop_reclaim {
     uint64_t *pending;    /* committed, deleted after the next sync of state.db */
     size_t npending, cpending;
     size_t covered;       /* the first `covered` of them: a sync asked for covers them */
+    bool recheck;         /* items may name ids freed before (orch_prop_reclaim_recheck) */
     int64_t synced_ms;    /* when state.db was last synced (monotonic, ms) */
 };
 
@@ -92,8 +93,7 @@ struct prop_reclaim {
 #define RECLAIM_SYNC_MS 1000
 #define RECLAIM_SYNC_IDS 65536
 
-/* The port whose payloads `port` carries: itself, or up through filters and broadcasts. */
-static int root_of(const orch_plan *plan, int port)
+int orch_prop_family(const orch_plan *plan, int port)
 {
     for (;;) {
         const struct orch_port *pt = orch_plan_port(plan, port);
@@ -133,7 +133,7 @@ int orch_prop_reclaim_open(orch_prop *p)
     for (int i = 0; i < np; i++)
         any_output = any_output || orch_plan_port(plan, i)->output;
     for (int i = 0; i < np; i++) {
-        r->root[i] = root_of(plan, i);
+        r->root[i] = orch_prop_family(plan, i);
         r->fam[i].fate = any_output ? FATE_EAGER : FATE_KEEP;
     }
     for (int i = 0; i < np; i++) {
@@ -232,9 +232,11 @@ void orch_prop_snapshot_end(orch_prop *p)
 static int free_id(orch_prop *p, uint64_t id, int64_t size)
 {
     struct prop_reclaim *r = p->reclaim;
-    bool added;
-    int rc = orch_store_reclaimed_put(p->store, id, &added);
-    if (rc < 0 || !added)
+    bool gone = false, added;
+    int rc = r->recheck ? orch_store_payload_reclaimed(p->store, id, &gone) : 0;
+    if (rc < 0 || gone)
+        return rc; /* handed on already freed (an edited update) */
+    if ((rc = orch_store_reclaimed_put(p->store, id, &added)) < 0 || !added)
         return rc; /* already freed: one reader read it through two ports */
     if (p->payloads) { /* only EAGER families come here: counted ones (orch_prop_item_resolve)
                         */
@@ -373,6 +375,11 @@ int orch_prop_reclaim_flush(orch_prop *p, int64_t now)
     (void)orch_store_sync_begin(store);
     r->covered = r->npending;
     return 0;
+}
+
+void orch_prop_reclaim_recheck(orch_prop *p)
+{
+    p->reclaim->recheck = true;
 }
 
 void orch_prop_reclaim_forget(orch_prop *p)

@@ -46,11 +46,83 @@ struct orch_carry {
     orch_store *store;
     const orch_plan *plan;
     bool *same; /* by call: every port of its statement computes what it computed */
+    bool *bare; /* by call: no grain that may run reads its outputs' bytes (demand) */
     struct orch_grain_ref *list; /* READY grains to look at, this turn */
     size_t n, cap;
     uint64_t *ids; /* the answer's payload ids, reused */
     size_t cap_ids;
 };
+
+/* Marks port's family needed (its bytes read by a grain that may run): 1 when it was not. */
+static int need(const orch_plan *plan, bool *needed, int port)
+{
+    int root = orch_prop_family(plan, port);
+    if (needed[root])
+        return 0;
+    needed[root] = true;
+    return 1;
+}
+
+/* The demand of the plan (see the top of this file) into c->bare. */
+static int demand(struct orch_carry *c, const orch_plan *plan)
+{
+    int ncalls = orch_plan_ncalls(plan), nports = orch_plan_nports(plan);
+    bool *needed = calloc((size_t)nports + 1, sizeof *needed);
+    bool *runs = calloc((size_t)ncalls + 1, sizeof *runs);
+    bool *asked = calloc((size_t)nports + 1, sizeof *asked);
+    c->bare = calloc((size_t)ncalls + 1, sizeof *c->bare);
+    int rc = needed && runs && asked && c->bare ? 0 : -ENOMEM;
+    bool any_output = false;
+    for (int i = 0; i < nports; i++)
+        any_output = any_output || orch_plan_port(plan, i)->output;
+    /* What a fresh run keeps: every `output` family, everything when none is said. */
+    for (int i = 0; rc == 0 && i < nports; i++)
+        if (!any_output || orch_plan_port(plan, i)->output)
+            (void)need(plan, needed, i);
+    for (int k = 0; rc == 0 && k < ncalls; k++)
+        runs[k] = orch_plan_call(plan, k)->stmt >= 0 && !c->same[k];
+    /* To a fixpoint: what a call that may run reads is needed; a call that computes what
+     * it did, whose needed outputs were reclaimed somewhere in the revisions replaced,
+     * may run (there), so what it reads is needed too. */
+    for (bool more = rc == 0; more && rc == 0;) {
+        more = false;
+        for (int k = 0; k < ncalls; k++) {
+            const struct orch_call *cl = orch_plan_call(plan, k);
+            if (!runs[k])
+                continue;
+            const struct orch_stmt *s = orch_plan_stmt(plan, cl->stmt);
+            for (int i = 0; i < s->nin; i++)
+                more |= need(plan, needed, s->in[i].port) != 0;
+        }
+        for (int i = 0; rc == 0 && i < nports; i++) {
+            const struct orch_port *pt = orch_plan_port(plan, i);
+            if (!needed[i] || asked[i] || pt->producer < 0 ||
+                orch_prop_family(plan, i) != i)
+                continue;
+            int call = orch_plan_stmt(plan, pt->producer)->call;
+            bool gone = false;
+            asked[i] = true;
+            if (call < 0 || runs[call] ||
+                (rc = orch_store_twins_reclaimed(c->store, i, &gone)) < 0 || !gone)
+                continue;
+            runs[call] = more = true;
+        }
+    }
+    for (int k = 0; rc == 0 && k < ncalls; k++) {
+        const struct orch_call *cl = orch_plan_call(plan, k);
+        if (cl->stmt < 0 || !c->same[k])
+            continue;
+        const struct orch_stmt *s = orch_plan_stmt(plan, cl->stmt);
+        bool bare = true;
+        for (int i = 0; i < s->nout; i++)
+            bare = bare && !needed[orch_prop_family(plan, s->out[i])];
+        c->bare[k] = bare;
+    }
+    free(needed);
+    free(runs);
+    free(asked);
+    return rc;
+}
 
 int orch_carry_open(orch_store *st, const orch_plan *plan, int64_t update, int64_t update_plan,
                     struct orch_carry **out)
@@ -104,13 +176,16 @@ int orch_carry_open(orch_store *st, const orch_plan *plan, int64_t update, int64
     free(fn);
     orch_plan_free(old);
     free(text);
+    if (rc == 0)
+        c->store = st;
+    if (rc == 0 && (rc = demand(c, plan)) < 0)
+        free(c->bare);
     if (rc < 0) {
         if (c)
             free(c->same);
         free(c);
         return rc;
     }
-    c->store = st;
     c->plan = plan;
     *out = c;
     return 0;
@@ -121,6 +196,7 @@ void orch_carry_free(struct orch_carry *c)
     if (!c)
         return;
     free(c->same);
+    free(c->bare);
     free(c->list);
     free(c->ids);
     free(c);
@@ -142,14 +218,17 @@ static int ids_fit(struct orch_carry *c, size_t n)
     return orch__grow_n(&c->ids, &c->cap_ids, n + 1, sizeof *c->ids);
 }
 
-/* The Present payload of item (port, e) into *id, still readable: 1; 0 when the item is
- * not Present or its bytes were reclaimed (nothing to hand on). */
-static int present(orch_store *s, int port, int64_t e, uint64_t *id)
+/* The Present payload of item (port, e) into *id, to be handed on: 1; 0 when the item is
+ * not Present, or its bytes were reclaimed and `bare` does not allow that (nothing to hand
+ * on to a reader that may run). */
+static int present(orch_store *s, int port, int64_t e, bool bare, uint64_t *id)
 {
     enum orch_item_state state;
     int rc = orch_store_item_get(s, port, e, &state, id);
     if (rc <= 0 || state != ORCH_ITEM_PRESENT)
         return rc < 0 ? rc : 0;
+    if (bare)
+        return 1;
     bool gone;
     if ((rc = orch_store_payload_reclaimed(s, *id, &gone)) < 0)
         return rc;
@@ -185,7 +264,7 @@ static int twin_answer(struct orch_carry *c, const struct orch_grain_ref *g, int
         if ((rc = ids_fit(c, (size_t)s->nout)) < 0)
             return rc;
         for (int k = 0; k < s->nout; k++)
-            if ((rc = present(st, s->out[k], t, &c->ids[k])) <= 0)
+            if ((rc = present(st, s->out[k], t, c->bare[g->call], &c->ids[k])) <= 0)
                 return rc;
         a->outcome = ORCH_WIRE_OK;
         a->nchild = 1;
@@ -206,7 +285,8 @@ static int twin_answer(struct orch_carry *c, const struct orch_grain_ref *g, int
         rc = ids_fit(c, n * (size_t)s->nout) < 0 ? -ENOMEM : 1;
         for (size_t i = 0; rc == 1 && i < n; i++)
             for (int k = 0; rc == 1 && k < s->nout; k++)
-                rc = present(st, s->out[k], kids[i], &c->ids[i * (size_t)s->nout + (size_t)k]);
+                rc = present(st, s->out[k], kids[i], c->bare[g->call],
+                             &c->ids[i * (size_t)s->nout + (size_t)k]);
         free(kids);
         if (rc <= 0)
             return rc;
@@ -256,6 +336,7 @@ int orch_carry_turn(struct orch_carry *c, orch_prop *prop, struct orch_prop_inpu
 {
     if (!c || c->n == 0)
         return 0;
+    orch_prop_reclaim_recheck(prop); /* what is handed on may be freed already */
     /* The turn's transaction, opened here unless something before opened it. */
     int rc = orch_store_in_txn(c->store) ? 0 : orch_store_begin(c->store);
     /* Carrying a grain may make more READY (pushed here): the list grows while it is

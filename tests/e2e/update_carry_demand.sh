@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# orch update DIR PIPELINE (DESIGN §10, docs/incremental.md): a grain whose call computes
+# what it did is carried, its bytes reclaimed or not, when no grain that may run reads
+# them; only what a running grain reads is computed again (usage: update_carry_demand.sh
+# MKPDF).
+#   reduce    a reduce added over line.up, an `output`: it alone runs; doc.text and
+#             line.raw, reclaimed, are read by nothing that runs, so rd and cut are
+#             carried; their exports still say "reclaimed", as a fresh run's;
+#   needed    an edit of a call that reads line.raw: cut runs (its bytes were reclaimed)
+#             and so rd (cut reads doc.text), up and n are carried;
+#   output    `output line.raw` added: a fresh run keeps its bytes, so cut runs again;
+#   failed    a grain whose twin failed runs again although its call is the same: it reads
+#             its input, whose producer was carried, and finds its bytes (a failed
+#             reader keeps them);
+#   ocr       the assembling reduce of the OCR pipeline changed, page.text an `output`:
+#             no tesseract_ocr and no pdf_render attempt.
+# Each time every export equals a fresh run's, byte for byte.
+source "$(dirname "$0")/lib.sh"
+
+MKPDF=${1:?usage: update_carry_demand.sh MKPDF}
+
+mkdir -p "$T/docs"
+printf 'a one\na two\n' > "$T/docs/a.txt"
+printf 'b one\nb two\nb three\n' > "$T/docs/b.txt"
+printf 'c one\n' > "$T/docs/c.txt"
+cat > "$T/p.orch" <<'PIPE'
+pipeline p
+domain doc
+domain line in doc
+source doc.path = files("docs/*.txt")
+call rd  = read_file()
+call cut = split_lines()
+call up  = upper()
+doc.text = rd(doc.path)
+line.raw = expand cut(doc.text)
+line.up  = up(line.raw)
+output line.up
+PIPE
+J=$T/job
+run_job "$T/p.orch" "$J"
+# runs JOB N: attempts per call after attempt id N, "call=n ..." in call order.
+runs() {
+  q "$1" "SELECT group_concat(name || '=' || n, ' ') FROM (SELECT c.name, (SELECT count(*)
+          FROM attempt AS a JOIN grain AS g ON g.id = a.grain_id WHERE g.call_id = c.id
+          AND a.id > $2) AS n FROM call AS c ORDER BY c.id)"
+}
+last() { q "$1" "SELECT coalesce(max(id), 0) FROM attempt"; }
+# same_as_fresh JOB PIPELINE: every port of JOB exports what a fresh run of PIPELINE gives.
+same_as_fresh() {
+  rm -rf "$T/fresh"
+  run_job "$2" "$T/fresh"
+  local port
+  for port in $(q "$T/fresh" "SELECT qualified FROM port ORDER BY id"); do
+    "$ORCH" export "$1" "$port" --all > "$T/got" || fail "export $port"
+    "$ORCH" export "$T/fresh" "$port" --all > "$T/want"
+    cmp -s "$T/got" "$T/want" || fail "$2: $port differs from a fresh run: $(diff "$T/got" "$T/want")"
+  done
+}
+# update JOB PIPELINE WHAT: the edited update, which must succeed.
+update() {
+  "$ORCH" update "$1" "$2" --progress none 2> "$T/log" || fail "$3: $(cat "$T/log")"
+  job_done "$1"
+}
+expect_eq "the first run reclaimed doc.path, doc.text and line.raw" "doc.path 3
+doc.text 3
+line.raw 6" "$(q "$J" "SELECT p.qualified, count(*) FROM item AS i JOIN port AS p ON p.id = i.port_id
+                     JOIN reclaimed AS r ON r.payload_id = i.payload_id GROUP BY p.id ORDER BY p.id" |
+               tr '|' ' ')"
+
+# ---- a reduce added over an output: it alone runs -------------------------------------------
+n=$(last "$J")
+cp "$T/p.orch" "$T/reduce.orch"
+printf 'call n = count()\ndoc.n = reduce n(line.up)\noutput doc.n\n' >> "$T/reduce.orch"
+update "$J" "$T/reduce.orch" reduce
+expect_eq "reduce: the new reduce alone ran" "rd=0 cut=0 up=0 n=3" "$(runs "$J" "$n")"
+grep -q "12 grains took their result from the previous plan's revision" "$T/log" || fail "$(cat "$T/log")"
+summary_ok "$J" "$T/log"
+same_as_fresh "$J" "$T/reduce.orch"
+expect_eq "reduce: doc.text exports as reclaimed" '{"key": "docs/a.txt", "state": "present", "reclaimed": true}' \
+  "$("$ORCH" export "$J" doc.text | head -1)"
+
+# ---- an edit of a call that reads reclaimed bytes: they are computed again ------------------
+n=$(last "$J")
+sed -e 's/^call up  = upper()$/call up  = identity()/' "$T/reduce.orch" > "$T/needed.orch"
+update "$J" "$T/needed.orch" needed
+expect_eq "needed: up reads line.raw: cut runs, and rd, whose doc.text cut reads" \
+  "rd=3 cut=3 up=6 n=3" "$(runs "$J" "$n")"
+same_as_fresh "$J" "$T/needed.orch"
+
+# ---- a port made an output: a fresh run keeps its bytes -------------------------------------
+n=$(last "$J")
+cp "$T/needed.orch" "$T/raw.orch"
+printf 'output line.raw\n' >> "$T/raw.orch"
+update "$J" "$T/raw.orch" output
+expect_eq "output: line.raw's bytes are made again" "rd=3 cut=3 up=0 n=0" "$(runs "$J" "$n")"
+same_as_fresh "$J" "$T/raw.orch"
+# Once kept, they are carried like any output's.
+n=$(last "$J")
+sed -e 's/^call n = count()$/call n = concat(sep=",")/' "$T/raw.orch" > "$T/raw2.orch"
+update "$J" "$T/raw2.orch" "output, then an edit"
+expect_eq "output kept: only the edited reduce runs" "rd=0 cut=0 up=0 n=3" "$(runs "$J" "$n")"
+same_as_fresh "$J" "$T/raw2.orch"
+
+# ---- a twin that failed: its grain runs, and finds its input's bytes ------------------------
+mkdir -p "$T/f/docs"
+printf 'good line\n' > "$T/f/docs/a.txt"
+printf 'a BAD line\n' > "$T/f/docs/b.txt"
+cat > "$T/f/p.orch" <<'PIPE'
+pipeline f
+domain doc
+source doc.path = files("docs/*.txt")
+call rd    = read_file()
+call up    = upper()
+call check = fail_if(contains="BAD")   with retries=0
+call tail  = identity()
+doc.text = rd(doc.path)
+doc.up   = up(doc.text)
+doc.ok   = check(doc.up)
+doc.tail = tail(doc.text)
+output doc.ok
+output doc.tail
+PIPE
+J=$T/f/job
+run_job "$T/f/p.orch" "$J"
+expect_eq "failed: b's check failed, a's doc.up reclaimed, b's kept" "docs/a.txt 1
+docs/b.txt 0" "$(q "$J" "SELECT k.key, r.payload_id IS NOT NULL FROM item AS i
+                       JOIN port AS p ON p.id = i.port_id JOIN entity_key AS k ON k.entity_id = i.entity_id
+                       LEFT JOIN reclaimed AS r ON r.payload_id = i.payload_id
+                       WHERE p.qualified = 'doc.up' ORDER BY k.key" | tr '|' ' ')"
+n=$(last "$J")
+sed -e 's/^call tail  = identity()$/call tail  = upper()/' "$T/f/p.orch" > "$T/f/p2.orch"
+"$ORCH" update "$J" "$T/f/p2.orch" --progress none 2> "$T/log" || fail "failed: $(cat "$T/log")"
+# tail reads doc.text: rd runs; up is read by nothing that runs but b's check, whose twin
+# failed and kept b's doc.up: carried; check runs again on b alone.
+expect_eq "failed: the failed grain ran again, the rest as needed" "rd=2 up=0 check=1 tail=2" \
+  "$(runs "$J" "$n")"
+job_done "$J"
+same_as_fresh "$J" "$T/f/p2.orch"
+
+# ---- the OCR pipeline: the assembling reduce changed, page.text an output -------------------
+mkdir -p "$T/o/pdfs"
+"$MKPDF" "$T/o/pdfs" > /dev/null || fail "mkpdf failed"
+mkdir -p "$T/o/p"
+cp "$T/o/pdfs/good.pdf" "$T/o/p/good.pdf"
+cat > "$T/o/p.orch" <<'PIPE'
+pipeline pdf_ocr
+domain pdf
+domain page in pdf
+source pdf.path = files("p/*.pdf")
+call render   = pdf_render(dpi=150)
+call ocr      = tesseract_ocr()          with workers=2, batch=1
+call keep     = nonempty()
+call assemble = concat(sep="\f")
+page.image = expand render(pdf.path)
+page.text  = ocr(page.image)
+page.good  = filter keep(page.text)
+page.doc   = broadcast pdf.path
+pdf.text   = reduce assemble(page.good)
+output pdf.text
+output page.text
+PIPE
+J=$T/o/job
+run_job "$T/o/p.orch" "$J"
+expect_eq "ocr: page.image reclaimed" 3 \
+  "$(q "$J" "SELECT count(*) FROM item AS i JOIN port AS p ON p.id = i.port_id
+             JOIN reclaimed AS r ON r.payload_id = i.payload_id WHERE p.qualified = 'page.image'")"
+n=$(last "$J")
+sed -e 's/^call assemble = concat(sep="\\f")$/call assemble = concat(sep="\\n----\\n")/' \
+  "$T/o/p.orch" > "$T/o/p2.orch"
+grep -q 'sep="\\n----\\n"' "$T/o/p2.orch" || fail "ocr: the sed did not apply"
+update "$J" "$T/o/p2.orch" ocr
+expect_eq "ocr: only the assembling reduce ran" "render=0 ocr=0 keep=0 assemble=1" "$(runs "$J" "$n")"
+same_as_fresh "$J" "$T/o/p2.orch"
+echo "update_carry_demand: ok"
