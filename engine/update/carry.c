@@ -17,10 +17,43 @@
  *     outputs are the twin's;
  *   - the twin was sealed OK or Dropped (a failure is not carried: an edit is often a fix,
  *     and a fresh run would try again);
- *   - the bytes of what it produced are still there: an output that was reclaimed (a port
- *     that is not `output`, freed once read: reclaim.c) cannot be handed on, so the grain
- *     runs; declare such a port `output` to keep it across edits;
- *   - for an expansion, every child's items are Present (a failed child is not carried).
+ *   - what it produced can be handed on: every output item is Present (every child's,
+ *     for an expansion: a failed child is not carried) and either its bytes are still
+ *     there, or no grain that may run reads them (the demand, below);
+ *   - a filter's verdict always can (it names its input's payload, which is carried or
+ *     computed on its own account).
+ *
+ * The demand, per plan, at orch_carry_open. A port's bytes are *needed* when a fresh run
+ * of the plan keeps them (its family — the port and the filters and broadcasts that pass
+ * its ids on, reclaim.c — has an `output`, or the plan has none) or when a call that may
+ * run reads a port of its family. A call may run when it computes anew (changed, new,
+ * downstream of those, --rerun), or when it computes what it did but some needed output
+ * of it was reclaimed in the revisions being replaced (orch_store_twins_reclaimed): its
+ * grains on those must run, so what they read is needed too; to a fixpoint. A call left
+ * as it was none of whose outputs is needed is *bare*: its grains are carried even when
+ * their twins' bytes were reclaimed, and the new items name the same freed ids, in the
+ * same state as the twins' (Present, `reclaimed` in export and the items view, no size
+ * recorded; a fresh run reclaims them too: nothing it keeps is among them). Reading such
+ * an item again would be an error, and nothing does:
+ *
+ *   - a grain that runs because its call may run reads only needed ports, whose
+ *     producers ran or were carried with their bytes;
+ *   - a grain that runs although its call is left as it was and bare, because its twin
+ *     failed, was suppressed or never sealed: the twin's inputs, on the same entities
+ *     and with the same ids, were kept (reclaim.c frees an id only once every reader of
+ *     its family on that entity sealed OK or Dropped);
+ *   - a grain without a twin (a new root; a child of an expansion that runs again because
+ *     its twin did not seal OK) reads what its own tree computed, and its ancestors'
+ *     ports only through broadcasts, whose families are freed only at the end of a job
+ *     without any Failed or Suppressed grain (reclaim.c): its twin expansion's failure
+ *     kept them;
+ *   - a grain that a resume finds READY or in flight ran under one of the rules above
+ *     (carrying happens in the turn that makes a grain READY, and what can be carried
+ *     never commits READY); a resume recomputes the demand with the ids reclaimed since,
+ *     which only adds what is needed.
+ *
+ * Carrying an item whose id was freed earlier makes its readers' seals meet that id again:
+ * reclaim.c looks each id up before it frees it (orch_prop_reclaim_recheck).
  *
  * Carrying is the path of a worker's report without the worker: the grain goes IN_FLIGHT
  * and its answer — the twin's payload ids, its children, its drop or its filter verdict —

@@ -2,6 +2,7 @@
 --edit part of the docstring of __main__.py): where a kill landed, the update's row at its
 end, the rule of carrying, and the commands that must change nothing."""
 from common import Violation, connect, run
+from pipeline import OUTPUTS
 from invariants import same_facts
 from updates import rows_since
 
@@ -103,6 +104,47 @@ def edit_end_checks(base, cur, when):
                         "(%d before, %d now, %d added)" % (when, len(live), len(now), r[3]))
 
 
+def family(stmts, port):
+    """The port whose payload ids port names: up through filters and broadcasts."""
+    by_port = {st[0]: st for st in stmts}
+    while port in by_port and by_port[port][1] in ("filter", "broadcast"):
+        port = by_port[port][3]
+    return port
+
+
+def demand(e, cur, port_id, olds, reclaimed):
+    """The calls the edit left as they were whose outputs' bytes no grain that may run
+    reads (engine/update/carry.c): a twin's reclaimed result is handed on. What a fresh
+    run keeps is needed (the outputs' families, everything without outputs); what a call
+    that may run reads is needed; a call left as it was whose needed outputs were
+    reclaimed in the revisions replaced may run. The reclaimed ids are those at the end
+    of the update, a superset of those any start of it saw: the needed set is the
+    largest a start could have found."""
+    stmts = e.stmts
+    outputs = [o for o in OUTPUTS if o not in e.dropped] if e.outputs else []
+    need = {family(stmts, o) for o in outputs} if outputs else \
+        {family(stmts, p) for p in e.ports}
+    runs = {st[2] for st in stmts if st[2] and st[2] not in e.same}
+
+    def gone(port):
+        return any(it[0] == "present" and it[1] in reclaimed
+                   for (pid, ei), it in cur["item"].items()
+                   if pid == port_id[port] and ei in olds)
+    grew = True
+    while grew:
+        grew = False
+        for st in stmts:
+            if st[2] in runs and family(stmts, st[3]) not in need:
+                need.add(family(stmts, st[3]))
+                grew = True
+        for st in stmts:
+            if st[2] in e.same and st[2] not in runs and st[1] not in ("filter",) and \
+                    st[0] in need and gone(st[0]):
+                runs.add(st[2])
+                grew = True
+    return {st[2] for st in stmts if st[2] in e.same and family(stmts, st[0]) not in need}
+
+
 class Carrying:
     """(c), the rule of carrying, over one edit's update: the grains a resume found READY
     (exempt), and the counts of the summary."""
@@ -154,9 +196,14 @@ class Carrying:
         grain_of = {(g[0], g[1]): gid for gid, g in cur["grain"].items()}
         same = {call_id[c]: st for c, st in e.same.items()}
 
-        def there(port, ei):
+        bare = demand(e, cur, port_id, olds, reclaimed)
+
+        def there(port, ei, call):
+            """The twin's item of port on ei can be handed on: Present, and its bytes
+            still there unless nothing that may run reads them (bare)."""
             it = cur["item"].get((port_id[port], ei))
-            return it is not None and it[0] == "present" and it[1] not in reclaimed
+            return it is not None and it[0] == "present" and (
+                call in bare or it[1] not in reclaimed)
 
         def why_not(st, t):
             """None when the twin t's answer can be handed on; else why not."""
@@ -169,9 +216,10 @@ class Carrying:
             if st[1] == "filter" or out == "dropped":
                 return None
             if st[1] == "expand":
-                gone = [k for k in kids.get(t, ()) if ent[k][0] == word and not there(st[0], k)]
-                return "a twin child's item reclaimed" if gone else None
-            return None if there(st[0], t) else "twin's item reclaimed"
+                gone = [k for k in kids.get(t, ())
+                        if ent[k][0] == word and not there(st[0], k, st[2])]
+                return "a twin child's item reclaimed, and needed" if gone else None
+            return None if there(st[0], t, st[2]) else "twin's item reclaimed, and needed"
         ran = {}
         for aid, a in cur["attempt"].items():
             if aid not in base["attempt"]:
