@@ -147,8 +147,12 @@ same as any). At the end:
       (every port of its statement keeps its fingerprint: not changed, not new, not
       downstream of a change or of --rerun) has an attempt of the update when its twin
       (the same call on the entity with the same key, in the root's previous revision)
-      was sealed OK or Dropped and its outputs' bytes are still there (every child's, for
-      an expansion; a filter's verdict always is) — unless a resume found it READY: it was
+      was sealed OK or Dropped and its outputs can be handed on (every child's, for an
+      expansion; a filter's verdict always can): Present, with their bytes still there
+      or, when they were reclaimed, read by no call that may run (engine/update/carry.c:
+      a call that computes anew, or one whose needed outputs were reclaimed, and what
+      those read, to a fixpoint; the reclaimed ids as at the update's end, so the
+      largest demand any of its starts saw) — unless a resume found it READY: it was
       READY, or in flight (made READY again by recovery), in the snapshot at one of the
       update's kills. Without outputs no payload may have been reclaimed, so such a call
       runs only for those grains and for twins that failed. The summary counts the

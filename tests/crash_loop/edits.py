@@ -166,9 +166,10 @@ class Carrying:
     def check(self, job, e, base, cur, when):
         """(c): no attempt during the edit's update for a grain of a call whose ports all
         keep their fingerprints (Edit.same) and whose twin (same call, same key, the
-        previous revision) was sealed OK or Dropped with its outputs' bytes still there
-        (every child's, for an expansion) -- unless a resume found it READY: it was
-        READY or in flight (then made READY again) at a kill of the update."""
+        previous revision) was sealed OK or Dropped with its outputs Present (every
+        child's, for an expansion) and their bytes still there or needed by nothing that
+        may run (demand) -- unless a resume found it READY: it was READY or in flight
+        (then made READY again) at a kill of the update."""
         db = connect(job)
         try:
             call_id = dict(db.execute("SELECT name, id FROM call"))
