@@ -9,6 +9,10 @@
 #   needed    an edit of a call that reads line.raw: cut runs (its bytes were reclaimed)
 #             and so rd (cut reads doc.text), up and n are carried;
 #   output    `output line.raw` added: a fresh run keeps its bytes, so cut runs again;
+#   broadcast a new call reads an ancestor's reclaimed port through a broadcast: its
+#             producer runs again, the steps beside it are carried;
+#   aligned   an aligned expansion, a filter and an optional input carried without their
+#             bytes, and the aligned expansion made again when a changed reduce reads it;
 #   failed    a grain whose twin failed runs again although its call is the same: it reads
 #             its input, whose producer was carried, and finds its bytes (a failed
 #             reader keeps them);
@@ -100,6 +104,68 @@ sed -e 's/^call n = count()$/call n = concat(sep=",")/' "$T/raw.orch" > "$T/raw2
 update "$J" "$T/raw2.orch" "output, then an edit"
 expect_eq "output kept: only the edited reduce runs" "rd=0 cut=0 up=0 n=3" "$(runs "$J" "$n")"
 same_as_fresh "$J" "$T/raw2.orch"
+
+# ---- a broadcast read by a new call: its ancestor's port is made again, nothing else --------
+J=$T/b/job
+mkdir -p "$T/b"
+cp -r "$T/docs" "$T/b/docs"
+cp "$T/p.orch" "$T/b/p.orch"
+printf 'line.doc = broadcast doc.text
+' >> "$T/b/p.orch"
+run_job "$T/b/p.orch" "$J"
+n=$(last "$J")
+cp "$T/b/p.orch" "$T/b/p2.orch"
+printf 'call echo = identity()
+line.echo = echo(line.doc)
+output line.echo
+' >> "$T/b/p2.orch"
+update "$J" "$T/b/p2.orch" broadcast
+expect_eq "broadcast: doc.text made again for echo; cut and up carried" "rd=3 cut=0 up=0 echo=6" \
+  "$(runs "$J" "$n")"
+same_as_fresh "$J" "$T/b/p2.orch"
+
+# ---- an aligned expansion, a filter and an optional input: carried without their bytes -----
+J=$T/a/job
+mkdir -p "$T/a"
+cp -r "$T/docs" "$T/a/docs"
+cat > "$T/a/p.orch" <<'PIPE'
+pipeline aligned
+domain doc
+domain line in doc
+source doc.path = files("docs/*.txt")
+call read     = read_file()
+call shout    = upper()
+call cut      = split_lines()
+call cut_loud = split(sep="\n")
+call keep     = nonempty()
+call echo     = identity()
+call join     = concat(sep=" | ")
+doc.text   = read(doc.path)
+doc.loud   = shout(doc.text)
+line.text  = expand cut(doc.text)
+line.loud  = expand aligned cut_loud(doc.loud)
+line.kept  = filter keep(line.text)
+line.echo  = echo(?line.kept)
+doc.joined = reduce join(line.loud)
+output doc.joined
+output line.echo
+PIPE
+run_job "$T/a/p.orch" "$J"
+n=$(last "$J")
+cp "$T/a/p.orch" "$T/a/p2.orch"
+printf 'call n = count()\ndoc.n = reduce n(line.echo)\noutput doc.n\n' >> "$T/a/p2.orch"
+update "$J" "$T/a/p2.orch" aligned
+expect_eq "aligned: the new reduce alone ran" \
+  "read=0 shout=0 cut=0 cut_loud=0 keep=0 echo=0 join=0 n=3" "$(runs "$J" "$n")"
+same_as_fresh "$J" "$T/a/p2.orch"
+# The joined lines read line.loud, reclaimed: the aligned expansion runs again, and what
+# it reads; the plain one and the filter do not.
+n=$(last "$J")
+sed -e 's/^call join     = concat(sep=" | ")$/call join     = concat(sep="+")/' "$T/a/p2.orch" > "$T/a/p3.orch"
+update "$J" "$T/a/p3.orch" "aligned, needed"
+expect_eq "aligned, needed: line.loud made again" \
+  "read=3 shout=3 cut=0 cut_loud=3 keep=0 echo=0 join=3 n=0" "$(runs "$J" "$n")"
+same_as_fresh "$J" "$T/a/p3.orch"
 
 # ---- a twin that failed: its grain runs, and finds its input's bytes ------------------------
 mkdir -p "$T/f/docs"
