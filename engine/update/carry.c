@@ -367,9 +367,13 @@ static int carry_one(struct orch_carry *c, orch_prop *prop, struct orch_prop_inp
 int orch_carry_turn(struct orch_carry *c, orch_prop *prop, struct orch_prop_inputs *in,
                     const struct orch_prop_hooks *queue, int64_t *carried)
 {
-    if (!c || c->n == 0)
+    if (!c)
         return 0;
-    orch_prop_reclaim_recheck(prop); /* what is handed on may be freed already */
+    /* From the first turn, before any report: an item carried by an earlier start may
+     * name an id freed before it, which a seal of its reader meets. */
+    orch_prop_reclaim_recheck(prop);
+    if (c->n == 0)
+        return 0;
     /* The turn's transaction, opened here unless something before opened it. */
     int rc = orch_store_in_txn(c->store) ? 0 : orch_store_begin(c->store);
     /* Carrying a grain may make more READY (pushed here): the list grows while it is
