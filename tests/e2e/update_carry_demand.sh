@@ -16,6 +16,9 @@
 #   failed    a grain whose twin failed runs again although its call is the same: it reads
 #             its input, whose producer was carried, and finds its bytes (a failed
 #             reader keeps them);
+#   no twin   an expansion whose twin failed runs again and makes children without twins,
+#             which read their parent's port, carried without regard to its bytes,
+#             through a broadcast: a job with a failed grain kept them;
 #   ocr       the assembling reduce of the OCR pipeline changed, page.text an `output`:
 #             no tesseract_ocr and no pdf_render attempt.
 # Each time every export equals a fresh run's, byte for byte.
@@ -202,6 +205,65 @@ expect_eq "failed: the failed grain ran again, the rest as needed" "rd=2 up=0 ch
   "$(runs "$J" "$n")"
 job_done "$J"
 same_as_fresh "$J" "$T/f/p2.orch"
+
+# ---- an expansion whose twin failed: its new children, without twins, read a broadcast -----
+# cut fails for b.txt while the file "broken" exists. The first run has that failure, so
+# doc.up, read through a broadcast, is kept (reclaim.c keeps broadcast families of a job
+# with a failed grain); the edit (a reduce over the output) carries up without regard to
+# its bytes; b's cut runs again, now without failing, and its new lines read b's doc.up.
+mkdir -p "$T/d/docs"
+printf 'a1\na2\n' > "$T/d/docs/a.txt"
+printf 'b1\nb2\nb3\n' > "$T/d/docs/b.txt"
+cat > "$T/d/cut_udf.py" <<PY
+import os, sys
+sys.path.insert(0, "$SRCDIR/udfs/python")
+import orch_udf
+class Cut:
+    def __init__(self, args):
+        pass
+    def run(self, batch):
+        if os.path.exists("$T/d/broken"):
+            return [orch_udf.RecordFailure("broken") if r.value.startswith(b"b") else
+                    r.value.split(b"\n")[:-1] for r in batch]
+        return [r.value.split(b"\n")[:-1] for r in batch]
+sys.exit(orch_udf.serve(Cut))
+PY
+cat > "$T/d/p.orch" <<PIPE
+pipeline d
+domain doc
+domain line in doc
+source doc.path = files("docs/*.txt")
+call rd  = read_file()
+call up  = upper()
+call cut = exec("python3 $T/d/cut_udf.py")
+call see = identity()
+doc.text = rd(doc.path)
+doc.up   = up(doc.text)
+line.raw = expand cut(doc.text)
+line.ctx = broadcast doc.up
+line.see = see(line.ctx)
+output line.see
+PIPE
+J=$T/d/job
+: > "$T/d/broken"
+run_job "$T/d/p.orch" "$J"
+expect_eq "no twin: b's cut failed, b has no lines" "docs/b.txt 2" \
+  "$(q "$J" "SELECT key, (SELECT count(*) FROM entity WHERE parent_id IS NOT NULL) FROM failures WHERE call = 'cut'" | tr '|' ' ')"
+rm "$T/d/broken"
+n=$(last "$J")
+cp "$T/d/p.orch" "$T/d/p2.orch"
+printf 'call n = count()\ndoc.n = reduce n(line.see)\noutput doc.n\n' >> "$T/d/p2.orch"
+update "$J" "$T/d/p2.orch" "no twin"
+expect_eq "no twin: b's cut ran again, and what its new lines read" "rd=0 up=0 cut=1 see=3 n=2" \
+  "$(runs "$J" "$n")"
+# The outputs equal a fresh run's (the ports of doc.up's broadcast family stay kept: the
+# job has a failed grain in its history, which a fresh run has not).
+rm -rf "$T/fresh"
+run_job "$T/d/p2.orch" "$T/fresh"
+for port in line.see doc.n; do
+  expect_eq "no twin: $port as a fresh run's" "$("$ORCH" export "$T/fresh" "$port" --all)" \
+    "$("$ORCH" export "$J" "$port" --all)"
+done
 
 # ---- the OCR pipeline: the assembling reduce changed, page.text an output -------------------
 mkdir -p "$T/o/pdfs"
