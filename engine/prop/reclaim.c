@@ -39,6 +39,12 @@
  * has any Failed or Suppressed grain leaves AT_END families alone; the end of a run with
  * none frees them. A family without readers is freed at the end of the job either way.
  *
+ * Ids freed before. An edited update may carry an item whose payload was freed already,
+ * for a port that nothing which runs reads (engine/update/carry.c); the seals of its
+ * readers then meet an id that an earlier transaction freed. From the first turn of such
+ * an update (orch_prop_reclaim_recheck), each id is looked up in the reclaimed spans
+ * before it is freed: one look-up more per freed id, in edited updates only.
+ *
  * Order of writes. The freed id is recorded (table `reclaimed_span`, orch_facts.h) in the
  * turn's transaction, with the seal that proved it; its bytes are deleted from the
  * payload store only once that transaction is durable (orch_prop_reclaim_flush). A crash
