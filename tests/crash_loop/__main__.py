@@ -14,6 +14,8 @@ committed ever changes.
 
     python3 tests/crash_loop --update --rewrite-during-run 6 12
                                         --update, and a file rewritten during the update
+    python3 tests/crash_loop --edit --rewrite-during-run 8 12
+                                        --edit, and a file rewritten during the edit
 
 The pipeline has two sources. lines("in.txt"): an expand (split into words, empty pieces
 included), a `sleep` map whose delay is the digit each word starts with, a `flaky` map
@@ -88,7 +90,7 @@ except that export lines of entities under a retired root leave the export; and:
       same entities as before; the retired ones are the vanished keys, with reason
       `removed`, and the changed ones, with reason `changed`.
 
-With --rewrite-during-run (and --update), files/f1.txt, changed by the edit, is written
+With --rewrite-during-run and --update, files/f1.txt, changed by the edit, is written
 again with other bytes during the update: two times in three the moment its rescan has
 committed (the scan hashed the file, read_file is still to come), else at a random moment
 up to 2 * CRASH_LOOP_MAX_DELAY_MS after its start. (g) then allows one more change where
@@ -162,6 +164,13 @@ same as any). At the end:
       the number of roots live before it, changed and removed 0; the live roots are the
       same keys in the same order, each the next revision of one live before.
 
+With --rewrite-during-run and --edit, files/f1.txt is written with other bytes the moment
+the edit's rescan has committed (the edit sees the file as it was; a read_file that runs
+after it, because the bytes it made were reclaimed and are needed, or --rerun, reads the
+new bytes). Checks (b) to (d) hold as above; then the file's bytes are put back and `orch
+update DIR` is run, and (a) must hold after it: a file whose signature moved between the
+scan and the read is changed for the next update, one that was not read is not.
+
 Prints a summary; exits 1 on any violation (with the work directory kept for a look),
 0 otherwise. Environment: ORCH (the binary; default build/engine/orch), CRASH_LOOP_LINES
 (root entities, default 80), CRASH_LOOP_DIR (work directory; default a new temporary one,
@@ -201,8 +210,8 @@ def main():
     if update and edit_mode:
         log("--update and --edit: one or the other")
         return 2
-    if rewrite and not update:
-        log("--rewrite-during-run goes with --update")
+    if rewrite and not (update or edit_mode):
+        log("--rewrite-during-run goes with --update or --edit")
         return 2
     argv = [a for a in argv if a not in ("--update", "--edit", "--rewrite-during-run")]
     kills = int(argv[0]) if len(argv) > 0 else 30
@@ -219,7 +228,7 @@ def main():
     files = file_states(rng)
     write_files(work, files[0])
     if edit_mode:
-        return main_edit(kills, seed, work, given)
+        return main_edit(kills, seed, work, given, files[0] if rewrite else None)
     with open(os.path.join(work, "p.orch"), "w") as f:
         f.write(PIPELINE)
     edit = None
@@ -277,10 +286,12 @@ def main():
     return 0
 
 
-def main_edit(kills, seed, work, given):
+def main_edit(kills, seed, work, given, files=None):
     """--edit: jobs over work/in.txt, each with its pipeline and edit, until KILLS kills
-    landed in the edits' updates."""
-    loop = Loop(kills, seed, work, edit=True)
+    landed in the edits' updates. files: the files/ state, given with --rewrite-during-run
+    (each edit's update has files/f1.txt rewritten, then put back)."""
+    loop = Loop(kills, seed, work, edit=True, rewrite=files is not None)
+    loop.files = files
     t1 = time.monotonic()
     try:
         while loop.update_kills < kills:
@@ -297,9 +308,10 @@ def main_edit(kills, seed, work, given):
         log("    job%d: %s" % (k + 1, e))
     log("    %d kills in the edits' updates: %d before the edit was recorded (then %d plain "
         "resumes that did nothing), %d before its rescan committed, %d after; %d `orch "
-        "update` restarts after a kill (%d refused: under way)"
+        "update` restarts after a kill (%d refused: under way); %d files rewritten during "
+        "an edit's update"
         % (loop.update_kills, loop.landed["unrecorded"], loop.noops, loop.landed["unscanned"],
-           loop.landed["scanned"], loop.restarts, loop.under_way))
+           loop.landed["scanned"], loop.restarts, loop.under_way, loop.rewrites))
     c = loop.carrying
     log("    grains of calls the edit left as they were: %d took their twin's result, %d ran "
         "as a resume found them READY, %d ran as their twin's result was gone (%s); %d "

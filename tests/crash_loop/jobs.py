@@ -74,6 +74,7 @@ class Loop:
         # --rewrite-during-run: REWRITTEN is rewritten at a random moment of the update.
         self.rewrite = rewrite
         self.rewrites = 0
+        self.files = None            # --edit --rewrite-during-run: the files/ state
         # --edit: the job's Edit; its pipelines' paths; the references by pipeline text.
         self.edit = edit
         self.job_edit = None
@@ -221,8 +222,11 @@ class Loop:
         # The second job declares the outputs (its intermediates are reclaimed); the
         # first does not; the others one time in five. The first changes an argument, the
         # third drops a statement, the fourth is a --rerun alone; the others are drawn.
+        # --rewrite-during-run: every second job reruns read_file, which then reads the
+        # file rewritten during the edit's update.
         e = Edit(self.rng, self.jobs == 2 or (self.jobs > 2 and self.rng.random() < 0.2),
-                 {1: "arg", 3: "drop", 4: "rerun"}.get(self.jobs))
+                 {1: "arg", 3: "drop", 4: "rerun"}.get(self.jobs),
+                 "rd" if self.rewrite and self.jobs % 2 == 0 else None)
         self.edits.append(e.describe())
         self.job_edit = None
         self.pipeline = os.path.join(self.work, "p%d.orch" % self.jobs)
@@ -253,15 +257,42 @@ class Loop:
         self.job_edit = e
         self.carrying.begin()
         budget = min(self.kills_wanted - self.update_kills, self.rng.randint(1, 3))
-        prev = self.cycle(job, "update", budget, base, base, seen_open, e.kept)
+        # --rewrite-during-run: REWRITTEN is written with other bytes the moment the
+        # edit's rescan has committed (the edit sees the file as it was; a read_file that
+        # runs after, because its bytes were reclaimed or --rerun, reads the new ones).
+        rewrite = Rewriter(self.work, job, base, "file",
+                           self.files[REWRITTEN][1] + b"9rewritten during the edit\n",
+                           None) if self.rewrite else None
+        try:
+            prev = self.cycle(job, "update", budget, base, base, seen_open, e.kept)
+        finally:
+            if rewrite is not None:
+                rewrite.cancel()
         when = "job%d edit end (%s)" % (self.jobs, e.describe())
         cur = snapshot(job, e.kept)
         compare(prev, cur, when, True, e.anew)
-        final_checks(job, cur, self.reference(e.text, e.ports), when, e.ports)
+        fired = rewrite is not None and rewrite.fired
+        if not fired:
+            final_checks(job, cur, self.reference(e.text, e.ports), when, e.ports)
         edits.dropped_checks(job, e, when)
         edits.edit_kill_checks(e, base, cur, when)
         edits.edit_end_checks(base, cur, when)
         self.carrying.check(job, e, base, cur, when)
+        if fired:
+            # The file's bytes back; an update takes what a read_file of the edit's update
+            # may have read instead, and the exports are the edited pipeline's over the
+            # sources as they are.
+            self.rewrites += 1
+            kind, data = self.files[REWRITTEN]
+            write_file(self.work, REWRITTEN, kind, data)
+            r = run(["update", job, "--progress", "none"])
+            if r.returncode != 0:
+                raise Violation("%s: the update after the rewrite exited %d: %s"
+                                % (when, r.returncode, r.stderr.decode(errors="replace")))
+            prev, cur = cur, snapshot(job, e.kept)
+            when += ", then the update after the rewrite of files/%s" % REWRITTEN
+            compare(prev, cur, when, updating=True)
+            final_checks(job, cur, self.reference(e.text, e.ports), when, e.ports)
         self.job_edit = None
         self.end_job(job, cur, seen_open, when)
 

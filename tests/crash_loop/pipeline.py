@@ -97,7 +97,7 @@ class Edit:
     call), and sometimes a --rerun on top. force: "arg", "drop" (that part of an edit is
     drawn for sure) or "rerun" (--rerun alone), so that a short loop has each."""
 
-    def __init__(self, rng, outputs, force=None):
+    def __init__(self, rng, outputs, force=None, rerun=None):
         calls, stmts = list(CALLS), list(STMTS)
         self.base = render(calls, stmts, OUTPUTS if outputs else [])
         self.outputs = outputs
@@ -143,6 +143,8 @@ class Edit:
                 self.words.append("drop %s" % st[0])
             if rng.random() < 0.15:
                 self.rerun = [rng.choice([st[2] for st in stmts if st[2] and st[0] != "doc.m"])]
+        if rerun is not None and not self.rerun:
+            self.rerun = [rerun]
         if self.rerun:
             self.words.append("--rerun %s" % self.rerun[0])
         self.text = render(calls, stmts, [o for o in OUTPUTS if o not in dropped]
