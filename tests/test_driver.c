@@ -148,6 +148,10 @@ static const char *item_value(struct fx *f, const char *port, int line)
 
 /* ---- dispatch -------------------------------------------------------------------------- */
 
+/* The tests of the reservation rules (FIFO, across parents, reclamation, the budgets) run
+ * with fixed dispatch sizes (batch_fixed: each dispatch takes the call's batch grains),
+ * so that their batches are known; the runtime's sizes are tested under "sizing". */
+
 /* The pipelines' common start: one root per line of in.txt. */
 #define LINES "pipeline drv\ndomain doc\nsource doc.line = lines(\"in.txt\")\n"
 
@@ -162,7 +166,7 @@ static void test_dispatch_batches_fifo(void **state)
 {
     struct fx *f = *state;
     make_job(f, chain, 10);
-    run(f, (struct orch_run_opts){0}, NULL, NULL);
+    run(f, (struct orch_run_opts){.batch_fixed = true}, NULL, NULL);
     assert_int_equal(fake_log.nbatch, 3);
     const int want[] = {4, 4, 2};
     int64_t last_seq = -1;
@@ -209,7 +213,7 @@ static void test_dispatch_across_parents(void **state)
 {
     struct fx *f = *state;
     make_job_text(f, words, "a b\nc d e\nf\n");
-    run(f, (struct orch_run_opts){0}, NULL, NULL);
+    run(f, (struct orch_run_opts){.batch_fixed = true}, NULL, NULL);
     int cut = call_of(f, "cut"), up = call_of(f, "up");
     assert_int_equal(fake_log.nbatch, 3);
     assert_int_equal(fake_log.batch[0].call, cut);
@@ -333,7 +337,7 @@ static void test_reclaim(void **state)
     struct fx *f = *state;
     make_job(f, two_calls, 20);
     struct freed r = {.f = f, .b = call_of(f, "b")};
-    run(f, (struct orch_run_opts){0}, check_freed, &r);
+    run(f, (struct orch_run_opts){.batch_fixed = true}, check_freed, &r);
     assert_int_equal(r.checks, 20);
     assert_int_equal(r.bad, 0);
     assert_true(r.midway > 10);
@@ -391,7 +395,7 @@ static void test_admission_live_bytes(void **state)
 {
     struct fx *f = *state;
     make_job(f, behind, 20);
-    run(f, (struct orch_run_opts){0}, NULL, NULL);
+    run(f, (struct orch_run_opts){.batch_fixed = true}, NULL, NULL);
     int64_t free_peak = f->stats.live_peak;
     orch_job_close(f->job);
     f->job = NULL;
@@ -401,7 +405,7 @@ static void test_admission_live_bytes(void **state)
     make_job(f, behind, 20);
     struct hold h = {.f = f, .budget = 4 * 6, .a = call_of(f, "a")};
     f->on_dispatch = watch_hold;
-    run(f, (struct orch_run_opts){.max_live_bytes = h.budget}, NULL, &h);
+    run(f, (struct orch_run_opts){.max_live_bytes = h.budget, .batch_fixed = true}, NULL, &h);
     assert_int_equal(f->stats.live_budget, h.budget);
     assert_true(h.full > 0); /* the budget was full with b behind */
     assert_int_equal(h.served, 0);

@@ -1007,13 +1007,13 @@ static void test_values_refusals(void **state)
     assert_int_equal(decode_body(ORCH_WIRE_BATCH, &b), -EPROTO);
     assert_detail("value of 50 bytes is truncated");
 
-    /* CONFIG: a values flag of 2 (it sits 13 bytes before the end with no arguments). */
+    /* CONFIG: a values flag of 2 (it sits 17 bytes before the end with no arguments). */
     struct orch_wire_config c = remote_config;
     c.nargs = 0;
     struct orch_wire_buf w = {0};
     assert_int_equal(orch_wire_put_config(&w, &c), 0);
-    assert_int_equal(w.data[w.len - 13], 1);
-    w.data[w.len - 13] = 2;
+    assert_int_equal(w.data[w.len - 17], 1);
+    w.data[w.len - 17] = 2;
     assert_int_equal(
         decode_raw(ORCH_WIRE_CONFIG, w.data + ORCH_WIRE_HEADER, w.len - ORCH_WIRE_HEADER),
         -EPROTO);

@@ -222,6 +222,8 @@ static int take(void *ctx, const struct orch_queue_entry *e)
     s->g = e->g;
     s->attempt_row = 0; /* begun with the batch's others once it is complete (reserve) */
     s->first_input = d->inputs.first_input;
+    if (e->g.in0_state == ORCH_ITEM_PRESENT && e->g.in0_size != ORCH_IN0_SIZE_UNKNOWN)
+        b->in_bytes += e->g.in0_size;
     /* Append the wire record; its pointers are fixed up when the batch is complete. The
      * values are counted as they come (nvals), so that n adds cost O(n). The +1: a reduce
      * over no surviving child has no values, and vals must still be an allocation. */
@@ -277,15 +279,37 @@ static int begin_attempts(struct orch_driver *d, struct orch_driver_batch *b)
     return 0;
 }
 
-/* A batch for up to min(batch, queued) grains: a reservation never adds more than it
- * consumes, so what is queued bounds it, whatever `batch` says (1,000,000 would otherwise
- * allocate ~184 MB per reservation). */
+/* ---- sizing ---------------------------------------------------------------------------- */
+
+void orch_driver_measure(struct orch_driver_call *cr, int ngrains, int64_t worker_ms,
+                         int64_t in_bytes)
+{
+    if (ngrains < 1)
+        return;
+    orch_sizing_add(&cr->sizing, ngrains, worker_ms, in_bytes);
+    cr->ms_per_grain = orch_sizing_ms_per_grain(&cr->sizing);
+    cr->bytes_per_grain = orch_sizing_bytes_per_grain(&cr->sizing);
+}
+
+int orch_driver_dispatch_size(const struct orch_driver_call *cr)
+{
+    const struct orch_run_opts *o = cr->d->opts;
+    if (o->batch_fixed)
+        return cr->c->opts.batch == ORCH_BATCH_AUTO ? 1 : cr->c->opts.batch;
+    uint64_t queued = orch_queue_count(&cr->q);
+    return orch_sizing_dispatch(&cr->sizing, queued ? queued : 1, cr->c->opts.workers,
+                                o->batch_target_ms > 0 ? o->batch_target_ms
+                                                       : ORCH_SIZING_TARGET_MS,
+                                cr->c->opts.batch_bytes);
+}
+
+/* A batch for `size` grains (orch_driver_dispatch_size), at most what is queued: a
+ * reservation never adds more than it consumes. */
 static struct orch_driver_batch *batch_new(struct orch_driver *d, struct orch_driver_call *cr,
-                                           orch_worker *w)
+                                           orch_worker *w, int size)
 {
     uint64_t queued = orch_queue_count(&cr->q);
-    size_t cap =
-        queued < (uint64_t)cr->c->opts.batch ? (size_t)queued : (size_t)cr->c->opts.batch;
+    size_t cap = queued < (uint64_t)size ? (size_t)queued : (size_t)size;
     assert(cap >= 1);
     struct orch_driver_batch *b = calloc(1, sizeof *b);
     if (!b)
@@ -316,12 +340,13 @@ static int reserve(struct orch_driver *d, struct orch_driver_call *cr, orch_work
         cr->q.rng = d->opts->seed ^ ((uint64_t)cr->call * UINT64_C(0x9e3779b97f4a7c15));
         cr->q.seeded = true;
     }
-    struct orch_driver_batch *b = batch_new(d, cr, w);
+    int size = orch_driver_dispatch_size(cr);
+    struct orch_driver_batch *b = batch_new(d, cr, w, size);
     if (!b)
         return -ENOMEM;
     struct reserving ctx = {.d = d, .cr = cr, .b = b};
     struct orch_queue_reservation rule = {
-        .batch = cr->c->opts.batch,
+        .batch = size,
         .batch_bytes = cr->c->opts.batch_bytes,
         .parent = cr->c->opts.reserve == ORCH_RESERVE_PARENT,
         .rng = d->opts->order == ORCH_ORDER_RANDOM ? &cr->q.rng : NULL,
@@ -468,6 +493,7 @@ void orch_driver_send(struct orch_driver *d)
         d->ninflight++;
         struct orch_wire_batch wb = {.id = b->id, .nrec = (uint32_t)b->n, .rec = b->rec};
         d->stats->batches++;
+        b->sent_ms = orch_clock_mono_ms();
         int rc = orch_pool_dispatch(cr->pool, b->worker, &wb);
         if (rc == -EIO || rc == -ENOMEM) {
             /* A remote worker's inputs could not be read from the payload store (pool_values.c,

@@ -99,6 +99,13 @@ struct orch_run_opts {
     int64_t idle_stop_ms;
     size_t queue_window;
     size_t remote_batch_max;
+    /* The work one dispatch is sized to, in ms of its worker's time (sizing.h); 0: the
+     * default (ORCH_SIZING_TARGET_MS). --batch-target, ORCH_BATCH_TARGET_MS. */
+    int64_t batch_target_ms;
+    /* An ablation (--batch-fixed): every dispatch takes its call's `batch` grains (one
+     * for batch=auto), as many as are queued, whatever was measured: the sizes a user
+     * picks by hand, for the benchmark that compares them with the runtime's. */
+    bool batch_fixed;
 };
 
 struct orch_run_stats {

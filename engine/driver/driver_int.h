@@ -88,6 +88,7 @@
 #include "proc.h"
 #include "propagate.h"
 #include "queue.h"
+#include "sizing.h"
 #include "source.h"
 #include "update.h"
 
@@ -104,7 +105,8 @@ struct orch_driver_batch {
     uint64_t id;
     struct orch_driver_call *cr;
     orch_worker *worker;
-    int n, cap;                    /* slots used, and allocated: min(batch, queued) */
+    int n, cap;                    /* slots used, and allocated: the dispatch's size
+                                      (sizing.h), at most what is queued */
     struct orch_driver_slot *slot; /* [cap] */
     struct orch_driver_batch *next; /* on d->to_send, on cr->inflight, or on d->settled */
     /* On d->open from its reservation until it leaves flight (reserved or in flight), in
@@ -118,6 +120,8 @@ struct orch_driver_batch {
     struct orch_wire_value *vals;
     size_t nvals, cap_vals;
     orch_payload_rtxn *rtxn; /* input sizes (batch_bytes), only while reserving */
+    int64_t in_bytes;        /* its inputs' bytes, where known (orch_driver_measure) */
+    int64_t sent_ms;         /* monotonic: when it was sent; 0: not sent */
     /* How its attempts end if the turn that settled it is rolled back (keep_why):
      * INTERRUPTED with the stop's message unless the settling said otherwise. */
     enum orch_attempt_outcome end_as;
@@ -149,6 +153,11 @@ struct orch_driver_call {
     bool served;                       /* workers.c: on d->served (orch_driver_served) */
     struct orch_driver_wk *wk;         /* workers.c: per worker index, [workers] */
     int64_t start_ms;                  /* workers.c: its last worker's start, to HELLO, in ms */
+    /* dispatch.c: how its dispatches are sized (sizing.h), from its settled batches
+     * (orch_driver_measure); the figures are -1 until one is settled. */
+    struct orch_sizing sizing;
+    double ms_per_grain;    /* wall ms of worker time per grain, moving average */
+    double bytes_per_grain; /* input bytes per grain, moving average */
 };
 
 /* A worker slot of a call as the driver sees it (workers.c). */
@@ -304,6 +313,12 @@ bool orch_driver_any_queued(const struct orch_driver *d);
 int64_t orch_driver_attempt_floor(const struct orch_driver *d);
 /* Frees a list of batches linked by next (NULL: nothing). */
 void orch_driver_batches_free(struct orch_driver_batch *b);
+/* A batch of cr with ngrains grains was settled after worker_ms in its worker, carrying
+ * in_bytes of inputs: the figures its next dispatches are sized by (sizing.h). */
+void orch_driver_measure(struct orch_driver_call *cr, int ngrains, int64_t worker_ms,
+                         int64_t in_bytes);
+/* The grains cr's next dispatch asks for (sizing.h's rule with the run's target). */
+int orch_driver_dispatch_size(const struct orch_driver_call *cr);
 
 /* ---- admit.c --------------------------------------------------------------------------- */
 

@@ -1,0 +1,59 @@
+/* sizing.c — the grains of one dispatch, from what a call measured (sizing.h). */
+#include "sizing.h"
+
+#include <assert.h>
+
+/* What the totals keep of their past per settled batch: the last ~4 batches weigh most. */
+#define SIZING_DECAY 0.75
+
+void orch_sizing_add(struct orch_sizing *s, int n, int64_t worker_ms, int64_t in_bytes)
+{
+    assert(n >= 1);
+    s->ms = s->ms * SIZING_DECAY + (double)(worker_ms > 0 ? worker_ms : 0);
+    s->bytes = s->bytes * SIZING_DECAY + (double)(in_bytes > 0 ? in_bytes : 0);
+    s->grains = s->grains * SIZING_DECAY + (double)n;
+    s->settled++;
+    if (s->grown < 1)
+        s->grown = 1;
+    if (s->grown < ORCH_SIZING_MAX)
+        s->grown *= 2;
+}
+
+double orch_sizing_ms_per_grain(const struct orch_sizing *s)
+{
+    return s->settled > 0 ? s->ms / s->grains : -1;
+}
+
+double orch_sizing_bytes_per_grain(const struct orch_sizing *s)
+{
+    return s->settled > 0 ? s->bytes / s->grains : -1;
+}
+
+/* The least of n and a bound given as a real number of grains (at least 1). */
+static int64_t bound(int64_t n, double limit)
+{
+    if (limit < 1)
+        return 1;
+    return limit < (double)n ? (int64_t)limit : n;
+}
+
+int orch_sizing_dispatch(const struct orch_sizing *s, uint64_t queued, int workers,
+                         int64_t target_ms, int64_t batch_bytes)
+{
+    assert(workers >= 1);
+    if (target_ms <= 0 || queued <= 1)
+        return 1;
+    int64_t n = ORCH_SIZING_MAX;
+    uint64_t share = (queued + (uint64_t)workers - 1) / (uint64_t)workers;
+    if (share < (uint64_t)n)
+        n = (int64_t)share;
+    n = bound(n, s->grown > 0 ? (double)s->grown : 1);
+    double ms = orch_sizing_ms_per_grain(s);
+    if (ms > 0)
+        n = bound(n, (double)target_ms / ms);
+    double bytes = orch_sizing_bytes_per_grain(s);
+    if (bytes > 0)
+        n = bound(n, (double)(batch_bytes > 0 ? batch_bytes : ORCH_SIZING_MAX_BYTES) / bytes);
+    assert(n >= 1 && n <= ORCH_SIZING_MAX);
+    return (int)n;
+}
