@@ -438,7 +438,7 @@ int orch_driver_dispatch(struct orch_driver *d)
     bool tight_grains = false, tight_bytes = false;
     bool tight = !d->opts->staged && orch_driver_tight(d, &tight_grains, &tight_bytes);
     int backlog = -1; /* the depth of the deepest call left with queued grains; -1: none */
-    bool held_any = false;
+    bool held_any = false; /* a budget held back work that would have been served now */
     int kept = 0;
     for (int k = 0; k < d->nready; k++) {
         struct orch_driver_call *cr = &d->calls[d->ready[k]];
@@ -447,7 +447,8 @@ int orch_driver_dispatch(struct orch_driver *d)
         if (!held && tight && cr->depth < backlog &&
             ((tight_grains && cr->grows_grains) || (tight_bytes && cr->grows_bytes))) {
             held = true;
-            held_any = held_any || cr->nidle > 0;
+            held_any = held_any || (cr->nidle > 0 && orch_queue_count(&cr->q) > 0 &&
+                                    orch_driver_fits(d, cr));
         }
         while (!held && cr->nidle > 0 && orch_queue_count(&cr->q) > 0 &&
                orch_driver_fits(d, cr)) {
