@@ -291,16 +291,51 @@ void orch_driver_measure(struct orch_driver_call *cr, int ngrains, int64_t worke
     cr->bytes_per_grain = orch_sizing_bytes_per_grain(&cr->sizing);
 }
 
-int orch_driver_dispatch_size(const struct orch_driver_call *cr)
+void orch_driver_measure_growth(struct orch_driver_call *cr, int ngrains, int64_t grains,
+                                int64_t bytes)
 {
-    const struct orch_run_opts *o = cr->d->opts;
+    if (ngrains >= 1)
+        orch_sizing_add_growth(&cr->sizing, ngrains, grains, bytes);
+}
+
+/* The room left in a budget, which a call that fills it must not pass by more than a
+ * grain's worth (sizing.h); --staged admits without budgets. */
+static int64_t room(bool fills, int64_t budget, int64_t used, bool staged)
+{
+    if (!fills || staged)
+        return ORCH_SIZING_NO_ROOM_LIMIT;
+    return used < budget ? budget - used : 0;
+}
+
+/* The rule's sizes for cr: its next dispatch, or (capacity) what one dispatch takes once
+ * grown, whatever is queued. */
+static int sized(const struct orch_driver_call *cr, bool capacity)
+{
+    const struct orch_driver *d = cr->d;
+    const struct orch_run_opts *o = d->opts;
     if (o->batch_fixed)
         return cr->c->opts.batch == ORCH_BATCH_AUTO ? 1 : cr->c->opts.batch;
+    int64_t target = o->batch_target_ms > 0 ? o->batch_target_ms : ORCH_SIZING_TARGET_MS;
+    struct orch_sizing_room left = {
+        .grains = room(cr->grows_grains, d->max_unsealed, orch_prop_unsealed(d->prop),
+                       o->staged),
+        .bytes = room(cr->grows_bytes, d->max_live, orch_prop_live_bytes(d->prop), o->staged),
+    };
+    if (capacity)
+        return orch_sizing_capacity(&cr->sizing, target, cr->c->opts.batch_bytes, &left);
     uint64_t queued = orch_queue_count(&cr->q);
-    return orch_sizing_dispatch(&cr->sizing, queued ? queued : 1, cr->c->opts.workers,
-                                o->batch_target_ms > 0 ? o->batch_target_ms
-                                                       : ORCH_SIZING_TARGET_MS,
-                                cr->c->opts.batch_bytes);
+    return orch_sizing_dispatch(&cr->sizing, queued ? queued : 1, cr->c->opts.workers, target,
+                                cr->c->opts.batch_bytes, &left);
+}
+
+int orch_driver_dispatch_size(const struct orch_driver_call *cr)
+{
+    return sized(cr, false);
+}
+
+int orch_driver_dispatch_capacity(const struct orch_driver_call *cr)
+{
+    return sized(cr, true);
 }
 
 /* A batch for `size` grains (orch_driver_dispatch_size), at most what is queued: a
@@ -438,7 +473,8 @@ int orch_driver_dispatch(struct orch_driver *d)
     bool tight_grains = false, tight_bytes = false;
     bool tight = !d->opts->staged && orch_driver_tight(d, &tight_grains, &tight_bytes);
     int backlog = -1; /* the depth of the deepest call left with queued grains; -1: none */
-    bool held_any = false; /* a budget held back work that would have been served now */
+    /* Whether a budget held back work that would have been served now, and which. */
+    bool held_grains = false, held_bytes = false;
     int kept = 0;
     for (int k = 0; k < d->nready; k++) {
         struct orch_driver_call *cr = &d->calls[d->ready[k]];
@@ -447,8 +483,10 @@ int orch_driver_dispatch(struct orch_driver *d)
         if (!held && tight && cr->depth < backlog &&
             ((tight_grains && cr->grows_grains) || (tight_bytes && cr->grows_bytes))) {
             held = true;
-            held_any = held_any || (cr->nidle > 0 && orch_queue_count(&cr->q) > 0 &&
-                                    orch_driver_fits(d, cr));
+            if (cr->nidle > 0 && orch_queue_count(&cr->q) > 0 && orch_driver_fits(d, cr)) {
+                held_grains = held_grains || (tight_grains && cr->grows_grains);
+                held_bytes = held_bytes || (tight_bytes && cr->grows_bytes);
+            }
         }
         while (!held && cr->nidle > 0 && orch_queue_count(&cr->q) > 0 &&
                orch_driver_fits(d, cr)) {
@@ -478,7 +516,9 @@ int orch_driver_dispatch(struct orch_driver *d)
         }
     }
     d->nready = kept;
-    d->stats->held += held_any;
+    d->stats->held += held_grains || held_bytes;
+    d->stats->held_grains += held_grains;
+    d->stats->held_bytes += held_bytes;
     return 0;
 }
 

@@ -120,7 +120,11 @@ struct orch_run_stats {
     int64_t workers_peak;    /* the most worker processes in use at once */
     int64_t live_peak;       /* the most live intermediate payload bytes at a commit */
     int64_t live_budget;     /* the budget they ran under */
-    int64_t held;            /* turns in which a full budget held an upstream call */
+    int64_t held;            /* turns in which a full budget held back an upstream call
+                                that had queued grains, an idle worker and room in the
+                                CPU and GPU budgets */
+    int64_t held_grains;     /* those in which the unsealed grains' budget did */
+    int64_t held_bytes;      /* those in which the live bytes' budget did */
     int64_t carried;         /* grains that took their twin's result (an edited plan:
                                 carry.c) instead of running */
     /* The job's items per port and state as of the run's last commit (counted as they

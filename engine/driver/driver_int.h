@@ -317,8 +317,16 @@ void orch_driver_batches_free(struct orch_driver_batch *b);
  * in_bytes of inputs: the figures its next dispatches are sized by (sizing.h). */
 void orch_driver_measure(struct orch_driver_call *cr, int ngrains, int64_t worker_ms,
                          int64_t in_bytes);
-/* The grains cr's next dispatch asks for (sizing.h's rule with the run's target). */
+/* The answers of a batch of cr with ngrains grains added grains unsealed grains and
+ * bytes live intermediate bytes (either may be negative: what they sealed and freed). */
+void orch_driver_measure_growth(struct orch_driver_call *cr, int ngrains, int64_t grains,
+                                int64_t bytes);
+/* The grains cr's next dispatch asks for (sizing.h's rule with the run's target, within
+ * the room left in the admission budgets that cr's answers fill). */
 int orch_driver_dispatch_size(const struct orch_driver_call *cr);
+/* What one dispatch of cr takes once grown, whatever is queued (orch_sizing_capacity):
+ * what workers.c starts workers by. */
+int orch_driver_dispatch_capacity(const struct orch_driver_call *cr);
 
 /* ---- admit.c --------------------------------------------------------------------------- */
 
