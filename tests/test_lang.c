@@ -660,7 +660,7 @@ static void test_options_parse(void **state)
                            "cpus=0.5, gpus=1.25, retries=0, timeout=500ms, reserve=parent\n"
                            "call v = identity() with batch_bytes=512K, timeout=2h, cpus=0, "
                            "gpus=1024\n"
-                           "call w = identity() with batch_bytes=none, timeout=none\n"
+                           "call w = identity() with batch_bytes=none, timeout=none, batch=auto\n"
                            "a.y = u(a.x)\na.z = v(a.y)\na.w = w(a.z)\n");
     const struct orch_call_opts *o = &orch_plan_call(p, 0)->opts;
     assert_int_equal(o->workers, 4);
@@ -677,6 +677,8 @@ static void test_options_parse(void **state)
     assert_true(o->cpus == 0 && o->gpus == 1024);
     assert_int_equal(o->workers, 1); /* defaults */
     assert_int_equal(o->retries, 2);
+    assert_int_equal(o->batch, ORCH_BATCH_AUTO);
+    assert_int_equal(orch_plan_call(p, 2)->opts.batch, ORCH_BATCH_AUTO); /* batch=auto */
     assert_int_equal(o->reserve, ORCH_RESERVE_ELASTIC);
     o = &orch_plan_call(p, 2)->opts;
     assert_int_equal(o->batch_bytes, 0);
