@@ -281,23 +281,6 @@ static int begin_attempts(struct orch_driver *d, struct orch_driver_batch *b)
 
 /* ---- sizing ---------------------------------------------------------------------------- */
 
-void orch_driver_measure(struct orch_driver_call *cr, int ngrains, int64_t worker_ms,
-                         int64_t in_bytes)
-{
-    if (ngrains < 1)
-        return;
-    orch_sizing_add(&cr->sizing, ngrains, worker_ms, in_bytes);
-    cr->ms_per_grain = orch_sizing_ms_per_grain(&cr->sizing);
-    cr->bytes_per_grain = orch_sizing_bytes_per_grain(&cr->sizing);
-}
-
-void orch_driver_measure_growth(struct orch_driver_call *cr, int ngrains, int64_t grains,
-                                int64_t bytes)
-{
-    if (ngrains >= 1)
-        orch_sizing_add_growth(&cr->sizing, ngrains, grains, bytes);
-}
-
 /* The room left in a budget, which a call that fills it must not pass by more than a
  * grain's worth (sizing.h); --staged admits without budgets. */
 static int64_t room(bool fills, int64_t budget, int64_t used, bool staged)
@@ -534,8 +517,10 @@ void orch_driver_send(struct orch_driver *d)
         d->ninflight++;
         struct orch_wire_batch wb = {.id = b->id, .nrec = (uint32_t)b->n, .rec = b->rec};
         d->stats->batches++;
-        b->sent_ms = orch_clock_mono_ms();
+        int64_t sent = orch_clock_mono_ms();
         int rc = orch_pool_dispatch(cr->pool, b->worker, &wb);
+        if (rc == 0)
+            b->sent_ms = sent; /* a batch never sent is not measured (orch_driver_measure) */
         if (rc == -EIO || rc == -ENOMEM) {
             /* A remote worker's inputs could not be read from the payload store (pool_values.c,
              * orch_pool__put_batch_values): not the batch's fault and no retry helps, so the

@@ -15,8 +15,9 @@
  *     turn()  ├─ admit     admit.c     roots from the sources while the budgets allow
  *     (loop.c)├─ dispatch  dispatch.c  per idle worker whose call fits the budgets
  *             │                        (resources.c), deepest call first: reserve a
- *             │                        batch (queue.h), its grains IN_FLIGHT, one attempt
- *             │                        row each
+ *             │                        batch of the size sizing.h gives from what the call
+ *             │                        measured (queue.h), its grains IN_FLIGHT, one
+ *             │                        attempt row each
  *             ├─ commit    loop.c      next ready_seq, payload sync (machine durability),
  *             │                        COMMIT: the group commit of the whole turn
  *             ├─ send      dispatch.c  each reserved batch to its worker
@@ -62,10 +63,12 @@
  * its transaction, its fatal error, settling a batch, queuing a READY grain, an idle
  * worker) is called by every file and calls only down; in between, dispatch.c (batches
  * against the store: reservation, dispatch order, sending, failures and retries, attempt
- * rows), admit.c (sources and admission), recover.c (what a stopped driver left),
- * resources.c (CPU and GPU budgets, devices, pools), workers.c (when workers start and
- * stop), progress.c (the progress display and the summary). No file calls into loop.c.
- * Cross-file names are orch_driver_*; everything else is static. The rooms below do the
+ * rows; the size of each batch, by sizing.h's rule), admit.c (sources and admission),
+ * recover.c (what a stopped driver left), resources.c (CPU and GPU budgets, devices,
+ * pools), workers.c (when workers start and stop), progress.c (the progress display and
+ * the summary); below turn.c, sizing.c (the rule that sizes a batch, and what each call
+ * measured as its batches settled: a leaf that calls nothing of the driver). No file
+ * calls into loop.c. Cross-file names are orch_driver_*; everything else is static. The rooms below do the
  * rest: propagation (engine/prop/), the sources and the ready queues (engine/queue/),
  * incremental jobs (engine/update/: rescan, carry), the job directory (engine/job/).
  *
@@ -154,7 +157,8 @@ struct orch_driver_call {
     struct orch_driver_wk *wk;         /* workers.c: per worker index, [workers] */
     int64_t start_ms;                  /* workers.c: its last worker's start, to HELLO, in ms */
     /* dispatch.c: how its dispatches are sized (sizing.h), from its settled batches
-     * (orch_driver_measure); the figures are -1 until one is settled. */
+     * (orch_driver_measure); and the call's figures for any file of the driver (what a
+     * call drains per worker, for one), -1 until a batch is settled. */
     struct orch_sizing sizing;
     double ms_per_grain;    /* wall ms of worker time per grain, moving average */
     double bytes_per_grain; /* input bytes per grain, moving average */
@@ -313,6 +317,15 @@ bool orch_driver_any_queued(const struct orch_driver *d);
 int64_t orch_driver_attempt_floor(const struct orch_driver *d);
 /* Frees a list of batches linked by next (NULL: nothing). */
 void orch_driver_batches_free(struct orch_driver_batch *b);
+/* The grains cr's next dispatch asks for (sizing.h's rule with the run's target, within
+ * the room left in the admission budgets that cr's answers fill). */
+int orch_driver_dispatch_size(const struct orch_driver_call *cr);
+/* What one dispatch of cr takes once grown, whatever is queued (orch_sizing_capacity):
+ * what workers.c starts workers by. */
+int orch_driver_dispatch_capacity(const struct orch_driver_call *cr);
+
+/* ---- sizing.c: what a call measured (the rule itself: sizing.h) ------------------------ */
+
 /* A batch of cr with ngrains grains was settled after worker_ms in its worker, carrying
  * in_bytes of inputs: the figures its next dispatches are sized by (sizing.h). */
 void orch_driver_measure(struct orch_driver_call *cr, int ngrains, int64_t worker_ms,
@@ -321,12 +334,6 @@ void orch_driver_measure(struct orch_driver_call *cr, int ngrains, int64_t worke
  * bytes live intermediate bytes (either may be negative: what they sealed and freed). */
 void orch_driver_measure_growth(struct orch_driver_call *cr, int ngrains, int64_t grains,
                                 int64_t bytes);
-/* The grains cr's next dispatch asks for (sizing.h's rule with the run's target, within
- * the room left in the admission budgets that cr's answers fill). */
-int orch_driver_dispatch_size(const struct orch_driver_call *cr);
-/* What one dispatch of cr takes once grown, whatever is queued (orch_sizing_capacity):
- * what workers.c starts workers by. */
-int orch_driver_dispatch_capacity(const struct orch_driver_call *cr);
 
 /* ---- admit.c --------------------------------------------------------------------------- */
 

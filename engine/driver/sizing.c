@@ -1,7 +1,11 @@
-/* sizing.c — the grains of one dispatch, from what a call measured (sizing.h). */
+/* sizing.c — the grains of one dispatch, from what a call measured (sizing.h); and, at the
+ * end, where the driver puts what it measures (driver_int.h): a leaf that calls nothing of
+ * the driver, so that turn.c, which settles batches, may call it. */
 #include "sizing.h"
 
 #include <assert.h>
+
+#include "driver_int.h"
 
 /* What the totals keep of their past per settled batch: the last ~4 batches weigh most. */
 #define SIZING_DECAY 0.75
@@ -83,4 +87,23 @@ int orch_sizing_dispatch(const struct orch_sizing *s, uint64_t queued, int worke
     if (share < (uint64_t)n)
         n = share > 0 ? (int64_t)share : 1;
     return (int)bound(n, s->grown > 0 ? (double)s->grown : 1);
+}
+
+/* ---- the driver's measurements (driver_int.h) ------------------------------------------ */
+
+void orch_driver_measure(struct orch_driver_call *cr, int ngrains, int64_t worker_ms,
+                         int64_t in_bytes)
+{
+    if (ngrains < 1)
+        return;
+    orch_sizing_add(&cr->sizing, ngrains, worker_ms, in_bytes);
+    cr->ms_per_grain = orch_sizing_ms_per_grain(&cr->sizing);
+    cr->bytes_per_grain = orch_sizing_bytes_per_grain(&cr->sizing);
+}
+
+void orch_driver_measure_growth(struct orch_driver_call *cr, int ngrains, int64_t grains,
+                                int64_t bytes)
+{
+    if (ngrains >= 1)
+        orch_sizing_add_growth(&cr->sizing, ngrains, grains, bytes);
 }
