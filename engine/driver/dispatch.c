@@ -300,8 +300,8 @@ static int sized(const struct orch_driver_call *cr, bool capacity)
         return cr->c->opts.batch == ORCH_BATCH_AUTO ? 1 : cr->c->opts.batch;
     int64_t target = o->batch_target_ms > 0 ? o->batch_target_ms : ORCH_SIZING_TARGET_MS;
     struct orch_sizing_room left = {
-        .grains = room(cr->grows_grains, d->max_unsealed, orch_prop_unsealed(d->prop),
-                       o->staged),
+        .grains =
+            room(cr->grows_grains, d->max_unsealed, orch_prop_unsealed(d->prop), o->staged),
         .bytes = room(cr->grows_bytes, d->max_live, orch_prop_live_bytes(d->prop), o->staged),
     };
     if (capacity)
