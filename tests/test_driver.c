@@ -148,6 +148,11 @@ static const char *item_value(struct fx *f, const char *port, int line)
 
 /* ---- dispatch -------------------------------------------------------------------------- */
 
+/* The tests that count batches (the reservation rules, reclamation, the budgets, workers
+ * on demand, carry) run with fixed dispatch sizes (batch_fixed: each dispatch takes the
+ * call's batch grains), so that their batches are known; test_dispatch_sizes and
+ * test_sizing.c test the runtime's sizes. */
+
 /* The pipelines' common start: one root per line of in.txt. */
 #define LINES "pipeline drv\ndomain doc\nsource doc.line = lines(\"in.txt\")\n"
 
@@ -162,7 +167,7 @@ static void test_dispatch_batches_fifo(void **state)
 {
     struct fx *f = *state;
     make_job(f, chain, 10);
-    run(f, (struct orch_run_opts){0}, NULL, NULL);
+    run(f, (struct orch_run_opts){.batch_fixed = true}, NULL, NULL);
     assert_int_equal(fake_log.nbatch, 3);
     const int want[] = {4, 4, 2};
     int64_t last_seq = -1;
@@ -181,6 +186,31 @@ static void test_dispatch_batches_fifo(void **state)
     assert_int_equal(f->stats.committed, 10);
     assert_string_equal(item_value(f, "doc.u", 0), "line00.a");
     assert_string_equal(item_value(f, "doc.u", 9), "line09.a");
+}
+
+/* No options: a's first dispatch takes one grain (nothing is measured), and each after
+ * it at most twice the one before while the answers come back (the growth), and the
+ * dispatches grow past one grain as the grains prove fast; every grain goes once
+ * (mutations in sizing.c: start at the share of the queue; no growth bound). */
+static void test_dispatch_sizes(void **state)
+{
+    struct fx *f = *state;
+    make_job(f, LINES "call a = identity()\ndoc.u = a(doc.line)\noutput doc.u\n", 500);
+    run(f, (struct orch_run_opts){0}, NULL, NULL);
+    int a = call_of(f, "a"), n = 0, largest = 0, allowed = 1;
+    for (int i = 0; i < fake_log.nbatch; i++) {
+        const struct fake_batch *b = &fake_log.batch[i];
+        assert_int_equal(b->call, a);
+        assert_true(b->nrec >= 1 && b->nrec <= allowed);
+        allowed *= 2; /* one worker: each dispatch follows the settling of the one before */
+        n += b->nrec;
+        largest = b->nrec > largest ? b->nrec : largest;
+    }
+    assert_int_equal(fake_log.batch[0].nrec, 1);
+    assert_true(largest > 1);
+    assert_true(fake_log.nbatch < 500);
+    assert_int_equal(n, 500);
+    assert_int_equal(f->stats.committed, 500);
 }
 
 static const char words[] = "pipeline drv\n"
@@ -209,7 +239,7 @@ static void test_dispatch_across_parents(void **state)
 {
     struct fx *f = *state;
     make_job_text(f, words, "a b\nc d e\nf\n");
-    run(f, (struct orch_run_opts){0}, NULL, NULL);
+    run(f, (struct orch_run_opts){.batch_fixed = true}, NULL, NULL);
     int cut = call_of(f, "cut"), up = call_of(f, "up");
     assert_int_equal(fake_log.nbatch, 3);
     assert_int_equal(fake_log.batch[0].call, cut);
@@ -278,7 +308,7 @@ static void test_workers_on_demand(void **state)
     struct fx *f = *state;
     make_job(f, two_calls, 12);
     struct watch w = {.f = f, .a = call_of(f, "a"), .b = call_of(f, "b")};
-    run(f, (struct orch_run_opts){0}, watch_workers, &w);
+    run(f, (struct orch_run_opts){.batch_fixed = true}, watch_workers, &w);
     assert_int_equal(fake_log.started[w.a], 3);
     assert_int_equal(fake_log.alive_peak[w.a], 3);
     assert_int_equal(fake_log.started[w.b], 1);
@@ -333,7 +363,7 @@ static void test_reclaim(void **state)
     struct fx *f = *state;
     make_job(f, two_calls, 20);
     struct freed r = {.f = f, .b = call_of(f, "b")};
-    run(f, (struct orch_run_opts){0}, check_freed, &r);
+    run(f, (struct orch_run_opts){.batch_fixed = true}, check_freed, &r);
     assert_int_equal(r.checks, 20);
     assert_int_equal(r.bad, 0);
     assert_true(r.midway > 10);
@@ -391,7 +421,7 @@ static void test_admission_live_bytes(void **state)
 {
     struct fx *f = *state;
     make_job(f, behind, 20);
-    run(f, (struct orch_run_opts){0}, NULL, NULL);
+    run(f, (struct orch_run_opts){.batch_fixed = true}, NULL, NULL);
     int64_t free_peak = f->stats.live_peak;
     orch_job_close(f->job);
     f->job = NULL;
@@ -401,7 +431,7 @@ static void test_admission_live_bytes(void **state)
     make_job(f, behind, 20);
     struct hold h = {.f = f, .budget = 4 * 6, .a = call_of(f, "a")};
     f->on_dispatch = watch_hold;
-    run(f, (struct orch_run_opts){.max_live_bytes = h.budget}, NULL, &h);
+    run(f, (struct orch_run_opts){.max_live_bytes = h.budget, .batch_fixed = true}, NULL, &h);
     assert_int_equal(f->stats.live_budget, h.budget);
     assert_true(h.full > 0); /* the budget was full with b behind */
     assert_int_equal(h.served, 0);
@@ -531,7 +561,7 @@ static void test_carry(void **state)
 {
     struct fx *f = *state;
     make_job(f, kept, 5);
-    run(f, (struct orch_run_opts){0}, NULL, NULL);
+    run(f, (struct orch_run_opts){.batch_fixed = true}, NULL, NULL);
     assert_int_equal(fake_log.nbatch, 10);
     /* What `orch update JOB EDITED` does before it drives (cli_update.c, plan_change):
      * adopt the edited plan, its rows, and start the update that recomputes. */
@@ -573,6 +603,7 @@ int main(void)
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
     const struct CMUnitTest tests[] = {
         T(test_dispatch_batches_fifo),
+        T(test_dispatch_sizes),
         T(test_dispatch_across_parents),
         T(test_workers_on_demand),
         T(test_reclaim),

@@ -328,10 +328,11 @@ static const struct diag_case option_cases[] = {
     {"workers 1.5", ROOT "call u = upper() with workers=1.5\na.y = u(a.x)\n",
      "t.orch:4:31: error: option 'workers' must be an integer from 1 to 1024, not '1.5'\n"},
     {"batch 0", ROOT "call u = upper() with batch=0\na.y = u(a.x)\n",
-     "t.orch:4:29: error: option 'batch' must be an integer from 1 to 1000000, not '0'\n"},
+     "t.orch:4:29: error: option 'batch' must be auto or an integer from 1 to 1000000 (the "
+     "most records the UDF takes in one run), not '0'\n"},
     {"batch too big", ROOT "call u = upper() with batch=1000001\na.y = u(a.x)\n",
-     "t.orch:4:29: error: option 'batch' must be an integer from 1 to 1000000, not "
-     "'1000001'\n"},
+     "t.orch:4:29: error: option 'batch' must be auto or an integer from 1 to 1000000 (the "
+     "most records the UDF takes in one run), not '1000001'\n"},
     {"retries too many", ROOT "call u = upper() with retries=1001\na.y = u(a.x)\n",
      "t.orch:4:31: error: option 'retries' must be an integer from 0 to 1000, not '1001'\n"},
     {"retries as a word", ROOT "call u = upper() with retries=many\na.y = u(a.x)\n",
@@ -370,7 +371,8 @@ static const struct diag_case option_cases[] = {
     {"many option errors in one line",
      ROOT "call u = upper() with workers=0, batch=0, reserve=x\na.y = u(a.x)\n",
      "t.orch:4:31: error: option 'workers' must be an integer from 1 to 1024, not '0'\n"
-     "t.orch:4:40: error: option 'batch' must be an integer from 1 to 1000000, not '0'\n"
+     "t.orch:4:40: error: option 'batch' must be auto or an integer from 1 to 1000000 (the "
+     "most records the UDF takes in one run), not '0'\n"
      "t.orch:4:51: error: option 'reserve' must be elastic or parent, not 'x'\n"},
 };
 
@@ -658,7 +660,7 @@ static void test_options_parse(void **state)
                            "cpus=0.5, gpus=1.25, retries=0, timeout=500ms, reserve=parent\n"
                            "call v = identity() with batch_bytes=512K, timeout=2h, cpus=0, "
                            "gpus=1024\n"
-                           "call w = identity() with batch_bytes=none, timeout=none\n"
+                           "call w = identity() with batch_bytes=none, timeout=none, batch=auto\n"
                            "a.y = u(a.x)\na.z = v(a.y)\na.w = w(a.z)\n");
     const struct orch_call_opts *o = &orch_plan_call(p, 0)->opts;
     assert_int_equal(o->workers, 4);
@@ -675,6 +677,8 @@ static void test_options_parse(void **state)
     assert_true(o->cpus == 0 && o->gpus == 1024);
     assert_int_equal(o->workers, 1); /* defaults */
     assert_int_equal(o->retries, 2);
+    assert_int_equal(o->batch, ORCH_BATCH_AUTO);
+    assert_int_equal(orch_plan_call(p, 2)->opts.batch, ORCH_BATCH_AUTO); /* batch=auto */
     assert_int_equal(o->reserve, ORCH_RESERVE_ELASTIC);
     o = &orch_plan_call(p, 2)->opts;
     assert_int_equal(o->batch_bytes, 0);
@@ -683,7 +687,7 @@ static void test_options_parse(void **state)
     assert_non_null(strstr(canon, "call u = upper() with workers=4, batch=1000000, "
                                   "batch_bytes=64MiB, cpus=0.5, gpus=1.25, retries=0, "
                                   "timeout=500ms, reserve=parent\n"));
-    assert_non_null(strstr(canon, "call v = identity() with workers=1, batch=1, "
+    assert_non_null(strstr(canon, "call v = identity() with workers=1, batch=auto, "
                                   "batch_bytes=500KiB, cpus=0, gpus=1024, retries=2, "
                                   "timeout=2h, reserve=elastic\n"));
     assert_round_trip(p);
@@ -714,9 +718,9 @@ static void test_canonical_text(void **state)
         "source d.v = lines(\"/base/in/../x y.txt\")\n"
         "\n"
         "call l = library(\"/base/lib/u.so\", \"sym\")(q=\"a\\\"b\\\\c\\td\\x01\xc3\xa9\")"
-        " with workers=1, batch=1, batch_bytes=none, cpus=1, gpus=0, retries=2, "
+        " with workers=1, batch=auto, batch_bytes=none, cpus=1, gpus=0, retries=2, "
         "timeout=none, reserve=elastic\n"
-        "call s = split(sep=\",\") with workers=1, batch=1, batch_bytes=none, "
+        "call s = split(sep=\",\") with workers=1, batch=auto, batch_bytes=none, "
         "cpus=1, gpus=0, retries=2, timeout=90s, reserve=elastic\n"
         "\n"
         "c.w = expand s(d.v)\n"
@@ -754,7 +758,7 @@ static void expect_same_call(const char *a, const char *b, const char *canonical
 }
 
 #define DEFAULTS                                                                               \
-    " with workers=1, batch=1, batch_bytes=none, cpus=1, gpus=0, retries=2, timeout=none, "    \
+    " with workers=1, batch=auto, batch_bytes=none, cpus=1, gpus=0, retries=2, timeout=none, " \
     "reserve=elastic"
 
 /* exec("cmd", K=V) is exec("cmd")(K=V), and library() alike: the same plan, the same

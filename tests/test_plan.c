@@ -196,13 +196,13 @@ static void test_build_pdf_ocr(void **state)
         "\n"
         "source pdf.path = files(\"/data/pdfs/*.pdf\")\n"
         "\n"
-        "call render = pdf_render(dpi=150) with workers=1, batch=1, batch_bytes=none, cpus=1, "
+        "call render = pdf_render(dpi=150) with workers=1, batch=auto, batch_bytes=none, cpus=1, "
         "gpus=0, retries=2, timeout=none, reserve=elastic\n"
         "call ocr = tesseract_ocr(lang=\"eng\") with workers=2, batch=4, batch_bytes=none, "
         "cpus=1, gpus=0, retries=3, timeout=2m, reserve=elastic\n"
-        "call keep = nonempty() with workers=1, batch=1, batch_bytes=none, cpus=1, gpus=0, "
+        "call keep = nonempty() with workers=1, batch=auto, batch_bytes=none, cpus=1, gpus=0, "
         "retries=2, timeout=none, reserve=elastic\n"
-        "call assemble = concat(sep=\"\\f\") with workers=1, batch=1, batch_bytes=none, "
+        "call assemble = concat(sep=\"\\f\") with workers=1, batch=auto, batch_bytes=none, "
         "cpus=1, "
         "gpus=0, retries=2, timeout=none, reserve=parent\n"
         "\n"
@@ -436,7 +436,7 @@ static void test_enum_names(void **state)
     struct orch_call_opts o;
     orch_call_opts_default(&o);
     assert_int_equal(o.workers, 1);
-    assert_int_equal(o.batch, 1);
+    assert_int_equal(o.batch, ORCH_BATCH_AUTO);
     assert_int_equal(o.batch_bytes, 0);
     assert_true(o.cpus == 1 && o.gpus == 0);
     assert_int_equal(o.retries, 2);

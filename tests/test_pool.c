@@ -74,6 +74,7 @@ static const char plan_fmt[] =
     "call flaky = flaky(fail_attempts=1)\n"
     "call probe = library(\"%s\", \"orch_pool_probe\")(mark=\"%s\")\n"
     "call probe_bad = library(\"%s\", \"orch_pool_probe\")(fail_init=\"asked to fail\")\n"
+    "call runs = library(\"%s\", \"orch_pool_runs\") with batch=3\n"
     "call missing = library(\"/nonexistent/orch-no-such.so\", \"x\")\n"
     "call ex = exec(\"exit 3\")\n"
     "line.text = expand lines(doc.text)\n"
@@ -88,6 +89,7 @@ static const char plan_fmt[] =
     "doc.f = flaky(doc.text)\n"
     "doc.p = probe(doc.text)\n"
     "doc.pb = probe_bad(doc.text)\n"
+    "doc.rn = runs(doc.text)\n"
     "doc.m = missing(doc.text)\n"
     "doc.x = ex(doc.text)\n";
 
@@ -108,7 +110,8 @@ static int setup(void **state)
     if (realpath("/proc/self/exe", f->self) == NULL)
         return -1;
     char text[4096];
-    snprintf(text, sizeof text, plan_fmt, ORCH_POOL_PROBE_PATH, f->marks, ORCH_POOL_PROBE_PATH);
+    snprintf(text, sizeof text, plan_fmt, ORCH_POOL_PROBE_PATH, f->marks, ORCH_POOL_PROBE_PATH,
+             ORCH_POOL_PROBE_PATH);
     if (orch_lang_compile("pool.orch", text, strlen(text), f->dir, stderr, &f->plan) != 0)
         return -1;
     /* The store exists before any worker opens it; this process's handle is closed. */
@@ -175,16 +178,16 @@ static void assert_payload_in(orch_payload *p, uint64_t id, const char *want)
 /* A batch with room for its records and values. */
 struct tb {
     struct orch_wire_batch b;
-    struct orch_wire_record rec[8];
-    uint32_t nval[8];
-    struct orch_wire_value vals[8][8];
+    struct orch_wire_record rec[16];
+    uint32_t nval[16];
+    struct orch_wire_value vals[16][8];
 };
 
 /* Adds a record of one input list holding values ids[0..n-1] (n may be 0). */
 static void tb_add(struct tb *t, uint64_t grain, uint32_t attempt, const uint64_t *ids, int n)
 {
     uint32_t i = t->b.nrec++;
-    assert_true(i < 8 && n <= 8);
+    assert_true(i < 16 && n <= 8);
     for (int k = 0; k < n; k++)
         t->vals[i][k] = (struct orch_wire_value){.payload = ids[k], .present = 1};
     t->nval[i] = (uint32_t)n;
@@ -1101,6 +1104,7 @@ static void direct_config(struct fx *f, struct direct *d, const char *call, cons
                                   .nin = (uint32_t)st->nin,
                                   .nout = (uint32_t)st->nout,
                                   .payload_dir = dir ? dir : f->payloads,
+                                  .batch = (uint32_t)c->opts.batch,
                                   .nargs = (uint32_t)c->nargs,
                                   .arg_keys = keys,
                                   .arg_values = vals};
@@ -1203,6 +1207,40 @@ static void test_worker_direct(void **state)
     /* Not a socket: usage error. */
     direct_start(f, &d, "77");
     assert_exit(direct_finish(&d), 2);
+}
+
+/* A dispatch of ten records to a call with batch=3 runs the UDF four times, on 3, 3, 3
+ * and 1 records, in order, and is answered in one REPORT of ten answers (mutations in
+ * worker_runs.c: one run of all, answered "10" each; runs that all start at record 0,
+ * whose answers the host refuses as given twice). */
+static void test_worker_runs_parts(void **state)
+{
+    struct fx *f = *state;
+    const char *in[10] = {"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"};
+    uint64_t ids[10];
+    put_strings(f, in, 10, ids);
+    struct direct d;
+    struct orch_wire_frame fr;
+    direct_start(f, &d, "3");
+    direct_config(f, &d, "runs", NULL);
+    direct_expect(&d, ORCH_WIRE_HELLO, &fr);
+    struct tb t;
+    struct orch_wire_buf b = {0};
+    tb_map(&t, 1, 1, ids, 10);
+    assert_int_equal(orch_wire_put_batch(&b, &t.b), 0);
+    assert_int_equal(write(d.fd, b.data, b.len), (ssize_t)b.len);
+    orch_wire_buf_free(&b);
+    struct orch_wire_report rep;
+    direct_expect(&d, ORCH_WIRE_REPORT, &fr);
+    assert_int_equal(orch_wire_get_report(&fr, &d.a, &rep), 0);
+    assert_true(rep.batch == 1 && rep.status == 0 && rep.nrec == 10);
+    const char *want[10] = {"3", "3", "3", "3", "3", "3", "3", "3", "3", "1"};
+    for (int i = 0; i < 10; i++) {
+        assert_int_equal(rep.rec[i].grain, 1 + i);
+        assert_payload(f, rep.rec[i].payload[0], want[i]);
+    }
+    /* No second report: the socket closes, and the worker ends cleanly. */
+    assert_exit(direct_finish(&d), 0);
 }
 
 /* An exe that cannot be found is refused at once; one that cannot be run dies with 127
@@ -1519,6 +1557,7 @@ int main(int argc, char **argv)
         T(test_kill_busy_workers),
         T(test_protocol_errors),
         T(test_worker_direct),
+        T(test_worker_runs_parts),
         T(test_bad_exe),
         T(test_remote_reaped_elsewhere),
 #undef T

@@ -1007,17 +1007,33 @@ static void test_values_refusals(void **state)
     assert_int_equal(decode_body(ORCH_WIRE_BATCH, &b), -EPROTO);
     assert_detail("value of 50 bytes is truncated");
 
-    /* CONFIG: a values flag of 2 (it sits 13 bytes before the end with no arguments). */
+    /* CONFIG: a values flag of 2 (it sits 17 bytes before the end with no arguments). */
     struct orch_wire_config c = remote_config;
     c.nargs = 0;
     struct orch_wire_buf w = {0};
     assert_int_equal(orch_wire_put_config(&w, &c), 0);
-    assert_int_equal(w.data[w.len - 13], 1);
-    w.data[w.len - 13] = 2;
+    assert_int_equal(w.data[w.len - 17], 1);
+    w.data[w.len - 17] = 2;
     assert_int_equal(
         decode_raw(ORCH_WIRE_CONFIG, w.data + ORCH_WIRE_HEADER, w.len - ORCH_WIRE_HEADER),
         -EPROTO);
     assert_detail("values is neither 0 nor 1");
+    w.data[w.len - 17] = 1;
+    /* A batch limit over the plan's 1000000 (the u32 8 bytes before the end). */
+    uint8_t *lim = w.data + w.len - 8;
+    lim[0] = 0x41, lim[1] = 0x42, lim[2] = 0x0f, lim[3] = 0; /* 1000001 */
+    assert_int_equal(
+        decode_raw(ORCH_WIRE_CONFIG, w.data + ORCH_WIRE_HEADER, w.len - ORCH_WIRE_HEADER),
+        -EPROTO);
+    assert_detail("batch over 1000000");
+    lim[0] = 0x40; /* 1000000: taken */
+    struct orch__arena ca = {0};
+    struct orch_wire_frame cf;
+    assert_int_equal(orch_wire_next(w.data, w.len, &cf), 1);
+    struct orch_wire_config got;
+    assert_int_equal(orch_wire_get_config(&cf, &ca, &got), 0);
+    assert_int_equal(got.batch, 1000000);
+    orch__arena_free(&ca);
     orch_wire_buf_free(&w);
 }
 

@@ -5,6 +5,8 @@
  *                       mark=DIR        fini creates DIR/fini-PID (proof that fini ran),
  *                                       holding the worker's CUDA_VISIBLE_DEVICES
  *                       fail_init=MSG   init fails with MSG
+ *   orch_pool_runs    map: answers each record with the number of records of the run it
+ *                     was in ("3"), so that a test sees how a dispatch was split into runs
  */
 #include "orch_udf.h"
 
@@ -67,4 +69,23 @@ ORCH_UDF_EXPORT const struct orch_udf orch_pool_probe = {
     .init = probe_init,
     .run = probe_run,
     .fini = probe_fini,
+};
+
+static int runs_run(void *state, struct orch_udf_batch *batch)
+{
+    (void)state;
+    char n[32];
+    snprintf(n, sizeof n, "%zu", batch->n);
+    for (size_t i = 0; i < batch->n; i++) {
+        int rc = orch_udf_emit_str(batch, i, 0, n);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+ORCH_UDF_EXPORT const struct orch_udf orch_pool_runs = {
+    .abi_version = ORCH_UDF_ABI_VERSION,
+    .name = "pool_runs",
+    .run = runs_run,
 };

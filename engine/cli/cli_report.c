@@ -393,13 +393,16 @@ static void calls_table(FILE *out, const struct report *R)
           "Utilisation: busy / (span &times; workers), workers being the fewer of the "
           "configured <code>workers</code> and the distinct worker processes that ran a batch. "
           "Percentiles of batch duration are exact below 1,024 ms, within 1/64 above. "
-          "Retries: attempts beyond the first of each grain.</p>\n"
+          "Retries: attempts beyond the first of each grain. Grains per batch: the sizes the "
+          "runtime chose (mean, and the largest), each dispatch sized to about a target "
+          "duration of work from what the call measured.</p>\n"
           "<table id=\"calls\"><tr><th>call</th><th class=\"n\">batches</th>"
           "<th class=\"n\">attempts</th><th class=\"n\">failed attempts</th>"
           "<th class=\"n\">grains sealed</th><th class=\"n\">workers</th>"
           "<th class=\"n\">busy</th><th class=\"n\">utilisation</th><th class=\"n\">mean</th>"
           "<th class=\"n\">p50</th><th class=\"n\">p95</th><th class=\"n\">max</th>"
-          "<th class=\"n\">retries</th></tr>\n",
+          "<th class=\"n\">retries</th><th class=\"n\">grains per batch</th>"
+          "<th class=\"n\">largest batch</th></tr>\n",
           out);
     double span = (double)(R->t1 - R->t0);
     for (int i = 0; i < R->ncalls; i++) {
@@ -424,9 +427,12 @@ static void calls_table(FILE *out, const struct report *R)
                 "</td><td class=\"n failed\">%" PRId64 "</td><td class=\"n sealed\">%" PRId64
                 "</td><td class=\"n\">%d</td><td class=\"n\">%s</td><td class=\"n\">%s</td>"
                 "<td class=\"n\">%s</td><td class=\"n\">%s</td><td class=\"n\">%s</td>"
-                "<td class=\"n\">%s</td><td class=\"n retries\">%" PRId64 "</td></tr>\n",
+                "<td class=\"n\">%s</td><td class=\"n retries\">%" PRId64 "</td>"
+                "<td class=\"n size\">%.1f</td><td class=\"n size-max\">%" PRId64
+                "</td></tr>\n",
                 c->batches, c->attempts, c->failed, c->sealed, workers, busy, util, mean, p50,
-                p95, max, c->retries);
+                p95, max, c->retries,
+                c->batches ? (double)c->attempts / (double)c->batches : 0.0, c->size_max);
     }
     fputs("</table>\n", out);
 }

@@ -21,6 +21,7 @@ struct rcall {
     double cpus, gpus;
     int workers; /* configured */
     int64_t batches, attempts, failed, busy_ms, max_ms, grains, retries, sealed;
+    int64_t size_max; /* the most grains of one of its batches (the sizes chosen) */
     int64_t *pids; /* distinct worker pids, sorted */
     int npids, cappids;
     int64_t hist[NHIST];

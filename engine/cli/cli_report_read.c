@@ -185,6 +185,8 @@ static int batch_done(struct report *R, struct rbatch *b)
     c->busy_ms += dur;
     if (dur > c->max_ms)
         c->max_ms = dur;
+    if (b->n > c->size_max)
+        c->size_max = b->n;
     c->hist[hist_index(dur)]++;
     if (b->pid && pid_add(c, b->pid) < 0)
         return -ENOMEM;

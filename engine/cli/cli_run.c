@@ -41,6 +41,9 @@ static const char run_help[] =
     "  --progress MODE    auto (a live display on a terminal, plain lines otherwise),\n"
     "                     live, plain, or none\n"
     "  --progress-interval MS   plain progress lines every MS milliseconds (default 5000)\n"
+    "  --batch-target MS  the work each dispatch of grains is sized to, in ms of its\n"
+    "                     worker's time, from what each call measures (default 50, or\n"
+    "                     $ORCH_BATCH_TARGET_MS; see docs/tuning.md)\n"
     "  --launcher KIND    where workers run: local (default: processes of this machine)\n"
     "                     or slurm (each worker a Slurm step started with srun, asking\n"
     "                     for its call's cpus and gpus, connecting back over TCP: see\n"
@@ -57,6 +60,8 @@ static const char run_help[] =
     "                     order grains became ready) or random (a random ready grain each\n"
     "                     time; reserve=parent draws the family, then takes its siblings)\n"
     "  --seed N           the seed of --order random (default: from the clock, printed)\n"
+    "  --batch-fixed      every dispatch takes its call's batch grains (one for\n"
+    "                     batch=auto) instead of the sizes the runtime measures\n"
     "  --staged           a barrier after each call: a call starts only once every call\n"
     "                     upstream of it is done for every entity; every root is admitted\n"
     "                     at once (--max-unsealed is ignored), so memory grows with the job\n"
@@ -152,6 +157,16 @@ static int parse_args(const char *cmd, int argc, char **argv, struct orch_run_op
                        -1;
             o->max_unsealed = (int64_t)n;
             i++;
+        } else if (strcmp(a, "--batch-target") == 0 && v) {
+            if (orch_count(v, 1, 3600000, &n) < 0)
+                return orch_cli_usage_error("%s: --batch-target needs a number of ms from 1 "
+                                            "to 3600000",
+                                            cmd),
+                       -1;
+            o->batch_target_ms = (int64_t)n;
+            i++;
+        } else if (strcmp(a, "--batch-fixed") == 0) {
+            o->batch_fixed = true;
         } else if (strcmp(a, "--max-live-bytes") == 0 && v) {
             if (parse_size(v, &o->max_live_bytes) < 0)
                 return orch_cli_usage_error("%s: --max-live-bytes needs a positive size "

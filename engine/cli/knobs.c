@@ -87,6 +87,7 @@ const struct orch_knobs *orch_knobs_load(void)
     k->idle_stop_ms = (int64_t)number("ORCH_IDLE_STOP_MS", 1, INT64_MAX);
     k->queue_window = (size_t)number("ORCH_QUEUE_WINDOW", 1, SIZE_MAX / 2);
     k->remote_batch_max = (size_t)number("ORCH_REMOTE_BATCH_MAX", 1, SIZE_MAX);
+    k->batch_target_ms = (int64_t)number("ORCH_BATCH_TARGET_MS", 1, 3600000);
     k->srun_guard_kill_ms = (int64_t)number("ORCH_SRUN_GUARD_KILL_MS", 1, INT64_MAX);
     k->report_max_batches = report_max_batches();
     read_store(&k->store);
@@ -116,4 +117,5 @@ void orch_knobs_run_opts(struct orch_run_opts *o)
     o->idle_stop_ms = k->idle_stop_ms;
     o->queue_window = k->queue_window;
     o->remote_batch_max = k->remote_batch_max;
+    o->batch_target_ms = k->batch_target_ms;
 }

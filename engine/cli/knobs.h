@@ -43,6 +43,7 @@ struct orch_knobs {
     int64_t idle_stop_ms;      /* ORCH_IDLE_STOP_MS; 0: the default */
     size_t queue_window;       /* ORCH_QUEUE_WINDOW; 0: the default */
     size_t remote_batch_max;   /* ORCH_REMOTE_BATCH_MAX; 0: the default */
+    int64_t batch_target_ms;   /* ORCH_BATCH_TARGET_MS; 0: the default */
     /* Commands' own. */
     int64_t srun_guard_kill_ms; /* ORCH_SRUN_GUARD_KILL_MS; 0: the default */
     int64_t report_max_batches; /* ORCH_REPORT_MAX_BATCHES: 5,000 when unset; -1 when set

@@ -222,6 +222,8 @@ static int take(void *ctx, const struct orch_queue_entry *e)
     s->g = e->g;
     s->attempt_row = 0; /* begun with the batch's others once it is complete (reserve) */
     s->first_input = d->inputs.first_input;
+    if (e->g.in0_state == ORCH_ITEM_PRESENT && e->g.in0_size != ORCH_IN0_SIZE_UNKNOWN)
+        b->in_bytes += e->g.in0_size;
     /* Append the wire record; its pointers are fixed up when the batch is complete. The
      * values are counted as they come (nvals), so that n adds cost O(n). The +1: a reduce
      * over no surviving child has no values, and vals must still be an allocation. */
@@ -277,15 +279,55 @@ static int begin_attempts(struct orch_driver *d, struct orch_driver_batch *b)
     return 0;
 }
 
-/* A batch for up to min(batch, queued) grains: a reservation never adds more than it
- * consumes, so what is queued bounds it, whatever `batch` says (1,000,000 would otherwise
- * allocate ~184 MB per reservation). */
+/* ---- sizing ---------------------------------------------------------------------------- */
+
+/* The room left in a budget, which a call that fills it must not pass by more than a
+ * grain's worth (sizing.h); --staged admits without budgets. */
+static int64_t room(bool fills, int64_t budget, int64_t used, bool staged)
+{
+    if (!fills || staged)
+        return ORCH_SIZING_NO_ROOM_LIMIT;
+    return used < budget ? budget - used : 0;
+}
+
+/* The rule's sizes for cr: its next dispatch, or (capacity) what one dispatch takes once
+ * grown, whatever is queued. */
+static int sized(const struct orch_driver_call *cr, bool capacity)
+{
+    const struct orch_driver *d = cr->d;
+    const struct orch_run_opts *o = d->opts;
+    if (o->batch_fixed)
+        return cr->c->opts.batch == ORCH_BATCH_AUTO ? 1 : cr->c->opts.batch;
+    int64_t target = o->batch_target_ms > 0 ? o->batch_target_ms : ORCH_SIZING_TARGET_MS;
+    struct orch_sizing_room left = {
+        .grains =
+            room(cr->grows_grains, d->max_unsealed, orch_prop_unsealed(d->prop), o->staged),
+        .bytes = room(cr->grows_bytes, d->max_live, orch_prop_live_bytes(d->prop), o->staged),
+    };
+    if (capacity)
+        return orch_sizing_capacity(&cr->sizing, target, cr->c->opts.batch_bytes, &left);
+    uint64_t queued = orch_queue_count(&cr->q);
+    return orch_sizing_dispatch(&cr->sizing, queued ? queued : 1, cr->c->opts.workers, target,
+                                cr->c->opts.batch_bytes, &left);
+}
+
+int orch_driver_dispatch_size(const struct orch_driver_call *cr)
+{
+    return sized(cr, false);
+}
+
+int orch_driver_dispatch_capacity(const struct orch_driver_call *cr)
+{
+    return sized(cr, true);
+}
+
+/* A batch for `size` grains (orch_driver_dispatch_size), at most what is queued: a
+ * reservation never adds more than it consumes. */
 static struct orch_driver_batch *batch_new(struct orch_driver *d, struct orch_driver_call *cr,
-                                           orch_worker *w)
+                                           orch_worker *w, int size)
 {
     uint64_t queued = orch_queue_count(&cr->q);
-    size_t cap =
-        queued < (uint64_t)cr->c->opts.batch ? (size_t)queued : (size_t)cr->c->opts.batch;
+    size_t cap = queued < (uint64_t)size ? (size_t)queued : (size_t)size;
     assert(cap >= 1);
     struct orch_driver_batch *b = calloc(1, sizeof *b);
     if (!b)
@@ -316,12 +358,13 @@ static int reserve(struct orch_driver *d, struct orch_driver_call *cr, orch_work
         cr->q.rng = d->opts->seed ^ ((uint64_t)cr->call * UINT64_C(0x9e3779b97f4a7c15));
         cr->q.seeded = true;
     }
-    struct orch_driver_batch *b = batch_new(d, cr, w);
+    int size = orch_driver_dispatch_size(cr);
+    struct orch_driver_batch *b = batch_new(d, cr, w, size);
     if (!b)
         return -ENOMEM;
     struct reserving ctx = {.d = d, .cr = cr, .b = b};
     struct orch_queue_reservation rule = {
-        .batch = cr->c->opts.batch,
+        .batch = size,
         .batch_bytes = cr->c->opts.batch_bytes,
         .parent = cr->c->opts.reserve == ORCH_RESERVE_PARENT,
         .rng = d->opts->order == ORCH_ORDER_RANDOM ? &cr->q.rng : NULL,
@@ -413,7 +456,8 @@ int orch_driver_dispatch(struct orch_driver *d)
     bool tight_grains = false, tight_bytes = false;
     bool tight = !d->opts->staged && orch_driver_tight(d, &tight_grains, &tight_bytes);
     int backlog = -1; /* the depth of the deepest call left with queued grains; -1: none */
-    bool held_any = false;
+    /* Whether a budget held back work that would have been served now, and which. */
+    bool held_grains = false, held_bytes = false;
     int kept = 0;
     for (int k = 0; k < d->nready; k++) {
         struct orch_driver_call *cr = &d->calls[d->ready[k]];
@@ -422,7 +466,10 @@ int orch_driver_dispatch(struct orch_driver *d)
         if (!held && tight && cr->depth < backlog &&
             ((tight_grains && cr->grows_grains) || (tight_bytes && cr->grows_bytes))) {
             held = true;
-            held_any = held_any || cr->nidle > 0;
+            if (cr->nidle > 0 && orch_queue_count(&cr->q) > 0 && orch_driver_fits(d, cr)) {
+                held_grains = held_grains || (tight_grains && cr->grows_grains);
+                held_bytes = held_bytes || (tight_bytes && cr->grows_bytes);
+            }
         }
         while (!held && cr->nidle > 0 && orch_queue_count(&cr->q) > 0 &&
                orch_driver_fits(d, cr)) {
@@ -452,7 +499,9 @@ int orch_driver_dispatch(struct orch_driver *d)
         }
     }
     d->nready = kept;
-    d->stats->held += held_any;
+    d->stats->held += held_grains || held_bytes;
+    d->stats->held_grains += held_grains;
+    d->stats->held_bytes += held_bytes;
     return 0;
 }
 
@@ -468,7 +517,10 @@ void orch_driver_send(struct orch_driver *d)
         d->ninflight++;
         struct orch_wire_batch wb = {.id = b->id, .nrec = (uint32_t)b->n, .rec = b->rec};
         d->stats->batches++;
+        int64_t sent = orch_clock_mono_ms();
         int rc = orch_pool_dispatch(cr->pool, b->worker, &wb);
+        if (rc == 0)
+            b->sent_ms = sent; /* a batch never sent is not measured (orch_driver_measure) */
         if (rc == -EIO || rc == -ENOMEM) {
             /* A remote worker's inputs could not be read from the payload store (pool_values.c,
              * orch_pool__put_batch_values): not the batch's fault and no retry helps, so the

@@ -99,6 +99,13 @@ struct orch_run_opts {
     int64_t idle_stop_ms;
     size_t queue_window;
     size_t remote_batch_max;
+    /* The work one dispatch is sized to, in ms of its worker's time (sizing.h); 0: the
+     * default (ORCH_SIZING_TARGET_MS). --batch-target, ORCH_BATCH_TARGET_MS. */
+    int64_t batch_target_ms;
+    /* An ablation (--batch-fixed): every dispatch takes its call's `batch` grains (one
+     * for batch=auto), as many as are queued, whatever was measured: the sizes a user
+     * picks by hand, for the benchmark that compares them with the runtime's. */
+    bool batch_fixed;
 };
 
 struct orch_run_stats {
@@ -113,7 +120,11 @@ struct orch_run_stats {
     int64_t workers_peak;    /* the most worker processes in use at once */
     int64_t live_peak;       /* the most live intermediate payload bytes at a commit */
     int64_t live_budget;     /* the budget they ran under */
-    int64_t held;            /* turns in which a full budget held an upstream call */
+    int64_t held;            /* turns in which a full budget held back an upstream call
+                                that had queued grains, an idle worker and room in the
+                                CPU and GPU budgets */
+    int64_t held_grains;     /* those in which the unsealed grains' budget did */
+    int64_t held_bytes;      /* those in which the live bytes' budget did */
     int64_t carried;         /* grains that took their twin's result (an edited plan:
                                 carry.c) instead of running */
     /* The job's items per port and state as of the run's last commit (counted as they

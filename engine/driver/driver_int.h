@@ -15,8 +15,9 @@
  *     turn()  ├─ admit     admit.c     roots from the sources while the budgets allow
  *     (loop.c)├─ dispatch  dispatch.c  per idle worker whose call fits the budgets
  *             │                        (resources.c), deepest call first: reserve a
- *             │                        batch (queue.h), its grains IN_FLIGHT, one attempt
- *             │                        row each
+ *             │                        batch of the size sizing.h gives from what the call
+ *             │                        measured (queue.h), its grains IN_FLIGHT, one
+ *             │                        attempt row each
  *             ├─ commit    loop.c      next ready_seq, payload sync (machine durability),
  *             │                        COMMIT: the group commit of the whole turn
  *             ├─ send      dispatch.c  each reserved batch to its worker
@@ -62,10 +63,12 @@
  * its transaction, its fatal error, settling a batch, queuing a READY grain, an idle
  * worker) is called by every file and calls only down; in between, dispatch.c (batches
  * against the store: reservation, dispatch order, sending, failures and retries, attempt
- * rows), admit.c (sources and admission), recover.c (what a stopped driver left),
- * resources.c (CPU and GPU budgets, devices, pools), workers.c (when workers start and
- * stop), progress.c (the progress display and the summary). No file calls into loop.c.
- * Cross-file names are orch_driver_*; everything else is static. The rooms below do the
+ * rows; the size of each batch, by sizing.h's rule), admit.c (sources and admission),
+ * recover.c (what a stopped driver left), resources.c (CPU and GPU budgets, devices,
+ * pools), workers.c (when workers start and stop), progress.c (the progress display and
+ * the summary); below turn.c, sizing.c (the rule that sizes a batch, and what each call
+ * measured as its batches settled: a leaf that calls nothing of the driver). No file
+ * calls into loop.c. Cross-file names are orch_driver_*; everything else is static. The rooms below do the
  * rest: propagation (engine/prop/), the sources and the ready queues (engine/queue/),
  * incremental jobs (engine/update/: rescan, carry), the job directory (engine/job/).
  *
@@ -88,6 +91,7 @@
 #include "proc.h"
 #include "propagate.h"
 #include "queue.h"
+#include "sizing.h"
 #include "source.h"
 #include "update.h"
 
@@ -104,7 +108,8 @@ struct orch_driver_batch {
     uint64_t id;
     struct orch_driver_call *cr;
     orch_worker *worker;
-    int n, cap;                    /* slots used, and allocated: min(batch, queued) */
+    int n, cap;                    /* slots used, and allocated: the dispatch's size
+                                      (sizing.h), at most what is queued */
     struct orch_driver_slot *slot; /* [cap] */
     struct orch_driver_batch *next; /* on d->to_send, on cr->inflight, or on d->settled */
     /* On d->open from its reservation until it leaves flight (reserved or in flight), in
@@ -118,6 +123,8 @@ struct orch_driver_batch {
     struct orch_wire_value *vals;
     size_t nvals, cap_vals;
     orch_payload_rtxn *rtxn; /* input sizes (batch_bytes), only while reserving */
+    int64_t in_bytes;        /* its inputs' bytes, where known (orch_driver_measure) */
+    int64_t sent_ms;         /* monotonic: when it was sent; 0: not sent */
     /* How its attempts end if the turn that settled it is rolled back (keep_why):
      * INTERRUPTED with the stop's message unless the settling said otherwise. */
     enum orch_attempt_outcome end_as;
@@ -149,6 +156,12 @@ struct orch_driver_call {
     bool served;                       /* workers.c: on d->served (orch_driver_served) */
     struct orch_driver_wk *wk;         /* workers.c: per worker index, [workers] */
     int64_t start_ms;                  /* workers.c: its last worker's start, to HELLO, in ms */
+    /* dispatch.c: how its dispatches are sized (sizing.h), from its settled batches
+     * (orch_driver_measure); and the call's figures for any file of the driver (what a
+     * call drains per worker, for one), -1 until a batch is settled. */
+    struct orch_sizing sizing;
+    double ms_per_grain;    /* wall ms of worker time per grain, moving average */
+    double bytes_per_grain; /* input bytes per grain, moving average */
 };
 
 /* A worker slot of a call as the driver sees it (workers.c). */
@@ -304,6 +317,23 @@ bool orch_driver_any_queued(const struct orch_driver *d);
 int64_t orch_driver_attempt_floor(const struct orch_driver *d);
 /* Frees a list of batches linked by next (NULL: nothing). */
 void orch_driver_batches_free(struct orch_driver_batch *b);
+/* The grains cr's next dispatch asks for (sizing.h's rule with the run's target, within
+ * the room left in the admission budgets that cr's answers fill). */
+int orch_driver_dispatch_size(const struct orch_driver_call *cr);
+/* What one dispatch of cr takes once grown, whatever is queued (orch_sizing_capacity):
+ * what workers.c starts workers by. */
+int orch_driver_dispatch_capacity(const struct orch_driver_call *cr);
+
+/* ---- sizing.c: what a call measured (the rule itself: sizing.h) ------------------------ */
+
+/* A batch of cr with ngrains grains was settled after worker_ms in its worker, carrying
+ * in_bytes of inputs: the figures its next dispatches are sized by (sizing.h). */
+void orch_driver_measure(struct orch_driver_call *cr, int ngrains, int64_t worker_ms,
+                         int64_t in_bytes);
+/* The answers of a batch of cr with ngrains grains added grains unsealed grains and
+ * bytes live intermediate bytes (either may be negative: what they sealed and freed). */
+void orch_driver_measure_growth(struct orch_driver_call *cr, int ngrains, int64_t grains,
+                                int64_t bytes);
 
 /* ---- admit.c --------------------------------------------------------------------------- */
 

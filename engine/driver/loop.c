@@ -685,7 +685,12 @@ static int answered(struct orch_driver *d, struct orch_driver_call *cr,
     }
     int rc = orch_driver_txn(d);
     orch_driver_release(d, cr);
-    return rc < 0 ? rc : apply_answers(d, b, r);
+    /* What the answers add to the admission budgets, for the size of cr's dispatches. */
+    int64_t grains = orch_prop_unsealed(d->prop), bytes = orch_prop_live_bytes(d->prop);
+    if (rc == 0 && (rc = apply_answers(d, b, r)) == 0)
+        orch_driver_measure_growth(cr, b->n, orch_prop_unsealed(d->prop) - grains,
+                                   orch_prop_live_bytes(d->prop) - bytes);
+    return rc;
 }
 
 /* The payload store could not take the batch's outputs (full or broken) or give its

@@ -103,13 +103,18 @@ int orch_driver_summary(struct orch_job *job, const struct orch_run_stats *stats
                 "%lld stale reports rejected, %lld payloads deleted by the sweeps, "
                 "%lld workers started (at most %lld at once), %.1fs\n"
                 "live intermediate payloads: at most %lld bytes (budget %lld); "
-                "upstream calls held for the budgets in %lld turns\n",
+                "upstream calls held for the budgets in %lld turns",
                 (long long)stats->committed, (long long)stats->batches,
                 (long long)stats->attempts_failed, (long long)stats->stale,
                 (long long)stats->reclaimed, (long long)stats->workers_started,
                 (long long)stats->workers_peak, stats->seconds,
                 (long long)stats->live_peak, (long long)stats->live_budget,
                 (long long)stats->held);
+    if (stats && stats->held)
+        fprintf(out, " (unsealed grains at their budget in %lld, live bytes in %lld)",
+                (long long)stats->held_grains, (long long)stats->held_bytes);
+    if (stats)
+        fputc('\n', out);
     if (stats && stats->carried)
         fprintf(out, "%lld grains took their result from the previous plan's revision "
                      "instead of running (an edited pipeline)\n",

@@ -121,16 +121,16 @@ static int hide_devices(struct orch_driver_call *cr)
 }
 
 /* How many of cr's queued grains the driver keeps in memory (queue.h, "The window and the
- * spill"): enough for two batches per worker, so that every worker can be given a full
- * batch while the next is read back, and at least 4,096 (256 KiB), so that a call with
- * small batches reads its spill in large steps. The run's queue_window (>= 1), for tests,
- * replaces it: a window smaller than one expansion without making a large one. */
+ * spill"): enough for two of the largest dispatches per worker (sizing.h, ORCH_SIZING_MAX),
+ * so that every worker can be given a full dispatch while the next is read back, and so
+ * that the spill is read in large steps (8,192 grains: 448 KiB per worker). The run's
+ * queue_window (>= 1), for tests, replaces it: a window smaller than one expansion without
+ * making a large one. */
 static size_t queue_window(const struct orch_driver *d, const struct orch_driver_call *cr)
 {
     if (d->opts->queue_window >= 1 && d->opts->queue_window <= SIZE_MAX / 2)
         return d->opts->queue_window;
-    size_t w = 2 * (size_t)cr->c->opts.batch * (size_t)cr->c->opts.workers;
-    return w > 4096 ? w : 4096;
+    return 2 * (size_t)ORCH_SIZING_MAX * (size_t)cr->c->opts.workers;
 }
 
 int orch_driver_start_pools(struct orch_driver *d, const struct orch_pool_callbacks *cb)
@@ -161,6 +161,7 @@ int orch_driver_start_pools(struct orch_driver *d, const struct orch_pool_callba
         if (cr->c->stmt < 0)
             continue; /* unused call: no pool */
         cr->s = orch_plan_stmt(d->plan, cr->c->stmt);
+        cr->ms_per_grain = cr->bytes_per_grain = -1; /* nothing measured yet */
         cr->q.window = queue_window(d, cr);
         cr->q.spill_dir = d->job->dir;
         /* What its batches add to the admission budgets (dispatch.c holds such a call

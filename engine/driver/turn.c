@@ -26,6 +26,8 @@ void orch_driver_settle(struct orch_driver *d, struct orch_driver_batch *b)
 {
     b->next = d->settled;
     d->settled = b;
+    if (b->sent_ms > 0)
+        orch_driver_measure(b->cr, b->n, orch_clock_mono_ms() - b->sent_ms, b->in_bytes);
 }
 
 int orch_driver_queue_ready(struct orch_driver *d, const struct orch_grain_ref *g)

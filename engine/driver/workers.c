@@ -542,7 +542,7 @@ static int start_wanted(struct orch_driver *d)
 {
     for (int k = 0; k < d->nready; k++) {
         struct orch_driver_call *cr = &d->calls[d->ready[k]];
-        size_t batch = (size_t)cr->c->opts.batch;
+        size_t batch = (size_t)orch_driver_dispatch_capacity(cr);
         size_t have = (size_t)cr->nidle + (size_t)orch_pool_starting(cr->pool);
         int rc = 1;
         while (rc == 1 && have * batch < orch_queue_count(&cr->q)) {

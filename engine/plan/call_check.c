@@ -140,18 +140,27 @@ static int option_value(orch_plan_builder *b, struct b_call *c, int opt, const c
     const char *name = opt_names[opt];
     int64_t v;
     switch (opt) {
-    case OPT_WORKERS:
     case OPT_BATCH:
+        if (strcmp(value, "auto") == 0) {
+            o->batch = ORCH_BATCH_AUTO;
+            return 0;
+        }
+        if (!parse_int(value, 1, 1000000, &v) || value[0] == '-')
+            return orch__error(b, loc,
+                               "option 'batch' must be auto or an integer from 1 to 1000000 "
+                               "(the most records the UDF takes in one run), not '%s'",
+                               show);
+        o->batch = (int)v;
+        return 0;
+    case OPT_WORKERS:
     case OPT_RETRIES: {
         int64_t lo = opt == OPT_RETRIES ? 0 : 1;
-        int64_t hi = opt == OPT_WORKERS ? 1024 : opt == OPT_BATCH ? 1000000 : 1000;
+        int64_t hi = opt == OPT_WORKERS ? 1024 : 1000;
         if (!parse_int(value, lo, hi, &v) || value[0] == '-')
             return orch__error(b, loc,
                                "option '%s' must be an integer from %lld to %lld, not '%s'",
                                name, (long long)lo, (long long)hi, show);
-        *(opt == OPT_WORKERS ? &o->workers
-          : opt == OPT_BATCH ? &o->batch
-                             : &o->retries) = (int)v;
+        *(opt == OPT_WORKERS ? &o->workers : &o->retries) = (int)v;
         return 0;
     }
     case OPT_BATCH_BYTES:

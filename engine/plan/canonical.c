@@ -85,7 +85,12 @@ void orch__format_call_function(struct orch__buf *t, const struct orch_call *c, 
 void orch__format_call_opts(struct orch__buf *t, const struct orch_call_opts *o,
                             const char *sep)
 {
-    orch__buf_printf(t, "workers=%d%sbatch=%d%sbatch_bytes=", o->workers, sep, o->batch, sep);
+    orch__buf_printf(t, "workers=%d%sbatch=", o->workers, sep);
+    if (o->batch == ORCH_BATCH_AUTO)
+        orch__buf_puts(t, "auto");
+    else
+        orch__buf_printf(t, "%d", o->batch);
+    orch__buf_printf(t, "%sbatch_bytes=", sep);
     orch__format_size(t, o->batch_bytes);
     orch__buf_printf(t, "%scpus=", sep);
     orch__format_double(t, o->cpus);

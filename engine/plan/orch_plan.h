@@ -141,7 +141,10 @@ struct orch_arg {
 
 struct orch_call_opts {
     int workers;           /* persistent worker processes, >= 1 */
-    int batch;             /* most grains per physical batch, >= 1 */
+    int batch;             /* the UDF's own limit: the most records one `run` takes, >= 1;
+                              ORCH_BATCH_AUTO (0): none. Either way the driver sizes each
+                              dispatch from what it measures (DESIGN §5); a dispatch of
+                              more grains runs `run` several times in the worker */
     int64_t batch_bytes;   /* cut a batch at this many input bytes; 0 = no limit */
     double cpus;           /* >= 0, fractional allowed */
     double gpus;           /* >= 0, fractional allowed */
@@ -150,7 +153,10 @@ struct orch_call_opts {
     enum orch_reserve reserve;
 };
 
-/* Fills o with the defaults of DESIGN §2: workers=1, batch=1, cpus=1, gpus=0, retries=2,
+/* `batch=auto`: the UDF takes records in any number; the runtime sizes every dispatch. */
+#define ORCH_BATCH_AUTO 0
+
+/* Fills o with the defaults of DESIGN §2: workers=1, batch=auto, cpus=1, gpus=0, retries=2,
  * no timeout, no batch_bytes, reserve=elastic. */
 void orch_call_opts_default(struct orch_call_opts *o);
 
@@ -288,7 +294,7 @@ int orch_plan_call_arg(orch_plan_builder *b, int call, const char *key,
  * required argument is reported by orch_plan_build(). loc: the value's position.
  *
  * Options are given as text ("4", "120s", "1.5", "parent", "64MiB") and checked here:
- * workers 1..1024, batch 1..1000000, batch_bytes a positive size (digits with an optional
+ * workers 1..1024, batch 1..1000000 or auto, batch_bytes a positive size (digits with an optional
  * K, M, G (powers of 1000) or KiB, MiB, GiB suffix) or none, cpus and gpus 0..1024 with at
  * most 6 decimals, retries 0..1000, timeout a duration (ms, s, m, h; > 0, <= 1000h) or
  * none, reserve elastic|parent. loc: the value's position. */

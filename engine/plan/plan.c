@@ -42,7 +42,7 @@ const char *orch_arg_kind_name(enum orch_arg_kind k)
 void orch_call_opts_default(struct orch_call_opts *o)
 {
     o->workers = 1;
-    o->batch = 1;
+    o->batch = ORCH_BATCH_AUTO;
     o->batch_bytes = 0;
     o->cpus = 1;
     o->gpus = 0;

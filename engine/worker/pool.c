@@ -443,6 +443,7 @@ static int copy_config(orch_pool *p, const struct orch_pool_config *cfg)
     c->op = op;
     c->nin = (uint32_t)st->nin;
     c->nout = op == ORCH_UDF_OP_FILTER ? 1 : (uint32_t)st->nout;
+    c->batch = (uint32_t)call->opts.batch; /* ORCH_BATCH_AUTO is 0: any number */
     c->payload_dir = orch__arena_strdup(a, cfg->payload_dir);
     c->nargs = (uint32_t)call->nargs;
     const char **keys = orch__arena_alloc(a, sizeof(char *) * (size_t)(call->nargs + 1));

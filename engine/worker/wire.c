@@ -154,6 +154,7 @@ int orch_wire_put_config(struct orch_wire_buf *b, const struct orch_wire_config 
     enc_str(&e, c->payload_dir);
     enc_u8(&e, c->values ? 1 : 0);
     enc_u64(&e, c->max_value);
+    enc_u32(&e, c->batch);
     enc_u32(&e, c->nargs);
     if (c->nargs > 0 && (c->arg_keys == NULL || c->arg_values == NULL) && e.rc == 0)
         e.rc = -EINVAL;
@@ -474,6 +475,9 @@ int orch_wire_get_config(const struct orch_wire_frame *f, struct orch__arena *a,
     if (d.rc == 0 && out->values > 1)
         dec_fail(&d, "values is neither 0 nor 1");
     out->max_value = dec_u64(&d, "max_value");
+    out->batch = dec_u32(&d, "batch");
+    if (d.rc == 0 && out->batch > 1000000) /* the plan's range (orch_plan.h) */
+        dec_fail(&d, "batch over 1000000");
     out->nargs = dec_u32(&d, "nargs");
     if (!dec_fits(&d, out->nargs, 8, "nargs"))
         return d.rc;

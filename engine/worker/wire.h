@@ -23,10 +23,12 @@
  *              (mac = HMAC-SHA256(secret, nonce | token as u64): launch.h)
  *   CONFIG   → u32 version | str call | u8 fn_kind | str function | str symbol ("" = none)
  *              | u8 op (enum orch_udf_op) | u32 nin | u32 nout | u32 worker
- *              | str payload_dir | u8 values | u64 max_value
+ *              | str payload_dir | u8 values | u64 max_value | u32 batch
  *              | u32 nargs | nargs × (str key | str value)
  *              (values 1: a remote worker; payload_dir is "" and max_value is the largest
- *              output value the driver's store takes)
+ *              output value the driver's store takes. batch: the most records one call of
+ *              the UDF's run takes, 0 for any number; a BATCH of more records is run in
+ *              runs of at most that many, and answered in one REPORT)
  *   HELLO    ← u32 version | u32 pid                  init succeeded, ready for batches
  *   INITFAIL ← str message                             init failed; the worker exits
  *   BATCH    → u64 id | u8 values | u32 nrec | nrec × record
@@ -71,8 +73,9 @@
 #include "pool.h"
 #include "support.h"
 
-#define ORCH_WIRE_VERSION 4 /* 2: failed children in answers; 3: remote workers;
-                             * 4: each output's size with its id */
+#define ORCH_WIRE_VERSION 5 /* 2: failed children in answers; 3: remote workers;
+                             * 4: each output's size with its id; 5: the UDF's batch
+                             * limit in CONFIG */
 #define ORCH_WIRE_NONCE 32  /* bytes of a CHALLENGE's nonce and of an AUTH's mac */
 #define ORCH_WIRE_HEADER 5u                    /* u32 length + u8 type */
 #define ORCH_WIRE_MAX_BODY ((size_t)256 << 20) /* 256 MiB */
@@ -106,6 +109,7 @@ struct orch_wire_config {
     const char *payload_dir; /* "" for a remote worker */
     uint8_t values;          /* 1: values travel in batches and reports (remote worker) */
     uint64_t max_value;      /* values mode: the largest value the driver's store takes */
+    uint32_t batch;          /* the most records per run (the call's batch); 0: any */
     uint32_t nargs;
     const char *const *arg_keys;
     const char *const *arg_values;

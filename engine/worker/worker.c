@@ -15,6 +15,7 @@
 #include "orch_payload.h"
 #include "orch_udf_host.h"
 #include "wire.h"
+#include "worker_runs.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -674,7 +675,7 @@ static int run_batch(struct worker *w, const struct orch_wire_batch *b)
                  b->nrec);
         goto report;
     }
-    rc = w->udf->run(w->state, &ub);
+    rc = orch_worker_run_parts(w->udf, w->state, &ub, w->cfg.batch);
     if (rc != 0) {
         const char *e = orch_udf_answers_error(&w->ans);
         if (*e)

@@ -52,7 +52,7 @@ print("%d x %s" % (len(v), ",".join(sorted(set(v)))))')"
 
 # summary JOB FIELD: from the run's last line: peak (live bytes at most), budget, held.
 summary() {
-  sed -n 's/^live intermediate payloads: at most \([0-9]*\) bytes (budget \([0-9]*\)); upstream calls held for the budgets in \([0-9]*\) turns$/\1 \2 \3/p' "$1.log" |
+  sed -n 's/^live intermediate payloads: at most \([0-9]*\) bytes (budget \([0-9]*\)); upstream calls held for the budgets in \([0-9]*\) turns\( (.*)\)\{0,1\}$/\1 \2 \3/p' "$1.log" |
     awk -v f="$2" '{ print (f == "peak" ? $1 : f == "budget" ? $2 : $3) }'
 }
 

@@ -12,7 +12,8 @@ call a = identity() with batch=100, batch_bytes=10
 r.a = a(r.v)
 output r.a
 PIPE
-run_job "$T/bb.orch" "$T/job" --max-unsealed 100
+# --batch-fixed: every dispatch is its call's batch, the batches this test names.
+run_job "$T/bb.orch" "$T/job" --max-unsealed 100 --batch-fixed
 # Batches in dispatch order, each as the list of its inputs' lengths.
 actual=$(q "$T/job" "SELECT group_concat(length(e.key), '+') FROM attempt AS a
   JOIN grain AS g ON g.id = a.grain_id JOIN entity AS e ON e.id = g.entity_id

@@ -35,7 +35,8 @@ doc.cr   = cr(doc.line)
 doc.hg   = hg(doc.line)
 EOF
 J=$T/job
-run_job "$T/kinds.orch" "$J"
+# --batch-fixed: every dispatch is its call's batch, the batches this test names.
+run_job "$T/kinds.orch" "$J" --batch-fixed
 job_done "$J"
 
 # attempts_of CALL KEY: generation:outcome of each attempt, in order.
@@ -123,7 +124,8 @@ doc.out  = cr(doc.line)
 doc.hout = hb(doc.line)
 EOF
 P=$T/poison
-run_job "$T/poison.orch" "$P"
+# --batch-fixed: every dispatch is its call's batch, the batches this test names.
+run_job "$T/poison.orch" "$P" --batch-fixed
 job_done "$P"
 # The 8 roots are admitted before the worker says hello, so the first batch holds all 8.
 for c in cr:crash hb:timeout; do

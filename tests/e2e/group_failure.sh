@@ -30,7 +30,8 @@ doc.j  = reduce join(w.x)
 doc.j4 = reduce join4(w.y)
 EOF
 J=$T/job
-run_job "$T/grp.orch" "$J"
+# --batch-fixed: every dispatch is its call's batch, the batches this test names.
+run_job "$T/grp.orch" "$J" --batch-fixed
 job_done "$J"
 D='a b GRP c d e f g h i j k'
 
@@ -119,7 +120,7 @@ w.raw = expand cut(doc.line)
 w.x   = grp(w.raw)
 EOF
 M=$T/mix
-run_job "$T/mix.orch" "$M"
+run_job "$T/mix.orch" "$M" --batch-fixed
 job_done "$M"
 expect_eq "mix: one batch, both parents" "5|2" \
   "$(q "$M" "SELECT count(*), count(DISTINCT e.parent_id) FROM attempt a JOIN grain g
@@ -160,7 +161,7 @@ D1='1500 s1 GRP s3 s4'
 
 barred_sibling() { # MODE: worker | driver
   local mode=$1 B=$T/bar-$1 P="" pid victim
-  "$ORCH" run "$T/bar.orch" --job "$B" --progress none --cpus 4 2> "$T/bar.log" &
+  "$ORCH" run "$T/bar.orch" --job "$B" --progress none --cpus 4 --batch-fixed 2> "$T/bar.log" &
   pid=$!
   doc0_done() {
     [ -f "$B/state.db" ] || return 1

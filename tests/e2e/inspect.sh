@@ -34,7 +34,8 @@ line.n  = reduce cnt(word.ok)
 output line.n
 EOF
 J=$T/job
-run_job "$T/insp.orch" "$J"
+# --batch-fixed: every dispatch is its call's batch, the batches this test names.
+run_job "$T/insp.orch" "$J" --batch-fixed
 job_done "$J"
 
 # id KEY: the entity id of a key (entity_key view, through sqlite3 itself).

@@ -25,11 +25,12 @@ output doc.j
 output w.up
 EOF
 
-run_job "$T/nap.orch" "$T/clean"
+# --batch-fixed: every dispatch is its call's batch, the batches this test names.
+run_job "$T/nap.orch" "$T/clean" --batch-fixed
 job_done "$T/clean"
 
 J=$T/killed
-"$ORCH" run "$T/nap.orch" --job "$J" --progress none 2> "$T/run.log" &
+"$ORCH" run "$T/nap.orch" --job "$J" --progress none --batch-fixed 2> "$T/run.log" &
 pid=$!
 victim=""
 open_attempt() {

@@ -43,7 +43,8 @@ word.u = up(word.b)
 doc.j  = reduce join(word.u)
 EOF
 J=$T/job
-run_job "$T/rep.orch" "$J"
+# --batch-fixed: every dispatch is its call's batch, the batches this test names.
+run_job "$T/rep.orch" "$J" --batch-fixed
 job_done "$J"
 # The ready queue is drawn from grain.ready_at (0012): every grain that was READY has it
 # (boom's crashed grains were put back, and have the time of that), no later than its

@@ -46,7 +46,8 @@ call up  = upper()          with batch=8, reserve=$mode
 w.raw = expand cut(doc.line)
 w.up  = up(w.raw)
 EOF
-  run_job "$T/$mode.orch" "$T/$mode"
+  # --batch-fixed: every dispatch is its call's batch, the batches this test names.
+  run_job "$T/$mode.orch" "$T/$mode" --batch-fixed
   job_done "$T/$mode"
   expect_eq "$mode: values" "A B C D E F G H I J K L M N O P Q R" \
     "$(states "$T/$mode" w.up | cut -d'|' -f3 | tr '\n' ' ' | sed 's/ $//')"

@@ -101,14 +101,15 @@ pipeline docs.txt > docs.orch
 pipeline slow.txt > slow.orch
 
 J="$T/job"
-run_job docs.orch "$J"
+# --batch-fixed: every dispatch is its call's batch, the batches this test names.
+run_job docs.orch "$J" --batch-fixed
 
 # ---- 1. the views and their columns -------------------------------------------------------
 columns() { q "$1" "SELECT group_concat(name, ',') FROM pragma_table_info('$2')"; }
 expect_eq "items: columns" "key,domain,port,state,payload_id,payload_size,error,reclaimed,entity_id,port_id" \
   "$(columns "$J" items)"
 expect_eq "attempts: columns" \
-  "attempt_id,call,key,entity_id,worker,batch,generation,start,end,duration_ms,outcome,message,start_ms,end_ms,grain_id" \
+  "attempt_id,call,key,entity_id,worker,batch,generation,start,end,duration_ms,outcome,message,start_ms,end_ms,grain_id,batch_size" \
   "$(columns "$J" attempts)"
 expect_eq "timeline: columns" \
   "call,worker,batch,start_ms,end_ms,duration_ms,grains,failed,outcomes" "$(columns "$J" timeline)"

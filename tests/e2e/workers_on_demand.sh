@@ -39,7 +39,8 @@ call p = library("$probe", "orch_pool_probe")(mark="$T/m1") with workers=64
 r.p = p(r.v)
 output r.p
 EOF
-run_job "$T/many.orch" "$T/many"
+# --batch-fixed: every dispatch is its call's batch, the batches this test names.
+run_job "$T/many.orch" "$T/many" --batch-fixed
 job_done "$T/many"
 expect_eq "many: values" "a b c" "$("$ORCH" export "$T/many" r.p | python3 -c '
 import json, sys
@@ -66,7 +67,8 @@ for i in range(n):
 L.append("output d.p%d" % n)
 open(out, "w").write("\n".join(L) + "\n")
 EOF
-run_job "$T/chain.orch" "$T/chain"
+# --batch-fixed: every dispatch is its call's batch, the batches this test names.
+run_job "$T/chain.orch" "$T/chain" --batch-fixed
 job_done "$T/chain"
 expect_eq "chain: values through 200 calls" "a|present|a
 b|present|b

@@ -84,7 +84,8 @@ static void configs(void)
                                        .nin = 1,
                                        .nout = 1,
                                        .worker = 1,
-                                       .payload_dir = "p"};
+                                       .payload_dir = "p",
+                                       .batch = 4};
     seed("config-library", &b, orch_wire_put_config(&b, &library));
 
     struct orch_wire_config rem = {.call = "ocr",
