@@ -13,6 +13,13 @@
 
 #define ADMIT_CHUNK 256 /* roots admitted per turn at most: keeps a turn short */
 
+/* Admission by drain rate (orch_driver_admit_quota). */
+enum {
+    LEAD_MS = 200,     /* the work kept queued for the calls that read the roots */
+    BACKLOG_MS = 2000, /* no call is given more than this much queued work */
+    PROBE = 16,        /* roots queued while nothing tells the fan-out yet */
+};
+
 /* ---- opening: the rescan of an update, the check of a resume ----------------------------- */
 
 enum { WALK_MAX = 4096 }; /* values walked per turn at most, admitted or not */
@@ -95,8 +102,10 @@ int orch_driver_rescan(struct orch_driver *d)
 
 void orch_driver_sources_free(struct orch_driver *d)
 {
-    for (int i = 0; d->sources && i < d->nsources; i++)
+    for (int i = 0; d->sources && i < d->nsources; i++) {
         orch_walk_free(d->sources[i].walk);
+        free(d->sources[i].calls);
+    }
     free(d->sources);
     d->sources = NULL;
     d->nsources = 0;
@@ -108,7 +117,7 @@ void orch_driver_sources_free(struct orch_driver *d)
  * its root row (key, revision, position, and a files() root's signature). A failure leaves
  * the walk past values that were not committed: the run stops, and the next start walks
  * the source again from its start. */
-static int admit_chunk(struct orch_driver *d, struct orch_driver_source *s)
+static int admit_chunk(struct orch_driver *d, struct orch_driver_source *s, int64_t quota)
 {
     char *vals[ADMIT_CHUNK], *keys[ADMIT_CHUNK];
     struct orch_iov iov[ADMIT_CHUNK];
@@ -125,7 +134,7 @@ static int admit_chunk(struct orch_driver *d, struct orch_driver_source *s)
                        : INT64_MAX;
     int64_t bytes = 0;
     const bool files = orch_walk_files(s->walk);
-    while (n < ADMIT_CHUNK && walked < WALK_MAX && (n == 0 || bytes < room)) {
+    while (n < quota && walked < WALK_MAX && (n == 0 || bytes < room)) {
         struct orch_walk_value v;
         if ((rc = orch_walk_next(s->walk, &v)) <= 0) {
             s->exhausted = rc == 0;
@@ -178,6 +187,7 @@ static int admit_chunk(struct orch_driver *d, struct orch_driver_source *s)
         if (rc == 0)
             rc = orch_walk_admitted(s->walk, e);
         s->next_ordinal++;
+        d->admitted++;
     }
     if (rc == 0 && n > 0 && d->update)
         rc = orch_store_update_count(d->job->store, d->update, n, 0, 0);
@@ -266,27 +276,180 @@ bool orch_driver_tight(const struct orch_driver *d, bool *grains, bool *bytes)
     return *grains || *bytes;
 }
 
+/* Admission by drain rate (DESIGN §5: the optimistic policy of the streaming-batch
+ * paper), within the hard budgets. Roots enter as fast as the pipeline drains them, which
+ * three measures of the turn tell (orch_admit_view):
+ *
+ *   - lead: the calls that read the source's roots keep about LEAD_MS of queued work for
+ *     their workers (their queue times their measured time per grain, over their
+ *     workers), so that they never starve; before they have measured anything, a chunk
+ *     (ADMIT_CHUNK grains queued);
+ *   - backlog: no call of the pipeline has more than BACKLOG_MS of queued work for its
+ *     workers: the slowest call, wherever it is, sets the pace (its queue holds what the
+ *     fan-out of the expansions above it made), and upstream calls neither starve it nor
+ *     flood it;
+ *   - room: the roots admitted, times the grains each root has made so far (the measured
+ *     fan-out, counting only roots whose expansions are done), stay within half of the
+ *     grain budget, so that the budget itself is a ceiling that a job far from it never
+ *     meets (dispatch.c holds upstream calls only at the ceiling). While no expansion has
+ *     told the fan-out, PROBE roots wait for one at a time.
+ *
+ * Whatever these say, a job with nothing unsealed gets roots: admission never stalls. */
+int64_t orch_driver_admit_quota(const struct orch_admit_view *v)
+{
+    int64_t q = ADMIT_CHUNK;
+    /* lead */
+    if (v->lead_ms >= 0) {
+        if (v->lead_room < q)
+            q = v->lead_room;
+    } else if (v->lead_queued >= ADMIT_CHUNK) {
+        q = 0;
+    } else {
+        q = ADMIT_CHUNK - v->lead_queued;
+    }
+    /* backlog */
+    if (v->backlog_ms >= BACKLOG_MS)
+        q = 0;
+    /* room: half of the budget, or all of a small one */
+    int64_t soft = v->max_unsealed >= 4 * ADMIT_CHUNK ? v->max_unsealed / 2 : v->max_unsealed;
+    int64_t room = soft - v->unsealed;
+    int64_t expanded = v->admitted - v->unexpanded;
+    if (room <= 0) {
+        q = 0;
+    } else if (expanded > 0) {
+        /* What the roots still to expand will make counts as made already. */
+        double per_root = (double)v->made / (double)expanded;
+        double left = (double)room - (double)v->unexpanded * per_root;
+        int64_t fits = left <= 0 ? 0 : per_root > 1 ? (int64_t)(left / per_root) : (int64_t)left;
+        if (fits < q)
+            q = fits;
+    } else if (v->expands) {
+        int64_t probe = PROBE - v->unexpanded;
+        if (probe < q)
+            q = probe > 0 ? probe : 0;
+    }
+    if (v->unsealed == 0 && q < 1)
+        q = 1;
+    return q;
+}
+
+/* The queued work of call cr in ms for its workers; -1 while it has measured nothing. */
+static double queued_ms(const struct orch_driver_call *cr)
+{
+    if (cr->ms_per_grain <= 0)
+        return -1;
+    return (double)orch_queue_count(&cr->q) * cr->ms_per_grain / cr->c->opts.workers;
+}
+
+/* The calls admission looks at for source s: those that read its roots, then the plain
+ * expands of its domain. */
+static int source_calls(struct orch_driver *d, struct orch_driver_source *s)
+{
+    if (!(s->calls = malloc(2 * (size_t)d->ncalls * sizeof *s->calls)))
+        return -ENOMEM;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int c = 0; c < d->ncalls; c++) {
+            const struct orch_driver_call *cr = &d->calls[c];
+            if (!cr->pool)
+                continue;
+            bool in = false;
+            if (pass == 0) {
+                for (int i = 0; i < cr->s->nin; i++)
+                    in = in || cr->s->in[i].port == s->src->port;
+            } else {
+                in = cr->s->op == ORCH_OP_EXPAND && cr->s->domain == s->domain;
+            }
+            if (in)
+                s->calls[s->nreaders + s->nexpands++] = c;
+        }
+        if (pass == 0) {
+            s->nreaders = s->nexpands;
+            s->nexpands = 0;
+        }
+    }
+    return 0;
+}
+
+/* The view of source s this turn (orch_driver_admit_quota). It looks at the calls with
+ * queued grains (d->ready) and at s's own calls, never at every call (invariant 6). */
+static void admit_view(const struct orch_driver *d, const struct orch_driver_source *s,
+                       struct orch_admit_view *v)
+{
+    *v = (struct orch_admit_view){.unsealed = orch_prop_unsealed(d->prop),
+                                  .max_unsealed = d->max_unsealed,
+                                  .admitted = d->admitted,
+                                  .made = orch_prop_created(d->prop) - d->created0};
+    for (int k = 0; k < d->nready; k++) {
+        double ms = queued_ms(&d->calls[d->ready[k]]);
+        if (ms > v->backlog_ms)
+            v->backlog_ms = ms;
+    }
+    v->lead_ms = 0;
+    v->lead_room = INT64_MAX;
+    for (int k = 0; k < s->nreaders; k++) {
+        const struct orch_driver_call *cr = &d->calls[s->calls[k]];
+        double ms = queued_ms(cr);
+        v->lead_queued += orch_queue_count(&cr->q);
+        if (ms < 0 || v->lead_ms < 0) {
+            v->lead_ms = -1;
+            continue;
+        }
+        if (ms > v->lead_ms)
+            v->lead_ms = ms;
+        /* the grains (one per root) that fill its lead */
+        double fill = (LEAD_MS - ms) * cr->c->opts.workers / cr->ms_per_grain;
+        int64_t room = fill <= 0 ? 0 : fill >= ADMIT_CHUNK ? ADMIT_CHUNK : (int64_t)fill + 1;
+        if (room < v->lead_room)
+            v->lead_room = room;
+    }
+    v->expands = s->nexpands > 0;
+    for (int k = s->nreaders; k < s->nreaders + s->nexpands; k++) {
+        const struct orch_prop_counts *n = orch_prop_counts(d->prop, s->calls[k]);
+        int64_t sealed = 0;
+        for (int o = 0; o < ORCH_OUTCOME__COUNT; o++)
+            sealed += n->sealed[o];
+        v->unexpanded += n->created - sealed;
+    }
+    if (v->unexpanded > v->admitted)
+        v->unexpanded = v->admitted; /* expansions of roots of an earlier run */
+}
+
 /* Admission (DESIGN §5): roots enter lazily, one chunk per source per turn (so that the
- * turn commits and the workers get going), and only while the unsealed grains and the
- * live intermediate bytes are under their budgets — or when nothing is unsealed at all:
- * bytes kept for a failed reader (engine/prop/reclaim.c) stay counted, and a budget full
- * of them must not stop a job that has nothing else to do (a chunk of roots then enters,
- * the least that keeps it going). Staged (driver.h), every root enters in the first turn, whatever
- * the budgets: the first calls are held until the sources are exhausted, so a budget would
- * wait on grains that wait on it (a deadlock), and chunks paced by turns would wait on
- * turns that nothing else makes. */
+ * turn commits and the workers get going), as many as orch_driver_admit_quota allows, and
+ * none while the unsealed grains or the live intermediate bytes are at their budgets —
+ * unless nothing is unsealed at all: bytes kept for a failed reader
+ * (engine/prop/reclaim.c) stay counted, and a budget full of them must not stop a job that
+ * has nothing else to do (a root then enters, the least that keeps it going). Staged
+ * (driver.h), every root enters in the first turn, whatever the budgets: the first calls
+ * are held until the sources are exhausted, so a budget would wait on grains that wait on
+ * it (a deadlock), and chunks paced by turns would wait on turns that nothing else makes. */
 int orch_driver_admit(struct orch_driver *d)
 {
     d->walking = false;
+    if (!d->admit_started) {
+        d->admit_started = true;
+        d->created0 = orch_prop_created(d->prop);
+        for (int i = 0; i < d->nsources; i++)
+            if (d->sources[i].walk && source_calls(d, &d->sources[i]) < 0)
+                return -ENOMEM;
+    }
     for (int i = 0; i < d->nsources; i++) {
         struct orch_driver_source *s = &d->sources[i];
         bool grains, bytes;
         if (s->exhausted || (!d->opts->staged && orch_driver_tight(d, &grains, &bytes) &&
                              orch_prop_unsealed(d->prop) > 0))
             continue;
+        int64_t quota = ADMIT_CHUNK;
+        if (!d->opts->staged) {
+            struct orch_admit_view v;
+            admit_view(d, s, &v);
+            quota = orch_driver_admit_quota(&v);
+            if (quota <= 0)
+                continue;
+        }
         int rc;
         do {
-            rc = admit_chunk(d, s);
+            rc = admit_chunk(d, s, quota);
         } while (rc == 0 && d->opts->staged && !s->exhausted);
         if (rc < 0)
             return rc;

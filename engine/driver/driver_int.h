@@ -198,6 +198,10 @@ struct orch_driver_source {
     struct orch_walk *walk;  /* source.h */
     int64_t next_ordinal;    /* the ordinal of the next root admitted */
     bool exhausted;
+    /* The calls that read its roots, and the plain expands of its domain (admission by
+     * drain rate), by call index: [nreaders], then [nexpands] in the same array. */
+    int *calls;
+    int nreaders, nexpands;
 };
 
 /* The driver. Each group of fields says which file writes it; any file may read. */
@@ -249,6 +253,9 @@ struct orch_driver {
                         admission can move on with no event to wait for */
     int64_t max_unsealed;
     int64_t max_live; /* bytes of live intermediate payloads (orch_prop_live_bytes) */
+    int64_t admitted; /* roots admitted by this run */
+    int64_t created0; /* grains the job had made when this run's admission began */
+    bool admit_started;
     /* workers.c: the done rule's graph (statements, then sources), what to look at at the
      * end of the turn; the processes the driver started and has not lost nor stopped */
     struct orch_driver_node *nodes;
@@ -342,6 +349,21 @@ void orch_driver_measure_growth(struct orch_driver_call *cr, int ngrains, int64_
 int orch_driver_sources_open(struct orch_driver *d);
 /* Admits a chunk of roots from each source while the budgets allow. */
 int orch_driver_admit(struct orch_driver *d);
+
+/* What admission by drain rate looks at in a turn (admit.c), for one source. */
+struct orch_admit_view {
+    int64_t unsealed, max_unsealed; /* grains, and their budget */
+    int64_t lead_queued;  /* grains queued for the calls that read the source's roots */
+    double lead_ms;       /* their queued work in ms for their workers; < 0: unmeasured */
+    int64_t lead_room;    /* once measured, the roots that fill their lead */
+    double backlog_ms;    /* the most queued work of any call, in ms for its workers */
+    int64_t made;         /* grains made since this run began admitting */
+    int64_t admitted;     /* roots admitted since */
+    int64_t unexpanded;   /* of those, roots whose expansion is still to come */
+    bool expands;         /* the roots' domain has an expansion */
+};
+/* How many roots of the source may enter this turn (DESIGN §5; the rule is in admit.c). */
+int64_t orch_driver_admit_quota(const struct orch_admit_view *v);
 /* A file read while its root ran: signs again the file of each root of batch b (whose call
  * reads a files() root's path, cr->resign_in) and makes a root's signature stale when its
  * file's differs from the one stored at the scan (orch_file_moved): the bytes the grain

@@ -34,6 +34,7 @@ struct orch_prop {
     struct orch_prop_hooks hooks;
     int64_t next_seq;
     int64_t unsealed;
+    int64_t created; /* grains created, over all calls (orch_prop_created) */
     struct dom_topo *dom;
     struct orch_prop_counts *counts; /* per call */
     struct prop_reclaim *reclaim;    /* reclaim.c only */

@@ -128,6 +128,11 @@ const struct orch_prop_counts *orch_prop_counts(const orch_prop *p, int call)
     return &p->counts[call];
 }
 
+int64_t orch_prop_created(const orch_prop *p)
+{
+    return p->created;
+}
+
 int64_t orch_prop_unsealed(const orch_prop *p)
 {
     return p->unsealed;
@@ -143,6 +148,7 @@ void orch_prop_add_sealed(orch_prop *p, int call, enum orch_grain_outcome o, int
     assert(call >= 0 && call < orch_plan_ncalls(p->plan));
     p->counts[call].sealed[o] += n;
     p->counts[call].created += n;
+    p->created += n;
 }
 
 void orch_prop_reopened(orch_prop *p)
@@ -399,6 +405,7 @@ static int grain_create(orch_prop *p, int stmt, int64_t e, int64_t parent)
     if (rc < 0)
         return rc;
     p->counts[s->call].created++;
+    p->created++;
     p->unsealed++;
     return 0;
 }

@@ -161,6 +161,8 @@ struct orch_prop_counts {
     int64_t sealed[ORCH_OUTCOME__COUNT];
 };
 const struct orch_prop_counts *orch_prop_counts(const orch_prop *p, int call);
+/* Grains created, over all calls (those of earlier runs counted by orch_prop_add_sealed). */
+int64_t orch_prop_created(const orch_prop *p);
 /* Grains created and not yet sealed, over all calls (including those of earlier runs when
  * set with orch_prop_set_unsealed). */
 int64_t orch_prop_unsealed(const orch_prop *p);
