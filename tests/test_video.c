@@ -235,7 +235,8 @@ static void test_probe(void **state)
     assert_true(a->values[0].len < sizeof json);
     memcpy(json, a->values[0].data, a->values[0].len);
     json[a->values[0].len] = '\0';
-    udf_h_check_contains(json, "{\"container\":\"mov,mp4,m4a,3gp,3g2,mj2\",\"duration\":7.000000,");
+    udf_h_check_contains(json,
+                         "{\"container\":\"mov,mp4,m4a,3gp,3g2,mj2\",\"duration\":7.000000,");
     udf_h_check_contains(json, "\"kind\":\"video\",\"codec\":\"h264\",\"width\":160,"
                                "\"height\":120,\"fps\":\"25/1\",\"duration\":7.000000,"
                                "\"frames\":175}");
@@ -336,8 +337,8 @@ static void test_frames_size_png(void **state)
 {
     NEED_FFMPEG();
     struct udf_h *h = *state;
-    assert_int_equal(udf_h_builtin(h, "video_frames", ORCH_UDF_OP_EXPAND, 1, 2, "max_side", "50",
-                                   "format", "png", NULL),
+    assert_int_equal(udf_h_builtin(h, "video_frames", ORCH_UDF_OP_EXPAND, 1, 2, "max_side",
+                                   "50", "format", "png", NULL),
                      0);
     const struct orch_udf_answer *a = one(h, video("cuts.mp4"), NULL);
     expect_ok(a);
@@ -360,9 +361,8 @@ static void test_frames_bytes(void **state)
     size_t len = 0;
     char *data = orch_test_read_file(video("cuts.mp4"), &len);
     assert_non_null(data);
-    assert_int_equal(udf_h_builtin(h, "video_frames", ORCH_UDF_OP_EXPAND, 1, 2, "fps", "2",
-                                   NULL),
-                     0);
+    assert_int_equal(
+        udf_h_builtin(h, "video_frames", ORCH_UDF_OP_EXPAND, 1, 2, "fps", "2", NULL), 0);
     udf_h_clear(h);
     size_t i = udf_h_rec(h);
     udf_h_value(h, i, 0, data, len);
@@ -381,7 +381,10 @@ static void test_frames_bytes(void **state)
     }
     assert_int_equal(udf_h_builtin(h, "video_probe", ORCH_UDF_OP_MAP, 1, 1, NULL), 0);
     udf_h_clear(h);
-    udf_h_value(h, udf_h_rec(h), 0, "\0\0\0\x20" "garbage", 11);
+    udf_h_value(h, udf_h_rec(h), 0,
+                "\0\0\0\x20"
+                "garbage",
+                11);
     udf_h_run_ok(h);
     expect_failure(&h->ans.rec[0], "video_probe: video bytes: cannot open the container");
 }
@@ -413,23 +416,21 @@ static void test_scenes(void **state)
     static const char *const plain[] = {"0.000000 3.003000"};
     expect_spans(h, "plain.mkv", plain, 1);
     /* min_len=2: the cut at 5 s comes 1 s after the clip's start, and is not made */
-    assert_int_equal(udf_h_builtin(h, "video_scenes", ORCH_UDF_OP_EXPAND, 1, 1, "min_len", "2",
-                                   NULL),
-                     0);
+    assert_int_equal(
+        udf_h_builtin(h, "video_scenes", ORCH_UDF_OP_EXPAND, 1, 1, "min_len", "2", NULL), 0);
     static const char *const min2[] = {"0.000000 2.000000", "2.000000 4.000000",
                                        "4.000000 7.000000"};
     expect_spans(h, "cuts.mp4", min2, 3);
     /* max_len=1: no clip is longer than a second; the first frame at or past 1 s cuts */
-    assert_int_equal(udf_h_builtin(h, "video_scenes", ORCH_UDF_OP_EXPAND, 1, 1, "max_len", "1",
-                                   NULL),
-                     0);
+    assert_int_equal(
+        udf_h_builtin(h, "video_scenes", ORCH_UDF_OP_EXPAND, 1, 1, "max_len", "1", NULL), 0);
     static const char *const max1[] = {"0.000000 1.001000", "1.001000 2.002000",
                                        "2.002000 3.003000"};
     expect_spans(h, "plain.mkv", max1, 3);
     /* threshold=255: nothing differs by more, no cut */
-    assert_int_equal(udf_h_builtin(h, "video_scenes", ORCH_UDF_OP_EXPAND, 1, 1, "threshold",
-                                   "255", NULL),
-                     0);
+    assert_int_equal(
+        udf_h_builtin(h, "video_scenes", ORCH_UDF_OP_EXPAND, 1, 1, "threshold", "255", NULL),
+        0);
     static const char *const whole[] = {"0.000000 7.000000"};
     expect_spans(h, "cuts.mp4", whole, 1);
 }
@@ -439,9 +440,8 @@ static void test_frames_span(void **state)
 {
     NEED_FFMPEG();
     struct udf_h *h = *state;
-    assert_int_equal(udf_h_builtin(h, "video_frames", ORCH_UDF_OP_EXPAND, 2, 2, "fps", "2",
-                                   NULL),
-                     0);
+    assert_int_equal(
+        udf_h_builtin(h, "video_frames", ORCH_UDF_OP_EXPAND, 2, 2, "fps", "2", NULL), 0);
     const struct orch_udf_answer *a = one(h, video("cuts.mp4"), "5.000000 7.000000");
     expect_ok(a);
     char ts[32];
@@ -507,9 +507,8 @@ static void test_damaged_frames(void **state)
 {
     NEED_FFMPEG();
     struct udf_h *h = *state;
-    assert_int_equal(udf_h_builtin(h, "video_frames", ORCH_UDF_OP_EXPAND, 1, 2, "fps", "5",
-                                   NULL),
-                     0);
+    assert_int_equal(
+        udf_h_builtin(h, "video_frames", ORCH_UDF_OP_EXPAND, 1, 2, "fps", "5", NULL), 0);
     const struct orch_udf_answer *a = one(h, video("corrupt.mp4"), NULL);
     show("corrupt at fps=5", a);
     expect_ok(a);
@@ -528,18 +527,18 @@ static void test_max_pixels(void **state)
 {
     NEED_FFMPEG();
     struct udf_h *h = *state;
-    assert_int_equal(udf_h_builtin(h, "video_frames", ORCH_UDF_OP_EXPAND, 1, 2, "max_pixels",
-                                   "19199", NULL),
-                     0);
+    assert_int_equal(
+        udf_h_builtin(h, "video_frames", ORCH_UDF_OP_EXPAND, 1, 2, "max_pixels", "19199", NULL),
+        0);
     expect_failure(one(h, video("cuts.mp4"), NULL),
                    "cuts.mp4: the video is 160x120 pixels, more than max_pixels=19199");
-    assert_int_equal(udf_h_builtin(h, "video_frames", ORCH_UDF_OP_EXPAND, 1, 2, "max_pixels",
-                                   "19200", NULL),
-                     0);
+    assert_int_equal(
+        udf_h_builtin(h, "video_frames", ORCH_UDF_OP_EXPAND, 1, 2, "max_pixels", "19200", NULL),
+        0);
     expect_ok(one(h, video("cuts.mp4"), NULL));
-    assert_int_equal(udf_h_builtin(h, "video_scenes", ORCH_UDF_OP_EXPAND, 1, 1, "max_pixels",
-                                   "100", NULL),
-                     0);
+    assert_int_equal(
+        udf_h_builtin(h, "video_scenes", ORCH_UDF_OP_EXPAND, 1, 1, "max_pixels", "100", NULL),
+        0);
     expect_failure(one(h, video("cuts.mp4"), NULL), "more than max_pixels=100");
 }
 
@@ -548,13 +547,13 @@ static void test_config(void **state)
     struct udf_h *h = *state;
     assert_int_equal(udf_h_builtin(h, "video_frames", ORCH_UDF_OP_EXPAND, 1, 1, NULL), -EINVAL);
     udf_h_check_contains(h->err, "two outputs");
-    assert_int_equal(udf_h_builtin(h, "video_frames", ORCH_UDF_OP_EXPAND, 1, 2, "format", "jpg",
-                                   NULL),
-                     -EINVAL);
+    assert_int_equal(
+        udf_h_builtin(h, "video_frames", ORCH_UDF_OP_EXPAND, 1, 2, "format", "jpg", NULL),
+        -EINVAL);
     assert_int_equal(udf_h_builtin(h, "video_frames", ORCH_UDF_OP_MAP, 1, 2, NULL), -EINVAL);
-    assert_int_equal(udf_h_builtin(h, "video_scenes", ORCH_UDF_OP_EXPAND, 1, 1, "threshold",
-                                   "256", NULL),
-                     -EINVAL);
+    assert_int_equal(
+        udf_h_builtin(h, "video_scenes", ORCH_UDF_OP_EXPAND, 1, 1, "threshold", "256", NULL),
+        -EINVAL);
     assert_int_equal(udf_h_builtin(h, "video_probe", ORCH_UDF_OP_MAP, 1, 1, "fps", "1", NULL),
                      -EINVAL);
 }
@@ -564,9 +563,8 @@ static void test_config(void **state)
 static void test_not_dark(void **state)
 {
     struct udf_h *h = *state;
-    assert_int_equal(udf_h_builtin(h, "not_dark", ORCH_UDF_OP_FILTER, 2, 1, "max_mean", "20",
-                                   NULL),
-                     0);
+    assert_int_equal(
+        udf_h_builtin(h, "not_dark", ORCH_UDF_OP_FILTER, 2, 1, "max_mean", "20", NULL), 0);
     static const char *const stats[] = {
         "{\"width\":4,\"height\":4,\"mean\":3.5000,\"std\":0.0000}",
         "{\"width\":4,\"height\":4,\"mean\":20.0000,\"std\":0.0000}",

@@ -84,8 +84,9 @@ static void fail_msg(char *msg, size_t size, const char *name, const char *src, 
     char e[256];
     const char *logged = video_log_first();
     snprintf(msg, size, "%s: %s: %s%s%s%s%s", name, src, what != NULL ? what : "",
-             what != NULL && err != 0 ? ": " : "", err != 0 ? video_strerror(err, e, sizeof e) : "",
-             logged[0] != '\0' ? " (" : "", logged[0] != '\0' ? logged : "");
+             what != NULL && err != 0 ? ": " : "",
+             err != 0 ? video_strerror(err, e, sizeof e) : "", logged[0] != '\0' ? " (" : "",
+             logged[0] != '\0' ? logged : "");
     if (logged[0] != '\0' && strlen(msg) + 1 < size)
         strcat(msg, ")");
 }
@@ -240,11 +241,13 @@ int video_decoder_open(struct video_dec *dec, struct video_src *src, const char 
     int k = av_find_best_stream(src->fmt, AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
     if (k < 0) {
         fail_msg(msg, size, name, src->name, k,
-                 k == AVERROR_STREAM_NOT_FOUND ? "no video stream" : "no decoder for its video");
+                 k == AVERROR_STREAM_NOT_FOUND ? "no video stream"
+                                               : "no decoder for its video");
         return 1;
     }
     const AVCodecParameters *par = src->fmt->streams[k]->codecpar;
-    if ((uint64_t)(par->width > 0 ? par->width : 0) * (uint64_t)(par->height > 0 ? par->height : 0) >
+    if ((uint64_t)(par->width > 0 ? par->width : 0) *
+            (uint64_t)(par->height > 0 ? par->height : 0) >
         max_pixels) {
         snprintf(msg, size, "%s: %s: the video is %dx%d pixels, more than max_pixels=%" PRIu64,
                  name, src->name, par->width, par->height, max_pixels);
@@ -320,6 +323,16 @@ int video_next(struct video_dec *dec, struct video_src *src, const char *name, i
                char *msg, size_t size)
 {
     while (!dec->done) {
+        if (dec->must_feed) { /* never ask twice in a row a decoder that failed */
+            dec->must_feed = false;
+            if (dec->draining) {
+                dec->done = true;
+                break;
+            }
+            int rc = feed(dec, src, name, us, msg, size);
+            if (rc != 0)
+                return rc;
+        }
         video_log_reset();
         int err = avcodec_receive_frame(dec->ctx, dec->frame);
         if (err >= 0) {
@@ -342,6 +355,7 @@ int video_next(struct video_dec *dec, struct video_src *src, const char *name, i
         if (err == AVERROR(ENOMEM))
             return -ENOMEM;
         if (err != AVERROR(EAGAIN)) {
+            dec->must_feed = true;
             *us = INT64_MIN;
             fail_msg(msg, size, name, src->name, err, "the decoder failed");
             return VIDEO_DAMAGE;
@@ -402,7 +416,8 @@ struct jbuf {
 #if defined(__GNUC__) || defined(__clang__)
 __attribute__((format(printf, 2, 3)))
 #endif
-static void jb_printf(struct jbuf *b, const char *fmt, ...)
+static void
+jb_printf(struct jbuf *b, const char *fmt, ...)
 {
     if (b->oom)
         return;
@@ -589,8 +604,7 @@ static int small_gray(struct video_state *st, const AVFrame *f, uint8_t small[SM
         return -ENOMEM;
     uint8_t *dst[4] = {small, NULL, NULL, NULL};
     int stride[4] = {SMALL_W, 0, 0, 0};
-    sws_scale(st->sws, (const uint8_t *const *)f->data, f->linesize, 0, f->height, dst,
-              stride);
+    sws_scale(st->sws, (const uint8_t *const *)f->data, f->linesize, 0, f->height, dst, stride);
     return 0;
 }
 

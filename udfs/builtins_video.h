@@ -47,10 +47,11 @@ struct video_dec {
     AVRational tb;
     AVPacket *pkt;
     AVFrame *frame;
-    bool draining; /* the input ended: the decoder is being flushed */
-    bool done;     /* no frame will come any more */
+    bool draining;  /* the input ended: the decoder is being flushed */
+    bool done;      /* no frame will come any more */
+    bool must_feed; /* the decoder failed a frame: give it a packet before asking again */
     /* A read error other than the end of the file ends the input like the end would, and
-     * is kept here, with its time (the last packet's, in microseconds). */
+     * is kept here. */
     char read_error[VIDEO_MSG_MAX / 2];
 };
 

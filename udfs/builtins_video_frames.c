@@ -163,6 +163,8 @@ static int to_gray(struct frames_state *st, const AVFrame *f)
         if (av_frame_get_buffer(st->gray, 0) < 0)
             return -ENOMEM;
     }
+    if (av_frame_make_writable(st->gray) < 0) /* the PNG encoder may hold a reference */
+        return -ENOMEM;
     st->sws = sws_getCachedContext(st->sws, f->width, f->height, f->format, w, h,
                                    AV_PIX_FMT_GRAY8, SWS_BICUBIC, NULL, NULL, NULL);
     if (st->sws == NULL)
