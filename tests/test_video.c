@@ -515,11 +515,23 @@ static void test_damaged_frames(void **state)
     assert_int_equal(a->nchildren, 35);
     assert_non_null(a->child_msg);
     size_t failed = 0;
+    char times[35][32];
     for (size_t c = 0; c < a->nchildren; c++)
         if (a->child_msg[c] != NULL) {
             failed++;
             udf_h_check_contains(a->child_msg[c], "video_frames: ");
+            const char *at = strstr(a->child_msg[c], "the decoder refused the frame at ");
+            assert_non_null(at);
+            assert_int_equal(sscanf(at, "the decoder refused the frame at %31s", times[c]), 1);
+        } else {
+            child_text(a, 2, c, 1, times[c], sizeof times[c]);
         }
+    /* each failed child is in its place: the times of all the children, made or failed,
+     * rise in order */
+    for (size_t c = 1; c < a->nchildren; c++)
+        if (us_of(times[c - 1]) >= us_of(times[c]))
+            fail_msg("child %zu at %s, after child %zu at %s", c, times[c], c - 1,
+                     times[c - 1]);
     assert_true(failed >= 1);
 }
 

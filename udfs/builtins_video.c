@@ -312,9 +312,13 @@ static int feed(struct video_dec *dec, struct video_src *src, const char *name, 
             return 0; /* EAGAIN never happens: frames are received before the next send */
         if (err == AVERROR(ENOMEM))
             return -ENOMEM;
-        char ts[VIDEO_TS_MAX];
-        *us = pts != AV_NOPTS_VALUE ? video_ts(pts, dec->tb, ts) : INT64_MIN;
-        fail_msg(msg, size, name, src->name, err, "the decoder refused a packet");
+        char ts[VIDEO_TS_MAX], what[96] = "the decoder refused a packet";
+        *us = INT64_MIN;
+        if (pts != AV_NOPTS_VALUE) {
+            *us = video_ts(pts, dec->tb, ts);
+            snprintf(what, sizeof what, "the decoder refused the frame at %s s", ts);
+        }
+        fail_msg(msg, size, name, src->name, err, what);
         return VIDEO_DAMAGE;
     }
 }
@@ -342,8 +346,10 @@ int video_next(struct video_dec *dec, struct video_src *src, const char *name, i
                 continue; /* a frame without a time cannot be placed: skipped */
             if (dec->frame->decode_error_flags != 0 ||
                 (dec->frame->flags & AV_FRAME_FLAG_CORRUPT)) {
+                char what[96];
                 *us = video_ts(pts, dec->tb, ts);
-                fail_msg(msg, size, name, src->name, 0, "a damaged frame");
+                snprintf(what, sizeof what, "the frame at %s s is damaged", ts);
+                fail_msg(msg, size, name, src->name, 0, what);
                 return VIDEO_DAMAGE;
             }
             return VIDEO_FRAME;

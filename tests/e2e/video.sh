@@ -39,7 +39,7 @@ print(" ".join(json.dumps(json.loads(l)["value"]) for l in sys.stdin))')"
 got=$(q "$T/job" "SELECT call || ' ' || key || ' ' || kind || ' ' ||
   CASE WHEN message LIKE '%no video stream%' THEN 'no-video'
        WHEN message LIKE '%cannot open the container%' THEN 'unreadable'
-       WHEN message LIKE '%decoder refused a packet%' THEN 'damaged-frame'
+       WHEN message LIKE '%the decoder refused the frame at _%' THEN 'damaged-frame'
        ELSE message END
   FROM failures WHERE call IN ('info', 'scenes', 'frames') ORDER BY key, call")
 expect_eq "failures" "scenes videos/audio.m4a record no-video
