@@ -49,6 +49,27 @@ static const struct orch_builtin_arg page_stats_args[] = { /* udfs/builtins_gpu.
      .max = 2147483647,
      .def = "50000000"},
 };
+#define VIDEO_MAX_PIXELS_ARG                                                                   \
+    {                                                                                          \
+        .key = "max_pixels", .type = ORCH_BUILTIN_ARG_INT, .min = 1, .max = 1000000000,       \
+        .def = "50000000"                                                                      \
+    }
+static const struct orch_builtin_arg video_scenes_args[] = { /* udfs/builtins_video.c */
+    {.key = "threshold", .type = ORCH_BUILTIN_ARG_INT, .min = 0, .max = 255, .def = "30"},
+    {.key = "min_len", .type = ORCH_BUILTIN_ARG_INT, .min = 0, .max = 86400, .def = "1"},
+    {.key = "max_len", .type = ORCH_BUILTIN_ARG_INT, .min = 0, .max = 86400, .def = "0"},
+    VIDEO_MAX_PIXELS_ARG,
+};
+static const char *const frame_formats[] = {"pgm", "png", NULL};
+static const struct orch_builtin_arg video_frames_args[] = { /* builtins_video_frames.c */
+    {.key = "fps", .type = ORCH_BUILTIN_ARG_INT, .min = 1, .max = 1000, .def = "1"},
+    {.key = "max_side", .type = ORCH_BUILTIN_ARG_INT, .min = 0, .max = 65536, .def = "0"},
+    {.key = "format", .type = ORCH_BUILTIN_ARG_CHOICE, .choices = frame_formats, .def = "pgm"},
+    VIDEO_MAX_PIXELS_ARG,
+};
+static const struct orch_builtin_arg not_dark_args[] = {
+    {.key = "max_mean", .type = ORCH_BUILTIN_ARG_INT, .min = 0, .max = 255, .def = "16"},
+};
 
 #define SIG(n, o, lo, hi, a, s)                                                                \
     {                                                                                          \
@@ -87,6 +108,20 @@ static const struct orch_builtin_sig table[] = {
     SIG("tesseract_ocr", ORCH_BUILTIN_MAP, 1, 1, ocr_args, "an image in, its text out"),
     SIG("page_stats", ORCH_BUILTIN_MAP, 1, 1, page_stats_args,
         "a page image in, its statistics (JSON) out"),
+    SIG0("video_probe", ORCH_BUILTIN_MAP, 1, 1,
+         "a video in, its container and streams (JSON) out"),
+    SIG("video_scenes", ORCH_BUILTIN_EXPAND, 1, 1, video_scenes_args,
+        "a video in, one \"START END\" span in seconds per clip"),
+    {.name = "video_frames",
+     .ops = ORCH_BUILTIN_EXPAND,
+     .min_inputs = 1,
+     .max_inputs = 2,
+     .outputs = 2,
+     .nargs = NARGS(video_frames_args),
+     .args = video_frames_args,
+     .summary = "a video (and a span) in, one gray frame and its time per sample"},
+    SIG("not_dark", ORCH_BUILTIN_FILTER, 1, 2, not_dark_args,
+        "true iff the mean in page_stats' JSON (the last input) is over max_mean"),
 };
 
 const struct orch_builtin_sig *orch_builtin_sig_find(const char *name)

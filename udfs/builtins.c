@@ -68,6 +68,8 @@ static const struct orch_udf *const builtins[] = {
     &orch_udf__tesseract_ocr,
     &orch_udf__pdf_render, &orch_udf__pdf_text,
     &orch_udf__page_stats, &orch_udf__blank, &orch_udf__first,
+    &orch_udf__video_probe, &orch_udf__video_scenes, &orch_udf__video_frames,
+    &orch_udf__not_dark,
 };
 
 #define NBUILTINS (sizeof builtins / sizeof builtins[0])

@@ -104,5 +104,9 @@ extern const struct orch_udf orch_udf__pdf_text;
 extern const struct orch_udf orch_udf__page_stats; /* builtins_gpu.c */
 extern const struct orch_udf orch_udf__blank;      /* builtins_pick.c */
 extern const struct orch_udf orch_udf__first;      /* builtins_pick.c */
+extern const struct orch_udf orch_udf__video_probe;  /* builtins_video.c */
+extern const struct orch_udf orch_udf__video_scenes; /* builtins_video.c */
+extern const struct orch_udf orch_udf__video_frames; /* builtins_video_frames.c */
+extern const struct orch_udf orch_udf__not_dark;     /* builtins_video_frames.c */
 
 #endif
