@@ -419,17 +419,19 @@ static void sort_ready(struct orch_driver *d)
 /* The worker that takes cr's next batch. An idle one, while the budgets let cr run one
  * more batch (invariant 5). Else, with no idle worker of cr left, one that holds a single
  * batch takes a second, queued behind it (pool.h), so that it need not wait on the driver
- * when it is done — unless a call served before cr (deeper) was left with idle workers
- * that the budgets keep waiting (`blocked`): a second batch keeps its worker's share of
- * the budgets for one batch more, which their grains should get first (DESIGN §5).
- * NULL: none; *second says which. */
+ * when it is done; but not the grains that cr's starting workers will take, one batch
+ * each (workers.c starts them for those), and not while a call served before cr (deeper)
+ * was left with idle workers that the budgets keep waiting (`blocked`): a second batch
+ * keeps its worker's share of the budgets for one batch more, which their grains should
+ * get first (DESIGN §5). NULL: none; *second says which. */
 static orch_worker *taker(struct orch_driver *d, struct orch_driver_call *cr, bool blocked,
                           bool *second)
 {
     *second = false;
     if (cr->nidle > 0)
         return orch_driver_fits(d, cr) ? cr->idle[cr->nidle - 1] : NULL;
-    if (blocked)
+    if (blocked || orch_queue_count(&cr->q) <= (uint64_t)orch_pool_starting(cr->pool) *
+                                                   (uint64_t)cr->c->opts.batch)
         return NULL;
     while (cr->nsingle > 0) {
         orch_worker *w = cr->single[cr->nsingle - 1];
