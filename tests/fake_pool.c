@@ -380,6 +380,9 @@ int orch_pool_dispatch(orch_pool *p, orch_worker *w, const struct orch_wire_batc
         fake_log.in_flight_peak = fake_log.in_flight;
     f->grains_in_flight = fake_log.in_flight;
     f->answered_before = fake_log.answered;
+    if (w->nb > 0)
+        for (int i = 0; i < p->n; i++)
+            fake_log.queued_while_idle += p->w[i].st == IDLE;
     w->batch[w->nb++] = fake_log.nbatch++;
     if (w->nb > fake_log.held_peak)
         fake_log.held_peak = w->nb;

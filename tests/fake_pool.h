@@ -84,6 +84,8 @@ struct fake_log {
     int over_start;                    /* orch_pool_start() with every slot taken */
     int bad_dispatch;                  /* orch_pool_dispatch() refused: w holds its most */
     int held_peak;                     /* the most batches one slot held at once */
+    int queued_while_idle;             /* batches queued behind a busy slot, summed over
+                                          the idle slots of its pool at that moment */
     int64_t in_flight, in_flight_peak; /* grains dispatched and not answered */
     int64_t answered;                  /* records answered (any way) */
     int pools_open;                    /* made and not closed nor killed */
