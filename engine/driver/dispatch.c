@@ -430,8 +430,8 @@ static orch_worker *taker(struct orch_driver *d, struct orch_driver_call *cr, bo
     *second = false;
     if (cr->nidle > 0)
         return orch_driver_fits(d, cr) ? cr->idle[cr->nidle - 1] : NULL;
-    if (blocked || orch_queue_count(&cr->q) <= (uint64_t)orch_pool_starting(cr->pool) *
-                                                   (uint64_t)cr->c->opts.batch)
+    if (blocked || orch_queue_count(&cr->q) <=
+                       (uint64_t)orch_pool_starting(cr->pool) * (uint64_t)cr->c->opts.batch)
         return NULL;
     while (cr->nsingle > 0) {
         orch_worker *w = cr->single[cr->nsingle - 1];

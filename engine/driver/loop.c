@@ -61,8 +61,8 @@ static int apply_answers(struct orch_driver *d, struct orch_driver_batch *b,
                          const struct orch_wire_report *r);
 static enum orch_attempt_outcome answer_attempt(enum orch_wire_outcome o);
 static int ok_flush(struct orch_driver *d, struct ok_run *k);
-static void on_lost(void *ctx, orch_pool *pool, orch_worker *w, uint64_t batch,
-                    uint64_t queued, enum orch_loss_kind kind, const char *message);
+static void on_lost(void *ctx, orch_pool *pool, orch_worker *w, uint64_t batch, uint64_t queued,
+                    enum orch_loss_kind kind, const char *message);
 static void on_tick(evutil_socket_t fd, short what, void *arg);
 static void on_signal(evutil_socket_t fd, short what, void *arg);
 static int signals_catch(struct sigaction old[2]);
@@ -788,8 +788,8 @@ static int ok_flush(struct orch_driver *d, struct ok_run *k)
     return rc;
 }
 
-static void on_lost(void *ctx, orch_pool *pool, orch_worker *w, uint64_t batch,
-                    uint64_t queued, enum orch_loss_kind kind, const char *message)
+static void on_lost(void *ctx, orch_pool *pool, orch_worker *w, uint64_t batch, uint64_t queued,
+                    enum orch_loss_kind kind, const char *message)
 {
     struct orch_driver_call *cr = ctx;
     struct orch_driver *d = cr->d;

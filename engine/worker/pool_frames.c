@@ -123,7 +123,8 @@ static void batch_answered(orch_worker *w)
     }
     struct timeval tv = ms_tv(p->timeout_ms);
     if (p->timeout_ms > 0 && evtimer_add(w->timer, &tv) < 0)
-        orch_pool__break_worker(w, "the event loop cannot arm a batch's timeout (out of memory?)");
+        orch_pool__break_worker(w,
+                                "the event loop cannot arm a batch's timeout (out of memory?)");
 }
 
 static void on_report(orch_worker *w, const struct orch_wire_frame *f)
