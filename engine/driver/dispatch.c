@@ -540,6 +540,7 @@ void orch_driver_send(struct orch_driver *d)
         struct orch_wire_batch wb = {.id = b->id, .nrec = (uint32_t)b->n, .rec = b->rec};
         d->stats->batches++;
         int rc = orch_pool_dispatch(cr->pool, b->worker, &wb);
+        b->queued = rc == 0 && orch_worker_held(b->worker) > 1;
         if (rc == -EIO || rc == -ENOMEM) {
             /* A remote worker's inputs could not be read from the payload store (pool_values.c,
              * orch_pool__put_batch_values): not the batch's fault and no retry helps, so the

@@ -129,6 +129,9 @@ struct orch_driver_batch {
      * INTERRUPTED with the stop's message unless the settling said otherwise. */
     enum orch_attempt_outcome end_as;
     char *end_why; /* malloc'd, or NULL: the stop's message */
+    /* Sent to a worker that ran another batch: it waits behind that one (pool.h) until its
+     * report arrives, when its attempts start (turn.c, worker_back). */
+    bool queued;
 };
 
 /* A call at run time. Set up by resources.c; unused calls (no statement) have no pool. The

@@ -53,7 +53,18 @@ void orch_driver_worker_single(struct orch_driver_call *cr, orch_worker *w)
 void orch_driver_worker_back(struct orch_driver_call *cr, orch_worker *w)
 {
     if (cr->wk && orch_driver_wk(cr, w)->held > 0) {
-        /* It runs the batch that was queued behind the one it answered. */
+        /* It runs the batch that was queued behind the one it answered, from now on. */
+        for (struct orch_driver_batch *b = cr->inflight; b; b = b->next) {
+            if (b->worker != w || !b->queued)
+                continue;
+            b->queued = false;
+            int rc = orch_driver_txn(cr->d);
+            if (rc == 0)
+                rc = orch_store_attempts_started(cr->d->job->store, b->slot[0].attempt_row,
+                                                 b->slot[b->n - 1].attempt_row);
+            if (rc < 0)
+                orch_driver_set_fatal(cr->d, rc);
+        }
         orch_driver_worker_single(cr, w);
         return;
     }
