@@ -42,8 +42,11 @@
  *     wait for that commit: it holds up to ORCH_POOL_DEPTH batches (pool.h), and runs the
  *     one queued behind the batch it answered, which was reserved, and committed
  *     IN_FLIGHT, in an earlier turn (invariant 1). A worker gets a second batch only when
- *     its call has queued grains that its idle workers do not take (dispatch.c), so that
- *     no grain goes behind a busy worker's batch while an idle worker of its call waits.
+ *     its call has queued grains that its idle and starting workers do not take
+ *     (dispatch.c, taker), so that no grain goes behind a busy worker's batch while a
+ *     worker of its call is idle then. A batch once queued stays with its worker: one that
+ *     goes idle later does not take it back, so a slow batch can hold one queued behind
+ *     it for its own duration.
  *  3. A fatal error (d->fatal, the first one wins) ends the loop at the next turn, whose
  *     transaction is rolled back, never committed: a report may be half applied in it.
  *     What the user must still learn from the rolled-back turn — why the attempts then
