@@ -38,6 +38,9 @@ struct orch_pool {
 
 struct fake_log fake_log;
 
+/* The open pools, by plan call index (fake_idle). */
+static orch_pool *pools[FAKE_MAX_CALLS];
+
 static fake_decide decide_fn;
 static void *decide_ctx;
 static void (*dispatch_fn)(void *ctx, const struct fake_batch *b);
@@ -304,6 +307,7 @@ int orch_pool_new(struct event_base *base, const struct orch_pool_config *cfg,
     for (int i = 0; i < p->n; i++)
         p->w[i] = (struct orch_worker){.p = p, .index = i};
     fake_log.pools_open++;
+    pools[p->call] = p;
     *out = p;
     return 0;
 }
@@ -398,6 +402,7 @@ static void pool_free(orch_pool *p)
     for (int i = 0; i < p->n; i++)
         fake_log.closed_busy += p->w[i].st == BUSY ? p->w[i].nb : 0;
     fake_log.alive_now[p->call] = 0;
+    pools[p->call] = NULL;
     event_free(p->pump);
     free(p->w);
     free(p);
@@ -434,6 +439,14 @@ const char *orch_worker_slurm_job(const orch_worker *w)
 int orch_worker_index(const orch_worker *w)
 {
     return w->index;
+}
+
+int fake_idle(int call)
+{
+    int n = 0;
+    for (int i = 0; call >= 0 && call < FAKE_MAX_CALLS && pools[call] && i < pools[call]->n; i++)
+        n += pools[call]->w[i].st == IDLE;
+    return n;
 }
 
 int orch_worker_held(const orch_worker *w)

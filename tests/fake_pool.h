@@ -101,6 +101,8 @@ void fake_reset(fake_decide decide, void *ctx);
  * recorded: after the commit of the turn that reserved it (driver.h), so the store says
  * what that turn decided. NULL: none. */
 void fake_on_dispatch(void (*fn)(void *ctx, const struct fake_batch *b));
+/* The slots of call `call`'s open pool that are IDLE now (0 when it has none). */
+int fake_idle(int call);
 /* Frees what the log holds. */
 void fake_log_free(void);
 

@@ -21,8 +21,9 @@
  *               report of the lost batch is refused as stale; a failed run and a timeout
  *               are attempt failures, each retried at the next generation
  *   two batches a busy worker is given a second batch, queued behind the one it runs,
- *               only when its call's queue holds more than its idle workers take; lost
- *               with it, the queued batch never ran: its grain is not charged
+ *               only when its call's queue holds more than its idle workers take, and
+ *               not while a deeper call's idle worker waits for the budget; lost with
+ *               it, the queued batch never ran: its grain is not charged
  *
  * Each test names the mutation of the engine that makes it fail. */
 #define _GNU_SOURCE /* nftw */
@@ -555,6 +556,46 @@ static void test_second_batch_not_while_idle(void **state)
     assert_string_equal(item_value(f, "doc.v", 11), "line11.a.b");
 }
 
+/* Seen at each dispatch of a batch queued behind another: whether it was a's while b, one
+ * call deeper, had an idle worker and grains queued (kept waiting by the CPU budget). */
+struct deeper {
+    struct fx *f;
+    int a, b;
+    int queued;  /* batches of a queued behind another */
+    int starved; /* of them, those sent while b's worker waited with grains queued */
+};
+
+static void watch_deeper(void *ctx, const struct fake_batch *b)
+{
+    struct deeper *w = ctx;
+    if (b->call != w->a || !b->queued)
+        return;
+    w->queued++;
+    int ready = atoi(sql1(w->f, "SELECT count(*) FROM grains WHERE call = 'b' AND "
+                                "phase = 'ready'"));
+    w->starved += ready > 0 && fake_idle(w->b) > 0;
+}
+
+static const char one_each[] = TWO_CALLS_WITH("workers=1", "workers=1") "output doc.v\n";
+
+/* A budget of one CPU, a then b, one worker each: a's worker is given a second
+ * batch, but never while b's idle worker waits for the budget with grains queued — the
+ * second batch would keep a's share one batch longer, and downstream goes first
+ * (mutation: taker in dispatch.c ignores `blocked`, and a's batches queue while b
+ * starves). */
+static void test_second_batch_after_deeper(void **state)
+{
+    struct fx *f = *state;
+    make_job(f, one_each, 12);
+    struct deeper w = {.f = f, .a = call_of(f, "a"), .b = call_of(f, "b")};
+    f->on_dispatch = watch_deeper;
+    run(f, (struct orch_run_opts){.cpus = 1}, NULL, &w);
+    assert_true(w.queued > 0);
+    assert_int_equal(w.starved, 0);
+    assert_int_equal(f->stats.committed, 24);
+    assert_string_equal(item_value(f, "doc.v", 11), "line11.a.b");
+}
+
 static enum fake_answer crash_first(void *ctx, const struct fake_batch *b)
 {
     (void)ctx;
@@ -661,6 +702,7 @@ int main(void)
         T(test_failed_and_timed_out),
         T(test_second_batch),
         T(test_second_batch_not_while_idle),
+        T(test_second_batch_after_deeper),
         T(test_lost_holding_two),
         T(test_carry),
     };
