@@ -174,6 +174,8 @@
     X(ATTEMPTS_END, PART_ATTEMPT, PART_ENDED, 0,                                               \
       "UPDATE attempt SET ended_at = ?, outcome = ?, message = NULL "                          \
       "WHERE id BETWEEN ? AND ?")                                                              \
+    X(ATTEMPTS_START, PART_ATTEMPT, 0, 0,                                                      \
+      "UPDATE attempt SET started_at = ? WHERE id BETWEEN ? AND ?")                            \
     X(ATTEMPTS_INTERRUPT, PART_ATTEMPT | PART_ENDED, PART_ENDED, 0,                            \
       "UPDATE attempt SET outcome = ?, ended_at = ? "                                          \
       "WHERE id >= (SELECT attempt_floor FROM job WHERE id = 1) "                              \

@@ -18,7 +18,10 @@ struct orch_worker {
     int index;
     int pid;
     enum slot_state st;
-    int batch; /* BUSY: its batch in fake_log.batch */
+    /* BUSY: its batches in fake_log.batch, in the order dispatched: batch[0] runs, batch[1]
+     * (nb = 2) is queued behind it */
+    int batch[ORCH_POOL_DEPTH];
+    int nb;
 };
 
 struct orch_pool {
@@ -34,6 +37,9 @@ struct orch_pool {
 };
 
 struct fake_log fake_log;
+
+/* The open pools, by plan call index (fake_idle). */
+static orch_pool *pools[FAKE_MAX_CALLS];
 
 static fake_decide decide_fn;
 static void *decide_ctx;
@@ -190,28 +196,37 @@ static void report_ok(orch_pool *p, orch_worker *w, const struct fake_batch *b, 
     free(a);
 }
 
-/* Answers the oldest batch p holds, as the test decides. */
+/* w's running batch is answered: the one queued behind it runs; IDLE when none is. */
+static void shift(orch_worker *w)
+{
+    for (int k = 1; k < w->nb; k++)
+        w->batch[k - 1] = w->batch[k];
+    if (--w->nb == 0)
+        w->st = IDLE;
+}
+
+/* Answers the oldest batch that a worker of p runs, as the test decides. */
 static void answer_one(orch_pool *p)
 {
     orch_worker *w = NULL;
     for (int i = 0; i < p->n; i++)
         if (p->w[i].st == BUSY &&
-            (!w || fake_log.batch[p->w[i].batch].seq < fake_log.batch[w->batch].seq))
+            (!w || fake_log.batch[p->w[i].batch[0]].seq < fake_log.batch[w->batch[0]].seq))
             w = &p->w[i];
     if (!w)
         return;
-    struct fake_batch *b = &fake_log.batch[w->batch];
+    struct fake_batch *b = &fake_log.batch[w->batch[0]];
     b->how = decide_fn ? decide_fn(decide_ctx, b) : FAKE_OK;
     b->answered = true;
     fake_log.in_flight -= b->nrec;
     fake_log.answered += b->nrec;
     switch (b->how) {
     case FAKE_OK:
-        w->st = IDLE;
+        shift(w);
         report_ok(p, w, b, false);
         break;
     case FAKE_FAILED: {
-        w->st = IDLE;
+        shift(w);
         struct orch_wire_report rep = {.batch = b->id,
                                        .status = ORCH_WIRE_STATUS_FAILED,
                                        .message = "the fake failed the batch"};
@@ -219,14 +234,24 @@ static void answer_one(orch_pool *p)
         break;
     }
     case FAKE_CRASH:
-    case FAKE_TIMEOUT:
+    case FAKE_TIMEOUT: {
+        uint64_t queued = 0;
+        if (w->nb > 1) { /* lost with it, never started */
+            struct fake_batch *q = &fake_log.batch[w->batch[1]];
+            q->answered = q->unrun = true;
+            fake_log.in_flight -= q->nrec;
+            fake_log.answered += q->nrec;
+            queued = q->id;
+        }
         w->st = EMPTY; /* its pid stays w's during the callback (pool.h) */
+        w->nb = 0;
         fake_log.alive_now[p->call] = alive(p);
-        p->cb.lost(p->ctx, p, w, b->id,
+        p->cb.lost(p->ctx, p, w, b->id, queued,
                    b->how == FAKE_CRASH ? ORCH_LOSS_CRASH : ORCH_LOSS_TIMEOUT,
                    b->how == FAKE_CRASH ? "the fake worker crashed"
                                         : "batch ran past its timeout of 1s");
         break;
+    }
     }
 }
 
@@ -280,8 +305,9 @@ int orch_pool_new(struct event_base *base, const struct orch_pool_config *cfg,
     p->cb = *cb;
     p->ctx = ctx;
     for (int i = 0; i < p->n; i++)
-        p->w[i] = (struct orch_worker){.p = p, .index = i, .batch = -1};
+        p->w[i] = (struct orch_worker){.p = p, .index = i};
     fake_log.pools_open++;
+    pools[p->call] = p;
     *out = p;
     return 0;
 }
@@ -320,7 +346,7 @@ int orch_pool_stop(orch_pool *p, orch_worker *w)
 
 int orch_pool_dispatch(orch_pool *p, orch_worker *w, const struct orch_wire_batch *b)
 {
-    if (w->st != IDLE) {
+    if (w->st != IDLE && !(w->st == BUSY && w->nb < ORCH_POOL_DEPTH)) {
         fake_log.bad_dispatch++;
         return -EBUSY;
     }
@@ -340,6 +366,7 @@ int orch_pool_dispatch(orch_pool *p, orch_worker *w, const struct orch_wire_batc
     *f = (struct fake_batch){.id = b->id,
                              .call = p->call,
                              .worker = w->index,
+                             .queued = w->nb > 0,
                              .seq = fake_log.nbatch,
                              .nrec = (int)b->nrec};
     if (!(f->rec = calloc(b->nrec, sizeof *f->rec)))
@@ -357,7 +384,12 @@ int orch_pool_dispatch(orch_pool *p, orch_worker *w, const struct orch_wire_batc
         fake_log.in_flight_peak = fake_log.in_flight;
     f->grains_in_flight = fake_log.in_flight;
     f->answered_before = fake_log.answered;
-    w->batch = fake_log.nbatch++;
+    if (w->nb > 0)
+        for (int i = 0; i < p->n; i++)
+            fake_log.queued_while_idle += p->w[i].st == IDLE;
+    w->batch[w->nb++] = fake_log.nbatch++;
+    if (w->nb > fake_log.held_peak)
+        fake_log.held_peak = w->nb;
     w->st = BUSY;
     arm(p);
     if (dispatch_fn)
@@ -368,8 +400,9 @@ int orch_pool_dispatch(orch_pool *p, orch_worker *w, const struct orch_wire_batc
 static void pool_free(orch_pool *p)
 {
     for (int i = 0; i < p->n; i++)
-        fake_log.closed_busy += p->w[i].st == BUSY;
+        fake_log.closed_busy += p->w[i].st == BUSY ? p->w[i].nb : 0;
     fake_log.alive_now[p->call] = 0;
+    pools[p->call] = NULL;
     event_free(p->pump);
     free(p->w);
     free(p);
@@ -406,6 +439,19 @@ const char *orch_worker_slurm_job(const orch_worker *w)
 int orch_worker_index(const orch_worker *w)
 {
     return w->index;
+}
+
+int fake_idle(int call)
+{
+    int n = 0;
+    for (int i = 0; call >= 0 && call < FAKE_MAX_CALLS && pools[call] && i < pools[call]->n; i++)
+        n += pools[call]->w[i].st == IDLE;
+    return n;
+}
+
+int orch_worker_held(const orch_worker *w)
+{
+    return w->nb;
 }
 
 int orch_pool_alive(const orch_pool *p)

@@ -10,10 +10,12 @@
  * function (pool.h's rule):
  *   - orch_pool_start() makes the slot STARTING; the slot's HELLO (the `idle` callback)
  *     comes from the pool's next pump;
- *   - orch_pool_dispatch() records the batch (fake_batch) and makes the slot BUSY;
+ *   - orch_pool_dispatch() records the batch (fake_batch) and makes the slot BUSY; a BUSY
+ *     slot takes a second batch, queued behind the one it runs (pool.h), and no more;
  *   - each pump (a zero timer: it fires at the driver's next turn of the loop, never in
  *     the one that armed it) first says every STARTING slot's HELLO, then answers one
- *     batch: the oldest the pool holds. So the driver gets a turn between two answers and
+ *     batch: the oldest that a slot runs (a queued batch runs once the one ahead of it is
+ *     answered). So the driver gets a turn between two answers and
  *     fills its idle workers in it: what it keeps in flight is what its rules allow.
  *   - how a batch is answered is the test's choice (fake_decide): every record OK, the
  *     whole batch FAILED, or the worker lost (crash or timeout). An OK record of a map
@@ -35,8 +37,10 @@
 enum fake_answer {
     FAKE_OK,      /* every record answered */
     FAKE_FAILED,  /* report status FAILED: run() failed for the whole batch */
-    FAKE_CRASH,   /* the worker is lost (ORCH_LOSS_CRASH) with the batch */
-    FAKE_TIMEOUT, /* the worker is lost (ORCH_LOSS_TIMEOUT) with the batch */
+    FAKE_CRASH,   /* the worker is lost (ORCH_LOSS_CRASH) with the batch, and the one
+                     queued behind it (never started) */
+    FAKE_TIMEOUT, /* the worker is lost (ORCH_LOSS_TIMEOUT) with the batch, and the one
+                     queued behind it */
 };
 
 /* One record of a dispatched batch. */
@@ -51,6 +55,7 @@ struct fake_batch {
     uint64_t id;
     int call;   /* plan call index */
     int worker; /* the slot's index */
+    bool queued; /* dispatched while its worker ran another: queued behind it */
     int seq;    /* its place in the run's dispatches, from 0 */
     int nrec;
     struct fake_rec *rec;
@@ -58,6 +63,7 @@ struct fake_batch {
                                * its own included */
     int64_t answered_before;  /* records of every pool answered before it was dispatched */
     bool answered;
+    bool unrun; /* lost with its worker while queued: never started (how is not set) */
     enum fake_answer how;
 };
 
@@ -76,7 +82,10 @@ struct fake_log {
     int alive_now[FAKE_MAX_CALLS];     /* slots holding a worker now, per call */
     int alive_peak[FAKE_MAX_CALLS];    /* the most at once, per call */
     int over_start;                    /* orch_pool_start() with every slot taken */
-    int bad_dispatch;                  /* orch_pool_dispatch() refused: w not IDLE */
+    int bad_dispatch;                  /* orch_pool_dispatch() refused: w holds its most */
+    int held_peak;                     /* the most batches one slot held at once */
+    int queued_while_idle;             /* batches queued behind a busy slot, summed over
+                                          the idle slots of its pool at that moment */
     int64_t in_flight, in_flight_peak; /* grains dispatched and not answered */
     int64_t answered;                  /* records answered (any way) */
     int pools_open;                    /* made and not closed nor killed */
@@ -92,6 +101,8 @@ void fake_reset(fake_decide decide, void *ctx);
  * recorded: after the commit of the turn that reserved it (driver.h), so the store says
  * what that turn decided. NULL: none. */
 void fake_on_dispatch(void (*fn)(void *ctx, const struct fake_batch *b));
+/* The slots of call `call`'s open pool that are IDLE now (0 when it has none). */
+int fake_idle(int call);
 /* Frees what the log holds. */
 void fake_log_free(void);
 

@@ -20,6 +20,10 @@
  *   retry       a lost worker's batch is dispatched again at generation+1, and a late
  *               report of the lost batch is refused as stale; a failed run and a timeout
  *               are attempt failures, each retried at the next generation
+ *   two batches a busy worker is given a second batch, queued behind the one it runs,
+ *               only when its call's queue holds more than its idle workers take, and
+ *               not while a deeper call's idle worker waits for the budget; lost with
+ *               it, the queued batch never ran: its grain is not charged
  *
  * Each test names the mutation of the engine that makes it fail. */
 #define _GNU_SOURCE /* nftw */
@@ -548,6 +552,122 @@ static void test_failed_and_timed_out(void **state)
     assert_string_equal(item_value(f, "doc.u", 0), "line00.a");
 }
 
+/* ---- two batches per worker ------------------------------------------------------------ */
+
+/* One worker, batch=4, ten roots: the worker is given its second batch, queued behind the
+ * first, in the turn that gave it the first (the queue held more than one batch), so it
+ * holds two; the batches keep FIFO order and every grain is committed once (mutation: taker
+ * in dispatch.c never gives a second batch, and no worker holds two). */
+static void test_second_batch(void **state)
+{
+    struct fx *f = *state;
+    make_job(f, chain, 10);
+    run(f, (struct orch_run_opts){0}, NULL, NULL);
+    assert_int_equal(fake_log.nbatch, 3);
+    assert_int_equal(fake_log.held_peak, 2);
+    assert_false(fake_log.batch[0].queued);
+    assert_true(fake_log.batch[1].queued);
+    assert_true(fake_log.batch[1].answered_before == 0); /* sent before any answer */
+    assert_int_equal(f->stats.committed, 10);
+    assert_string_equal(item_value(f, "doc.u", 9), "line09.a");
+}
+
+/* a (workers=3, batch=1) has twelve grains: its workers get second batches, but never one
+ * while a worker of a is idle (mutation: taker in dispatch.c prefers a worker that holds
+ * one batch to an idle one, and batches are queued while workers idle). */
+static void test_second_batch_not_while_idle(void **state)
+{
+    struct fx *f = *state;
+    make_job(f, two_calls, 12);
+    run(f, (struct orch_run_opts){0}, NULL, NULL);
+    assert_int_equal(fake_log.held_peak, 2);
+    assert_int_equal(fake_log.queued_while_idle, 0);
+    assert_int_equal(f->stats.committed, 24);
+    assert_string_equal(item_value(f, "doc.v", 11), "line11.a.b");
+}
+
+/* Seen at each dispatch of a batch queued behind another: whether it was a's while b, one
+ * call deeper, had an idle worker and grains queued (kept waiting by the CPU budget). */
+struct deeper {
+    struct fx *f;
+    int a, b;
+    int queued;  /* batches of a queued behind another */
+    int starved; /* of them, those sent while b's worker waited with grains queued */
+};
+
+static void watch_deeper(void *ctx, const struct fake_batch *b)
+{
+    struct deeper *w = ctx;
+    if (b->call != w->a || !b->queued)
+        return;
+    w->queued++;
+    int ready = atoi(sql1(w->f, "SELECT count(*) FROM grains WHERE call = 'b' AND "
+                                "phase = 'ready'"));
+    w->starved += ready > 0 && fake_idle(w->b) > 0;
+}
+
+static const char one_each[] = TWO_CALLS_WITH("workers=1", "workers=1") "output doc.v\n";
+
+/* A budget of one CPU, a then b, one worker each: a's worker is given a second
+ * batch, but never while b's idle worker waits for the budget with grains queued — the
+ * second batch would keep a's share one batch longer, and downstream goes first
+ * (mutation: taker in dispatch.c ignores `blocked`, and a's batches queue while b
+ * starves). */
+static void test_second_batch_after_deeper(void **state)
+{
+    struct fx *f = *state;
+    make_job(f, one_each, 12);
+    struct deeper w = {.f = f, .a = call_of(f, "a"), .b = call_of(f, "b")};
+    f->on_dispatch = watch_deeper;
+    run(f, (struct orch_run_opts){.cpus = 1}, NULL, &w);
+    assert_true(w.queued > 0);
+    assert_int_equal(w.starved, 0);
+    assert_int_equal(f->stats.committed, 24);
+    assert_string_equal(item_value(f, "doc.v", 11), "line11.a.b");
+}
+
+static enum fake_answer crash_first(void *ctx, const struct fake_batch *b)
+{
+    (void)ctx;
+    return b->seq == 0 ? FAKE_CRASH : FAKE_OK;
+}
+
+static const char one_try[] = LINES "call a = upper() with batch=1, workers=1, retries=0\n"
+                                    "doc.u = a(doc.line)\n";
+
+/* retries=0, batch=1: the worker is lost with the batch it runs (line00: charged, sealed
+ * Failed, exhausted) and the batch queued behind it (line01), which never ran: its attempt
+ * ends interrupted, saying so, and its grain runs again, uncharged, and is committed
+ * (mutation: on_lost in loop.c fails the queued batch as it fails the one that ran, and
+ * line01 is sealed Failed too). */
+static void test_lost_holding_two(void **state)
+{
+    struct fx *f = *state;
+    make_job(f, one_try, 3);
+    run(f, (struct orch_run_opts){0}, crash_first, NULL);
+    const struct fake_batch *b0 = &fake_log.batch[0], *b1 = &fake_log.batch[1];
+    assert_int_equal(b0->how, FAKE_CRASH);
+    assert_true(b1->queued);
+    assert_true(b1->unrun);
+    assert_int_equal(f->stats.attempts_failed, 1);
+    assert_string_equal(
+        sql1(f, "SELECT outcome = 'interrupted' AND message LIKE 'not started: worker %% was "
+                "lost while it ran the batch ahead of this one (the fake worker crashed)' "
+                "FROM attempt WHERE grain_id = %llu ORDER BY id LIMIT 1",
+             (unsigned long long)b1->rec[0].grain),
+        "1");
+    assert_string_equal(sql1(f, "SELECT group_concat(outcome, ',') FROM (SELECT outcome FROM "
+                                "attempt WHERE grain_id = %llu ORDER BY id)",
+                             (unsigned long long)b1->rec[0].grain),
+                        "interrupted,ok");
+    assert_string_equal(sql1(f, "SELECT count(*) FROM failure WHERE grain_id <> %llu",
+                             (unsigned long long)b0->rec[0].grain),
+                        "0");
+    assert_string_equal(item_value(f, "doc.u", 1), "line01.a");
+    assert_string_equal(item_value(f, "doc.u", 2), "line02.a");
+    assert_string_equal(item_value(f, "doc.u", 0), "");
+}
+
 /* ---- carry ----------------------------------------------------------------------------- */
 
 /* Both ports kept: a carried grain needs its twin's payloads (an intermediate one's are
@@ -611,6 +731,10 @@ int main(void)
         T(test_admission_unsealed),
         T(test_lost_worker_retry),
         T(test_failed_and_timed_out),
+        T(test_second_batch),
+        T(test_second_batch_not_while_idle),
+        T(test_second_batch_after_deeper),
+        T(test_lost_holding_two),
         T(test_carry),
     };
     /* Every store of the suite enforces the schema's rules (orch_store_config). */

@@ -37,6 +37,7 @@
 #include "orch_lang.h"
 #include "orch_payload.h"
 #include "pool.h"
+#include "proc.h"
 #include "testutil.h"
 #include "wire.h"
 
@@ -77,6 +78,7 @@ static const char plan_fmt[] =
     "call runs = library(\"%s\", \"orch_pool_runs\") with batch=3\n"
     "call missing = library(\"/nonexistent/orch-no-such.so\", \"x\")\n"
     "call ex = exec(\"exit 3\")\n"
+    "call nap = sleep()\n"
     "line.text = expand lines(doc.text)\n"
     "line.up = up(line.text)\n"
     "line.good = filter keep(line.up)\n"
@@ -91,7 +93,8 @@ static const char plan_fmt[] =
     "doc.pb = probe_bad(doc.text)\n"
     "doc.rn = runs(doc.text)\n"
     "doc.m = missing(doc.text)\n"
-    "doc.x = ex(doc.text)\n";
+    "doc.x = ex(doc.text)\n"
+    "doc.n = nap(doc.text)\n";
 
 static int setup(void **state)
 {
@@ -231,7 +234,8 @@ struct rep_ev {
 
 struct lost_ev {
     int lane, pid, index;
-    uint64_t batch;
+    uint64_t batch, queued;
+    int64_t at_ms; /* monotonic */
     enum orch_loss_kind kind;
     char msg[512];
     bool failed; /* orch_pool_failed() during the callback */
@@ -249,6 +253,10 @@ struct lane {
     orch_worker *waiting[8];
     int nwaiting;
     bool no_restart; /* no replacement after a loss */
+    /* The batches a worker is given to hold at once: 0 or 1, one at a time; up to
+     * ORCH_POOL_DEPTH, a batch queued behind the one it runs. */
+    int depth;
+    int held_peak; /* the most batches one worker of the lane held */
 };
 
 struct run {
@@ -264,6 +272,7 @@ struct run {
     int pids[MAX_EV * 2];
     int npids;
     int idle_index_pid[8]; /* pid of worker index i at its last idle */
+    int64_t sent_ms[MAX_EV]; /* monotonic, when batch i (its id, < MAX_EV) was dispatched */
     /* Called after each dispatch (the worker is BUSY with b). */
     void (*dispatched)(struct run *, orch_worker *, const struct orch_wire_batch *);
     /* The loop stops when this says so (checked after every callback). */
@@ -298,18 +307,27 @@ static void check_done(struct run *r)
         event_base_loopbreak(r->base);
 }
 
+/* Gives w the lane's next batches until it holds the lane's depth of them. */
 static void next_batch(struct run *r, orch_pool *p, orch_worker *w)
 {
     struct lane *l = &r->lane[lane_of(r, p)];
-    if (l->next >= l->nwork)
-        return;
-    const struct orch_wire_batch *b = &l->work[l->next++].b;
-    int rc = orch_pool_dispatch(p, w, b);
-    if (rc != 0)
-        fail_msg("dispatch of batch %" PRIu64 ": %s", b->id, strerror(-rc));
-    assert_int_equal(orch_pool_dispatch(p, w, b), -EBUSY); /* one batch at a time */
-    if (r->dispatched)
-        r->dispatched(r, w, b);
+    int depth = l->depth > 1 ? l->depth : 1;
+    while (l->next < l->nwork && orch_worker_held(w) < depth) {
+        const struct orch_wire_batch *b = &l->work[l->next++].b;
+        int held = orch_worker_held(w);
+        int rc = orch_pool_dispatch(p, w, b);
+        if (rc != 0)
+            fail_msg("dispatch of batch %" PRIu64 ": %s", b->id, strerror(-rc));
+        assert_int_equal(orch_worker_held(w), held + 1);
+        if (held + 1 > l->held_peak)
+            l->held_peak = held + 1;
+        if (b->id < MAX_EV)
+            r->sent_ms[b->id] = orch_clock_mono_ms();
+        if (orch_worker_held(w) == ORCH_POOL_DEPTH) /* it takes no more */
+            assert_int_equal(orch_pool_dispatch(p, w, b), -EBUSY);
+        if (r->dispatched)
+            r->dispatched(r, w, b);
+    }
 }
 
 static void cb_idle(void *ctx, orch_pool *p, orch_worker *w)
@@ -360,11 +378,11 @@ static void cb_report(void *ctx, orch_pool *p, orch_worker *w,
         for (uint32_t k = 0; k < a->nchild * a->nout; k++)
             e->a[i].ids[k] = a->payload[k];
     }
-    next_batch(r, p, w); /* the worker is idle again */
+    next_batch(r, p, w); /* the worker holds one batch fewer */
     check_done(r);
 }
 
-static void cb_lost(void *ctx, orch_pool *p, orch_worker *w, uint64_t batch,
+static void cb_lost(void *ctx, orch_pool *p, orch_worker *w, uint64_t batch, uint64_t queued,
                     enum orch_loss_kind kind, const char *message)
 {
     struct run *r = ctx;
@@ -376,6 +394,9 @@ static void cb_lost(void *ctx, orch_pool *p, orch_worker *w, uint64_t batch,
     e->index = orch_worker_index(w);
     note_pid(r, e->pid);
     e->batch = batch;
+    e->queued = queued;
+    e->at_ms = orch_clock_mono_ms();
+    assert_int_equal(orch_worker_held(w), 0);
     e->kind = kind;
     e->failed = orch_pool_failed(p);
     snprintf(e->msg, sizeof e->msg, "%s", message);
@@ -727,6 +748,134 @@ static void test_external_kill(void **state)
     assert_int_equal(report_of(&r, 2)->status, 0);
     run_until_reaped(&r, r.lost[0].pid);
     assert_int_equal(r.nlost, 1);
+    run_close(&r);
+}
+
+/* ---- two batches held by one worker ------------------------------------------------- */
+
+static bool lane0_reported(struct run *r)
+{
+    return r->lane[0].nrep >= r->lane[0].nwork;
+}
+
+/* A worker given a second batch while it runs the first: it takes it (the pool refuses a
+ * third), and the reports come in the order of the batches, all from the one process. */
+static void test_two_batches_in_order(void **state)
+{
+    struct fx *f = *state;
+    const char *in[] = {"30", "0", "20", "0", "10", "0"};
+    uint64_t ids[6];
+    put_strings(f, in, 6, ids);
+    struct tb work[6];
+    for (int i = 0; i < 6; i++)
+        tb_map(&work[i], (uint64_t)i + 1, (uint64_t)i + 1, &ids[i], 1);
+
+    struct run r;
+    run_init(&r, f);
+    orch_pool *p = add_lane(&r, "nap", 1, 0, 3, work, 6, NULL, NULL);
+    r.lane[0].depth = 2;
+    r.done = lane0_reported;
+    run_loop(&r);
+    assert_int_equal(r.nlost, 0);
+    assert_int_equal(r.lane[0].held_peak, 2);
+    assert_int_equal(r.nrep, 6);
+    for (int i = 0; i < 6; i++) {
+        const struct rep_ev *e = &r.rep[i];
+        assert_true(e->batch == (uint64_t)i + 1); /* in order */
+        assert_int_equal(e->status, 0);
+        assert_int_equal(e->pid, r.rep[0].pid);
+        assert_true(e->a[0].grain == (uint64_t)i + 1);
+        assert_payload(f, e->a[0].ids[0], in[i]);
+    }
+    assert_int_equal(orch_pool_alive(p), 1);
+    run_close(&r);
+}
+
+static void kill_on_second(struct run *r, orch_worker *w, const struct orch_wire_batch *b)
+{
+    if (b->id == 2) {
+        assert_int_equal(orch_worker_held(w), 2);
+        assert_int_equal(kill(orch_worker_pid(w), SIGKILL), 0);
+    }
+}
+
+static bool lane0_lost(struct run *r)
+{
+    return r->lane[0].nlost >= 1;
+}
+
+/* A worker killed while it holds two batches: one loss names both, the first as the batch
+ * it ran, the second as queued behind it (never started). */
+static void test_kill_holding_two(void **state)
+{
+    struct fx *f = *state;
+    const char *in[] = {"10000", "0"};
+    uint64_t ids[2];
+    put_strings(f, in, 2, ids);
+    struct tb work[2];
+    tb_map(&work[0], 1, 1, &ids[0], 1);
+    tb_map(&work[1], 2, 2, &ids[1], 1);
+
+    struct run r;
+    run_init(&r, f);
+    add_lane(&r, "nap", 1, 0, 3, work, 2, NULL, NULL);
+    r.lane[0].depth = 2;
+    r.dispatched = kill_on_second;
+    r.done = lane0_lost;
+    run_loop(&r);
+    assert_int_equal(r.nlost, 1);
+    assert_int_equal(r.nrep, 0);
+    assert_int_equal(r.lost[0].kind, ORCH_LOSS_CRASH);
+    assert_true(r.lost[0].batch == 1);
+    assert_true(r.lost[0].queued == 2);
+    assert_has(r.lost[0].msg, "was killed by signal 9 (Killed)");
+    run_until_reaped(&r, r.lost[0].pid);
+    assert_int_equal(r.nlost, 1);
+    run_close(&r);
+}
+
+static bool lost_and_reported(struct run *r)
+{
+    return r->lane[0].nlost >= 1 && r->lane[0].nrep >= 1;
+}
+
+/* The timeout of a batch queued behind another runs from its start (the report of the
+ * one ahead of it), not from its dispatch: batch 1 sleeps 600 ms, within the 1-s timeout;
+ * batch 2, sent with it, would pass its timeout 400 ms after batch 1 ends if it were timed
+ * from its dispatch; it hangs, and is lost 1 s after its start, with batch 3 (queued behind
+ * it once batch 1 was answered) as never started. */
+static void test_timeout_from_start(void **state)
+{
+    struct fx *f = *state;
+    const char *in[] = {"600", "20000", "0"};
+    uint64_t ids[3];
+    put_strings(f, in, 3, ids);
+    struct tb work[3];
+    for (int i = 0; i < 3; i++)
+        tb_map(&work[i], (uint64_t)i + 1, (uint64_t)i + 1, &ids[i], 1);
+
+    struct run r;
+    run_init(&r, f);
+    add_lane(&r, "nap", 1, 1000, 3, work, 3, NULL, NULL);
+    r.lane[0].depth = 2;
+    r.lane[0].no_restart = true;
+    r.done = lost_and_reported;
+    run_loop(&r);
+    assert_int_equal(r.nrep, 1);
+    const struct rep_ev *e = report_of(&r, 1);
+    assert_int_equal(e->status, 0);
+    assert_int_equal(r.nlost, 1);
+    const struct lost_ev *l = &r.lost[0];
+    assert_int_equal(l->kind, ORCH_LOSS_TIMEOUT);
+    assert_true(l->batch == 2);
+    assert_true(l->queued == 3);
+    assert_string_equal(l->msg, "batch ran past its timeout of 1s");
+    /* Batch 2 was sent with batch 1 and started after its 600 ms: lost 1 s after that. */
+    int64_t waited = l->at_ms - r.sent_ms[2];
+    if (waited < 1600)
+        fail_msg("batch 2 timed out %" PRId64 " ms after it was sent: not from its start",
+                 waited);
+    run_until_reaped(&r, l->pid);
     run_close(&r);
 }
 
@@ -1394,7 +1543,7 @@ static void test_protocol_errors(void **state)
     assert_int_equal(r.lost[0].kind, ORCH_LOSS_CRASH);
     assert_true(r.lost[0].batch == 1);
     assert_string_equal(r.lost[0].msg, "protocol error: a report for batch 2, the worker "
-                                       "holds batch 1");
+                                       "runs batch 1");
     fake_close(&r);
 
     fake_run(f, "garbage", &r, ids); /* HELLO and garbage in one write */
@@ -1548,6 +1697,9 @@ int main(int argc, char **argv)
         T(test_crash_and_replacement),
         T(test_timeout),
         T(test_external_kill),
+        T(test_two_batches_in_order),
+        T(test_kill_holding_two),
+        T(test_timeout_from_start),
         T(test_attempt_failures),
         T(test_record_group_failures),
         T(test_readers_full),

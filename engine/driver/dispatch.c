@@ -70,7 +70,8 @@ int64_t orch_driver_attempt_floor(const struct orch_driver *d)
     return b ? b->slot[0].attempt_row : d->attempt_last + 1;
 }
 
-/* A call's in-flight list is short: one batch per worker of the call at most. */
+/* A call's in-flight list is short: ORCH_POOL_DEPTH batches per worker of the call at
+ * most. */
 struct orch_driver_batch *orch_driver_batch_take(struct orch_driver_call *cr, uint64_t id)
 {
     for (struct orch_driver_batch **p = &cr->inflight; *p; p = &(*p)->next) {
@@ -80,6 +81,10 @@ struct orch_driver_batch *orch_driver_batch_take(struct orch_driver_call *cr, ui
             b->next = NULL;
             open_unlink(cr->d, b);
             cr->d->ninflight--;
+            struct orch_driver_wk *k = orch_driver_wk(cr, b->worker);
+            assert(k->held > 0);
+            if (--k->held == 0)
+                orch_driver_release(cr->d, cr); /* invariant 5 */
             orch_driver_check(cr->d, cr);
             return b;
         }
@@ -165,7 +170,25 @@ int orch_driver_batch_failed(struct orch_driver *d, struct orch_driver_call *cr,
             rc = requeue(d, s->g, true);
         }
     }
-    orch_driver_release(d, cr);
+    return rc;
+}
+
+int orch_driver_batch_unrun(struct orch_driver *d, struct orch_driver_batch *b,
+                            const char *message)
+{
+    char why[640];
+    snprintf(why, sizeof why,
+             "not started: worker %d was lost while it ran the batch ahead of this one (%s)",
+             orch_worker_pid(b->worker), message);
+    int rc = orch_driver_txn(d);
+    for (int i = 0; i < b->n && rc == 0; i++) {
+        struct orch_driver_slot *s = &b->slot[i];
+        bool barred;
+        if ((rc = orch_driver_attempt_end(d, s->attempt_row, ORCH_ATTEMPT_INTERRUPTED, why)) ==
+                0 &&
+            (rc = orch_prop_barred(d->prop, &s->g, &barred)) == 0 && !barred)
+            rc = requeue(d, s->g, false);
+    }
     return rc;
 }
 
@@ -436,6 +459,37 @@ static void sort_ready(struct orch_driver *d)
     }
 }
 
+/* The worker that takes cr's next batch. An idle one, while the budgets let cr run one
+ * more batch (invariant 5). Else, with no idle worker of cr left, one that holds a single
+ * batch takes a second, queued behind it (pool.h), so that it need not wait on the driver
+ * when it is done; but not the grains that cr's starting workers will take, one batch
+ * each (workers.c starts them for those), and not while a call served before cr (deeper)
+ * was left with idle workers that the budgets keep waiting (`blocked`): a second batch
+ * keeps its worker's share of the budgets for one batch more, which their grains should
+ * get first (DESIGN §5). NULL: none; *second says which. */
+static orch_worker *taker(struct orch_driver *d, struct orch_driver_call *cr, bool blocked,
+                          bool *second)
+{
+    *second = false;
+    if (cr->nidle > 0)
+        return orch_driver_fits(d, cr) ? cr->idle[cr->nidle - 1] : NULL;
+    if (blocked || orch_queue_count(&cr->q) <=
+                       (uint64_t)orch_pool_starting(cr->pool) *
+                           (uint64_t)orch_driver_dispatch_size(cr))
+        return NULL;
+    while (cr->nsingle > 0) {
+        orch_worker *w = cr->single[cr->nsingle - 1];
+        struct orch_driver_wk *k = orch_driver_wk(cr, w);
+        if (k->held == 1) {
+            *second = true;
+            return w;
+        }
+        k->single = false; /* stale: it holds none (lost) or two since */
+        cr->nsingle--;
+    }
+    return NULL;
+}
+
 int orch_driver_dispatch(struct orch_driver *d)
 {
     /* Downstream calls first: when the budget is tight, finishing what is in the
@@ -458,6 +512,7 @@ int orch_driver_dispatch(struct orch_driver *d)
     int backlog = -1; /* the depth of the deepest call left with queued grains; -1: none */
     /* Whether a budget held back work that would have been served now, and which. */
     bool held_grains = false, held_bytes = false;
+    bool blocked = false;
     int kept = 0;
     for (int k = 0; k < d->nready; k++) {
         struct orch_driver_call *cr = &d->calls[d->ready[k]];
@@ -471,10 +526,11 @@ int orch_driver_dispatch(struct orch_driver *d)
                 held_bytes = held_bytes || (tight_bytes && cr->grows_bytes);
             }
         }
-        while (!held && cr->nidle > 0 && orch_queue_count(&cr->q) > 0 &&
-               orch_driver_fits(d, cr)) {
+        bool second;
+        orch_worker *w;
+        while (!held && orch_queue_count(&cr->q) > 0 &&
+               (w = taker(d, cr, blocked, &second)) != NULL) {
             int rc = orch_driver_txn(d);
-            orch_worker *w = cr->idle[cr->nidle - 1];
             struct orch_driver_batch *b;
             if (rc == 0)
                 rc = reserve(d, cr, w, &b);
@@ -482,13 +538,23 @@ int orch_driver_dispatch(struct orch_driver *d)
                 return rc;
             if (!b)
                 continue; /* every entry taken was stale */
-            cr->nidle--;
-            orch_driver_worker_busy(cr, w);
-            orch_driver_hold(d, cr);
+            if (second) {
+                cr->nsingle--;
+                orch_driver_wk(cr, w)->single = false;
+            } else {
+                cr->nidle--;
+                orch_driver_worker_busy(cr, w);
+                orch_driver_hold(d, cr); /* invariant 5 */
+                orch_driver_worker_single(cr, w);
+            }
+            orch_driver_wk(cr, w)->held++;
             orch_driver_served(d, cr);
             b->next = d->to_send;
             d->to_send = b;
         }
+        /* Idle workers that the budgets keep waiting: their grains go before a second
+         * batch of any call served after this one (taker). */
+        blocked = blocked || (!held && cr->nidle > 0 && orch_queue_count(&cr->q) > 0);
         if (orch_queue_count(&cr->q) > 0) {
             d->ready[kept++] = cr->call;
             if (backlog < 0)
@@ -507,8 +573,15 @@ int orch_driver_dispatch(struct orch_driver *d)
 
 void orch_driver_send(struct orch_driver *d)
 {
-    struct orch_driver_batch *b = d->to_send;
-    d->to_send = NULL;
+    /* In the order of reservation: a worker given two batches in one turn runs the first
+     * reserved first. */
+    struct orch_driver_batch *b = NULL;
+    while (d->to_send) {
+        struct orch_driver_batch *next = d->to_send->next;
+        d->to_send->next = b;
+        b = d->to_send;
+        d->to_send = next;
+    }
     while (b) {
         struct orch_driver_batch *next = b->next;
         struct orch_driver_call *cr = b->cr;
@@ -521,6 +594,7 @@ void orch_driver_send(struct orch_driver *d)
         int rc = orch_pool_dispatch(cr->pool, b->worker, &wb);
         if (rc == 0)
             b->sent_ms = sent; /* a batch never sent is not measured (orch_driver_measure) */
+        b->queued = rc == 0 && orch_worker_held(b->worker) > 1;
         if (rc == -EIO || rc == -ENOMEM) {
             /* A remote worker's inputs could not be read from the payload store (pool_values.c,
              * orch_pool__put_batch_values): not the batch's fault and no retry helps, so the
@@ -560,7 +634,6 @@ void orch_driver_send(struct orch_driver *d)
                 if (rc == 0)
                     rc = requeue(d, b->slot[i].g, false);
             }
-            orch_driver_release(d, cr);
             if (rc < 0)
                 orch_driver_set_fatal(d, rc);
             orch_driver_settle(d, b);

@@ -37,9 +37,17 @@
  *  1. A grain is never running without the store saying IN_FLIGHT: a batch's grains are
  *     marked IN_FLIGHT, each with an open attempt row, in the turn's transaction, and the
  *     batch is sent only after that transaction commits. A turn that fails sends nothing.
- *  2. A report is never acknowledged before its facts commit: the worker's next batch is
- *     sent, and the answered batch forgotten, only after the turn that applied the report
- *     commits. A turn is committed whole or rolled back whole.
+ *  2. A report is never acknowledged before its facts commit: the answered batch is
+ *     forgotten, and anything decided from the report sent, only after the turn that
+ *     applied it commits. A turn is committed whole or rolled back whole. A worker does not
+ *     wait for that commit: it holds up to ORCH_POOL_DEPTH batches (pool.h), and runs the
+ *     one queued behind the batch it answered, which was reserved, and committed
+ *     IN_FLIGHT, in an earlier turn (invariant 1). A worker gets a second batch only when
+ *     its call has queued grains that its idle and starting workers do not take
+ *     (dispatch.c, taker), so that no grain goes behind a busy worker's batch while a
+ *     worker of its call is idle then. A batch once queued stays with its worker: one that
+ *     goes idle later does not take it back, so a slow batch can hold one queued behind
+ *     it for its own duration.
  *  3. A fatal error (d->fatal, the first one wins) ends the loop at the next turn, whose
  *     transaction is rolled back, never committed: a report may be half applied in it.
  *     What the user must still learn from the rolled-back turn — why the attempts then
@@ -49,9 +57,11 @@
  *     by the next reservation that meets it (queue.h). A queue holds a window of the
  *     READY frontier in memory and the rest in its spill file; sealed history lives
  *     only in the store.
- *  5. cpu_busy and gpu_busy are the sums of cpus and gpus of the calls' batches reserved
- *     or running: a batch is reserved only when its call fits, and releases what it held
- *     when it is settled (resources.c).
+ *  5. cpu_busy and gpu_busy are the sums of cpus and gpus of the calls' workers that hold
+ *     a batch (reserved, running, or queued behind one that runs): a worker that holds
+ *     none gets a batch only when its call fits, and gives back what it held when it
+ *     holds none again (orch_driver_batch_take); a second batch, queued behind the one
+ *     that runs, takes nothing more (resources.c).
  *  6. A turn costs what its events and its ready work cost, never a walk over every call,
  *     pool or worker: the calls with queued grains are on d->ready, the batches reserved
  *     or in flight on d->open (oldest first), the calls whose flight ended this turn on
@@ -129,6 +139,9 @@ struct orch_driver_batch {
      * INTERRUPTED with the stop's message unless the settling said otherwise. */
     enum orch_attempt_outcome end_as;
     char *end_why; /* malloc'd, or NULL: the stop's message */
+    /* Sent to a worker that ran another batch: it waits behind that one (pool.h) until its
+     * report arrives, when its attempts start (turn.c, worker_back). */
+    bool queued;
 };
 
 /* A call at run time. Set up by resources.c; unused calls (no statement) have no pool. The
@@ -142,6 +155,11 @@ struct orch_driver_call {
     struct orch_queue q;       /* on_ready, requeue, recover push; dispatch pops */
     orch_worker **idle;        /* turn.c (worker_back), loop.c (on_lost); dispatch pops */
     int nidle, cidle;
+    /* Workers that hold one batch and may take one more, queued behind it (turn.c pushes,
+     * dispatch pops); an entry whose worker no longer holds exactly one is stale, dropped
+     * when popped. */
+    orch_worker **single;
+    int nsingle, csingle;
     struct orch_driver_batch *inflight; /* sent: pushed by send, taken by report or loss */
     double cpus, gpus;                 /* held from the budgets while a batch runs */
     char **devices;                    /* per worker: its CUDA_VISIBLE_DEVICES, or NULL */
@@ -172,6 +190,8 @@ struct orch_driver_wk {
                          is not the slot's is stale */
     bool starting;    /* started by the driver, no HELLO yet */
     bool idle;        /* on cr->idle */
+    int held;         /* batches reserved for it, in flight on it, up to ORCH_POOL_DEPTH */
+    bool single;      /* on cr->single (maybe stale) */
 };
 
 /* A worker that went idle, and when it is to be stopped if it still is (workers.c). */
@@ -289,10 +309,13 @@ void orch_driver_set_fatal(struct orch_driver *d, int rc);
 void orch_driver_settle(struct orch_driver *d, struct orch_driver_batch *b);
 /* Queues READY grain g on its call. */
 int orch_driver_queue_ready(struct orch_driver *d, const struct orch_grain_ref *g);
-/* Worker w of cr is idle (its HELLO, a report; or, reserved for a batch that could not be
- * sent to it — dispatch.c: too big for a remote worker — idle again): it goes on cr->idle,
- * unless cr is done (the worker is then stopped). */
+/* Worker w of cr holds one batch fewer (its HELLO: none to begin with; a report; or a
+ * batch that could not be sent to it — dispatch.c: too big for a remote worker). Holding
+ * none, it is idle: it goes on cr->idle, unless cr is done (the worker is then stopped).
+ * Still holding one (it runs the batch that was queued), it goes on cr->single. */
 void orch_driver_worker_back(struct orch_driver_call *cr, orch_worker *w);
+/* Worker w of cr holds exactly one batch: it may take a second (cr->single). */
+void orch_driver_worker_single(struct orch_driver_call *cr, orch_worker *w);
 
 /* ---- dispatch.c ------------------------------------------------------------------------ */
 
@@ -305,15 +328,22 @@ int orch_driver_dispatch(struct orch_driver *d);
  * went away meanwhile is put back, uncharged, in a new transaction of the turn. */
 void orch_driver_send(struct orch_driver *d);
 /* Batch b of call cr failed whole (run failed, its worker died or hung): splits it or
- * charges its grain (DESIGN §4), and releases what it held. Does not settle b. */
+ * charges its grain (DESIGN §4). Does not settle b. */
 int orch_driver_batch_failed(struct orch_driver *d, struct orch_driver_call *cr,
                              struct orch_driver_batch *b, enum orch_failure_kind kind,
                              const char *message);
+/* Batch b, queued behind the batch that its worker ran when the worker was lost,
+ * never started: nothing of it failed. Its attempts end as interrupted, saying so, and its
+ * grains go back to READY uncharged (or are sealed Suppressed under a barrier). Does not
+ * settle b. */
+int orch_driver_batch_unrun(struct orch_driver *d, struct orch_driver_batch *b,
+                            const char *message);
 /* Ends attempt `row` with outcome o and message (NULL or "": none). */
 int orch_driver_attempt_end(struct orch_driver *d, int64_t row, enum orch_attempt_outcome o,
                             const char *message);
-/* Takes batch `id` off cr's in-flight list (and d->open); NULL when it is not there. The
- * call is looked at by the done rule at the end of the turn. */
+/* Takes batch `id` off cr's in-flight list (and d->open); NULL when it is not there. Its
+ * worker holds one batch fewer, and gives back its share of the budgets when it holds
+ * none (invariant 5). The call is looked at by the done rule at the end of the turn. */
 struct orch_driver_batch *orch_driver_batch_take(struct orch_driver_call *cr, uint64_t id);
 /* Puts cr on d->ready: it has queued grains (on_ready, a requeue, recovery). */
 void orch_driver_want(struct orch_driver *d, struct orch_driver_call *cr);
@@ -420,6 +450,8 @@ void orch_driver_check(struct orch_driver *d, struct orch_driver_call *cr);
 bool orch_driver_worker_idle(struct orch_driver_call *cr, orch_worker *w);
 /* Idle worker w of cr, taken off cr->idle, got a batch. */
 void orch_driver_worker_busy(struct orch_driver_call *cr, orch_worker *w);
+/* The driver's view of worker w of cr (its slot's state, the batches it holds). */
+struct orch_driver_wk *orch_driver_wk(struct orch_driver_call *cr, const orch_worker *w);
 /* cr got a batch in this turn: its consumers will get work soon (see workers.c). */
 void orch_driver_served(struct orch_driver *d, struct orch_driver_call *cr);
 /* --staged, before dispatch (nothing reserved yet): applies the done rule, so that a call

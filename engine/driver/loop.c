@@ -61,7 +61,7 @@ static int apply_answers(struct orch_driver *d, struct orch_driver_batch *b,
                          const struct orch_wire_report *r);
 static enum orch_attempt_outcome answer_attempt(enum orch_wire_outcome o);
 static int ok_flush(struct orch_driver *d, struct ok_run *k);
-static void on_lost(void *ctx, orch_pool *pool, orch_worker *w, uint64_t batch,
+static void on_lost(void *ctx, orch_pool *pool, orch_worker *w, uint64_t batch, uint64_t queued,
                     enum orch_loss_kind kind, const char *message);
 static void on_tick(evutil_socket_t fd, short what, void *arg);
 static void on_signal(evutil_socket_t fd, short what, void *arg);
@@ -684,7 +684,6 @@ static int answered(struct orch_driver *d, struct orch_driver_call *cr,
         return orch_driver_batch_failed(d, cr, b, ORCH_FAILURE_ERROR, why);
     }
     int rc = orch_driver_txn(d);
-    orch_driver_release(d, cr);
     /* What the answers add to the admission budgets, for the size of cr's dispatches. */
     int64_t grains = orch_prop_unsealed(d->prop), bytes = orch_prop_live_bytes(d->prop);
     if (rc == 0 && (rc = apply_answers(d, b, r)) == 0)
@@ -702,7 +701,6 @@ static int answered(struct orch_driver *d, struct orch_driver_call *cr,
 static int storage_full(struct orch_driver *d, struct orch_driver_call *cr,
                         struct orch_driver_batch *b, const char *message)
 {
-    orch_driver_release(d, cr);
     b->end_as = ORCH_ATTEMPT_ERROR;
     b->end_why = strdup(message); /* NULL (no memory): the stop's message */
     return orch_error_set(-ENOSPC, "call %s could not use the payload store: %s", cr->c->name,
@@ -795,7 +793,7 @@ static int ok_flush(struct orch_driver *d, struct ok_run *k)
     return rc;
 }
 
-static void on_lost(void *ctx, orch_pool *pool, orch_worker *w, uint64_t batch,
+static void on_lost(void *ctx, orch_pool *pool, orch_worker *w, uint64_t batch, uint64_t queued,
                     enum orch_loss_kind kind, const char *message)
 {
     struct orch_driver_call *cr = ctx;
@@ -820,7 +818,7 @@ static void on_lost(void *ctx, orch_pool *pool, orch_worker *w, uint64_t batch,
          * a worker still starting). The pool replaces it, until the failure repeats:
          * then the job stops; the attempts still running are ended after the turn's
          * rollback with this message (keep_why). */
-        assert(batch == 0);
+        assert(batch == 0 && queued == 0);
         if (orch_pool_failed(pool))
             orch_driver_set_fatal(d, orch_error_set(ORCH_EPLAN,
                                                     "call %s cannot start its workers: %s",
@@ -830,11 +828,19 @@ static void on_lost(void *ctx, orch_pool *pool, orch_worker *w, uint64_t batch,
         assert(!"a loss kind that pool.h does not define");
         break;
     }
+    /* The batch it ran failed; the one queued behind it never started (DESIGN §4). */
     struct orch_driver_batch *b = batch ? orch_driver_batch_take(cr, batch) : NULL;
-    if (!b)
-        return;
-    orch_driver_settle(d, b);
-    int rc = orch_driver_batch_failed(d, cr, b, fk, message);
+    struct orch_driver_batch *q = queued ? orch_driver_batch_take(cr, queued) : NULL;
+    int rc = 0;
+    if (b) {
+        orch_driver_settle(d, b);
+        rc = orch_driver_batch_failed(d, cr, b, fk, message);
+    }
+    if (q) {
+        orch_driver_settle(d, q);
+        if (rc == 0)
+            rc = orch_driver_batch_unrun(d, q, message);
+    }
     if (rc < 0)
         orch_driver_set_fatal(d, rc);
 }

@@ -39,8 +39,38 @@ int orch_driver_queue_ready(struct orch_driver *d, const struct orch_grain_ref *
     return rc;
 }
 
+void orch_driver_worker_single(struct orch_driver_call *cr, orch_worker *w)
+{
+    struct orch_driver_wk *k = orch_driver_wk(cr, w);
+    if (k->single)
+        return; /* its entry, stale since, is valid again */
+    if (orch__grow(&cr->single, &cr->csingle, cr->nsingle + 1, sizeof *cr->single) < 0) {
+        orch_driver_set_fatal(cr->d, -ENOMEM);
+        return;
+    }
+    k->single = true;
+    cr->single[cr->nsingle++] = w;
+}
+
 void orch_driver_worker_back(struct orch_driver_call *cr, orch_worker *w)
 {
+    if (cr->wk && orch_driver_wk(cr, w)->held > 0) {
+        /* It runs the batch that was queued behind the one it answered, from now on. */
+        for (struct orch_driver_batch *b = cr->inflight; b; b = b->next) {
+            if (b->worker != w || !b->queued)
+                continue;
+            b->queued = false;
+            b->sent_ms = orch_clock_mono_ms(); /* its time in the worker starts now */
+            int rc = orch_driver_txn(cr->d);
+            if (rc == 0)
+                rc = orch_store_attempts_started(cr->d->job->store, b->slot[0].attempt_row,
+                                                 b->slot[b->n - 1].attempt_row);
+            if (rc < 0)
+                orch_driver_set_fatal(cr->d, rc);
+        }
+        orch_driver_worker_single(cr, w);
+        return;
+    }
     if (!orch_driver_worker_idle(cr, w))
         return; /* its call is done: the worker was stopped */
     if (orch__grow(&cr->idle, &cr->cidle, cr->nidle + 1, sizeof *cr->idle) < 0) {

@@ -261,6 +261,9 @@ void orch_driver_workers_free(struct orch_driver *d)
     for (int c = 0; d->calls && c < d->ncalls; c++) {
         free(d->calls[c].wk);
         d->calls[c].wk = NULL;
+        free(d->calls[c].single);
+        d->calls[c].single = NULL;
+        d->calls[c].nsingle = d->calls[c].csingle = 0;
     }
     free(d->nodes);
     free(d->edges);
@@ -289,11 +292,16 @@ static bool can_be_done(const struct orch_driver *d, int node)
 
 /* ---- the slots as the driver sees them -------------------------------------------------- */
 
-static struct orch_driver_wk *wk_of(struct orch_driver_call *cr, orch_worker *w)
+struct orch_driver_wk *orch_driver_wk(struct orch_driver_call *cr, const orch_worker *w)
 {
     int i = orch_worker_index(w);
-    assert(i >= 0 && i < cr->c->opts.workers);
+    assert(cr->wk && i >= 0 && i < cr->c->opts.workers);
     return &cr->wk[i];
+}
+
+static struct orch_driver_wk *wk_of(struct orch_driver_call *cr, orch_worker *w)
+{
+    return orch_driver_wk(cr, w);
 }
 
 /* w's slot changes state: every idle entry of it is stale from now on. */

@@ -228,7 +228,10 @@ void orch_pool__declare_lost(orch_worker *w, enum orch_loss_kind kind, const cha
     assert(w->state != W_DEAD);
     if (w->state == W_STARTING)
         kind = ORCH_LOSS_INIT;
-    uint64_t batch = w->state == W_BUSY ? w->batch : 0;
+    /* Every batch it held: the one it ran, and the one queued behind it, never started. */
+    uint64_t batch = w->nhold > 0 ? w->hold[0].id : 0;
+    uint64_t queued = w->nhold > 1 ? w->hold[1].id : 0;
+    assert(w->nhold == 0 || w->state == W_BUSY);
     assert(w->state != W_STOPPING); /* a stopped worker has no socket nor timer to lose */
     orch_pool__close_channel(w);
     if (w->running && !w->reaped)
@@ -237,7 +240,7 @@ void orch_pool__declare_lost(orch_worker *w, enum orch_loss_kind kind, const cha
     orch_pool__set_dying(w, false);
     w->broken = NULL;
     orch_pool__set_state(w, W_DEAD);
-    w->batch = 0;
+    w->nhold = 0;
     if (kind == ORCH_LOSS_INIT) {
         char *copy = strdup(msg);
         if (copy) {
@@ -248,7 +251,7 @@ void orch_pool__declare_lost(orch_worker *w, enum orch_loss_kind kind, const cha
             p->failed = true;
     }
     p->in_callback++;
-    p->cb.lost(p->ctx, p, w, batch, kind, msg);
+    p->cb.lost(p->ctx, p, w, batch, queued, kind, msg);
     p->in_callback--;
     orch_pool__arm_poll(p);
 }
@@ -385,6 +388,14 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
     orch_worker *w = arg;
     orch_pool *p = w->pool;
     if (w->state == W_BUSY && !w->dying) {
+        /* The running batch's report may wait unread in the socket: read it first. If it
+         * is there, the batch ended in time, and the timer runs again for the batch queued
+         * behind it (pool_frames.c) or the worker is idle. */
+        uint64_t inc = w->incarnation, id = w->hold[0].id;
+        if (w->fd >= 0)
+            orch_pool__read_some(w, true);
+        if (w->incarnation != inc || w->state != W_BUSY || w->dying || w->hold[0].id != id)
+            return;
         char msg[128];
         describe_timeout(msg, sizeof msg, p->timeout_ms);
         kill_and_declare(w, ORCH_LOSS_TIMEOUT, msg);
@@ -489,7 +500,8 @@ static void pool_free(orch_pool *p)
             event_free(w->timer);
         orch_wire_buf_free(&w->in);
         orch_wire_buf_free(&w->out);
-        free(w->held);
+        for (int k = 0; k < ORCH_POOL_DEPTH; k++)
+            free(w->hold[k].grain);
     }
     if (p->ev_chld)
         event_free(p->ev_chld);
@@ -608,7 +620,7 @@ int orch_pool_stop(orch_pool *p, orch_worker *w)
 int orch_pool_dispatch(orch_pool *p, orch_worker *w, const struct orch_wire_batch *b)
 {
     assert(w->pool == p);
-    if (w->state != W_IDLE)
+    if (w->state != W_IDLE && !(w->state == W_BUSY && w->nhold < ORCH_POOL_DEPTH))
         return -EBUSY;
     if (w->dying)
         return -EPIPE;
@@ -622,7 +634,8 @@ int orch_pool_dispatch(orch_pool *p, orch_worker *w, const struct orch_wire_batc
             if (b->rec[i].nval[j] != 1)
                 return -EINVAL;
     }
-    if (orch__grow_n(&w->held, &w->held_cap, b->nrec, sizeof *w->held) < 0)
+    struct held_batch *h = &w->hold[w->nhold];
+    if (orch__grow_n(&h->grain, &h->cap, b->nrec, sizeof *h->grain) < 0)
         return -ENOMEM;
     size_t mark = w->out.len;
     int rc = p->launcher ? orch_pool__put_batch_values(p, &w->out, b)
@@ -630,8 +643,9 @@ int orch_pool_dispatch(orch_pool *p, orch_worker *w, const struct orch_wire_batc
     if (rc < 0)
         return rc;
     /* Armed before anything is sent, so that a batch the pool cannot time out is refused
-     * whole rather than run without its timeout. */
-    if (p->timeout_ms > 0) {
+     * whole rather than run without its timeout. A batch queued behind another is timed
+     * from its start, when the report of that one arrives (pool_frames.c). */
+    if (p->timeout_ms > 0 && w->nhold == 0) {
         struct timeval tv = ms_tv(p->timeout_ms);
         if (evtimer_add(w->timer, &tv) < 0) {
             w->out.len = mark;
@@ -639,10 +653,11 @@ int orch_pool_dispatch(orch_pool *p, orch_worker *w, const struct orch_wire_batc
         }
     }
     for (uint32_t i = 0; i < b->nrec; i++)
-        w->held[i] = (struct held_grain){b->rec[i].grain, b->rec[i].generation};
-    w->nrec = b->nrec;
-    w->batch = b->id;
-    orch_pool__set_state(w, W_BUSY);
+        h->grain[i] = (struct held_grain){b->rec[i].grain, b->rec[i].generation};
+    h->nrec = b->nrec;
+    h->id = b->id;
+    if (w->nhold++ == 0)
+        orch_pool__set_state(w, W_BUSY);
     orch_pool__flush(w);
     return 0;
 }
@@ -759,6 +774,11 @@ const char *orch_worker_slurm_job(const orch_worker *w)
 int orch_worker_index(const orch_worker *w)
 {
     return w->index;
+}
+
+int orch_worker_held(const orch_worker *w)
+{
+    return w->nhold;
 }
 
 int orch_pool_alive(const orch_pool *p)

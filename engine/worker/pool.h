@@ -24,7 +24,15 @@
  *
  * The pool never blocks the driver: sockets are non-blocking and driven by the driver's
  * libevent base; everything the pool learns is handed to the driver through callbacks,
- * called from the event loop. A worker holds at most one batch at a time.
+ * called from the event loop.
+ *
+ * A worker holds up to ORCH_POOL_DEPTH (2) batches: the one it runs, and one sent while it
+ * runs, which waits in its socket and starts as soon as the first one's report is sent. So
+ * the driver's commit of one report (and the payload sync that machine durability waits
+ * for) overlaps the work of the next batch: a worker need not wait on the driver. Reports
+ * come in the order the batches were sent; each batch's timeout runs from the moment it
+ * starts (for a queued batch: when the report of the one ahead of it arrives), never
+ * while it waits.
  *
  * Workers start on demand. A pool is a row of `nworkers` slots, each with a fixed index,
  * and starts with no process: the driver calls orch_pool_start() when it has work that
@@ -36,9 +44,10 @@
  * Lifecycle of a slot:
  *
  *            orch_pool_start                HELLO            dispatch
- *     EMPTY ─────────────────► STARTING ──────────► IDLE ◄──────────► BUSY
- *       ▲  ▲                                          │   REPORT
- *       │  │                        orch_pool_stop    ▼
+ *     EMPTY ─────────────────► STARTING ──────────► IDLE ◄──────────► BUSY ◄──┐ dispatch (a 2nd
+ *       ▲  ▲                                          │   REPORT of      │     │ batch), REPORT
+ *       │  │                        orch_pool_stop    │   its last batch └─────┘ (of the 1st of 2)
+ *       │  │                                          ▼
  *       │  └─────── reaped ──────────────────────  STOPPING (fini runs; killed after 5 s)
  *       └───── `lost` (EOF, exit, kill, timeout, init failure) ──── from any state but
  *                                                                   EMPTY and STOPPING
@@ -49,14 +58,18 @@
  *
  * A worker dies when it crashes (the UDF aborted, a signal), when the batch it runs passes
  * its timeout (the pool kills it with SIGKILL), or when init fails. Each death is reported
- * once through `lost`, with the batch it held (if any). A worker stopped by the driver is
+ * once through `lost`, with every batch it held: the one it ran, and the one queued behind
+ * it, which never started (its grains did not fail: nothing of them ran). A worker stopped
+ * by the driver is
  * not a death: no callback names it again. Workers also die with the driver: they get
  * PR_SET_PDEATHSIG(SIGKILL) and treat EOF on the socket as "stop": they run the UDF's fini
  * and exit.
  *
  * Guarantees the driver can build on:
  *   - Every batch that orch_pool_dispatch() accepted ends in exactly one call: `report`
- *     for that batch, or `lost` naming it — unless the pool is closed or killed first.
+ *     for that batch, or `lost` naming it (as the batch that ran, or as the one queued
+ *     behind it) — unless the pool is closed or killed first. Reports of one worker come
+ *     in the order its batches were dispatched.
  *   - A worker (orch_worker *) is a slot: the pointer stays valid until the pool is freed.
  *     The same slot holds each process started in it (a new pid each time). During
  *     `lost`, orch_worker_pid() is still the pid of the process that died.
@@ -216,6 +229,9 @@ struct orch_wire_report {
 typedef struct orch_pool orch_pool;
 typedef struct orch_worker orch_worker;
 
+/* The most batches a worker holds: the one it runs and one queued behind it. */
+#define ORCH_POOL_DEPTH 2
+
 /* Why a worker was lost. */
 #define ORCH_LOSS_KINDS(X)                                                                    \
     X(ORCH_LOSS_CRASH, "crash")       /* exited or killed by a signal, or broke protocol */   \
@@ -228,17 +244,20 @@ enum orch_loss_kind { ORCH_LOSS_KINDS(ORCH_LOSS_ENUM) ORCH_LOSS__COUNT };
 const char *orch_loss_kind_name(enum orch_loss_kind k);
 
 struct orch_pool_callbacks {
-    /* A worker is IDLE and can take a batch (after HELLO, and after each report). */
+    /* A worker is IDLE and can take a batch (after HELLO). */
     void (*idle)(void *ctx, orch_pool *pool, orch_worker *w);
-    /* A worker answered batch `r->batch`. Everything in r is valid only during the call.
-     * The worker is IDLE again when this is called (idle is not called separately). */
+    /* A worker answered batch `r->batch`, the one it ran. Everything in r is valid only
+     * during the call. The worker holds one batch fewer when this is called: IDLE when it
+     * held only this one (orch_worker_held() is 0; idle is not called separately), else it
+     * runs the batch that was queued behind, whose timeout starts now. */
     void (*report)(void *ctx, orch_pool *pool, orch_worker *w,
                    const struct orch_wire_report *r);
-    /* A worker died. batch is the id of the batch it held, or 0. message says why
-     * ("killed by signal 6 (Aborted)", "batch ran past its timeout of 2s", the UDF's init
-     * message). The slot is empty afterwards: the driver starts a replacement with
+    /* A worker died. batch is the id of the batch it ran, or 0; queued the id of the batch
+     * queued behind it, which never started, or 0. message says why ("killed by signal 6
+     * (Aborted)", "batch ran past its timeout of 2s", the UDF's init message): it is about
+     * `batch`. The slot is empty afterwards: the driver starts a replacement with
      * orch_pool_start() when it has work for one (refused once orch_pool_failed()). */
-    void (*lost)(void *ctx, orch_pool *pool, orch_worker *w, uint64_t batch,
+    void (*lost)(void *ctx, orch_pool *pool, orch_worker *w, uint64_t batch, uint64_t queued,
                  enum orch_loss_kind kind, const char *message);
 };
 
@@ -288,14 +307,17 @@ int orch_pool_start(orch_pool *p, orch_worker **out);
 
 /* Stops idle worker w cleanly: its socket is closed, so it runs its UDF's fini and exits;
  * no callback names w for that process again. Its slot is free once the process is reaped
- * (it is killed if its fini takes more than 5 s). Returns 0, -EBUSY (w is not IDLE), or
+ * (it is killed if its fini takes more than 5 s). Returns 0, -EBUSY (w is not IDLE: it
+ * holds a batch, which a stop would lose, or it is starting or lost), or
  * -EPIPE (w was found dead: its `lost` follows from the event loop). */
 int orch_pool_stop(orch_pool *p, orch_worker *w);
 
-/* Sends batch b to idle worker w, which becomes BUSY; its timeout (if any) starts now.
- * The pool copies b (it is encoded at once). Returns 0, or a negative error, after which
- * nothing was sent and no callback will name b:
- *   -EBUSY   w is not IDLE (STARTING, BUSY, or lost);
+/* Sends batch b to worker w, which holds fewer than ORCH_POOL_DEPTH batches. An IDLE worker
+ * becomes BUSY and runs b: its timeout (if any) starts now. A BUSY worker holding one batch
+ * queues b behind it: b starts, and its timeout with it, when the report of that one
+ * arrives. The pool copies b (it is encoded at once). Returns 0, or a negative error, after
+ * which nothing was sent and no callback will name b:
+ *   -EBUSY   w cannot take it (STARTING, holding ORCH_POOL_DEPTH batches, or lost);
  *   -EPIPE   w was found dead (its socket ended) but its loss is not reported yet: keep the
  *            batch; `lost` for w follows from the event loop;
  *   -EINVAL  b->id is 0 (0 means "no batch" in `lost`), b has no record, a record's nin is
@@ -310,7 +332,8 @@ void orch_pool_kill(orch_pool *p);
 
 /* Closes every worker's socket (each runs its UDF's fini and exits), waits for them up to
  * a bound (5 s in all; this blocks the caller), kills what is left, frees the pool. For a
- * clean end of the job. A BUSY worker first finishes its batch (its report is dropped). */
+ * clean end of the job. A BUSY worker first finishes the batches it holds (their reports
+ * are dropped). */
 void orch_pool_close(orch_pool *p);
 
 /* The pid of w's current process (during `lost`: of the one that died), on its host: a
@@ -322,6 +345,9 @@ const char *orch_worker_host(const orch_worker *w);
 const char *orch_worker_slurm_job(const orch_worker *w);
 /* w's index in the pool, 0 .. nworkers-1; every process of the slot has it. */
 int orch_worker_index(const orch_worker *w);
+/* The batches w holds: 0 (not BUSY), 1 (it runs one), up to ORCH_POOL_DEPTH (one runs, the
+ * others wait behind it). */
+int orch_worker_held(const orch_worker *w);
 /* The number of slots that hold a process (STARTING, IDLE, BUSY or STOPPING), and of those
  * STARTING. */
 int orch_pool_alive(const orch_pool *p);

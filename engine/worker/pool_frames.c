@@ -54,35 +54,36 @@ static void on_initfail(orch_worker *w, const struct orch_wire_frame *f)
     orch__arena_free(&a);
 }
 
-/* Checks a decoded report against the batch w holds and the call; 0 or -1 after a
- * protocol error. */
+/* Checks a decoded report against the batch w runs (the first it holds: reports come in
+ * the order of the batches) and the call; 0 or -1 after a protocol error. */
 static int check_report(orch_worker *w, const struct orch_wire_report *r)
 {
     const struct orch_wire_config *c = &w->pool->wcfg;
-    if (w->state != W_BUSY) {
+    const struct held_batch *h = &w->hold[0];
+    if (w->state != W_BUSY || w->nhold == 0) {
         orch_pool__protocol_error(
             w, "a report for batch %" PRIu64 " from a worker that holds none", r->batch);
         return -1;
     }
-    if (r->batch != w->batch) {
+    if (r->batch != h->id) {
         orch_pool__protocol_error(
-            w, "a report for batch %" PRIu64 ", the worker holds batch %" PRIu64, r->batch,
-            w->batch);
+            w, "a report for batch %" PRIu64 ", the worker runs batch %" PRIu64, r->batch,
+            h->id);
         return -1;
     }
     if (r->status != ORCH_WIRE_STATUS_OK)
         return 0; /* no answers to check: the decoder refused any */
-    if (r->nrec != w->nrec) {
+    if (r->nrec != h->nrec) {
         orch_pool__protocol_error(
             w, "batch %" PRIu64 " has %" PRIu32 " records, the report %" PRIu32, r->batch,
-            w->nrec, r->nrec);
+            h->nrec, r->nrec);
         return -1;
     }
     bool expand = c->op == ORCH_UDF_OP_EXPAND || c->op == ORCH_UDF_OP_EXPAND_ALIGNED;
     for (uint32_t i = 0; i < r->nrec; i++) {
         const struct orch_wire_answer *a = &r->rec[i];
         const char *bad = NULL;
-        if (a->grain != w->held[i].grain || a->generation != w->held[i].generation)
+        if (a->grain != h->grain[i].grain || a->generation != h->grain[i].generation)
             bad = "answers another grain";
         else if (a->outcome == ORCH_WIRE_OK && c->op == ORCH_UDF_OP_FILTER)
             bad = "is ok, but a filter answers keep or reject";
@@ -105,6 +106,27 @@ static int check_report(orch_worker *w, const struct orch_wire_report *r)
     return 0;
 }
 
+/* The batch w ran was answered: the one queued behind it, if any, runs from now on, and its
+ * timeout starts (one that cannot be armed: the worker is killed, its loss reported by
+ * the reap, rather than left running without it); else w is IDLE. */
+static void batch_answered(orch_worker *w)
+{
+    orch_pool *p = w->pool;
+    evtimer_del(w->timer);
+    struct held_batch done = w->hold[0];
+    for (int k = 1; k < w->nhold; k++)
+        w->hold[k - 1] = w->hold[k];
+    w->hold[--w->nhold] = done; /* its allocation is kept for a later batch */
+    if (w->nhold == 0) {
+        orch_pool__set_state(w, W_IDLE);
+        return;
+    }
+    struct timeval tv = ms_tv(p->timeout_ms);
+    if (p->timeout_ms > 0 && evtimer_add(w->timer, &tv) < 0)
+        orch_pool__break_worker(w,
+                                "the event loop cannot arm a batch's timeout (out of memory?)");
+}
+
 static void on_report(orch_worker *w, const struct orch_wire_frame *f)
 {
     orch_pool *p = w->pool;
@@ -123,9 +145,7 @@ static void on_report(orch_worker *w, const struct orch_wire_frame *f)
             orch__arena_free(&a);
             return;
         }
-        evtimer_del(w->timer);
-        orch_pool__set_state(w, W_IDLE);
-        w->batch = 0;
+        batch_answered(w);
         p->in_callback++;
         p->cb.report(p->ctx, p, w, &r);
         p->in_callback--;

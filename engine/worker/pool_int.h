@@ -20,7 +20,9 @@
  *
  *   INITFAIL frame               -> lost INIT (the process exits by itself)
  *   malformed or unexpected frame-> SIGKILL, lost CRASH ("protocol error: ...")
- *   batch timer expires          -> SIGKILL, lost TIMEOUT
+ *   batch timer expires          -> read what the socket holds (the running batch's report
+ *                                   may be there: then the timer runs for the next one),
+ *                                   else SIGKILL, lost TIMEOUT
  *   EOF or error on the socket   -> SIGKILL (harmless if it is exiting already), then wait
  *                                   for the reap: lost CRASH with the exit status
  *   the event loop refuses to    -> SIGKILL, then wait for the reap: lost CRASH saying so
@@ -98,10 +100,18 @@
  * process, which runs its fini; the slot is free once it is reaped. */
 enum wstate { W_DEAD, W_STARTING, W_IDLE, W_BUSY, W_STOPPING, W__COUNT };
 
-/* A record of the batch a worker holds: the grain its answer must name. */
+/* A record of a batch a worker holds: the grain its answer must name. */
 struct held_grain {
     uint64_t grain;
     uint32_t generation;
+};
+
+/* A batch a worker holds: its id and which grain each record is. */
+struct held_batch {
+    uint64_t id;
+    uint32_t nrec;
+    struct held_grain *grain; /* nrec of cap */
+    size_t cap;
 };
 
 struct orch_worker {
@@ -129,17 +139,17 @@ struct orch_worker {
     uint64_t start_token; /* remote: the token its srun was started with (its job's name) */
     int64_t started_at;   /* remote: when its srun was started (wall clock, ms) */
     struct event *ev_read, *ev_write;
-    struct event *timer; /* STARTING: init timeout; BUSY: the batch's timeout; STOPPING:
+    struct event *timer; /* STARTING: init timeout; BUSY: the running batch's timeout; STOPPING:
                           * the deadline of its fini */
     struct orch_wire_buf in;
     size_t in_off;
     struct orch_wire_buf out;
     size_t out_off;
-    /* The batch held while BUSY: its id and which grain each record is. */
-    uint64_t batch;
-    uint32_t nrec;
-    struct held_grain *held; /* nrec of held_cap */
-    size_t held_cap;
+    /* The batches held while BUSY, in the order they were sent (nhold of them, at most
+     * ORCH_POOL_DEPTH): hold[0] runs, and its timeout runs; hold[1] waits behind it, in the
+     * worker's socket, and starts when hold[0]'s report arrives. */
+    struct held_batch hold[ORCH_POOL_DEPTH];
+    int nhold;
 };
 
 struct orch_pool {

@@ -56,7 +56,7 @@ void orch_pool__occupy(orch_worker *w, pid_t pid)
     w->reaped = false;
     orch_pool__set_dying(w, false);
     orch_pool__set_state(w, W_STARTING);
-    w->batch = 0;
+    w->nhold = 0;
     w->in.len = w->in_off = 0;
 }
 

@@ -793,8 +793,8 @@ static void quiet_stdio(void)
  * remote one learns it from its connection: this thread waits for the peer's end of the
  * stream and, if a batch is running then, ends the process at once (its step with it).
  * Between batches the main thread sees the end itself and runs the UDF's fini. The driver
- * sends nothing while a batch runs (a worker holds one batch), so POLLRDHUP there is the
- * end and nothing else. */
+ * may send the next batch while one runs (pool.h), but this thread asks for POLLRDHUP only:
+ * data does not wake it, the end of the stream does. */
 static void *remote_watch(void *arg)
 {
     struct worker *w = arg;

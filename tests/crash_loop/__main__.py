@@ -39,7 +39,10 @@ kill, with no process of the job left, it checks against the previous kill's sna
       sealed grains keep phase, outcome and generation;
   (c) redone work is bounded by the work in flight: the attempts that were open at the
       previous kill are now `interrupted` (or still open, when the resume itself was
-      killed before it recovered them), no other attempt became `interrupted`, a grain
+      killed before it recovered them), no other attempt became `interrupted` but those of
+      a batch that waited behind another on a worker lost running that one (it never
+      started: "not started: worker N was lost while it ran the batch ahead of this
+      one (...)", the batch ahead a crash or a timeout of worker N), a grain
       sealed at the previous kill has no new attempt, a grain in flight then has a higher
       generation now; and open attempts are exactly one per IN_FLIGHT grain, at its
       generation;
@@ -49,8 +52,8 @@ and at the end of each job:
   (a) `orch export DIR PORT --all` of every port is byte-identical to the reference run's;
   (d) PRAGMA integrity_check is ok, every present item's payload is readable (export of
       every port succeeds and lists as many present values as the item table has), every
-      grain is sealed and every attempt closed; the number of `interrupted` attempts equals
-      the number of attempts that were open at the kills.
+      grain is sealed and every attempt closed; the `interrupted` attempts are those that
+      were open at the kills, and those of batches that never started (above).
 
 With --update (DESIGN §10), each job's first run goes to its end (with no kill, or with
 a few that do not count), and the checks above hold for it; then its lines() source is

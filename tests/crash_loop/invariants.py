@@ -188,7 +188,7 @@ def compare(prev, cur, when, updating=False, anew=None):
             raise Violation("%s: attempt %d open at the kill ended as %r, not interrupted"
                             % (when, aid, c))
     for aid, c in cur["attempt"].items():
-        if c[6] == "interrupted" and aid not in prev_open and \
+        if c[6] == "interrupted" and aid not in prev_open and not not_started(cur, aid) and \
                 prev["attempt"].get(aid, (None,) * 7)[6] != "interrupted":
             raise Violation("%s: attempt %d became interrupted but was not open at the kill"
                             % (when, aid))
@@ -274,11 +274,25 @@ def final_checks(job, cur, ref, when, ports=PORTS):
                                b[diff] if diff < len(b) else "<end>"))
 
 
+def not_started(cur, aid):
+    """Whether attempt aid is of a batch that waited behind another on its worker (pool.h)
+    when the worker was lost running that one: it never started, and ended `interrupted`,
+    saying so, whatever the kills; the worker's batch ahead of it ended as a crash or a
+    timeout."""
+    grain, gen, pid, batch, _s, _e, outcome, message = cur["attempt"][aid]
+    prefix = "not started: worker %d was lost while it ran the batch ahead of this one (" % pid
+    return outcome == "interrupted" and (message or "").startswith(prefix) and any(
+        v[2] == pid and v[3] < batch and v[6] in ("crash", "timeout")
+        for v in cur["attempt"].values())
+
+
 def interrupted_checks(cur, seen_open, when):
     """(d) at a job's end: its interrupted attempts are those open at the kills (seen_open),
-    each run again. Returns (the interrupted attempts, how many of them ran again at a
-    higher generation)."""
-    interrupted = {a for a, v in cur["attempt"].items() if v[6] == "interrupted"}
+    and those of batches that never started (not_started), each run again. Returns (the
+    interrupted attempts open at the kills, how many of them ran again at a higher
+    generation)."""
+    queued = {a for a, v in cur["attempt"].items() if not_started(cur, a)}
+    interrupted = {a for a, v in cur["attempt"].items() if v[6] == "interrupted"} - queued
     if interrupted != seen_open:
         raise Violation("%s: %d interrupted attempts, but %d were open at the kills "
                         "(extra %r, missing %r)"
@@ -288,10 +302,10 @@ def interrupted_checks(cur, seen_open, when):
     redone = 0
     # Each interrupted attempt's grain ran again at a higher generation (or was sealed
     # without running, which this pipeline never does).
-    for aid in interrupted:
+    for aid in interrupted | queued:
         grain, gen = cur["attempt"][aid][0], cur["attempt"][aid][1]
         if any(v[0] == grain and v[1] > gen for v in cur["attempt"].values()):
-            redone += 1
+            redone += aid in interrupted
         elif cur["grain"][grain][4] != "suppressed":
             raise Violation("%s: grain %d, interrupted at generation %d, never ran again "
                             "yet is sealed %s" % (when, grain, gen, cur["grain"][grain][4]))

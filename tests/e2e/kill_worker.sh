@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # kill_worker.sh — a worker killed with SIGKILL in the middle of a batch (DESIGN §4, §6):
 # the job, run in the background, is watched until an attempt is open; its worker is
-# killed. Then: the killed attempt (and its batch-mate) end as `crash`, the grain runs again
+# killed. Then: the killed attempt (and its batch-mate) end as `crash`, a batch queued behind
+# it on that worker ends as `interrupted` (it never started), the grain runs again
 # with generation+1 and succeeds, the split batch charges nobody (no failure row), and the
 # job's exports equal those of an uninterrupted run of the same pipeline; `orch failures`
 # and `orch status` show the crash.
@@ -59,7 +60,12 @@ expect_eq "the grain is sealed ok at generation+1" "sealed|ok|$((gen + 1))" \
   "$(q "$J" "SELECT phase, outcome, generation FROM grain WHERE id = $grain_id")"
 expect_eq "a split batch charges nobody" 0 "$(q "$J" "SELECT count(*) FROM failure")"
 expect_eq "no other worker was harmed" 0 \
-  "$(q "$J" "SELECT count(*) FROM attempt WHERE outcome <> 'ok' AND batch <> $batch")"
+  "$(q "$J" "SELECT count(*) FROM attempt WHERE outcome <> 'ok' AND worker_pid <> $worker_pid")"
+# The batch queued behind the killed one on its worker, if it had one (pool.h), never
+# started: its attempts end as interrupted, saying so, and charge nobody.
+expect_eq "a batch queued behind it did not start, and failed nothing" 0 \
+  "$(q "$J" "SELECT count(*) FROM attempt WHERE outcome <> 'ok' AND batch <> $batch
+             AND NOT (outcome = 'interrupted' AND message LIKE 'not started: worker $worker_pid was lost while it ran the batch ahead of this one (%')")"
 expect_eq "a later attempt ran on another process" 1 \
   "$(q "$J" "SELECT count(*) > 0 FROM attempt a JOIN grain g ON g.id = a.grain_id
              JOIN call c ON c.id = g.call_id WHERE c.name = 'nap' AND a.worker_pid <> $worker_pid")"

@@ -19,7 +19,8 @@
 # Checked:
 #   1. each view exists with its documented columns, and agrees with the tables;
 #   2. every ```sql block of docs/sql-cookbook.md gives its known answer (exactly, or
-#      within what timing allows for the columns that measure time);
+#      within what timing allows for the columns that measure time, and for whether d's
+#      page 3, queued behind page 2 on the worker, ran under the barrier);
 #   3. "What is still running" and the views while an attempt is open (a live job);
 #   4. a job made before schema 10 gets the views when resume migrates it, and the
 #      cookbook gives the same answers there.
@@ -175,8 +176,10 @@ expected = {
         "docs/c.pdf/0\t1\terror > ok",
         "docs/e.pdf/1\t2\terror > error > error"],
     "The ten slowest pages": None,  # slowest() below
+    # d's page 3 may have been queued behind page 2 on the worker (pool.h: a worker holds
+    # a second batch): then it ran, under the barrier, and its report was not committed.
     "What one bad PDF cost": [
-        "call\tattempts\tudf_ms", "ocr\t3\t>=400", "render\t1\t>=0", "",
+        "call\tattempts\tudf_ms", "ocr\t3|4\t>=400", "render\t1\t>=0", "",
         "port\tstate\titems\terror",
         "page.text\tfailed\t1\tocr: the PDF is encrypted",
         "page.text\tsuppressed\t3\t", "pdf.text\tsuppressed\t1\t"],
@@ -190,7 +193,7 @@ expected = {
     "Where the time went, per call": [
         "call\tbatches\tgrains\tfailed\tbusy_ms\tlongest_batch_ms",
         "render\t5\t5\t0\t>=0\t>=0",
-        "ocr\t17\t17\t6\t>=1400\t>=600",
+        "ocr\t17|18\t17|18\t6\t>=1400\t>=600",
         "join\t2\t2\t0\t>=0\t>=0"],
     "Throughput per minute": None,  # throughput() below
     "What is still running": [
@@ -210,6 +213,9 @@ def fields_match(want, got):
             continue
         if a.startswith(">="):
             if not re.fullmatch(r"\d+", b) or int(b) < int(a[2:]):
+                return False
+        elif "|" in a:
+            if b not in a.split("|"):
                 return False
         elif a != b:
             return False
