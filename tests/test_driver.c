@@ -153,7 +153,7 @@ static const char *item_value(struct fx *f, const char *port, int line)
 /* ---- dispatch -------------------------------------------------------------------------- */
 
 /* The tests that count batches (the reservation rules, reclamation, the budgets, workers
- * on demand, carry) run with fixed dispatch sizes (batch_fixed: each dispatch takes the
+ * on demand, carry, two batches per worker) run with fixed dispatch sizes (batch_fixed: each dispatch takes the
  * call's batch grains), so that their batches are known; test_dispatch_sizes and
  * test_sizing.c test the runtime's sizes. */
 
@@ -562,7 +562,7 @@ static void test_second_batch(void **state)
 {
     struct fx *f = *state;
     make_job(f, chain, 10);
-    run(f, (struct orch_run_opts){0}, NULL, NULL);
+    run(f, (struct orch_run_opts){.batch_fixed = true}, NULL, NULL);
     assert_int_equal(fake_log.nbatch, 3);
     assert_int_equal(fake_log.held_peak, 2);
     assert_false(fake_log.batch[0].queued);
@@ -579,7 +579,7 @@ static void test_second_batch_not_while_idle(void **state)
 {
     struct fx *f = *state;
     make_job(f, two_calls, 12);
-    run(f, (struct orch_run_opts){0}, NULL, NULL);
+    run(f, (struct orch_run_opts){.batch_fixed = true}, NULL, NULL);
     assert_int_equal(fake_log.held_peak, 2);
     assert_int_equal(fake_log.queued_while_idle, 0);
     assert_int_equal(f->stats.committed, 24);
@@ -619,7 +619,7 @@ static void test_second_batch_after_deeper(void **state)
     make_job(f, one_each, 12);
     struct deeper w = {.f = f, .a = call_of(f, "a"), .b = call_of(f, "b")};
     f->on_dispatch = watch_deeper;
-    run(f, (struct orch_run_opts){.cpus = 1}, NULL, &w);
+    run(f, (struct orch_run_opts){.cpus = 1, .batch_fixed = true}, NULL, &w);
     assert_true(w.queued > 0);
     assert_int_equal(w.starved, 0);
     assert_int_equal(f->stats.committed, 24);
@@ -644,7 +644,7 @@ static void test_lost_holding_two(void **state)
 {
     struct fx *f = *state;
     make_job(f, one_try, 3);
-    run(f, (struct orch_run_opts){0}, crash_first, NULL);
+    run(f, (struct orch_run_opts){.batch_fixed = true}, crash_first, NULL);
     const struct fake_batch *b0 = &fake_log.batch[0], *b1 = &fake_log.batch[1];
     assert_int_equal(b0->how, FAKE_CRASH);
     assert_true(b1->queued);
