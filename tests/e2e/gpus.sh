@@ -52,7 +52,8 @@ PIPE
 check_devices() {
   local name=$1 budget=$2 want
   want=$(tr ' ' '\n' <<< "$3" | sort)
-  run_job "$T/$name.orch" "$T/job-$name" --gpus "$budget"
+  # Fixed dispatches of one grain: 40 of them start every worker of the call.
+  run_job "$T/$name.orch" "$T/job-$name" --gpus "$budget" --batch-fixed
   local seen
   seen=$(for f in "$T/seen-$name"/*; do
            printf '%s=%s\n' "$(basename "$f" | cut -d. -f1)" "$(cat "$f")"

@@ -118,7 +118,8 @@ r.n = nap(r.v)
 r.p = p(r.n)
 output r.p
 EOF
-ORCH_IDLE_STOP_MS=300 run_job "$T/idle.orch" "$T/idle"
+# --batch-fixed: one grain a dispatch, so that nap starts a worker for each of its two.
+ORCH_IDLE_STOP_MS=300 run_job "$T/idle.orch" "$T/idle" --batch-fixed
 job_done "$T/idle"
 expect_eq "idle: values" "0 fast|present|0 fast
 4000 slow|present|4000 slow" "$(states "$T/idle" r.p)"
