@@ -140,6 +140,7 @@ struct orch_worker {
     uint32_t nrec;
     struct held_grain *held; /* nrec of held_cap */
     size_t held_cap;
+    bool paused; /* orch_pool_pause: its socket is not read (pool_frames.c) */
 };
 
 struct orch_pool {

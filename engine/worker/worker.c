@@ -14,6 +14,7 @@
 #include "orch_error.h"
 #include "orch_payload.h"
 #include "orch_udf_host.h"
+#include "stream.h"
 #include "wire.h"
 
 #include <assert.h>
@@ -51,6 +52,7 @@ struct worker {
     size_t nbig;
     /* values mode (a remote worker): outputs go into the report, not the store */
     struct orch_wire_bytes *outv;
+    struct orch_worker_stream stream; /* streaming expansions (stream.h) */
     volatile int in_batch; /* the watch thread's cue (remote_watch) */
     bool remote;           /* started by orch_worker_remote_main */
 };
@@ -116,17 +118,7 @@ static int read_frame(struct worker *w, struct orch_wire_frame *f)
 /* Sends w->out and empties it. Returns 0, or -errno (EPIPE: the driver closed). */
 static int send_out(struct worker *w)
 {
-    size_t off = 0;
-    int rc = 0;
-    while (off < w->out.len) {
-        ssize_t n = send(w->fd, w->out.data + off, w->out.len - off, MSG_NOSIGNAL);
-        if (n > 0)
-            off += (size_t)n;
-        else if (n < 0 && errno != EINTR) {
-            rc = -errno;
-            break;
-        }
-    }
+    int rc = orch_worker_send(w->fd, w->out.data, w->out.len);
     w->out.len = 0;
     return rc;
 }
@@ -177,6 +169,8 @@ static int resolve_udf(struct worker *w)
 
 /* Reads CONFIG, opens the payload store, loads and inits the UDF, says HELLO. Returns 0,
  * or the exit status (INITFAIL was sent when there was someone to send it to). */
+static void stream_setup(struct worker *w);
+
 static int worker_init(struct worker *w)
 {
     struct orch_wire_frame f;
@@ -235,6 +229,7 @@ static int worker_init(struct worker *w)
     if (rc < 0)
         return initfail(w, "udf %s: cannot prepare its answers: %s", c->call, strerror(-rc));
     w->ans_ready = true;
+    stream_setup(w);
 
     struct orch_wire_hello h = {.version = ORCH_WIRE_VERSION, .pid = (uint32_t)getpid()};
     rc = orch_wire_put_hello(&w->out, &h);
@@ -244,6 +239,17 @@ static int worker_init(struct worker *w)
         return 1;
     }
     return send_out(w) < 0 ? 1 : 0;
+}
+
+/* Streaming expansions (stream.h): the collector of a plain expand hands its complete
+ * children to the stream while run() goes on. */
+static void stream_setup(struct worker *w)
+{
+    w->stream.fd = w->fd;
+    w->stream.store = w->store;
+    w->stream.cfg = &w->cfg;
+    w->stream.max_value = w->store ? orch_payload_max_value(w->store) : 0;
+    orch_worker_stream_install(&w->stream, &w->ans);
 }
 
 /* ---- one batch ------------------------------------------------------------------------- */
@@ -316,6 +322,7 @@ struct batch_mem {
     uint64_t *ids, *sizes; /* sizes: of the values stored, slot by slot as ids */
     struct orch_wire_answer *answers;
     struct orch_wire_failed_child *failed;
+    uint64_t *hash; /* plain expand: the children's hashes, answer by answer */
 };
 
 static void batch_mem_free(struct batch_mem *m)
@@ -328,6 +335,7 @@ static void batch_mem_free(struct batch_mem *m)
     free(m->sizes);
     free(m->answers);
     free(m->failed);
+    free(m->hash);
 }
 
 /* Builds the UDF's records in m, their values pointing into r (zero-copy). Returns 0, or
@@ -460,10 +468,7 @@ static int expand_too_big(struct worker *w, size_t max)
             if (p == nout || child_failure(w, i, c))
                 continue;
             char text[256];
-            snprintf(text, sizeof text,
-                     "output %zu is %zu bytes, over the payload store's limit of %zu bytes per "
-                     "value",
-                     p + 1, v[p].len, max);
+            orch_worker_too_big_msg(text, sizeof text, p, v[p].len, max);
             if (orch__grow_n(&w->big, &cap, w->nbig + 1, sizeof *w->big) < 0)
                 return -1;
             if ((w->big[w->nbig].msg = strdup(text)) == NULL)
@@ -530,6 +535,7 @@ static bool fill_answer(struct worker *w, const struct orch_wire_batch *b, uint3
     if (a->outcome != ORCH_UDF_OK)
         return false;
     o->nout = w->cfg.nout;
+    o->first = is_expand(w->cfg.op) ? (uint32_t)a->base : 0;
     o->nchild = is_expand(w->cfg.op) ? (uint32_t)a->nchildren : 1;
     o->failed = m->failed + *fpos;
     for (size_t c = 0; is_expand(w->cfg.op) && c < a->nchildren; c++) {
@@ -645,6 +651,35 @@ static int store_outputs(struct worker *w, const struct orch_wire_batch *b, stru
     return 0;
 }
 
+/* A plain expand's answers carry a hash of each child's values (wire.h): the driver keeps
+ * the hashes of children published while the expansion is open, and compares a replay's
+ * children with them (DESIGN §4). Returns 0, or -1 with the reason in msg. */
+static int child_hashes(struct worker *w, struct batch_mem *m, char *msg, size_t msgsz)
+{
+    if (w->cfg.op != ORCH_UDF_OP_EXPAND)
+        return 0;
+    size_t total = 0, nout = w->cfg.nout;
+    for (size_t i = 0; i < w->ans.n; i++)
+        total += m->answers[i].outcome == ORCH_WIRE_OK ? m->answers[i].nchild : 0;
+    if (total == 0)
+        return 0;
+    if ((m->hash = calloc(total, sizeof *m->hash)) == NULL) {
+        snprintf(msg, msgsz, "out of memory for the hashes of %zu children", total);
+        return -1;
+    }
+    uint64_t *h = m->hash;
+    for (size_t i = 0; i < w->ans.n; i++) {
+        struct orch_wire_answer *o = &m->answers[i];
+        if (o->outcome != ORCH_WIRE_OK || o->nchild == 0)
+            continue;
+        o->hash = h;
+        for (size_t c = 0; c < o->nchild; c++)
+            *h++ = orch_udf_child_hash(&w->ans.rec[i].children[c * nout], nout,
+                                       child_failure(w, i, c));
+    }
+    return 0;
+}
+
 /* Runs batch b and leaves its REPORT in w->out. Returns 0, or -ENOMEM when not even a
  * report could be encoded. */
 static int run_batch(struct worker *w, const struct orch_wire_batch *b)
@@ -668,6 +703,7 @@ static int run_batch(struct worker *w, const struct orch_wire_batch *b)
     if (build_records(w, b, r, &m, &rep, msg, sizeof msg) < 0)
         goto report;
     struct orch_udf_batch ub = {.n = b->nrec, .rec = m.recs};
+    w->stream.b = b;
     rc = orch_udf_answers_reset(&w->ans, &ub);
     if (rc < 0) {
         snprintf(msg, sizeof msg, "out of memory for the answers of %" PRIu32 " records",
@@ -694,7 +730,8 @@ static int run_batch(struct worker *w, const struct orch_wire_batch *b)
     orch_payload_read_end(r);
     r = NULL;
     if (too_big_check(w, msg, sizeof msg) < 0 ||
-        store_outputs(w, b, &m, &rep, msg, sizeof msg) < 0)
+        store_outputs(w, b, &m, &rep, msg, sizeof msg) < 0 ||
+        child_hashes(w, &m, msg, sizeof msg) < 0)
         goto report;
     rep.status = ORCH_WIRE_STATUS_OK;
     rep.message = "";
@@ -768,6 +805,7 @@ static void worker_free(struct worker *w)
     orch_payload_close(w->store);
     orch__arena_free(&w->cfg_arena);
     orch_wire_buf_free(&w->out);
+    orch_worker_stream_free(&w->stream);
     free(w->body);
     free(w->outv);
     close(w->fd);

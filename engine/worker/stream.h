@@ -1,0 +1,63 @@
+/* stream.h — a worker's streaming expansions (DESIGN §5): the stream hook of its answer
+ * collector (orch_udf_host.h, orch_udf_stream), which stores a record's complete children
+ * and sends them to the driver in a CHUNK (wire.h) while the UDF's run() goes on.
+ *
+ * Payloads. DESIGN §6's "one LMDB write transaction per batch" is, for a streaming
+ * expansion, one per chunk: each chunk's values are written in their own transaction
+ * before the chunk is sent, and the report's outputs in one more after run() returns. A
+ * chunk whose write fails (the map must grow while the batch's input snapshot is open,
+ * or the store is full) is not sent: the collector then keeps every child of the batch
+ * and the report carries them, stored or refused as without streaming.
+ *
+ * Backpressure. The chunk is written to the driver's socket with blocking writes: when
+ * the driver stops reading this worker (its budgets are full, driver/admit.c), the socket
+ * fills, the write waits, and the UDF with it.
+ *
+ * Only local workers of a plain expand stream: a remote worker (values mode) reports
+ * every child at the end.
+ */
+#ifndef ORCH_WORKER_STREAM_H
+#define ORCH_WORKER_STREAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "orch_udf_host.h"
+#include "pool.h"
+#include "wire.h"
+
+struct orch_payload;
+
+/* One worker's streaming state. Zero-initialise; set the fields marked "set" once; `b`
+ * before each run(); free with orch_worker_stream_free(). */
+struct orch_worker_stream {
+    int fd;                             /* set: the driver's socket */
+    struct orch_payload *store;         /* set */
+    const struct orch_wire_config *cfg; /* set */
+    size_t max_value;                   /* set: the store's largest value */
+    const struct orch_wire_batch *b;    /* the batch that runs */
+    struct orch_wire_buf out;           /* private */
+    uint64_t *ids, *sizes, *hash;       /* private: a chunk's, grown as needed */
+    struct orch_iov *iov;
+    struct orch_wire_failed_child *failed;
+    char **msg;
+    size_t cap_ids, cap_sizes, cap_iov, cap_hash, cap_failed, cap_msg;
+};
+
+/* The collector's hook (orch_udf_stream.flush): ctx is a struct orch_worker_stream. */
+int orch_worker_stream_flush(void *ctx, const struct orch_udf_answers *a, size_t i, size_t n);
+
+/* Gives collector a the hook with the default thresholds (orch_udf_host.h) when s's
+ * call streams: a plain expand on a local worker. */
+void orch_worker_stream_install(struct orch_worker_stream *s, struct orch_udf_answers *a);
+
+/* The message of a child whose output p (from 0) is len bytes, over max: the same text in
+ * a chunk and in a report, as the child's hash covers it. */
+void orch_worker_too_big_msg(char *buf, size_t size, size_t p, size_t len, size_t max);
+
+/* Writes len bytes at data to fd, blocking. 0 or -errno (EPIPE: the driver closed). */
+int orch_worker_send(int fd, const void *data, size_t len);
+
+void orch_worker_stream_free(struct orch_worker_stream *s);
+
+#endif
