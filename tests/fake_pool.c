@@ -408,6 +408,18 @@ int orch_worker_index(const orch_worker *w)
     return w->index;
 }
 
+/* The fake pool's workers send no chunks: nothing to pause. */
+void orch_pool_pause(orch_worker *w, bool pause)
+{
+    (void)w, (void)pause;
+}
+
+bool orch_worker_paused(const orch_worker *w)
+{
+    (void)w;
+    return false;
+}
+
 int orch_pool_alive(const orch_pool *p)
 {
     return alive(p);
