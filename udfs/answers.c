@@ -188,8 +188,8 @@ static int add_child(struct orch_udf_answers *a, size_t i, bool failed, const ch
 
 
 /* Hands the complete children of record i to the stream hook when a threshold is passed
- * (orch_udf_stream); the children it took are freed and the rest moved to the front. */
-static void stream_check(struct orch_udf_answers *a, size_t i)
+ * (orch_udf_stream), or at once with `now`; the children it took are freed. */
+static void stream_check(struct orch_udf_answers *a, size_t i, bool now)
 {
     struct orch_udf_answer *r = &a->rec[i];
     const struct orch_udf_stream *st = &a->stream;
@@ -197,7 +197,7 @@ static void stream_check(struct orch_udf_answers *a, size_t i)
         r->nchildren == 0)
         return;
     /* Every child held is complete: the UDF is about to begin the next one. */
-    if (r->nchildren < st->max_children && r->held_bytes < st->max_bytes &&
+    if (!now && r->nchildren < st->max_children && r->held_bytes < st->max_bytes &&
         now_ms() - r->held_since_ms < st->max_ms)
         return;
     size_t n = r->nchildren;
@@ -220,7 +220,7 @@ static int host_child(void *host, size_t i)
 {
     struct orch_udf_answers *a = host;
     if (answer_at(a, i) != NULL)
-        stream_check(a, i);
+        stream_check(a, i, false);
     return add_child(a, i, false, NULL);
 }
 
@@ -228,7 +228,7 @@ static int host_fail_child(void *host, size_t i, const char *msg)
 {
     struct orch_udf_answers *a = host;
     if (answer_at(a, i) != NULL)
-        stream_check(a, i);
+        stream_check(a, i, false);
     return add_child(a, i, true, msg);
 }
 
@@ -269,6 +269,9 @@ static int host_fail(struct orch_udf_answers *a, size_t i, const char *msg,
     struct orch_udf_answer *r = answer_at(a, i);
     if (r == NULL || is_failure(r->outcome))
         return -EINVAL;
+    /* The children made before the failure are complete: a streaming expansion publishes
+     * them (DESIGN §4: they stay, the expansion fails). */
+    stream_check(a, i, true);
     char *copy = strdup(msg != NULL ? msg : "");
     if (copy == NULL)
         return -ENOMEM;
