@@ -730,9 +730,12 @@ static int run_batch(struct worker *w, const struct orch_wire_batch *b)
     orch_payload_read_end(r);
     r = NULL;
     if (too_big_check(w, msg, sizeof msg) < 0 ||
-        store_outputs(w, b, &m, &rep, msg, sizeof msg) < 0 ||
-        child_hashes(w, &m, msg, sizeof msg) < 0)
+        store_outputs(w, b, &m, &rep, msg, sizeof msg) < 0)
         goto report;
+    if (child_hashes(w, &m, msg, sizeof msg) < 0) {
+        rep.nrec = 0; /* an attempt failure; its stored outputs are orphans, reclaimed */
+        goto report;
+    }
     rep.status = ORCH_WIRE_STATUS_OK;
     rep.message = "";
 report:

@@ -121,6 +121,10 @@ kill -9 "$pid"
 wait "$pid" 2> /dev/null || true
 expect_eq "the expansion is open" "open" \
   "$(q "$J" "SELECT state FROM open_expansions")"
+"$ORCH" status "$J" | grep -qE '^expansions: gen alpha: [0-9]+ children so far, open$' ||
+  fail "status does not show the open expansion: $("$ORCH" status "$J")"
+"$ORCH" lineage "$J" alpha | grep -qE '^  expansion by gen: open, [0-9]+ children so far$' ||
+  fail "lineage does not show the open expansion: $("$ORCH" lineage "$J" alpha | head)"
 "$ORCH" resume "$J" --progress none 2> "$T/k2.log" ||
   { cat "$T/k2.log" >&2; fail "resume exited $?"; }
 job_done "$J"
