@@ -7,7 +7,9 @@
  *     fail_after=K   a RecordFailure after K children, on every run;
  *     once=PATH      a file the first run creates: it tells a first run from a replay;
  *     crash_after=K  with once: the first run aborts after K children;
- *     differ_at=K    with once: a replay makes child K different (not deterministic).
+ *     differ_at=K    with once: a replay makes child K different (not deterministic);
+ *     stamp=1        each value ends with " @MS": when the child was made, ms since the
+ *                    epoch (scripts/bench/streaming: not deterministic either).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "orch_udf.h"
@@ -19,7 +21,7 @@
 #include <unistd.h>
 
 struct slow {
-    long n, ms, fail_after, crash_after, differ_at;
+    long n, ms, fail_after, crash_after, differ_at, stamp;
     char *once;
 };
 
@@ -41,6 +43,7 @@ static int slow_init(const struct orch_udf_config *cfg, void **state)
     s->fail_after = arg_long(cfg, "fail_after", -1);
     s->crash_after = arg_long(cfg, "crash_after", -1);
     s->differ_at = arg_long(cfg, "differ_at", -1);
+    s->stamp = arg_long(cfg, "stamp", 0);
     const char *once = orch_udf_arg(cfg, "once");
     if (once && (s->once = malloc(strlen(once) + 1)) != NULL)
         strcpy(s->once, once);
@@ -86,6 +89,12 @@ static int slow_run(void *state, struct orch_udf_batch *b)
             int n = snprintf(text, sizeof text, "%.*s %ld%s", (int)(in->len < 200 ? in->len : 200),
                              (const char *)in->data, c,
                              !first && s->once && c == s->differ_at ? " (again)" : "");
+            if (s->stamp) {
+                struct timespec now;
+                clock_gettime(CLOCK_REALTIME, &now);
+                n += snprintf(text + n, sizeof text - (size_t)n, " @%lld",
+                              (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000);
+            }
             int rc = orch_udf_child(b, i);
             if (rc == 0)
                 rc = orch_udf_emit(b, i, 0, text, (size_t)n);

@@ -173,7 +173,7 @@ struct orch_udf_stream {
 /* The defaults of a streaming expansion's thresholds (chosen by scripts/bench/streaming). */
 #define ORCH_UDF_STREAM_CHILDREN 256
 #define ORCH_UDF_STREAM_BYTES ((size_t)1 << 20)
-#define ORCH_UDF_STREAM_MS 20
+#define ORCH_UDF_STREAM_MS 5
 
 /* The answers to one batch. Fields marked "read" may be read by the caller; the rest is
  * private. Not thread-safe: one batch at a time. */
