@@ -45,6 +45,26 @@ void orch_worker_too_big_msg(char *buf, size_t size, size_t p, size_t len, size_
              p + 1, len, max);
 }
 
+int orch_worker_stream_detach(struct orch_udf_value *vals, size_t n, void **buf)
+{
+    size_t total = 0;
+    for (size_t k = 0; k < n; k++)
+        total += vals[k].present ? vals[k].len : 0;
+    char *copy = malloc(total + 1);
+    if (copy == NULL)
+        return -ENOMEM;
+    for (size_t k = 0, at = 0; k < n; k++) {
+        if (!vals[k].present)
+            continue;
+        if (vals[k].len > 0)
+            memcpy(copy + at, vals[k].data, vals[k].len);
+        vals[k].data = copy + at;
+        at += vals[k].len;
+    }
+    *buf = copy;
+    return 0;
+}
+
 int orch_worker_send(int fd, const void *data, size_t len)
 {
     size_t off = 0;

@@ -4,10 +4,12 @@
  *
  * Payloads. DESIGN §6's "one LMDB write transaction per batch" is, for a streaming
  * expansion, one per chunk: each chunk's values are written in their own transaction
- * before the chunk is sent, and the report's outputs in one more after run() returns. A
- * chunk whose write fails (the map must grow while the batch's input snapshot is open,
- * or the store is full) is not sent: the collector then keeps every child of the batch
- * and the report carries them, stored or refused as without streaming.
+ * before the chunk is sent, and the report's outputs in one more after run() returns.
+ * The batch's inputs are copied out of the store's read snapshot before run() and the
+ * snapshot ends (orch_worker_stream_detach): a write that must grow the map cannot while
+ * this process holds a reader. A chunk whose write fails all the same (the store is
+ * full) is not sent: the collector then keeps every child of the batch and the report
+ * carries them, stored or refused as without streaming.
  *
  * Backpressure. The chunk is written to the driver's socket with blocking writes: when
  * the driver stops reading this worker (its budgets are full, driver/admit.c), the socket
@@ -55,6 +57,11 @@ void orch_worker_stream_install(struct orch_worker_stream *s, struct orch_udf_an
 /* The message of a child whose output p (from 0) is len bytes, over max: the same text in
  * a chunk and in a report, as the child's hash covers it. */
 void orch_worker_too_big_msg(char *buf, size_t size, size_t p, size_t len, size_t max);
+
+/* Copies the n values at vals (a batch's inputs, read in the payload store's snapshot)
+ * into one allocation, *buf, and points them at the copies: the snapshot may then end
+ * while run() reads them. 0 or -ENOMEM (nothing changed). Free *buf after the batch. */
+int orch_worker_stream_detach(struct orch_udf_value *vals, size_t n, void **buf);
 
 /* Writes len bytes at data to fd, blocking. 0 or -errno (EPIPE: the driver closed). */
 int orch_worker_send(int fd, const void *data, size_t len);

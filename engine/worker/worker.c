@@ -323,6 +323,7 @@ struct batch_mem {
     struct orch_wire_answer *answers;
     struct orch_wire_failed_child *failed;
     uint64_t *hash; /* plain expand: the children's hashes, answer by answer */
+    void *inputs;   /* a streaming expansion: its inputs, copied (orch_worker_stream_detach) */
 };
 
 static void batch_mem_free(struct batch_mem *m)
@@ -336,6 +337,17 @@ static void batch_mem_free(struct batch_mem *m)
     free(m->answers);
     free(m->failed);
     free(m->hash);
+    free(m->inputs);
+}
+
+/* The input values of batch b, all records together. */
+static size_t batch_values(const struct orch_wire_batch *b)
+{
+    size_t total = 0;
+    for (uint32_t i = 0; i < b->nrec; i++)
+        for (uint32_t j = 0; j < b->rec[i].nin; j++)
+            total += b->rec[i].nval[j];
+    return total;
 }
 
 /* Builds the UDF's records in m, their values pointing into r (zero-copy). Returns 0, or
@@ -702,6 +714,18 @@ static int run_batch(struct worker *w, const struct orch_wire_batch *b)
     }
     if (build_records(w, b, r, &m, &rep, msg, sizeof msg) < 0)
         goto report;
+    if (w->ans.stream.max_children > 0 && r != NULL) {
+        /* A streaming expansion writes its chunks while run() reads its inputs: they are
+         * copied out of the snapshot, which ends, so that a chunk's write may grow the
+         * map (stream.h). */
+        if (orch_worker_stream_detach(m.vals, batch_values(b), &m.inputs) < 0) {
+            snprintf(msg, sizeof msg, "out of memory copying the inputs of batch %" PRIu64,
+                     b->id);
+            goto report;
+        }
+        orch_payload_read_end(r);
+        r = NULL;
+    }
     struct orch_udf_batch ub = {.n = b->nrec, .rec = m.recs};
     w->stream.b = b;
     rc = orch_udf_answers_reset(&w->ans, &ub);
