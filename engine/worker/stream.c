@@ -45,9 +45,40 @@ void orch_worker_too_big_msg(char *buf, size_t size, size_t p, size_t len, size_
              p + 1, len, max);
 }
 
-int orch_worker_stream_detach(struct orch_udf_value *vals, size_t n, void **buf)
+int orch_worker_child_hashes(const struct orch_udf_answers *ans,
+                             struct orch_wire_answer *answers,
+                             const char *(*failure)(void *ctx, size_t i, size_t c), void *ctx,
+                             uint64_t **out)
 {
-    size_t total = 0;
+    size_t total = 0, nout = ans->nout;
+    for (size_t i = 0; i < ans->n; i++)
+        total += answers[i].outcome == ORCH_WIRE_OK ? answers[i].nchild : 0;
+    *out = NULL;
+    if (total == 0)
+        return 0;
+    uint64_t *h = calloc(total, sizeof *h);
+    if (h == NULL)
+        return -ENOMEM;
+    *out = h;
+    for (size_t i = 0; i < ans->n; i++) {
+        struct orch_wire_answer *o = &answers[i];
+        if (o->outcome != ORCH_WIRE_OK || o->nchild == 0)
+            continue;
+        o->hash = h;
+        for (size_t c = 0; c < o->nchild; c++)
+            *h++ = orch_udf_child_hash(&ans->rec[i].children[c * nout], nout,
+                                       failure(ctx, i, c));
+    }
+    return 0;
+}
+
+int orch_worker_stream_detach(const struct orch_wire_batch *b, struct orch_udf_value *vals,
+                              void **buf)
+{
+    size_t n = 0, total = 0;
+    for (uint32_t i = 0; i < b->nrec; i++)
+        for (uint32_t j = 0; j < b->rec[i].nin; j++)
+            n += b->rec[i].nval[j];
     for (size_t k = 0; k < n; k++)
         total += vals[k].present ? vals[k].len : 0;
     char *copy = malloc(total + 1);

@@ -58,10 +58,21 @@ void orch_worker_stream_install(struct orch_worker_stream *s, struct orch_udf_an
  * a chunk and in a report, as the child's hash covers it. */
 void orch_worker_too_big_msg(char *buf, size_t size, size_t p, size_t len, size_t max);
 
-/* Copies the n values at vals (a batch's inputs, read in the payload store's snapshot)
+/* Copies the values at vals (the inputs of batch b, read in the payload store's snapshot)
  * into one allocation, *buf, and points them at the copies: the snapshot may then end
  * while run() reads them. 0 or -ENOMEM (nothing changed). Free *buf after the batch. */
-int orch_worker_stream_detach(struct orch_udf_value *vals, size_t n, void **buf);
+int orch_worker_stream_detach(const struct orch_wire_batch *b, struct orch_udf_value *vals,
+                              void **buf);
+
+/* A plain expand's answers carry a hash of each child's values (wire.h): the driver keeps
+ * those of children published while the expansion is open, and compares a replay's
+ * children with them (DESIGN §4). Fills answers[i].hash for every OK answer with children
+ * of collector ans, from one allocation, *out (NULL when none; the caller frees it);
+ * failure(ctx, i, c) says why child c of record i failed, or NULL. 0 or -ENOMEM. */
+int orch_worker_child_hashes(const struct orch_udf_answers *ans,
+                             struct orch_wire_answer *answers,
+                             const char *(*failure)(void *ctx, size_t i, size_t c), void *ctx,
+                             uint64_t **out);
 
 /* Writes len bytes at data to fd, blocking. 0 or -errno (EPIPE: the driver closed). */
 int orch_worker_send(int fd, const void *data, size_t len);

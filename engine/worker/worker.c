@@ -169,8 +169,6 @@ static int resolve_udf(struct worker *w)
 
 /* Reads CONFIG, opens the payload store, loads and inits the UDF, says HELLO. Returns 0,
  * or the exit status (INITFAIL was sent when there was someone to send it to). */
-static void stream_setup(struct worker *w);
-
 static int worker_init(struct worker *w)
 {
     struct orch_wire_frame f;
@@ -229,7 +227,11 @@ static int worker_init(struct worker *w)
     if (rc < 0)
         return initfail(w, "udf %s: cannot prepare its answers: %s", c->call, strerror(-rc));
     w->ans_ready = true;
-    stream_setup(w);
+    /* Streaming expansions (stream.h): complete children go while run() goes on. */
+    w->stream = (struct orch_worker_stream){
+        .fd = w->fd, .store = w->store, .cfg = &w->cfg,
+        .max_value = w->store ? orch_payload_max_value(w->store) : 0};
+    orch_worker_stream_install(&w->stream, &w->ans);
 
     struct orch_wire_hello h = {.version = ORCH_WIRE_VERSION, .pid = (uint32_t)getpid()};
     rc = orch_wire_put_hello(&w->out, &h);
@@ -239,17 +241,6 @@ static int worker_init(struct worker *w)
         return 1;
     }
     return send_out(w) < 0 ? 1 : 0;
-}
-
-/* Streaming expansions (stream.h): the collector of a plain expand hands its complete
- * children to the stream while run() goes on. */
-static void stream_setup(struct worker *w)
-{
-    w->stream.fd = w->fd;
-    w->stream.store = w->store;
-    w->stream.cfg = &w->cfg;
-    w->stream.max_value = w->store ? orch_payload_max_value(w->store) : 0;
-    orch_worker_stream_install(&w->stream, &w->ans);
 }
 
 /* ---- one batch ------------------------------------------------------------------------- */
@@ -340,15 +331,6 @@ static void batch_mem_free(struct batch_mem *m)
     free(m->inputs);
 }
 
-/* The input values of batch b, all records together. */
-static size_t batch_values(const struct orch_wire_batch *b)
-{
-    size_t total = 0;
-    for (uint32_t i = 0; i < b->nrec; i++)
-        for (uint32_t j = 0; j < b->rec[i].nin; j++)
-            total += b->rec[i].nval[j];
-    return total;
-}
 
 /* Builds the UDF's records in m, their values pointing into r (zero-copy). Returns 0, or
  * -1 with the reason in msg, and rep->status set to STORAGE when the store failed us (not
@@ -663,33 +645,10 @@ static int store_outputs(struct worker *w, const struct orch_wire_batch *b, stru
     return 0;
 }
 
-/* A plain expand's answers carry a hash of each child's values (wire.h): the driver keeps
- * the hashes of children published while the expansion is open, and compares a replay's
- * children with them (DESIGN §4). Returns 0, or -1 with the reason in msg. */
-static int child_hashes(struct worker *w, struct batch_mem *m, char *msg, size_t msgsz)
+/* child_failure for orch_worker_child_hashes. */
+static const char *failure_of(void *w, size_t i, size_t c)
 {
-    if (w->cfg.op != ORCH_UDF_OP_EXPAND)
-        return 0;
-    size_t total = 0, nout = w->cfg.nout;
-    for (size_t i = 0; i < w->ans.n; i++)
-        total += m->answers[i].outcome == ORCH_WIRE_OK ? m->answers[i].nchild : 0;
-    if (total == 0)
-        return 0;
-    if ((m->hash = calloc(total, sizeof *m->hash)) == NULL) {
-        snprintf(msg, msgsz, "out of memory for the hashes of %zu children", total);
-        return -1;
-    }
-    uint64_t *h = m->hash;
-    for (size_t i = 0; i < w->ans.n; i++) {
-        struct orch_wire_answer *o = &m->answers[i];
-        if (o->outcome != ORCH_WIRE_OK || o->nchild == 0)
-            continue;
-        o->hash = h;
-        for (size_t c = 0; c < o->nchild; c++)
-            *h++ = orch_udf_child_hash(&w->ans.rec[i].children[c * nout], nout,
-                                       child_failure(w, i, c));
-    }
-    return 0;
+    return child_failure(w, i, c);
 }
 
 /* Runs batch b and leaves its REPORT in w->out. Returns 0, or -ENOMEM when not even a
@@ -718,7 +677,7 @@ static int run_batch(struct worker *w, const struct orch_wire_batch *b)
         /* A streaming expansion writes its chunks while run() reads its inputs: they are
          * copied out of the snapshot, which ends, so that a chunk's write may grow the
          * map (stream.h). */
-        if (orch_worker_stream_detach(m.vals, batch_values(b), &m.inputs) < 0) {
+        if (orch_worker_stream_detach(b, m.vals, &m.inputs) < 0) {
             snprintf(msg, sizeof msg, "out of memory copying the inputs of batch %" PRIu64,
                      b->id);
             goto report;
@@ -756,7 +715,9 @@ static int run_batch(struct worker *w, const struct orch_wire_batch *b)
     if (too_big_check(w, msg, sizeof msg) < 0 ||
         store_outputs(w, b, &m, &rep, msg, sizeof msg) < 0)
         goto report;
-    if (child_hashes(w, &m, msg, sizeof msg) < 0) {
+    if (w->cfg.op == ORCH_UDF_OP_EXPAND &&
+        orch_worker_child_hashes(&w->ans, m.answers, failure_of, w, &m.hash) < 0) {
+        snprintf(msg, sizeof msg, "out of memory for the hashes of the children");
         rep.nrec = 0; /* an attempt failure; its stored outputs are orphans, reclaimed */
         goto report;
     }
