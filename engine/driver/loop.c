@@ -301,6 +301,7 @@ static int arm_events(struct orch_driver *d)
 
 static void driver_free(struct orch_driver *d, bool clean)
 {
+    free(d->paused);
     orch_driver_calls_free(d, clean);
     orch_driver_batches_free(d->to_send);
     orch_driver_batches_free(d->settled);
@@ -318,7 +319,6 @@ static void driver_free(struct orch_driver *d, bool clean)
         event_free(d->stop);
     if (d->base)
         event_base_free(d->base);
-    free(d->paused);
 }
 
 /* ---- the loop ----------------------------------------------------------------------- */
