@@ -86,8 +86,8 @@ static int slow_run(void *state, struct orch_udf_batch *b)
                 abort();
             if (c > 0)
                 pause_ms(s->ms);
-            int n = snprintf(text, sizeof text, "%.*s %ld%s", (int)(in->len < 200 ? in->len : 200),
-                             (const char *)in->data, c,
+            int n = snprintf(text, sizeof text, "%.*s %ld%s",
+                             (int)(in->len < 200 ? in->len : 200), (const char *)in->data, c,
                              !first && s->once && c == s->differ_at ? " (again)" : "");
             if (s->stamp) {
                 struct timespec now;

@@ -186,7 +186,6 @@ static int add_child(struct orch_udf_answers *a, size_t i, bool failed, const ch
     return 0;
 }
 
-
 /* Hands the complete children of record i to the stream hook when a threshold is passed
  * (orch_udf_stream), or at once with `now`; the children it took are freed. */
 static void stream_check(struct orch_udf_answers *a, size_t i, bool now)

@@ -63,12 +63,8 @@ static enum orch_attempt_outcome answer_attempt(enum orch_wire_outcome o);
 static int ok_flush(struct orch_driver *d, struct ok_run *k);
 static void on_lost(void *ctx, orch_pool *pool, orch_worker *w, uint64_t batch,
                     enum orch_loss_kind kind, const char *message);
-static void on_chunk(void *ctx, orch_pool *pool, orch_worker *w, const struct orch_wire_chunk *c);
-static void on_chunk(void *ctx, orch_pool *pool, orch_worker *w, const struct orch_wire_chunk *c)
-{
-    (void)pool;
-    orch_driver_chunk(ctx, w, c);
-}
+static void on_chunk(void *ctx, orch_pool *pool, orch_worker *w,
+                     const struct orch_wire_chunk *c);
 
 static void on_tick(evutil_socket_t fd, short what, void *arg);
 static void on_signal(evutil_socket_t fd, short what, void *arg);
@@ -848,6 +844,14 @@ static void on_lost(void *ctx, orch_pool *pool, orch_worker *w, uint64_t batch,
     int rc = orch_driver_batch_failed(d, cr, b, fk, message);
     if (rc < 0)
         orch_driver_set_fatal(d, rc);
+}
+
+/* A chunk of a streaming expansion (stream.c). */
+static void on_chunk(void *ctx, orch_pool *pool, orch_worker *w,
+                     const struct orch_wire_chunk *c)
+{
+    (void)pool;
+    orch_driver_chunk(ctx, w, c);
 }
 
 static void on_tick(evutil_socket_t fd, short what, void *arg)

@@ -67,15 +67,14 @@ void orch_driver_chunk(struct orch_driver_call *cr, orch_worker *w,
 }
 
 /* Backpressure on streaming expansions (DESIGN §5): a worker whose chunk filled a budget
- * is not read (orch_driver_chunk), so its next chunk, and its UDF, wait. It is read again once the
- * budgets have room — or once nothing else is in flight: then nothing else can seal the
+ * is not read (orch_driver_chunk), so its next chunk, and its UDF, wait. It is read again once
+ * the budgets have room — or once nothing else is in flight: then nothing else can seal the
  * grains that fill them, and the open expansion must go on to finish (a budget smaller
  * than one expansion's children would otherwise wait forever on itself). */
 void orch_driver_resume_paused(struct orch_driver *d)
 {
     bool grains, bytes;
-    if (d->npaused == 0 ||
-        (orch_driver_tight(d, &grains, &bytes) && d->ninflight > d->npaused))
+    if (d->npaused == 0 || (orch_driver_tight(d, &grains, &bytes) && d->ninflight > d->npaused))
         return;
     while (d->npaused > 0)
         orch_driver_unpause(d, d->paused[d->npaused - 1]);
@@ -92,4 +91,3 @@ void orch_driver_unpause(struct orch_driver *d, orch_worker *w)
         return;
     }
 }
-

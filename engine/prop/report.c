@@ -196,8 +196,8 @@ static int replay_check(orch_prop *p, const struct orch_grain_ref *g, const stru
 {
     why[0] = '\0';
     if ((int64_t)a->first > published) {
-        snprintf(why, whysz, "children from %u arrived, but only %lld were published",
-                 a->first, (long long)published);
+        snprintf(why, whysz, "children from %u arrived, but only %lld were published", a->first,
+                 (long long)published);
         return 0;
     }
     for (uint32_t c = 0; c < a->nchild && (int64_t)a->first + c < published; c++) {
@@ -252,8 +252,8 @@ int orch_prop_chunk(orch_prop *p, const struct orch_grain_ref *g,
     int64_t end = (int64_t)a->first + a->nchild;
     if (end <= published)
         return 0; /* a replay that has not passed the published children yet */
-    rc = publish_children(p, g, stmt, a, (uint32_t)(published > a->first ? published : a->first),
-                          true);
+    rc = publish_children(p, g, stmt, a,
+                          (uint32_t)(published > a->first ? published : a->first), true);
     return rc < 0 ? rc : orch_store_expansion_open_put(p->store, g->call, g->entity, end);
 }
 

@@ -145,7 +145,8 @@ static int check_chunk(orch_worker *w, const struct orch_wire_chunk *c)
     if (p->cb.chunk == NULL || p->wcfg.op != ORCH_UDF_OP_EXPAND)
         bad = "but the call is not a plain expand";
     else if (c->values != (p->launcher != NULL))
-        bad = c->values ? "with values from a local worker" : "without values from a remote worker";
+        bad = c->values ? "with values from a local worker"
+                        : "without values from a remote worker";
     else if (w->state != W_BUSY || c->batch != w->batch)
         bad = "for a batch the worker does not hold";
     else if (i == w->nrec || w->held[i].generation != c->a.generation)

@@ -66,8 +66,8 @@ int orch_worker_child_hashes(const struct orch_udf_answers *ans,
             continue;
         o->hash = h;
         for (size_t c = 0; c < o->nchild; c++)
-            *h++ = orch_udf_child_hash(&ans->rec[i].children[c * nout], nout,
-                                       failure(ctx, i, c));
+            *h++ =
+                orch_udf_child_hash(&ans->rec[i].children[c * nout], nout, failure(ctx, i, c));
     }
     return 0;
 }
@@ -199,20 +199,19 @@ int orch_worker_stream_flush(void *ctx, const struct orch_udf_answers *a, size_t
             s->sizes[at] = failed ? 0 : r->children[at].len;
         }
     }
-    struct orch_wire_chunk ch = {
-        .batch = s->b->id,
-        .a = {.grain = s->b->rec[i].grain,
-              .generation = s->b->rec[i].generation,
-              .outcome = ORCH_WIRE_OK,
-              .message = "",
-              .first = (uint32_t)r->base,
-              .nchild = (uint32_t)n,
-              .nout = (uint32_t)nout,
-              .payload = s->ids,
-              .size = s->sizes,
-              .nfailed = nfailed,
-              .failed = s->failed,
-              .hash = s->hash}};
+    struct orch_wire_chunk ch = {.batch = s->b->id,
+                                 .a = {.grain = s->b->rec[i].grain,
+                                       .generation = s->b->rec[i].generation,
+                                       .outcome = ORCH_WIRE_OK,
+                                       .message = "",
+                                       .first = (uint32_t)r->base,
+                                       .nchild = (uint32_t)n,
+                                       .nout = (uint32_t)nout,
+                                       .payload = s->ids,
+                                       .size = s->sizes,
+                                       .nfailed = nfailed,
+                                       .failed = s->failed,
+                                       .hash = s->hash}};
     s->out.len = 0;
     if (orch_wire_put_chunk(&s->out, &ch) < 0)
         return 1;

@@ -229,7 +229,9 @@ static int worker_init(struct worker *w)
     w->ans_ready = true;
     /* Streaming expansions (stream.h): complete children go while run() goes on. */
     w->stream = (struct orch_worker_stream){
-        .fd = w->fd, .store = w->store, .cfg = &w->cfg,
+        .fd = w->fd,
+        .store = w->store,
+        .cfg = &w->cfg,
         .max_value = w->store ? orch_payload_max_value(w->store) : 0};
     orch_worker_stream_install(&w->stream, &w->ans);
 
