@@ -387,6 +387,52 @@ int orch_store_expansion_take_back(orch_store *s, int call, int64_t parent)
     return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 
+/* ---- open expansions ------------------------------------------------------------------ */
+
+int orch_store_expansion_open_get(orch_store *s, int call, int64_t parent, int64_t *n)
+{
+    sqlite3_stmt *st;
+    int rc = orch_store__stmt(s, F_OPEN_GET, &st, "il", call, parent);
+    if (rc < 0 || (rc = orch_store__one(s, st)) <= 0)
+        return rc;
+    *n = sqlite3_column_int64(st, 0);
+    sqlite3_reset(st);
+    return 1;
+}
+
+int orch_store_expansion_open_put(orch_store *s, int call, int64_t parent, int64_t n)
+{
+    sqlite3_stmt *st;
+    int rc = orch_store__stmt(s, F_OPEN_PUT, &st, "illl", call, parent, n, orch_clock_wall_ms());
+    return rc < 0 ? rc : orch_store__run(s, st, NULL);
+}
+
+int orch_store_expansion_open_close(orch_store *s, int call, int64_t parent)
+{
+    sqlite3_stmt *st;
+    int rc = orch_store__stmt(s, F_OPEN_CLOSE, &st, "il", call, parent);
+    return rc < 0 ? rc : orch_store__run(s, st, NULL);
+}
+
+int orch_store_child_hash_put(orch_store *s, int64_t e, uint64_t hash)
+{
+    sqlite3_stmt *st;
+    int rc = orch_store__stmt(s, F_CHILD_HASH_PUT, &st, "ll", e, (int64_t)hash);
+    return rc < 0 ? rc : orch_store__run(s, st, NULL);
+}
+
+int orch_store_child_hash_at(orch_store *s, int64_t parent, int d, int64_t ordinal,
+                             uint64_t *hash)
+{
+    sqlite3_stmt *st;
+    int rc = orch_store__stmt(s, F_CHILD_HASH_AT, &st, "lil", parent, d, ordinal);
+    if (rc < 0 || (rc = orch_store__one(s, st)) <= 0)
+        return rc;
+    *hash = (uint64_t)sqlite3_column_int64(st, 0);
+    sqlite3_reset(st);
+    return 1;
+}
+
 /* ---- attempts, failures, barriers ------------------------------------------------------ */
 
 /* What the attempt rows of a batch share, and their grains. */

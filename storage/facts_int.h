@@ -317,6 +317,19 @@
     X(UPDATE_FINISHED, 0, 0, 0,                                                                \
       "UPDATE job_update SET finished_at = ? WHERE finished_at IS NULL "                       \
       "AND scanned_at IS NOT NULL")                                                            \
+    /* open expansions (migrations/0021_open_expansion.sql) */                               \
+    X(OPEN_GET, 0, 0, 0,                                                                       \
+      "SELECT nchildren FROM expansion_open WHERE call_id = ? AND parent_id = ?")              \
+    X(OPEN_PUT, PART_ENTITY, 0, 0,                                                             \
+      "INSERT INTO expansion_open (call_id, parent_id, nchildren, opened_at) "                 \
+      "VALUES (?1, ?2, ?3, ?4) ON CONFLICT (call_id, parent_id) "                              \
+      "DO UPDATE SET nchildren = excluded.nchildren")                                          \
+    X(OPEN_CLOSE, 0, 0, 0, "DELETE FROM expansion_open WHERE call_id = ? AND parent_id = ?")   \
+    X(CHILD_HASH_PUT, PART_ENTITY, 0, 0,                                                       \
+      "INSERT OR REPLACE INTO child_hash (entity_id, hash) VALUES (?, ?)")                     \
+    X(CHILD_HASH_AT, PART_ENTITY, 0, 0,                                                        \
+      "SELECT h.hash FROM entity AS c JOIN child_hash AS h ON h.entity_id = c.id "             \
+      "WHERE c.parent_id = ? AND c.domain_id = ? AND c.ordinal = ?")                           \
     X(RECLAIMED_PORT, PART_ITEM | PART_SPAN, 0, 0,                                             \
       "SELECT DISTINCT i.payload_id FROM item AS i WHERE i.port_id = ? "                       \
       "AND i.payload_id IS NOT NULL AND NOT " SPAN_COVERS(                                     \

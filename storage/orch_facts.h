@@ -182,6 +182,22 @@ int orch_store_expansion_get(orch_store *s, int call, int64_t parent,
 /* `orch retry`: deletes expansion (call, parent) if it is Failed. */
 int orch_store_expansion_take_back(orch_store *s, int call, int64_t parent);
 
+/* ---- open expansions (DESIGN §5, streaming expansions) --------------------------------- */
+
+/* The children published so far by expansion (call, parent) while it was open: 1 and *n,
+ * or 0 when it published none that way (no chunk, or it Succeeded since). */
+int orch_store_expansion_open_get(orch_store *s, int call, int64_t parent, int64_t *n);
+/* Records that expansion (call, parent) has published n > 0 children so far. */
+int orch_store_expansion_open_put(orch_store *s, int call, int64_t parent, int64_t n);
+/* The expansion Succeeded: forgets its open row (a Failed one keeps it). */
+int orch_store_expansion_open_close(orch_store *s, int call, int64_t parent);
+/* Keeps the hash of child entity e's output values (a child published while its expansion
+ * was open). */
+int orch_store_child_hash_put(orch_store *s, int64_t e, uint64_t hash);
+/* The kept hash of child `ordinal` of parent in domain d: 1 and *hash, or 0 when none. */
+int orch_store_child_hash_at(orch_store *s, int64_t parent, int d, int64_t ordinal,
+                             uint64_t *hash);
+
 /* ---- grains ---------------------------------------------------------------------------- */
 
 /* A grain row as the scheduler reads it. */

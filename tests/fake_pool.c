@@ -454,6 +454,18 @@ int orch_worker_held(const orch_worker *w)
     return w->nb;
 }
 
+/* The fake pool's workers send no chunks: nothing to pause. */
+void orch_pool_pause(orch_worker *w, bool pause)
+{
+    (void)w, (void)pause;
+}
+
+bool orch_worker_paused(const orch_worker *w)
+{
+    (void)w;
+    return false;
+}
+
 int orch_pool_alive(const orch_pool *p)
 {
     return alive(p);

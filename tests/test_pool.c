@@ -414,7 +414,8 @@ static void cb_lost(void *ctx, orch_pool *p, orch_worker *w, uint64_t batch, uin
     check_done(r);
 }
 
-static const struct orch_pool_callbacks callbacks = {cb_idle, cb_report, cb_lost};
+static const struct orch_pool_callbacks callbacks = {
+    .idle = cb_idle, .report = cb_report, .lost = cb_lost};
 
 static void run_init(struct run *r, struct fx *f)
 {

@@ -63,6 +63,7 @@ static const uint64_t sizes_map[] = {12};
 static const uint64_t ids_expand[] = {201, 202, 0, 0, 205, 206};
 static const uint64_t sizes_expand[] = {3, 0, 0, 0, 1ull << 33, 7}; /* 202 is empty */
 static const struct orch_wire_failed_child failed_expand[] = {{1, "page 2 of 3: too large"}};
+static const uint64_t hash_expand[] = {0x0123456789abcdefull, 0, UINT64_MAX};
 static const struct orch_wire_answer sample_answers[] = {
     {.grain = 1,
      .generation = 1,
@@ -76,12 +77,14 @@ static const struct orch_wire_answer sample_answers[] = {
      .generation = 4,
      .outcome = ORCH_WIRE_OK,
      .message = "",
+     .first = 5,
      .nchild = 3,
      .nout = 2,
      .payload = ids_expand,
      .size = sizes_expand,
      .nfailed = 1,
-     .failed = failed_expand},
+     .failed = failed_expand,
+     .hash = hash_expand},
     {.grain = 3,
      .generation = 1,
      .outcome = ORCH_WIRE_OK,
@@ -95,6 +98,20 @@ static const struct orch_wire_answer sample_answers[] = {
     {.grain = 7, .generation = 1, .outcome = ORCH_WIRE_RECORD_FAILURE, .message = "bad page"},
     {.grain = 8, .generation = 9, .outcome = ORCH_WIRE_GROUP_FAILURE, .message = "bad pdf"},
 };
+/* A chunk: children 5, 6 and 7 of grain 2, the second failed. */
+static const struct orch_wire_chunk sample_chunk = {.batch = 42,
+                                                    .a = {.grain = 2,
+                                                          .generation = 4,
+                                                          .outcome = ORCH_WIRE_OK,
+                                                          .message = "",
+                                                          .first = 5,
+                                                          .nchild = 3,
+                                                          .nout = 2,
+                                                          .payload = ids_expand,
+                                                          .size = sizes_expand,
+                                                          .nfailed = 1,
+                                                          .failed = failed_expand,
+                                                          .hash = hash_expand}};
 static const struct orch_wire_report sample_report = {
     .batch = 42, .status = 0, .message = "", .nrec = 8, .rec = sample_answers};
 
@@ -218,7 +235,7 @@ static const struct orch_wire_auth sample_auth = {
 static const int all_types[] = {ORCH_WIRE_CONFIG,    ORCH_WIRE_HELLO,  ORCH_WIRE_INITFAIL,
                                 ORCH_WIRE_BATCH,     ORCH_WIRE_REPORT, ORCH_WIRE_REPORT,
                                 ORCH_WIRE_CHALLENGE, ORCH_WIRE_AUTH,   ORCH_WIRE_CONFIG,
-                                ORCH_WIRE_BATCH,     ORCH_WIRE_REPORT};
+                                ORCH_WIRE_BATCH,     ORCH_WIRE_REPORT, ORCH_WIRE_CHUNK};
 #define NFRAMES (sizeof all_types / sizeof all_types[0])
 
 /* Encodes one frame of each type into b, in the order CONFIG, HELLO, INITFAIL, BATCH,
@@ -239,6 +256,7 @@ static void encode_all(struct orch_wire_buf *b)
     assert_int_equal(orch_wire_put_config(b, &remote_config), 0);
     assert_int_equal(orch_wire_put_batch(b, &values_batch), 0);
     assert_int_equal(orch_wire_put_report(b, &values_report), 0);
+    assert_int_equal(orch_wire_put_chunk(b, &sample_chunk), 0);
 }
 
 /* ---- round trips ----------------------------------------------------------------------- */
@@ -288,6 +306,20 @@ static void check_batch(const struct orch_wire_batch *b)
     }
 }
 
+/* What an answer carries after its outputs: failed children, first ordinal, hashes. */
+static void check_answer_tail(const struct orch_wire_answer *x, const struct orch_wire_answer *y)
+{
+    assert_int_equal(x->nfailed, y->nfailed);
+    for (uint32_t k = 0; k < x->nfailed; k++) {
+        assert_int_equal(x->failed[k].child, y->failed[k].child);
+        assert_string_equal(x->failed[k].message, y->failed[k].message);
+    }
+    assert_int_equal(x->first, y->first);
+    assert_int_equal(x->hash != NULL, y->hash != NULL);
+    for (uint32_t k = 0; y->hash && k < x->nchild; k++)
+        assert_true(x->hash[k] == y->hash[k]);
+}
+
 static void check_report(const struct orch_wire_report *r)
 {
     assert_true(r->batch == 42);
@@ -308,11 +340,7 @@ static void check_report(const struct orch_wire_report *r)
             assert_true(x->payload[k] == y->payload[k]);
             assert_true(x->size[k] == y->size[k]);
         }
-        assert_int_equal(x->nfailed, y->nfailed);
-        for (uint32_t k = 0; k < x->nfailed; k++) {
-            assert_int_equal(x->failed[k].child, y->failed[k].child);
-            assert_string_equal(x->failed[k].message, y->failed[k].message);
-        }
+        check_answer_tail(x, y);
     }
 }
 
@@ -559,6 +587,18 @@ static void test_roundtrip(void **state)
             check_values_report(&r, &f);
             break;
         }
+        case 11: {
+            struct orch_wire_chunk c;
+            assert_int_equal(orch_wire_get_chunk(&f, &a, &c), 0);
+            assert_true(c.batch == 42);
+            assert_int_equal(c.values, 0);
+            assert_true(c.a.grain == 2);
+            assert_int_equal(c.a.nchild, 3);
+            for (uint32_t k = 0; k < 6; k++)
+                assert_true(c.a.payload[k] == ids_expand[k] && c.a.size[k] == sizes_expand[k]);
+            check_answer_tail(&c.a, &sample_chunk.a);
+            break;
+        }
         }
     }
     assert_int_equal(off, b.len);
@@ -634,6 +674,10 @@ static int decode_any(const struct orch_wire_frame *f, struct orch__arena *a)
     case ORCH_WIRE_AUTH: {
         struct orch_wire_auth au;
         return orch_wire_get_auth(f, a, &au);
+    }
+    case ORCH_WIRE_CHUNK: {
+        struct orch_wire_chunk c;
+        return orch_wire_get_chunk(f, a, &c);
     }
     }
     return -EPROTO;
@@ -830,6 +874,10 @@ static void test_semantic_refusals(void **state)
                      0,
                      0,
                      0,
+                     0, /* first */
+                     0,
+                     0,
+                     0,
                      0,
                      0,
                      0,
@@ -838,13 +886,17 @@ static void test_semantic_refusals(void **state)
                      0,
                      0,
                      0,
-                     0}; /* nfailed */
+                     0, /* nfailed */
+                     0,
+                     0,
+                     0,
+                     0}; /* nhash */
     assert_int_equal(decode_raw(ORCH_WIRE_REPORT, ans, sizeof ans), -EPROTO);
     assert_non_null(strstr(orch_error_detail(), "outcome"));
     ans[30] = ORCH_WIRE_DROP;
     assert_int_equal(decode_raw(ORCH_WIRE_REPORT, ans, sizeof ans), 0);
-    ans[35] = 1; /* nchild 1 */
-    ans[39] = 1; /* nout 1: a drop with a payload id... that is not even there */
+    ans[39] = 1; /* nchild 1 */
+    ans[43] = 1; /* nout 1: a drop with a payload id... that is not even there */
     assert_int_equal(decode_raw(ORCH_WIRE_REPORT, ans, sizeof ans), -EPROTO);
     /* A failed report with answers. */
     uint8_t failed[] = {1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0};
@@ -904,6 +956,7 @@ static void report_answer_head(struct body *b, uint8_t values, uint32_t nchild, 
     put_le(b, 1, 4); /* generation */
     put_le(b, ORCH_WIRE_OK, 1);
     put_blob(b, "", 0);
+    put_le(b, 0, 4); /* first */
     put_le(b, nchild, 4);
     put_le(b, nout, 4);
 }
@@ -933,6 +986,7 @@ static void test_values_refusals(void **state)
     put_le(&b, 1, 4); /* nfailed */
     put_le(&b, 1, 4);
     put_blob(&b, "", 0);
+    put_le(&b, 0, 4); /* nhash */
     assert_int_equal(decode_body(ORCH_WIRE_REPORT, &b), 0);
     b.d[13] = 0; /* the values flag: batch 8, status 1, message 4 */
     assert_int_equal(decode_body(ORCH_WIRE_REPORT, &b), -EPROTO);
@@ -958,6 +1012,7 @@ static void test_values_refusals(void **state)
     report_answer_head(&b, 1, 1, 1);
     put_le(&b, 1, 1);
     put_le(&b, UINT32_MAX, 4);
+    put_le(&b, 0, 8); /* nfailed, nhash: the least an answer takes */
     assert_int_equal(decode_body(ORCH_WIRE_REPORT, &b), -EPROTO);
     assert_detail("truncated");
 
@@ -1038,6 +1093,60 @@ static void test_values_refusals(void **state)
 }
 
 /* CHALLENGE and AUTH, the two frames of a remote worker's handshake. */
+/* A chunk is children of a streaming expansion: never empty, never without their hashes,
+ * never another outcome; an answer's hashes are none or one per child. */
+static void test_chunk_refusals(void **state)
+{
+    (void)state;
+    struct orch_wire_buf buf = {0};
+    struct orch_wire_chunk c = sample_chunk;
+    c.a.hash = NULL;
+    assert_int_equal(orch_wire_put_chunk(&buf, &c), -EINVAL);
+    c = sample_chunk;
+    c.a.outcome = ORCH_WIRE_DROP;
+    assert_int_equal(orch_wire_put_chunk(&buf, &c), -EINVAL);
+    c = sample_chunk;
+    c.a.nchild = 0;
+    assert_int_equal(orch_wire_put_chunk(&buf, &c), -EINVAL);
+    assert_int_equal(buf.len, 0);
+
+    /* Raw: batch, ids mode, an answer of one child of one output. */
+    struct body b;
+    b.n = 0;
+    put_le(&b, 42, 8);
+    put_le(&b, 0, 1);
+    put_le(&b, 9, 8); /* grain */
+    put_le(&b, 1, 4); /* generation */
+    put_le(&b, ORCH_WIRE_OK, 1);
+    put_blob(&b, "", 0);
+    put_le(&b, 3, 4); /* first */
+    put_le(&b, 1, 4); /* nchild */
+    put_le(&b, 1, 4); /* nout */
+    put_le(&b, 77, 8);
+    put_le(&b, 5, 8);
+    put_le(&b, 0, 4); /* nfailed */
+    size_t at_nhash = b.n;
+    put_le(&b, 1, 4);
+    put_le(&b, 0xfeed, 8);
+    assert_int_equal(decode_body(ORCH_WIRE_CHUNK, &b), 0);
+    b.d[at_nhash] = 0; /* no hashes: the bytes of the one left over */
+    b.n -= 8;
+    assert_int_equal(decode_body(ORCH_WIRE_CHUNK, &b), -EPROTO);
+    assert_detail("without its children's hashes");
+    b.d[at_nhash] = 2; /* two hashes for one child */
+    b.n += 8;
+    assert_int_equal(decode_body(ORCH_WIRE_CHUNK, &b), -EPROTO);
+    assert_detail("nhash is neither 0 nor nchild");
+    b.d[at_nhash] = 1;
+    b.d[8] = 2; /* values flag */
+    assert_int_equal(decode_body(ORCH_WIRE_CHUNK, &b), -EPROTO);
+    b.d[8] = 0;
+    memset(b.d + 26, UINT8_MAX, 4); /* first 2^32 - 1, and one child: past 2^32 */
+    assert_int_equal(decode_body(ORCH_WIRE_CHUNK, &b), -EPROTO);
+    assert_detail("first + nchild passes 2^32");
+    orch_wire_buf_free(&buf);
+}
+
 static void test_challenge_auth(void **state)
 {
     (void)state;
@@ -1283,6 +1392,7 @@ int main(void)
         cmocka_unit_test(test_semantic_refusals),
         cmocka_unit_test(test_failed_children),
         cmocka_unit_test(test_values_refusals),
+        cmocka_unit_test(test_chunk_refusals),
         cmocka_unit_test(test_challenge_auth),
         cmocka_unit_test(test_encode_refusals),
         cmocka_unit_test(test_payload_sizes),

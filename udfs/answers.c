@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 const char *orch_udf_outcome_name(enum orch_udf_outcome o)
 {
@@ -58,6 +59,13 @@ static bool is_expand(enum orch_udf_op op)
 static bool is_failure(enum orch_udf_outcome o)
 {
     return o == ORCH_UDF_RECORD_FAILURE || o == ORCH_UDF_GROUP_FAILURE;
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void out_clear(struct orch_udf_out *v, size_t n)
@@ -119,7 +127,10 @@ static int host_emit(void *host, size_t i, size_t port, const void *data, size_t
             return -EINVAL; /* no child started, or closed by no_children */
         if (r->child_msg != NULL && r->child_msg[r->nchildren - 1] != NULL)
             return -EINVAL; /* the current child failed: it has no values */
-        return out_set(&r->children[(r->nchildren - 1) * a->nout + port], data, len);
+        int rc = out_set(&r->children[(r->nchildren - 1) * a->nout + port], data, len);
+        if (rc == 0)
+            r->held_bytes += len;
+        return rc;
     }
     if (r->outcome == ORCH_UDF_NONE) {
         assert(r->values == NULL);
@@ -168,19 +179,56 @@ static int add_child(struct orch_udf_answers *a, size_t i, bool failed, const ch
         r->child_msg[r->nchildren] = copy;
     }
     memset(&r->children[r->nchildren * a->nout], 0, a->nout * sizeof *r->children);
+    if (r->nchildren == 0 && a->stream.max_children > 0)
+        r->held_since_ms = now_ms();
     r->nchildren++;
     r->outcome = ORCH_UDF_OK;
     return 0;
 }
 
+/* Hands the complete children of record i to the stream hook when a threshold is passed
+ * (orch_udf_stream), or at once with `now`; the children it took are freed. */
+static void stream_check(struct orch_udf_answers *a, size_t i, bool now)
+{
+    struct orch_udf_answer *r = &a->rec[i];
+    const struct orch_udf_stream *st = &a->stream;
+    if (st->max_children == 0 || a->stream_off || r->outcome != ORCH_UDF_OK || r->closed ||
+        r->nchildren == 0)
+        return;
+    /* Every child held is complete: the UDF is about to begin the next one. */
+    if (!now && r->nchildren < st->max_children && r->held_bytes < st->max_bytes &&
+        now_ms() - r->held_since_ms < st->max_ms)
+        return;
+    size_t n = r->nchildren;
+    if (st->flush(st->ctx, a, i, n) != 0) {
+        a->stream_off = true;
+        return;
+    }
+    out_clear(r->children, n * a->nout);
+    if (r->child_msg != NULL) {
+        for (size_t c = 0; c < n; c++)
+            free(r->child_msg[c]);
+        memset(r->child_msg, 0, n * sizeof *r->child_msg);
+    }
+    r->nchildren = 0;
+    r->base += n;
+    r->held_bytes = 0;
+}
+
 static int host_child(void *host, size_t i)
 {
-    return add_child(host, i, false, NULL);
+    struct orch_udf_answers *a = host;
+    if (answer_at(a, i) != NULL)
+        stream_check(a, i, false);
+    return add_child(a, i, false, NULL);
 }
 
 static int host_fail_child(void *host, size_t i, const char *msg)
 {
-    return add_child(host, i, true, msg);
+    struct orch_udf_answers *a = host;
+    if (answer_at(a, i) != NULL)
+        stream_check(a, i, false);
+    return add_child(a, i, true, msg);
 }
 
 static int host_no_children(void *host, size_t i)
@@ -220,6 +268,9 @@ static int host_fail(struct orch_udf_answers *a, size_t i, const char *msg,
     struct orch_udf_answer *r = answer_at(a, i);
     if (r == NULL || is_failure(r->outcome))
         return -EINVAL;
+    /* The children made before the failure are complete: a streaming expansion publishes
+     * them (DESIGN §4: they stay, the expansion fails). */
+    stream_check(a, i, true);
     char *copy = strdup(msg != NULL ? msg : "");
     if (copy == NULL)
         return -ENOMEM;
@@ -264,12 +315,53 @@ int orch_udf_answers_init(struct orch_udf_answers *a, const char *udf, enum orch
     return 0;
 }
 
+void orch_udf_answers_stream(struct orch_udf_answers *a, const struct orch_udf_stream *s)
+{
+    memset(&a->stream, 0, sizeof a->stream);
+    if (s != NULL && a->op == ORCH_UDF_OP_EXPAND && s->flush != NULL && s->max_children > 0)
+        a->stream = *s;
+}
+
+/* FNV-1a, 64 bits, over n bytes, continuing from h. */
+static uint64_t fnv(uint64_t h, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    for (size_t k = 0; k < n; k++)
+        h = (h ^ p[k]) * 0x100000001b3ULL;
+    return h;
+}
+
+static uint64_t fnv_u64(uint64_t h, uint64_t v)
+{
+    unsigned char b[8];
+    for (int k = 0; k < 8; k++)
+        b[k] = (unsigned char)(v >> (8 * k));
+    return fnv(h, b, sizeof b);
+}
+
+uint64_t orch_udf_child_hash(const struct orch_udf_out *v, size_t nout, const char *failed)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    if (failed != NULL) {
+        h = fnv_u64(h, 1);
+        return fnv(h, failed, strlen(failed));
+    }
+    h = fnv_u64(h, 0);
+    for (size_t p = 0; p < nout; p++) {
+        h = fnv_u64(h, v[p].set ? v[p].len + 1 : 0);
+        if (v[p].set)
+            h = fnv(h, v[p].data, v[p].len);
+    }
+    return h;
+}
+
 int orch_udf_answers_reset(struct orch_udf_answers *a, struct orch_udf_batch *batch)
 {
     for (size_t i = 0; i < a->n; i++)
         answer_clear(&a->rec[i], a->nout);
     a->n = 0;
     a->finished = false;
+    a->stream_off = false;
     a->error[0] = '\0';
     if (orch__grow_n(&a->rec, &a->cap, batch->n, sizeof *a->rec) < 0)
         return -ENOMEM;
@@ -334,7 +426,7 @@ static int finish_one(struct orch_udf_answers *a, struct orch_udf_answer *r)
             return host_failure(a, r,
                                 "udf %s gave no value for output %zu of %zu of child %zu "
                                 "(ordinals from 0)",
-                                a->udf, p + 1, a->nout, c);
+                                a->udf, p + 1, a->nout, r->base + c);
     }
     return 0;
 }

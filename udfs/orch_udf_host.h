@@ -142,10 +142,38 @@ struct orch_udf_answer {
                                       nchildren entries: the message of failed child c
                                       (never NULL for one: "" when none was given), NULL
                                       for a child that succeeded */
+    size_t base;                   /* expand: the ordinal of children[0]; the children
+                                      before it were handed to the stream hook and are no
+                                      longer held (0 without a hook) */
     size_t cap_children;           /* private: allocated children */
+    size_t held_bytes;             /* private: bytes of the children held */
+    int64_t held_since_ms;         /* private: when the first child held began */
     size_t cap_msg;                /* private: allocated child_msg */
     bool closed;                   /* private: no_children() was given */
 };
+
+/* A streaming expansion (DESIGN §5): the collector of a plain expand hands a record's
+ * complete children to `flush` while run() goes on, once it holds `max_children` of them,
+ * or `max_bytes` of their values, or the first of them began `max_ms` ago, whichever comes
+ * first. A child is complete when the UDF begins the next one (orch_udf_child,
+ * orch_udf_fail_child) for the same record: until then it may still get values. flush
+ * gets children [0, n) of record i (ordinals base .. base+n-1); returning 0, it has taken
+ * them, and the collector frees them and moves base on; returning anything else, it did
+ * not, and the collector keeps every child of the batch from then on (the answer carries
+ * them, as without a hook). The thresholds are checked only when the UDF calls the host. */
+struct orch_udf_answers;
+struct orch_udf_stream {
+    size_t max_children;
+    size_t max_bytes;
+    int64_t max_ms;
+    int (*flush)(void *ctx, const struct orch_udf_answers *a, size_t i, size_t n);
+    void *ctx;
+};
+
+/* The defaults of a streaming expansion's thresholds (chosen by scripts/bench/streaming). */
+#define ORCH_UDF_STREAM_CHILDREN 256
+#define ORCH_UDF_STREAM_BYTES ((size_t)1 << 20)
+#define ORCH_UDF_STREAM_MS 5
 
 /* The answers to one batch. Fields marked "read" may be read by the caller; the rest is
  * private. Not thread-safe: one batch at a time. */
@@ -157,6 +185,8 @@ struct orch_udf_answers {
     struct orch_udf_answer *rec; /* read: n answers, in batch order */
     size_t cap;
     bool finished;
+    struct orch_udf_stream stream; /* max_children 0: none (orch_udf_answers_stream) */
+    bool stream_off;               /* flush refused: no more for this batch */
     char error[1024]; /* batch->error points here */
 };
 
@@ -172,6 +202,15 @@ int orch_udf_answers_init(struct orch_udf_answers *a, const char *udf, enum orch
  * collector: the caller sets batch->n and batch->rec first, then calls run. Returns 0 or
  * -ENOMEM (the batch is then not bound). */
 int orch_udf_answers_reset(struct orch_udf_answers *a, struct orch_udf_batch *batch);
+
+/* Sets (or, with NULL, removes) the stream hook of a plain expand's collector; kept over
+ * batches. Any other op: ignored. */
+void orch_udf_answers_stream(struct orch_udf_answers *a, const struct orch_udf_stream *s);
+
+/* The hash of one child's output values as the engine compares them when an expansion is
+ * replayed (DESIGN §4): over the nout values at v (unset ones hash as absent), or, for a
+ * failed child (failed != NULL), over its message. Stable across processes and runs. */
+uint64_t orch_udf_child_hash(const struct orch_udf_out *v, size_t nout, const char *failed);
 
 /* After run returned 0: turns every record the UDF left unanswered or incomplete into a
  * RecordFailure with a message ("udf NAME gave no value for output 2"). Afterwards no

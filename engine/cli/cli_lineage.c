@@ -203,6 +203,26 @@ static int print_entity(struct lineage *L, FILE *out, int indent, const struct e
     return rc;
 }
 
+/* The streaming expansions of entity id that are open (their UDF runs) or failed after
+ * publishing children (DESIGN §5): one line each. Best effort: a job made before the view
+ * open_expansions shows none. */
+static void print_open_expansions(struct lineage *L, FILE *out, int64_t id)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(orch_store_db(L->job->store),
+                           "SELECT call, state, children FROM open_expansions"
+                           " WHERE parent_id = ? ORDER BY call",
+                           -1, &st, NULL) != SQLITE_OK)
+        return;
+    if (sqlite3_bind_int64(st, 1, id) == SQLITE_OK)
+        while (sqlite3_step(st) == SQLITE_ROW)
+            fprintf(out, "  expansion by %s: %s, %lld children so far\n",
+                    (const char *)sqlite3_column_text(st, 0),
+                    (const char *)sqlite3_column_text(st, 1),
+                    (long long)sqlite3_column_int64(st, 2));
+    sqlite3_finalize(st);
+}
+
 /* The descendants of e, depth first, children by domain then ordinal: through the
  * entity_child index, one statement per level so that each level streams its rows. */
 static int print_tree(struct lineage *L, FILE *out, const struct entity_row *e,
@@ -314,6 +334,8 @@ static int lineage_print(struct lineage *L, FILE *out, int64_t id, int maxdepth)
     if (rc == 0) {
         fputs("entity:\n", out);
         rc = print_entity(L, out, 2, &chain[0], key.p);
+        if (rc == 0)
+            print_open_expansions(L, out, chain[0].id);
     }
     if (rc == 0) {
         fputs("descendants:\n", out);

@@ -424,6 +424,29 @@ static void history_print(FILE *out, struct orch_job *job)
     }
 }
 
+/* Streaming expansions (DESIGN §5) that are open — their UDF runs, their children so far
+ * are published — or that failed after publishing children: the first few, and how many
+ * there are. Best effort, as history_print (a job made before the view has none). */
+static void open_expansions_print(FILE *out, struct orch_job *job)
+{
+    enum { SHOWN = 5 };
+    sqlite3 *db = orch_store_db(job->store);
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "SELECT call, key, state, children, count(*) OVER ()"
+                               " FROM open_expansions ORDER BY state DESC, parent_id",
+                           -1, &st, NULL) != SQLITE_OK)
+        return;
+    for (int i = 0; i < SHOWN && sqlite3_step(st) == SQLITE_ROW; i++) {
+        fprintf(out, "%s%s %s: %lld children so far, %s\n", i ? "            " : "expansions: ",
+                (const char *)sqlite3_column_text(st, 0), (const char *)sqlite3_column_text(st, 1),
+                (long long)sqlite3_column_int64(st, 3), (const char *)sqlite3_column_text(st, 2));
+        if (i == SHOWN - 1 && sqlite3_column_int64(st, 4) > SHOWN)
+            fprintf(out, "            ... %lld in all (SELECT * FROM open_expansions)\n",
+                    (long long)sqlite3_column_int64(st, 4));
+    }
+    sqlite3_finalize(st);
+}
+
 /* Where the workers run (DESIGN §11): the hosts that ran attempts, with how many worker
  * processes and attempts each (a Slurm host says so), and, while a driver runs, each
  * worker holding a batch now: its call, host, Slurm step and pid. Only open attempts
@@ -501,6 +524,7 @@ static void status_print(FILE *out, struct orch_job *job, const struct status *s
     fprintf(out, "status:     %s\n", now);
     fprintf(out, "plan:       %.12s\n", job->info->plan_hash);
     history_print(out, job);
+    open_expansions_print(out, job);
     if (live && pid > 0)
         fprintf(out, "driver:     running (pid %ld)\n", pid);
     else if (live)

@@ -110,7 +110,8 @@ struct orch_run_opts {
 
 struct orch_run_stats {
     int64_t committed;       /* reports accepted */
-    int64_t stale;           /* reports rejected as stale or duplicate */
+    int64_t stale;           /* reports (and chunks) rejected as stale or duplicate */
+    int64_t chunks;          /* chunks of streaming expansions applied */
     int64_t suppressed;      /* reports of in-flight siblings discarded by a barrier */
     int64_t attempts_failed; /* attempt failures (error, crash, timeout) */
     int64_t batches;

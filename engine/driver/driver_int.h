@@ -110,6 +110,8 @@ struct orch_driver_slot {
     struct orch_grain_ref g;
     int64_t attempt_row;  /* its open attempt */
     uint64_t first_input; /* what a filter passes on */
+    bool refused;         /* a chunk of its expansion was refused (loop.c, on_chunk): it
+                           * is sealed and its attempt ended; its report is ignored */
 };
 
 /* A batch, from its reservation until it is settled and its turn committed (dispatch.c
@@ -241,6 +243,10 @@ struct orch_driver {
     bool psync_asked;
     uint64_t psync_writes;
     struct event *stop, *tick; /* stop: a SIGINT or SIGTERM was caught (loop.c) */
+    /* loop.c: workers whose sockets are not read while a budget is full (a streaming
+     * expansion's backpressure, on_chunk; read again by resume_paused) */
+    orch_worker **paused;
+    int npaused, cpaused;
     /* loop.c, and turn.c (fatal, settled) */
     int fatal;                        /* the first fatal error; the loop stops */
     bool interrupted;                 /* SIGINT or SIGTERM */
@@ -471,5 +477,17 @@ void orch_driver_progress_init(struct orch_driver *d);
 void orch_driver_progress(struct orch_driver *d, bool final);
 /* Keeps the workers-pending file (driver.h) up to date; end: removes it. */
 void orch_driver_pending_note(struct orch_driver *d, bool end);
+
+/* ---- stream.c: streaming expansions ---- */
+
+/* A worker of call cr sent chunk c (pool.h, `chunk`): applied in the turn's transaction
+ * (orch_prop_chunk); a chunk that leaves a budget full pauses w. Errors are fatal. */
+void orch_driver_chunk(struct orch_driver_call *cr, orch_worker *w,
+                       const struct orch_wire_chunk *c);
+/* After a turn's commit: reads the paused workers again once the budgets have room, or
+ * once nothing but them is in flight. */
+void orch_driver_resume_paused(struct orch_driver *d);
+/* Reads w again if it was paused (its report came, or it was lost). */
+void orch_driver_unpause(struct orch_driver *d, orch_worker *w);
 
 #endif

@@ -63,6 +63,9 @@ static enum orch_attempt_outcome answer_attempt(enum orch_wire_outcome o);
 static int ok_flush(struct orch_driver *d, struct ok_run *k);
 static void on_lost(void *ctx, orch_pool *pool, orch_worker *w, uint64_t batch, uint64_t queued,
                     enum orch_loss_kind kind, const char *message);
+static void on_chunk(void *ctx, orch_pool *pool, orch_worker *w,
+                     const struct orch_wire_chunk *c);
+
 static void on_tick(evutil_socket_t fd, short what, void *arg);
 static void on_signal(evutil_socket_t fd, short what, void *arg);
 static int signals_catch(struct sigaction old[2]);
@@ -229,7 +232,8 @@ void orch_run_stats_free(struct orch_run_stats *stats)
 static int start(struct orch_driver *d)
 {
     struct orch_prop_hooks hooks = {.ctx = d, .ready = on_ready};
-    struct orch_pool_callbacks cb = {.idle = on_idle, .report = on_report, .lost = on_lost};
+    struct orch_pool_callbacks cb = {
+        .idle = on_idle, .report = on_report, .lost = on_lost, .chunk = on_chunk};
     int ncalls = orch_plan_ncalls(d->plan), nsources = orch_plan_nsources(d->plan);
     d->calls = calloc((size_t)ncalls + 1, sizeof *d->calls);
     d->sources = calloc((size_t)nsources + 1, sizeof *d->sources);
@@ -293,6 +297,7 @@ static int arm_events(struct orch_driver *d)
 
 static void driver_free(struct orch_driver *d, bool clean)
 {
+    free(d->paused);
     orch_driver_calls_free(d, clean);
     orch_driver_batches_free(d->to_send);
     orch_driver_batches_free(d->settled);
@@ -427,6 +432,7 @@ static int turn(struct orch_driver *d)
     /* orch_driver_send may have put back batches that never reached their workers. */
     if ((rc = commit_turn(d)) < 0)
         return rc;
+    orch_driver_resume_paused(d);
     return orch_driver_workers(d);
 }
 
@@ -651,6 +657,7 @@ static void on_report(void *ctx, orch_pool *pool, orch_worker *w,
         d->stats->stale++;
         return;
     }
+    orch_driver_unpause(d, w);
     orch_driver_settle(d, b);
     int rc = 0;
     switch (r->status) {
@@ -719,6 +726,10 @@ static int apply_answers(struct orch_driver *d, struct orch_driver_batch *b,
         struct orch_driver_slot *s = &b->slot[i];
         const struct orch_wire_answer *a = &r->rec[i];
         struct orch_verdict v;
+        if (s->refused) { /* sealed, its attempt ended, when its chunk was refused */
+            d->stats->stale++;
+            continue;
+        }
         if ((rc = orch_prop_report(d->prop, &s->g, a, s->first_input, &v)) < 0)
             break;
         enum orch_attempt_outcome ao = ORCH_ATTEMPT_OK;
@@ -802,6 +813,7 @@ static void on_lost(void *ctx, orch_pool *pool, orch_worker *w, uint64_t batch, 
      * clear it now rather than when a begin finds the table full. */
     (void)orch_payload_reader_check(d->job->payloads, NULL);
     orch_driver_worker_lost(cr, w);
+    orch_driver_unpause(d, w);
     for (int i = 0; i < cr->nidle; i++) /* a dead worker is never idle */
         if (cr->idle[i] == w)
             cr->idle[i--] = cr->idle[--cr->nidle];
@@ -843,6 +855,14 @@ static void on_lost(void *ctx, orch_pool *pool, orch_worker *w, uint64_t batch, 
     }
     if (rc < 0)
         orch_driver_set_fatal(d, rc);
+}
+
+/* A chunk of a streaming expansion (stream.c). */
+static void on_chunk(void *ctx, orch_pool *pool, orch_worker *w,
+                     const struct orch_wire_chunk *c)
+{
+    (void)pool;
+    orch_driver_chunk(ctx, w, c);
 }
 
 static void on_tick(evutil_socket_t fd, short what, void *arg)

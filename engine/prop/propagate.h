@@ -122,6 +122,18 @@ int orch_prop_report(orch_prop *p, const struct orch_grain_ref *g,
                      const struct orch_wire_answer *a, uint64_t first_input,
                      struct orch_verdict *v);
 
+/* Applies a chunk of in-flight plain expand grain g: children a->first .. of its open
+ * expansion, made while its UDF runs (DESIGN §5, streaming expansions). Those past the
+ * children published so far are published (entities, items Present with their payloads,
+ * their hashes kept), and their grains become READY; those before are compared with the
+ * published ones (a replayed expansion, DESIGN §4). v: SEALED when taken (the grain stays
+ * in flight), STALE when a suppression barrier covers g (its report seals it), REFUSED
+ * when the children differ from those published: g is then sealed with a RecordFailure
+ * naming the child (v->why), its later chunks and report are stale. The caller checked
+ * that g's batch is in flight and holds g at a->generation. */
+int orch_prop_chunk(orch_prop *p, const struct orch_grain_ref *g,
+                    const struct orch_wire_answer *a, struct orch_verdict *v);
+
 /* Seals in-flight grain g Failed with failure `kind` (exhausted, or a record failure made
  * by the driver) and message. *accepted = false (nothing changed) when g is stale. */
 int orch_prop_fail(orch_prop *p, const struct orch_grain_ref *g, enum orch_failure_kind kind,

@@ -122,9 +122,11 @@ static int child_items(orch_prop *p, const struct orch_grain_ref *g, const struc
     return rc;
 }
 
-/* An expand answered OK: publish its children, their items, then the expansion. */
-static int expand_ok(orch_prop *p, const struct orch_grain_ref *g, int stmt,
-                     const struct orch_wire_answer *a)
+/* Publishes the children of answer a from ordinal `from` on (those before it were
+ * published by earlier chunks), their items, and, when `hashed`, their hashes (children of
+ * an open expansion: a replay compares with them). */
+static int publish_children(orch_prop *p, const struct orch_grain_ref *g, int stmt,
+                            const struct orch_wire_answer *a, uint32_t from, bool hashed)
 {
     int64_t parent = g->entity;
     const struct orch_stmt *s = orch_plan_stmt(p->plan, stmt);
@@ -145,12 +147,17 @@ static int expand_ok(orch_prop *p, const struct orch_grain_ref *g, int stmt,
         aligned[naligned][0] = dep;
         aligned[naligned++][1] = st;
     }
-    uint32_t failed = 0;
-    for (uint32_t c = 0; c < a->nchild && rc == 0; c++) {
+    uint32_t failed = 0, c0 = from - a->first;
+    while (failed < a->nfailed && a->failed[failed].child < c0)
+        failed++;
+    for (uint32_t c = c0; c < a->nchild && rc == 0; c++) {
         int64_t e;
-        if ((rc = orch_prop_entity_publish(p, s->target, parent, c, NULL, &e)) < 0)
+        if ((rc = orch_prop_entity_publish(p, s->target, parent, (int64_t)a->first + c, NULL,
+                                           &e)) < 0)
             break;
         rc = child_items(p, g, s, a, c, e, &failed);
+        if (rc == 0 && hashed)
+            rc = orch_store_child_hash_put(p->store, e, a->hash[c]);
         for (int k = 0; k < naligned && rc == 0; k++) {
             const struct orch_stmt *as = orch_plan_stmt(p->plan, aligned[k][0]);
             for (int o = 0; o < as->nout && rc == 0; o++)
@@ -159,10 +166,95 @@ static int expand_ok(orch_prop *p, const struct orch_grain_ref *g, int stmt,
         }
     }
     free(aligned);
-    if (rc == 0)
-        rc = orch_prop_expansion_resolve(p, stmt, parent, ORCH_EXPANSION_SUCCEEDED,
-                                         (int64_t)a->nchild);
     return rc;
+}
+
+/* An expand answered OK: publish its children after those its chunks published, their
+ * items, then the expansion. */
+static int expand_ok(orch_prop *p, const struct orch_grain_ref *g, int stmt,
+                     const struct orch_wire_answer *a, int64_t published)
+{
+    int64_t total = (int64_t)a->first + a->nchild;
+    int64_t from = published > (int64_t)a->first ? published : (int64_t)a->first;
+    int rc = from < total ? publish_children(p, g, stmt, a, (uint32_t)from, false) : 0;
+    if (rc == 0 && published > 0)
+        rc = orch_store_expansion_open_close(p->store, orch_plan_stmt(p->plan, stmt)->call,
+                                             g->entity);
+    if (rc == 0)
+        rc = orch_prop_expansion_resolve(p, stmt, g->entity, ORCH_EXPANSION_SUCCEEDED, total);
+    return rc;
+}
+
+/* Compares the children of answer a (ordinals first .. first+nchild-1, from a chunk or a
+ * report) with those the expansion of g published before (`published` of them, with
+ * their hashes: DESIGN §4, a replayed expansion). `last`: a is the expansion's last word
+ * (a report), which must not end before the published children. why is "" when they
+ * agree, else the RecordFailure the expansion takes. */
+static int replay_check(orch_prop *p, const struct orch_grain_ref *g, const struct orch_stmt *s,
+                        const struct orch_wire_answer *a, int64_t published, bool last,
+                        char *why, size_t whysz)
+{
+    why[0] = '\0';
+    if ((int64_t)a->first > published) {
+        snprintf(why, whysz, "children from %u arrived, but only %lld were published", a->first,
+                 (long long)published);
+        return 0;
+    }
+    for (uint32_t c = 0; c < a->nchild && (int64_t)a->first + c < published; c++) {
+        int64_t ordinal = (int64_t)a->first + c;
+        uint64_t h = 0;
+        int rc = orch_store_child_hash_at(p->store, g->entity, s->target, ordinal, &h);
+        if (rc < 0)
+            return rc;
+        if (rc == 0 || a->hash == NULL || h != a->hash[c]) {
+            snprintf(why, whysz,
+                     "not deterministic: child %lld differs from the one published before",
+                     (long long)ordinal);
+            return 0;
+        }
+    }
+    if (last && (int64_t)a->first + a->nchild < published)
+        snprintf(why, whysz,
+                 "not deterministic: the expansion made %lld children; %lld were published "
+                 "before",
+                 (long long)a->first + a->nchild, (long long)published);
+    return 0;
+}
+
+/* A replay of g's expansion that does not agree with what it published: g fails with
+ * why (a RecordFailure), and v says REFUSED with it. */
+static int replay_refused(orch_prop *p, const struct orch_grain_ref *g, const char *why,
+                          struct orch_verdict *v);
+
+int orch_prop_chunk(orch_prop *p, const struct orch_grain_ref *g,
+                    const struct orch_wire_answer *a, struct orch_verdict *v)
+{
+    assert(orch_store_in_txn(p->store));
+    assert(a->grain == (uint64_t)g->grain && a->generation == g->generation);
+    int stmt = stmt_of(p, g->call);
+    const struct orch_stmt *s = orch_plan_stmt(p->plan, stmt);
+    assert(s->op == ORCH_OP_EXPAND && a->outcome == ORCH_WIRE_OK && a->hash != NULL);
+    v->kind = ORCH_VERDICT_STALE;
+    v->why[0] = '\0';
+    bool covered;
+    int64_t published = 0;
+    int rc = barrier_covers(p, g, &covered);
+    if (rc < 0 || covered) /* its report seals it Suppressed */
+        return rc;
+    if ((rc = orch_store_expansion_open_get(p->store, g->call, g->entity, &published)) < 0)
+        return rc;
+    char why[sizeof v->why];
+    if ((rc = replay_check(p, g, s, a, published, false, why, sizeof why)) < 0)
+        return rc;
+    if (why[0])
+        return replay_refused(p, g, why, v);
+    v->kind = ORCH_VERDICT_SEALED; /* taken; the grain stays in flight */
+    int64_t end = (int64_t)a->first + a->nchild;
+    if (end <= published)
+        return 0; /* a replay that has not passed the published children yet */
+    rc = publish_children(p, g, stmt, a,
+                          (uint32_t)(published > a->first ? published : a->first), true);
+    return rc < 0 ? rc : orch_store_expansion_open_put(p->store, g->call, g->entity, end);
 }
 
 /* An aligned expand answered OK with as many children as the plain expansion (checked
@@ -186,7 +278,8 @@ static int aligned_ok(orch_prop *p, const struct orch_grain_ref *g, int stmt,
 
 /* Publishes the values of an accepted OK answer. */
 static int publish_ok(orch_prop *p, const struct orch_grain_ref *g, const struct orch_stmt *s,
-                      int stmt, const struct orch_wire_answer *a, uint64_t first_input)
+                      int stmt, const struct orch_wire_answer *a, uint64_t first_input,
+                      int64_t published)
 {
     int rc = 0;
     switch (s->op) {
@@ -194,7 +287,7 @@ static int publish_ok(orch_prop *p, const struct orch_grain_ref *g, const struct
         return orch_prop_item_resolve(p, s->out[0], g->entity, ORCH_ITEM_PRESENT, first_input,
                                       -1);
     case ORCH_OP_EXPAND:
-        return expand_ok(p, g, stmt, a);
+        return expand_ok(p, g, stmt, a, published);
     case ORCH_OP_EXPAND_ALIGNED:
         return aligned_ok(p, g, stmt, a);
     case ORCH_OP_MAP:
@@ -233,6 +326,15 @@ static int fail_report(orch_prop *p, const struct orch_grain_ref *g, enum orch_f
     bool accepted = false;
     int rc = orch_prop_fail(p, g, kind, message, &accepted);
     v->kind = accepted ? vk : ORCH_VERDICT_STALE;
+    return rc;
+}
+
+static int replay_refused(orch_prop *p, const struct orch_grain_ref *g, const char *why,
+                          struct orch_verdict *v)
+{
+    int rc = fail_report(p, g, ORCH_FAILURE_RECORD, why, ORCH_VERDICT_REFUSED, v);
+    if (rc == 0 && v->kind == ORCH_VERDICT_REFUSED)
+        snprintf(v->why, sizeof v->why, "%s", why);
     return rc;
 }
 
@@ -290,8 +392,23 @@ int orch_prop_report(orch_prop *p, const struct orch_grain_ref *g,
             return rc;
         }
     }
+    int64_t published = 0;
+    if (s->op == ORCH_OP_EXPAND) {
+        /* A replayed expansion must make the children it published (DESIGN §4); checked
+         * before sealing, so that a difference becomes a RecordFailure. */
+        char why[sizeof v->why];
+        if ((rc = orch_store_expansion_open_get(p->store, g->call, g->entity, &published)) <
+                0 ||
+            (published > 0 &&
+             (rc = replay_check(p, g, s, a, published, true, why, sizeof why)) < 0))
+            return rc;
+        if (published > 0 && why[0])
+            return replay_refused(p, g, why, v);
+        if (published == 0 && a->first > 0)
+            return replay_refused(p, g, "children came before the first", v);
+    }
     if ((rc = seal_report(p, g, ORCH_OUTCOME_OK, ORCH_VERDICT_SEALED, first_input, v)) < 0 ||
         v->kind == ORCH_VERDICT_STALE)
         return rc;
-    return publish_ok(p, g, s, stmt, a, first_input);
+    return publish_ok(p, g, s, stmt, a, first_input, published);
 }

@@ -503,8 +503,17 @@ static void pool_free(orch_pool *p)
         for (int k = 0; k < ORCH_POOL_DEPTH; k++)
             free(w->hold[k].grain);
     }
-    if (p->ev_chld)
+    if (p->ev_chld) {
+        /* libevent leaves a signal event that was deleted from its own callback (the
+         * last reap of a burst of SIGCHLDs: orch_pool__watch_children) with its count of
+         * calls left and a pointer to that callback's dead stack frame, where its next
+         * event_del (event_free's) writes a zero. An event that is not added may be
+         * assigned again, which clears both. */
+        if (!p->chld_watched)
+            (void)event_assign(p->ev_chld, p->base, SIGCHLD, EV_SIGNAL | EV_PERSIST,
+                               on_sigchld, p);
         event_free(p->ev_chld);
+    }
     if (p->ev_poll)
         event_free(p->ev_poll);
     free(p->w);

@@ -110,6 +110,7 @@
 #ifndef ORCH_POOL_H
 #define ORCH_POOL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -187,6 +188,8 @@ struct orch_wire_answer {
     uint32_t generation;
     enum orch_wire_outcome outcome;
     const char *message; /* NUL-terminated; "" when none */
+    uint32_t first;      /* expand: the ordinal of the first child here (the children
+                          * before it came in chunks); 0 otherwise */
     uint32_t nchild;
     uint32_t nout;
     const uint64_t *payload; /* nchild * nout ids (or nout for map/reduce); NULL in values
@@ -195,8 +198,20 @@ struct orch_wire_answer {
                               * the driver records them without reading the payloads;
                               * NULL in values mode */
     const struct orch_wire_bytes *values; /* values mode: nchild * nout values; else NULL */
-    uint32_t nfailed;        /* failed children (expand only); 0 otherwise */
+    uint32_t nfailed;        /* failed children (expand only); 0 otherwise; each `child`
+                              * counts from `first` */
     const struct orch_wire_failed_child *failed;
+    const uint64_t *hash;    /* expand: nchild hashes of the children's output values
+                              * (orch_udf_child_hash), or NULL */
+};
+
+/* Children of an open expansion, sent while its UDF runs (DESIGN §5, streaming
+ * expansions): a.outcome is OK, a.nchild > 0, a.hash set; a.first is where the record's
+ * previous chunk ended. */
+struct orch_wire_chunk {
+    uint64_t batch;
+    uint8_t values; /* as a report's */
+    struct orch_wire_answer a;
 };
 
 /* How a batch ended, as a whole: the status of its report. The values are those of the
@@ -259,6 +274,11 @@ struct orch_pool_callbacks {
      * orch_pool_start() when it has work for one (refused once orch_pool_failed()). */
     void (*lost)(void *ctx, orch_pool *pool, orch_worker *w, uint64_t batch, uint64_t queued,
                  enum orch_loss_kind kind, const char *message);
+    /* A worker sent children of an expansion its batch is still making (a streaming
+     * expansion, DESIGN §5): c names the batch the worker holds and one of its grains at
+     * its generation, with the call's nout (the pool checked). Everything in c is valid
+     * only during the call. The worker stays BUSY. NULL: chunks are a protocol error. */
+    void (*chunk)(void *ctx, orch_pool *pool, orch_worker *w, const struct orch_wire_chunk *c);
 };
 
 struct orch_pool_config {
@@ -325,6 +345,13 @@ int orch_pool_stop(orch_pool *p, orch_worker *w);
  *   -ENOMEM  no memory, or the event loop cannot arm the batch's timeout;
  *   -E2BIG   the frame would pass 256 MiB. */
 int orch_pool_dispatch(orch_pool *p, orch_worker *w, const struct orch_wire_batch *b);
+
+/* Backpressure on a streaming expansion: with pause, the pool stops reading w's socket
+ * (frames already read wait too), so the worker's next chunk, and its UDF, wait; without,
+ * it reads again, from the event loop (no callback is called from here). A paused worker's
+ * death is still found (SIGCHLD) and its batch's timeout still runs. */
+void orch_pool_pause(orch_worker *w, bool pause);
+bool orch_worker_paused(const orch_worker *w);
 
 /* Kills every worker (SIGKILL), reaps them, frees the pool. No callback is called from
  * here on. Use for an abort. */

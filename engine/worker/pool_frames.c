@@ -153,6 +153,69 @@ static void on_report(orch_worker *w, const struct orch_wire_frame *f)
     orch__arena_free(&a);
 }
 
+/* Checks a decoded chunk against the batch w holds and the call; 0 or -1 after a
+ * protocol error. */
+static int check_chunk(orch_worker *w, const struct orch_wire_chunk *c)
+{
+    const orch_pool *p = w->pool;
+    const char *bad = NULL;
+    /* The batch that runs: the one ahead, hold[0] (a queued batch has not started). */
+    const struct held_batch *h = &w->hold[0];
+    uint32_t i = 0;
+    while (w->nhold > 0 && i < h->nrec && h->grain[i].grain != c->a.grain)
+        i++;
+    if (p->cb.chunk == NULL || p->wcfg.op != ORCH_UDF_OP_EXPAND)
+        bad = "but the call is not a plain expand";
+    else if (c->values != (p->launcher != NULL))
+        bad = c->values ? "with values from a local worker"
+                        : "without values from a remote worker";
+    else if (w->state != W_BUSY || w->nhold == 0 || c->batch != h->id)
+        bad = "for a batch the worker does not run";
+    else if (i == h->nrec || h->grain[i].generation != c->a.generation)
+        bad = "for a grain the batch does not hold";
+    else if (c->a.nout != p->wcfg.nout)
+        bad = "with the wrong number of outputs";
+    if (bad) {
+        orch_pool__protocol_error(w, "a chunk of grain %" PRIu64 " in batch %" PRIu64 " %s",
+                                  c->a.grain, c->batch, bad);
+        return -1;
+    }
+    return 0;
+}
+
+static void on_chunk(orch_worker *w, const struct orch_wire_frame *f)
+{
+    orch_pool *p = w->pool;
+    struct orch__arena a = {0};
+    struct orch_wire_chunk c;
+    if (orch_wire_get_chunk(f, &a, &c) < 0) {
+        orch_pool__protocol_error(w, "%s", orch_error_detail());
+    } else if (check_chunk(w, &c) == 0) {
+        p->in_callback++;
+        p->cb.chunk(p->ctx, p, w, &c);
+        p->in_callback--;
+    }
+    orch__arena_free(&a);
+}
+
+void orch_pool_pause(orch_worker *w, bool pause)
+{
+    if (w->paused == pause || w->ev_read == NULL)
+        return;
+    w->paused = pause;
+    if (pause)
+        (void)event_del(w->ev_read); /* fails only for a bad event */
+    else if (event_add(w->ev_read, NULL) == 0)
+        event_active(w->ev_read, EV_READ, 0); /* the frames already read, first */
+    else
+        orch_pool__break_worker(w, "the event loop cannot watch its socket (out of memory?)");
+}
+
+bool orch_worker_paused(const orch_worker *w)
+{
+    return w->paused;
+}
+
 /* f->type is a known type: orch_wire_next() refuses any other. */
 static void on_frame(orch_worker *w, const struct orch_wire_frame *f)
 {
@@ -165,6 +228,9 @@ static void on_frame(orch_worker *w, const struct orch_wire_frame *f)
         break;
     case ORCH_WIRE_REPORT:
         on_report(w, f);
+        break;
+    case ORCH_WIRE_CHUNK:
+        on_chunk(w, f);
         break;
     case ORCH_WIRE_CONFIG:
     case ORCH_WIRE_BATCH:
@@ -215,7 +281,7 @@ static bool handle_frames(orch_worker *w)
         }
         w->in_off += f.size; /* the body stays in place until the next read */
         on_frame(w, &f);
-        if (w->incarnation != inc || w->fd < 0)
+        if (w->incarnation != inc || w->fd < 0 || w->paused)
             return false;
     }
 }
@@ -248,5 +314,9 @@ void orch_pool__read_some(orch_worker *w, bool drain)
 void orch_pool__on_read(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd, (void)what;
-    orch_pool__read_some(arg, false);
+    orch_worker *w = arg;
+    /* Frames read before a pause (orch_pool_pause) are handled first. */
+    if (w->in.len > w->in_off && !handle_frames(w))
+        return;
+    orch_pool__read_some(w, false);
 }

@@ -150,6 +150,7 @@ struct orch_worker {
      * worker's socket, and starts when hold[0]'s report arrives. */
     struct held_batch hold[ORCH_POOL_DEPTH];
     int nhold;
+    bool paused; /* orch_pool_pause: its socket is not read (pool_frames.c) */
 };
 
 struct orch_pool {

@@ -58,6 +58,7 @@ static void on_attach(void *who, int fd, const struct orch_wire_auth *au)
     w->wpid = (pid_t)au->pid;
     snprintf(w->host, sizeof w->host, "%s", au->host);
     snprintf(w->slurm_job, sizeof w->slurm_job, "%s", au->slurm_job);
+    w->paused = false;
     w->ev_read = event_new(p->base, w->fd, EV_READ | EV_PERSIST, orch_pool__on_read, w);
     w->ev_write = event_new(p->base, w->fd, EV_WRITE, orch_pool__on_write, w);
     if (w->ev_read == NULL || w->ev_write == NULL || event_add(w->ev_read, NULL) < 0) {

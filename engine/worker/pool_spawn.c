@@ -125,6 +125,7 @@ int orch_pool__spawn(orch_worker *w)
         rc = -errno;
         goto fail_proc;
     }
+    w->paused = false;
     w->ev_read = event_new(p->base, w->fd, EV_READ | EV_PERSIST, orch_pool__on_read, w);
     w->ev_write = event_new(p->base, w->fd, EV_WRITE, orch_pool__on_write, w);
     if (w->ev_read == NULL || w->ev_write == NULL || event_add(w->ev_read, NULL) < 0) {

@@ -221,6 +221,46 @@ int orch_wire_put_batch(struct orch_wire_buf *b, const struct orch_wire_batch *b
     return enc_end(&e);
 }
 
+/* Appends one answer (wire.h, `answer`). */
+static void put_answer(struct enc *e, const struct orch_wire_answer *a, bool values)
+{
+    uint64_t nid = (uint64_t)a->nchild * a->nout;
+    enc_u64(e, a->grain);
+    enc_u32(e, a->generation);
+    enc_u8(e, (uint8_t)a->outcome);
+    enc_str(e, a->message ? a->message : "");
+    enc_u32(e, a->first);
+    enc_u32(e, a->nchild);
+    enc_u32(e, a->nout);
+    if (nid > 0 && (values ? a->values == NULL : !a->payload || !a->size)) {
+        e->rc = -EINVAL;
+        return;
+    }
+    for (uint64_t k = 0; k < nid && e->rc == 0; k++) {
+        if (!values) {
+            enc_u64(e, a->payload[k]);
+            enc_u64(e, a->size[k]);
+            continue;
+        }
+        enc_u8(e, a->values[k].set ? 1 : 0);
+        if (a->values[k].set)
+            enc_blob(e, a->values[k].data, a->values[k].len);
+    }
+    enc_u32(e, a->nfailed);
+    if (a->nfailed > 0 && a->failed == NULL) {
+        e->rc = -EINVAL;
+        return;
+    }
+    for (uint32_t k = 0; k < a->nfailed && e->rc == 0; k++) {
+        enc_u32(e, a->failed[k].child);
+        enc_str(e, a->failed[k].message ? a->failed[k].message : "");
+    }
+    uint32_t nhash = a->hash ? a->nchild : 0;
+    enc_u32(e, nhash);
+    for (uint32_t k = 0; k < nhash && e->rc == 0; k++)
+        enc_u64(e, a->hash[k]);
+}
+
 int orch_wire_put_report(struct orch_wire_buf *b, const struct orch_wire_report *r)
 {
     struct enc e;
@@ -232,39 +272,21 @@ int orch_wire_put_report(struct orch_wire_buf *b, const struct orch_wire_report 
     enc_u32(&e, r->nrec);
     if (r->nrec > 0 && r->rec == NULL)
         e.rc = -EINVAL;
-    for (uint32_t i = 0; i < r->nrec && e.rc == 0; i++) {
-        const struct orch_wire_answer *a = &r->rec[i];
-        uint64_t nid = (uint64_t)a->nchild * a->nout;
-        enc_u64(&e, a->grain);
-        enc_u32(&e, a->generation);
-        enc_u8(&e, (uint8_t)a->outcome);
-        enc_str(&e, a->message ? a->message : "");
-        enc_u32(&e, a->nchild);
-        enc_u32(&e, a->nout);
-        if (nid > 0 && (r->values ? a->values == NULL : !a->payload || !a->size)) {
-            e.rc = -EINVAL;
-            break;
-        }
-        for (uint64_t k = 0; k < nid && e.rc == 0; k++) {
-            if (!r->values) {
-                enc_u64(&e, a->payload[k]);
-                enc_u64(&e, a->size[k]);
-                continue;
-            }
-            enc_u8(&e, a->values[k].set ? 1 : 0);
-            if (a->values[k].set)
-                enc_blob(&e, a->values[k].data, a->values[k].len);
-        }
-        enc_u32(&e, a->nfailed);
-        if (a->nfailed > 0 && a->failed == NULL) {
-            e.rc = -EINVAL;
-            break;
-        }
-        for (uint32_t k = 0; k < a->nfailed && e.rc == 0; k++) {
-            enc_u32(&e, a->failed[k].child);
-            enc_str(&e, a->failed[k].message ? a->failed[k].message : "");
-        }
-    }
+    for (uint32_t i = 0; i < r->nrec && e.rc == 0; i++)
+        put_answer(&e, &r->rec[i], r->values);
+    return enc_end(&e);
+}
+
+int orch_wire_put_chunk(struct orch_wire_buf *b, const struct orch_wire_chunk *c)
+{
+    struct enc e;
+    enc_begin(&e, b, ORCH_WIRE_CHUNK);
+    enc_u64(&e, c->batch);
+    enc_u8(&e, c->values ? 1 : 0);
+    if (c->a.outcome != ORCH_WIRE_OK || c->a.nchild == 0 || c->a.hash == NULL)
+        e.rc = -EINVAL;
+    else
+        put_answer(&e, &c->a, c->values);
     return enc_end(&e);
 }
 
@@ -520,7 +542,7 @@ int orch_wire_get_initfail(const struct orch_wire_frame *f, struct orch__arena *
 /* Smallest encodings, for dec_fits: a record with no inputs, a value, an answer. */
 #define WIRE_RECORD_MIN 20u
 #define WIRE_VALUE_SIZE 9u
-#define WIRE_ANSWER_MIN 29u
+#define WIRE_ANSWER_MIN 37u
 
 static void get_record(struct dec *d, struct orch__arena *a, struct orch_wire_record *r,
                        bool values)
@@ -590,10 +612,13 @@ static void get_answer(struct dec *d, struct orch__arena *a, struct orch_wire_an
         dec_fail(d, "outcome out of range");
     r->outcome = (enum orch_wire_outcome)outcome;
     r->message = dec_str(d, a, "message");
+    r->first = dec_u32(d, "first");
     r->nchild = dec_u32(d, "nchild");
     r->nout = dec_u32(d, "nout");
     if (d->rc == 0 && r->outcome != ORCH_WIRE_OK && (r->nchild != 0 || r->nout != 0))
         dec_fail(d, "an answer that is not ok carries payloads");
+    if (d->rc == 0 && r->nchild > UINT32_MAX - r->first)
+        dec_fail(d, "first + nchild passes 2^32");
     uint64_t n = (uint64_t)r->nchild * r->nout;
     if (!dec_fits(d, n, values ? 1 : 16, "nchild * nout"))
         return;
@@ -651,6 +676,16 @@ static void get_answer(struct dec *d, struct orch__arena *a, struct orch_wire_an
                             : values ? "a value that is not set"
                                      : "payload id 0");
     }
+    uint32_t nhash = dec_u32(d, "nhash");
+    if (d->rc == 0 && nhash != 0 && nhash != r->nchild)
+        dec_fail(d, "nhash is neither 0 nor nchild");
+    if (!dec_fits(d, nhash, 8, "nhash"))
+        return;
+    uint64_t *hash = NULL;
+    if (nhash > 0 && (hash = dec_alloc(d, a, sizeof *hash * nhash)) != NULL)
+        for (uint32_t k = 0; k < nhash && d->rc == 0; k++)
+            hash[k] = dec_u64(d, "hash");
+    r->hash = hash;
 }
 
 int orch_wire_get_report(const struct orch_wire_frame *f, struct orch__arena *a,
@@ -679,6 +714,28 @@ int orch_wire_get_report(const struct orch_wire_frame *f, struct orch__arena *a,
     for (uint32_t i = 0; i < out->nrec && d.rc == 0; i++)
         get_answer(&d, a, &rec[i], out->values);
     out->rec = rec;
+    return dec_end(&d);
+}
+
+int orch_wire_get_chunk(const struct orch_wire_frame *f, struct orch__arena *a,
+                        struct orch_wire_chunk *out)
+{
+    struct dec d;
+    memset(out, 0, sizeof *out);
+    out->a.message = "";
+    if (dec_start(&d, f, ORCH_WIRE_CHUNK) < 0)
+        return d.rc;
+    out->batch = dec_u64(&d, "batch");
+    out->values = dec_u8(&d, "values");
+    if (d.rc == 0 && out->values > 1)
+        dec_fail(&d, "values is neither 0 nor 1");
+    get_answer(&d, a, &out->a, out->values);
+    if (d.rc == 0 && out->a.outcome != ORCH_WIRE_OK)
+        dec_fail(&d, "a chunk that is not ok");
+    if (d.rc == 0 && out->a.nchild == 0)
+        dec_fail(&d, "a chunk without children");
+    if (d.rc == 0 && out->a.hash == NULL)
+        dec_fail(&d, "a chunk without its children's hashes");
     return dec_end(&d);
 }
 

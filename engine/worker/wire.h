@@ -38,8 +38,9 @@
  *              (present 1: payload != 0; present 0: payload == 0)
  *   REPORT   ← u64 batch | u8 status | str message | u8 values | u32 nrec | nrec × answer
  *              answer := u64 grain | u32 generation | u8 outcome | str message
- *                        | u32 nchild | u32 nout | nchild*nout × output
+ *                        | u32 first | u32 nchild | u32 nout | nchild*nout × output
  *                        | u32 nfailed | nfailed × (u32 child | str message)
+ *                        | u32 nhash | nhash × u64 hash
  *              output := u64 payload | u64 size          (values 0; size: the bytes
  *                                                        stored, 0 for payload 0)
  *                      | u8 set [| u32 n | n bytes: set] (values 1; set 0 = id 0)
@@ -47,7 +48,17 @@
  *              outputs could not be stored (payload store full or broken), not the
  *              batch's fault: the driver stops the job; for both, nrec == 0; an answer
  *              other than OK has nchild == nout == nfailed == 0; failed children come in
- *              increasing order, each < nchild, their payload ids are 0 and no other is)
+ *              increasing order, each < nchild, their payload ids are 0 and no other is;
+ *              `first` is the ordinal of the answer's first child: an expand whose earlier
+ *              children went in CHUNKs answers only those after them; a failed child's
+ *              `child` counts from the answer's first; nhash is 0 or nchild: per child a
+ *              hash of its output values, stream.h, which a plain expand always gives)
+ *   CHUNK    ← u64 batch | u8 values | answer
+ *              (children of one record of the batch the worker runs, made while run()
+ *              goes on: a streaming expansion, DESIGN §5. The answer is OK, has at least
+ *              one child and their hashes; the chunks of a record come in ordinal order,
+ *              each `first` where the one before ended, and the REPORT's answer for that
+ *              record starts where the last chunk ended)
  *
  * Decoding is strict: a wrong type, a body shorter or longer than its fields say, a count
  * that cannot fit in the bytes left, an enum out of range, a NUL inside a string, an id 0
@@ -73,9 +84,10 @@
 #include "pool.h"
 #include "support.h"
 
-#define ORCH_WIRE_VERSION 5 /* 2: failed children in answers; 3: remote workers;
+#define ORCH_WIRE_VERSION 6 /* 2: failed children in answers; 3: remote workers;
                              * 4: each output's size with its id; 5: the UDF's batch
-                             * limit in CONFIG */
+                             * limit in CONFIG; 6: CHUNK, and each answer's first ordinal
+                             * and children's hashes */
 #define ORCH_WIRE_NONCE 32  /* bytes of a CHALLENGE's nonce and of an AUTH's mac */
 #define ORCH_WIRE_HEADER 5u                    /* u32 length + u8 type */
 #define ORCH_WIRE_MAX_BODY ((size_t)256 << 20) /* 256 MiB */
@@ -87,7 +99,8 @@
     X(ORCH_WIRE_BATCH, 4, "BATCH")                                                             \
     X(ORCH_WIRE_REPORT, 5, "REPORT")                                                           \
     X(ORCH_WIRE_CHALLENGE, 6, "CHALLENGE")                                                     \
-    X(ORCH_WIRE_AUTH, 7, "AUTH")
+    X(ORCH_WIRE_AUTH, 7, "AUTH")                                                               \
+    X(ORCH_WIRE_CHUNK, 8, "CHUNK")
 
 #define ORCH_WIRE_TYPE_ENUM(name, value, text) name = value,
 enum orch_wire_type { ORCH_WIRE_TYPES(ORCH_WIRE_TYPE_ENUM) };
@@ -153,6 +166,7 @@ int orch_wire_put_hello(struct orch_wire_buf *b, const struct orch_wire_hello *h
 int orch_wire_put_initfail(struct orch_wire_buf *b, const char *message);
 int orch_wire_put_batch(struct orch_wire_buf *b, const struct orch_wire_batch *batch);
 int orch_wire_put_report(struct orch_wire_buf *b, const struct orch_wire_report *r);
+int orch_wire_put_chunk(struct orch_wire_buf *b, const struct orch_wire_chunk *c);
 int orch_wire_put_challenge(struct orch_wire_buf *b, const struct orch_wire_challenge *c);
 int orch_wire_put_auth(struct orch_wire_buf *b, const struct orch_wire_auth *au);
 
@@ -184,6 +198,8 @@ int orch_wire_get_batch(const struct orch_wire_frame *f, struct orch__arena *a,
                         struct orch_wire_batch *out);
 int orch_wire_get_report(const struct orch_wire_frame *f, struct orch__arena *a,
                          struct orch_wire_report *out);
+int orch_wire_get_chunk(const struct orch_wire_frame *f, struct orch__arena *a,
+                        struct orch_wire_chunk *out);
 int orch_wire_get_challenge(const struct orch_wire_frame *f, struct orch_wire_challenge *out);
 int orch_wire_get_auth(const struct orch_wire_frame *f, struct orch__arena *a,
                        struct orch_wire_auth *out);

@@ -14,6 +14,7 @@
 #include "orch_error.h"
 #include "orch_payload.h"
 #include "orch_udf_host.h"
+#include "stream.h"
 #include "wire.h"
 #include "worker_runs.h"
 
@@ -52,6 +53,7 @@ struct worker {
     size_t nbig;
     /* values mode (a remote worker): outputs go into the report, not the store */
     struct orch_wire_bytes *outv;
+    struct orch_worker_stream stream; /* streaming expansions (stream.h) */
     volatile int in_batch; /* the watch thread's cue (remote_watch) */
     bool remote;           /* started by orch_worker_remote_main */
 };
@@ -117,17 +119,7 @@ static int read_frame(struct worker *w, struct orch_wire_frame *f)
 /* Sends w->out and empties it. Returns 0, or -errno (EPIPE: the driver closed). */
 static int send_out(struct worker *w)
 {
-    size_t off = 0;
-    int rc = 0;
-    while (off < w->out.len) {
-        ssize_t n = send(w->fd, w->out.data + off, w->out.len - off, MSG_NOSIGNAL);
-        if (n > 0)
-            off += (size_t)n;
-        else if (n < 0 && errno != EINTR) {
-            rc = -errno;
-            break;
-        }
-    }
+    int rc = orch_worker_send(w->fd, w->out.data, w->out.len);
     w->out.len = 0;
     return rc;
 }
@@ -236,6 +228,13 @@ static int worker_init(struct worker *w)
     if (rc < 0)
         return initfail(w, "udf %s: cannot prepare its answers: %s", c->call, strerror(-rc));
     w->ans_ready = true;
+    /* Streaming expansions (stream.h): complete children go while run() goes on. */
+    w->stream = (struct orch_worker_stream){
+        .fd = w->fd,
+        .store = w->store,
+        .cfg = &w->cfg,
+        .max_value = w->store ? orch_payload_max_value(w->store) : 0};
+    orch_worker_stream_install(&w->stream, &w->ans);
 
     struct orch_wire_hello h = {.version = ORCH_WIRE_VERSION, .pid = (uint32_t)getpid()};
     rc = orch_wire_put_hello(&w->out, &h);
@@ -317,6 +316,8 @@ struct batch_mem {
     uint64_t *ids, *sizes; /* sizes: of the values stored, slot by slot as ids */
     struct orch_wire_answer *answers;
     struct orch_wire_failed_child *failed;
+    uint64_t *hash; /* plain expand: the children's hashes, answer by answer */
+    void *inputs;   /* a streaming expansion: its inputs, copied (orch_worker_stream_detach) */
 };
 
 static void batch_mem_free(struct batch_mem *m)
@@ -329,7 +330,10 @@ static void batch_mem_free(struct batch_mem *m)
     free(m->sizes);
     free(m->answers);
     free(m->failed);
+    free(m->hash);
+    free(m->inputs);
 }
+
 
 /* Builds the UDF's records in m, their values pointing into r (zero-copy). Returns 0, or
  * -1 with the reason in msg, and rep->status set to STORAGE when the store failed us (not
@@ -461,10 +465,7 @@ static int expand_too_big(struct worker *w, size_t max)
             if (p == nout || child_failure(w, i, c))
                 continue;
             char text[256];
-            snprintf(text, sizeof text,
-                     "output %zu is %zu bytes, over the payload store's limit of %zu bytes per "
-                     "value",
-                     p + 1, v[p].len, max);
+            orch_worker_too_big_msg(text, sizeof text, p, v[p].len, max);
             if (orch__grow_n(&w->big, &cap, w->nbig + 1, sizeof *w->big) < 0)
                 return -1;
             if ((w->big[w->nbig].msg = strdup(text)) == NULL)
@@ -531,6 +532,7 @@ static bool fill_answer(struct worker *w, const struct orch_wire_batch *b, uint3
     if (a->outcome != ORCH_UDF_OK)
         return false;
     o->nout = w->cfg.nout;
+    o->first = is_expand(w->cfg.op) ? (uint32_t)a->base : 0;
     o->nchild = is_expand(w->cfg.op) ? (uint32_t)a->nchildren : 1;
     o->failed = m->failed + *fpos;
     for (size_t c = 0; is_expand(w->cfg.op) && c < a->nchildren; c++) {
@@ -646,6 +648,12 @@ static int store_outputs(struct worker *w, const struct orch_wire_batch *b, stru
     return 0;
 }
 
+/* child_failure for orch_worker_child_hashes. */
+static const char *failure_of(void *w, size_t i, size_t c)
+{
+    return child_failure(w, i, c);
+}
+
 /* Runs batch b and leaves its REPORT in w->out. Returns 0, or -ENOMEM when not even a
  * report could be encoded. */
 static int run_batch(struct worker *w, const struct orch_wire_batch *b)
@@ -668,7 +676,20 @@ static int run_batch(struct worker *w, const struct orch_wire_batch *b)
     }
     if (build_records(w, b, r, &m, &rep, msg, sizeof msg) < 0)
         goto report;
+    if (w->ans.stream.max_children > 0 && r != NULL) {
+        /* A streaming expansion writes its chunks while run() reads its inputs: they are
+         * copied out of the snapshot, which ends, so that a chunk's write may grow the
+         * map (stream.h). */
+        if (orch_worker_stream_detach(b, m.vals, &m.inputs) < 0) {
+            snprintf(msg, sizeof msg, "out of memory copying the inputs of batch %" PRIu64,
+                     b->id);
+            goto report;
+        }
+        orch_payload_read_end(r);
+        r = NULL;
+    }
     struct orch_udf_batch ub = {.n = b->nrec, .rec = m.recs};
+    w->stream.b = b;
     rc = orch_udf_answers_reset(&w->ans, &ub);
     if (rc < 0) {
         snprintf(msg, sizeof msg, "out of memory for the answers of %" PRIu32 " records",
@@ -697,6 +718,12 @@ static int run_batch(struct worker *w, const struct orch_wire_batch *b)
     if (too_big_check(w, msg, sizeof msg) < 0 ||
         store_outputs(w, b, &m, &rep, msg, sizeof msg) < 0)
         goto report;
+    if (w->cfg.op == ORCH_UDF_OP_EXPAND &&
+        orch_worker_child_hashes(&w->ans, m.answers, failure_of, w, &m.hash) < 0) {
+        snprintf(msg, sizeof msg, "out of memory for the hashes of the children");
+        rep.nrec = 0; /* an attempt failure; its stored outputs are orphans, reclaimed */
+        goto report;
+    }
     rep.status = ORCH_WIRE_STATUS_OK;
     rep.message = "";
 report:
@@ -769,6 +796,7 @@ static void worker_free(struct worker *w)
     orch_payload_close(w->store);
     orch__arena_free(&w->cfg_arena);
     orch_wire_buf_free(&w->out);
+    orch_worker_stream_free(&w->stream);
     free(w->body);
     free(w->outv);
     close(w->fd);

@@ -179,6 +179,7 @@ static int decode_encode(enum orch_wire_type as, const struct orch_wire_frame *f
     struct orch_wire_report report = {0};
     struct orch_wire_challenge challenge = {0};
     struct orch_wire_auth auth = {0};
+    struct orch_wire_chunk chunk = {0};
     int rc = 0, put = 0;
 
     orch_error_clear();
@@ -206,6 +207,9 @@ static int decode_encode(enum orch_wire_type as, const struct orch_wire_frame *f
     case ORCH_WIRE_AUTH:
         rc = orch_wire_get_auth(f, a, &auth);
         break;
+    case ORCH_WIRE_CHUNK:
+        rc = orch_wire_get_chunk(f, a, &chunk);
+        break;
     }
     counting = 0;
     if (allocated > 32 * f->len + ((size_t)20 << 10)) {
@@ -217,6 +221,11 @@ static int decode_encode(enum orch_wire_type as, const struct orch_wire_frame *f
         move_batch_values(f, a, &batch);
     if (rc == 0 && as == ORCH_WIRE_REPORT)
         move_report_values(f, a, &report);
+    if (rc == 0 && as == ORCH_WIRE_CHUNK) { /* its answer's values, as a report's */
+        struct orch_wire_report one = {.values = chunk.values, .nrec = 1, .rec = &chunk.a};
+        move_report_values(f, a, &one);
+        chunk.a = one.rec[0];
+    }
     if (release != NULL)
         release();
     if (rc != 0 || b == NULL)
@@ -243,6 +252,9 @@ static int decode_encode(enum orch_wire_type as, const struct orch_wire_frame *f
         break;
     case ORCH_WIRE_AUTH:
         put = orch_wire_put_auth(b, &auth);
+        break;
+    case ORCH_WIRE_CHUNK:
+        put = orch_wire_put_chunk(b, &chunk);
         break;
     }
     if (put != 0) {

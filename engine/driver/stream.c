@@ -1,0 +1,93 @@
+/* stream.c — streaming expansions in the driver (DESIGN §5): each chunk of children applied
+ * in the turn that receives it, and the backpressure of full budgets on the worker that
+ * sent it (driver_int.h). */
+#include "driver_int.h"
+
+#include "orch_error.h"
+#include "support.h"
+
+/* The slot of batch `id` of call cr, in flight, that holds grain at generation; NULL when
+ * there is none (a batch settled since: the chunk is stale). */
+static struct orch_driver_slot *slot_in_flight(struct orch_driver_call *cr, uint64_t id,
+                                               uint64_t grain, uint32_t generation)
+{
+    for (struct orch_driver_batch *b = cr->inflight; b; b = b->next) {
+        if (b->id != id)
+            continue;
+        for (int i = 0; i < b->n; i++)
+            if ((uint64_t)b->slot[i].g.grain == grain && b->slot[i].g.generation == generation)
+                return &b->slot[i];
+        return NULL;
+    }
+    return NULL;
+}
+
+/* A chunk of a streaming expansion: applied at once, in the turn's transaction, like a
+ * report (its children are committed with the turn); the batch stays in flight. A chunk
+ * that leaves a budget full pauses its worker (orch_driver_resume_paused). */
+void orch_driver_chunk(struct orch_driver_call *cr, orch_worker *w,
+                       const struct orch_wire_chunk *c)
+{
+    struct orch_driver *d = cr->d;
+    struct orch_driver_slot *s = slot_in_flight(cr, c->batch, c->a.grain, c->a.generation);
+    if (!s || s->refused) {
+        d->stats->stale++;
+        return;
+    }
+    struct orch_verdict v;
+    int rc = orch_driver_txn(d);
+    if (rc == 0)
+        rc = orch_prop_chunk(d->prop, &s->g, &c->a, &v);
+    if (rc == 0) {
+        switch (v.kind) {
+        case ORCH_VERDICT_SEALED:
+            d->stats->chunks++;
+            break;
+        case ORCH_VERDICT_STALE:
+        case ORCH_VERDICT_SUPPRESSED:
+            d->stats->stale++;
+            break;
+        case ORCH_VERDICT_REFUSED: /* not the children it published: sealed failed */
+            s->refused = true;
+            d->stats->committed++;
+            rc = orch_driver_attempt_end(d, s->attempt_row, ORCH_ATTEMPT_RECORD, v.why);
+            break;
+        }
+    }
+    if (rc < 0) {
+        orch_driver_set_fatal(d, rc);
+        return;
+    }
+    bool grains, bytes;
+    if (!orch_worker_paused(w) && orch_driver_tight(d, &grains, &bytes) &&
+        orch__grow(&d->paused, &d->cpaused, d->npaused + 1, sizeof *d->paused) == 0) {
+        d->paused[d->npaused++] = w;
+        orch_pool_pause(w, true);
+    }
+}
+
+/* Backpressure on streaming expansions (DESIGN §5): a worker whose chunk filled a budget
+ * is not read (orch_driver_chunk), so its next chunk, and its UDF, wait. It is read again once
+ * the budgets have room — or once nothing else is in flight: then nothing else can seal the
+ * grains that fill them, and the open expansion must go on to finish (a budget smaller
+ * than one expansion's children would otherwise wait forever on itself). */
+void orch_driver_resume_paused(struct orch_driver *d)
+{
+    bool grains, bytes;
+    if (d->npaused == 0 || (orch_driver_tight(d, &grains, &bytes) && d->ninflight > d->npaused))
+        return;
+    while (d->npaused > 0)
+        orch_driver_unpause(d, d->paused[d->npaused - 1]);
+}
+
+/* Reads w again (and forgets it as paused); nothing when it is not paused. */
+void orch_driver_unpause(struct orch_driver *d, orch_worker *w)
+{
+    for (int i = 0; i < d->npaused; i++) {
+        if (d->paused[i] != w)
+            continue;
+        d->paused[i] = d->paused[--d->npaused];
+        orch_pool_pause(w, false);
+        return;
+    }
+}

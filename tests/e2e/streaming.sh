@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# streaming.sh — streaming expansions (DESIGN §4, §5): an expand UDF's children are
+# published while it runs, in chunks, and their downstream grains run at once.
+#
+#   1. A slow expander (200 children, 20 ms apart) into a map: the first child's map
+#      grain ends seconds before the expansion does (times of the attempt rows).
+#   2. An expander that fails after 10 children: the expansion Failed, those 10 children
+#      and their downstream items kept, the reduce of the parent Suppressed.
+#   3. A replayed expansion (its worker crashed after 60 children, already published) that
+#      makes child 10 differently: the expansion fails, naming the child.
+#   4. The same crash with a deterministic expander: the replay publishes only the
+#      children past the published ones, and the exports equal a clean run's.
+#   5. --max-unsealed 3 with an expansion of 1,000 children: it finishes.
+#   6. kill -9 of the driver during a streaming expansion, then resume: the exports equal
+#      a clean run's.
+source "$(dirname "$0")/lib.sh"
+
+slow=$(dirname "$ORCH")/../udfs/udf_slow_expand.so
+[ -f "$slow" ] || { echo "streaming: $slow not built: skipped"; exit 77; }
+cp "$slow" "$T/slow.so"
+printf '%s\n' alpha > "$T/one.txt"
+
+# pipeline NAME ARGS [OPTIONS]: slow expander -> identity -> count, over one.txt.
+pipeline() {
+  cat > "$T/$1.orch" <<EOF
+pipeline $1
+domain doc
+domain part in doc
+source doc.line = lines("one.txt")
+call gen = library("slow.so", "orch_udf_slow_expand")($2) ${3:-}
+call id  = identity()
+call cnt = count()
+part.v = expand gen(doc.line)
+part.w = id(part.v)
+doc.n  = reduce cnt(part.w)
+output part.w
+output doc.n
+EOF
+}
+
+exports() {
+  "$ORCH" export "$1" part.w --all
+  "$ORCH" export "$1" doc.n --all
+}
+
+# --- 1. the first child's downstream grain ends long before the expansion ------------------
+pipeline slow 'n="200", ms="20"'
+run_job "$T/slow.orch" "$T/s1"
+job_done "$T/s1"
+expect_eq "200 children counted" '{"key": "alpha", "state": "present", "value": "200"}' \
+  "$("$ORCH" export "$T/s1" doc.n)"
+# ms between the end of the map grain of child 0 and the end of the expansion.
+ahead=$(q "$T/s1" "SELECT x.ended_at - m.ended_at FROM attempt AS x, attempt AS m
+                   JOIN grain AS gx ON gx.id = x.grain_id JOIN call AS cx ON cx.id = gx.call_id
+                   JOIN grain AS gm ON gm.id = m.grain_id JOIN call AS cm ON cm.id = gm.call_id
+                   JOIN entity AS e ON e.id = gm.entity_id
+                   WHERE cx.name = 'gen' AND cm.name = 'id' AND e.key = 'alpha/0'")
+[ "$ahead" -gt 3000 ] ||
+  fail "child 0's map grain ended only ${ahead} ms before its 4-second expansion"
+expect_eq "no open expansion is left" "" "$(q "$T/s1" "SELECT * FROM open_expansions")"
+
+# --- 2. fails after 10 children -----------------------------------------------------------
+pipeline fail10 'n="200", ms="5", fail_after="10"'
+run_job "$T/fail10.orch" "$T/f"
+job_done "$T/f"
+expect_eq "the expansion failed" "failed|0" \
+  "$(q "$T/f" "SELECT state, nchildren FROM expansion")"
+expect_eq "its 10 children and their items stay" "10|10" \
+  "$(q "$T/f" "SELECT count(*), sum(i.state = 'present') FROM entity AS e
+               JOIN item AS i ON i.entity_id = e.id JOIN port AS p ON p.id = i.port_id
+               WHERE p.qualified = 'part.w'")"
+expect_eq "the reduce is suppressed" "suppressed" \
+  "$(q "$T/f" "SELECT i.state FROM item AS i JOIN port AS p ON p.id = i.port_id
+               WHERE p.qualified = 'doc.n'")"
+expect_eq "open_expansions shows the failed one" "gen|alpha|failed|10" \
+  "$(q "$T/f" "SELECT call, key, state, children FROM open_expansions")"
+
+# --- 3. a replay that differs at child 10 ------------------------------------------------
+pipeline nondet "n=\"100\", ms=\"5\", once=\"$T/once3\", crash_after=\"60\", differ_at=\"10\""
+run_job "$T/nondet.orch" "$T/n"
+job_done "$T/n"
+expect_eq "the expansion fails naming the child" \
+  "record|not deterministic: child 10 differs from the one published before" \
+  "$(q "$T/n" "SELECT kind, message FROM failures WHERE call = 'gen' AND kind <> 'crash'")"
+expect_eq "the expansion failed" "failed" "$(q "$T/n" "SELECT state FROM expansion")"
+published=$(q "$T/n" "SELECT count(*) FROM entity WHERE parent_id IS NOT NULL")
+[ "$published" -ge 50 ] && [ "$published" -le 60 ] ||
+  fail "the crashed run published $published children, not those it made before child 60"
+
+# --- 4. the same crash, deterministic: only new children are published ------------------
+pipeline det "n=\"100\", ms=\"5\", once=\"$T/once4\", crash_after=\"60\""
+run_job "$T/det.orch" "$T/d"
+job_done "$T/d"
+expect_eq "one crash, then ok" "crash ok" \
+  "$(q "$T/d" "SELECT group_concat(a.outcome, ' ') FROM attempt AS a
+               JOIN grain AS g ON g.id = a.grain_id JOIN call AS c ON c.id = g.call_id
+               WHERE c.name = 'gen' ORDER BY a.id")"
+pipeline det_clean 'n="100", ms="5"'
+run_job "$T/det_clean.orch" "$T/dc"
+expect_eq "the replayed job exports what a clean run does" "$(exports "$T/dc")" \
+  "$(exports "$T/d")"
+
+# --- 5. a budget of 3 unsealed grains, 1,000 children ------------------------------------
+pipeline tight 'n="1000", ms="0"'
+run_job "$T/tight.orch" "$T/t" --max-unsealed 3
+job_done "$T/t"
+expect_eq "1,000 children counted" '{"key": "alpha", "state": "present", "value": "1000"}' \
+  "$("$ORCH" export "$T/t" doc.n)"
+
+# --- 6. kill -9 of the driver in the middle of an expansion, then resume ---------------
+J=$T/k
+"$ORCH" run "$T/slow.orch" --job "$J" --progress none 2> "$T/k.log" &
+pid=$!
+some_children() {
+  [ -f "$J/state.db" ] &&
+    [ "$(qlive "$J" "SELECT count(*) FROM entity WHERE parent_id IS NOT NULL" 2> /dev/null)" \
+      -gt 40 ]
+}
+wait_until 30 "children published while the expansion runs" some_children
+kill -9 "$pid"
+wait "$pid" 2> /dev/null || true
+expect_eq "the expansion is open" "open" \
+  "$(q "$J" "SELECT state FROM open_expansions")"
+"$ORCH" status "$J" | grep -qE '^expansions: gen alpha: [0-9]+ children so far, open$' ||
+  fail "status does not show the open expansion: $("$ORCH" status "$J")"
+"$ORCH" lineage "$J" alpha | grep -qE '^  expansion by gen: open, [0-9]+ children so far$' ||
+  fail "lineage does not show the open expansion: $("$ORCH" lineage "$J" alpha | head)"
+"$ORCH" resume "$J" --progress none 2> "$T/k2.log" ||
+  { cat "$T/k2.log" >&2; fail "resume exited $?"; }
+job_done "$J"
+expect_eq "the resumed job exports what a clean run does" "$(exports "$T/s1")" \
+  "$(exports "$J")"
+echo "streaming: ok"
