@@ -74,8 +74,17 @@ void orch_driver_chunk(struct orch_driver_call *cr, orch_worker *w,
 void orch_driver_resume_paused(struct orch_driver *d)
 {
     bool grains, bytes;
-    if (d->npaused == 0 || (orch_driver_tight(d, &grains, &bytes) && d->ninflight > d->npaused))
+    if (d->npaused == 0)
         return;
+    if (orch_driver_tight(d, &grains, &bytes)) {
+        /* The batches the paused workers hold: the one each streams, and one queued
+         * behind it (pool.h). Any other batch in flight may still seal grains. */
+        int64_t held = 0;
+        for (int i = 0; i < d->npaused; i++)
+            held += orch_worker_held(d->paused[i]);
+        if (d->ninflight > held)
+            return;
+    }
     while (d->npaused > 0)
         orch_driver_unpause(d, d->paused[d->npaused - 1]);
 }

@@ -10,7 +10,8 @@
 #      makes child 10 differently: the expansion fails, naming the child.
 #   4. The same crash with a deterministic expander: the replay publishes only the
 #      children past the published ones, and the exports equal a clean run's.
-#   5. --max-unsealed 3 with an expansion of 1,000 children: it finishes.
+#   5. --max-unsealed 3 with an expansion of 1,000 children, and with 20 expansions (a
+#      paused worker holds a second batch): both finish.
 #   6. kill -9 of the driver during a streaming expansion, then resume: the exports equal
 #      a clean run's.
 source "$(dirname "$0")/lib.sh"
@@ -106,6 +107,21 @@ run_job "$T/tight.orch" "$T/t" --max-unsealed 3
 job_done "$T/t"
 expect_eq "1,000 children counted" '{"key": "alpha", "state": "present", "value": "1000"}' \
   "$("$ORCH" export "$T/t" doc.n)"
+
+# The same budget over 20 expansions of 30 children: the worker holds a second batch
+# behind the one it streams when the budget pauses it; it must be read again once nothing
+# else is in flight, though two batches are (timeout: a pause never lifted hangs).
+python3 -c 'print("\n".join("doc%02d" % i for i in range(20)))' > "$T/many.txt"
+sed 's/lines("one.txt")/lines("many.txt")/' "$T/tight.orch" |
+  sed 's/n="1000", ms="0"/n="30", ms="1"/' > "$T/tight2.orch"
+timeout 120 "$ORCH" run "$T/tight2.orch" --job "$T/t2" --progress none --max-unsealed 3 \
+  2> "$T/t2.log" || { cat "$T/t2.log" >&2; fail "20 expansions under a budget of 3 grains"; }
+job_done "$T/t2"
+expect_eq "20 expansions of 30 children counted" "20 x 30" \
+  "$("$ORCH" export "$T/t2" doc.n | python3 -c '
+import json, sys
+v = [json.loads(l)["value"] for l in sys.stdin]
+print("%d x %s" % (len(v), ",".join(sorted(set(v)))))')"
 
 # --- 6. kill -9 of the driver in the middle of an expansion, then resume ---------------
 J=$T/k
