@@ -63,6 +63,17 @@ class Rewriter(threading.Thread):
         self.join()
 
 
+def startup(job, t0):
+    """The seconds from t0 (time.time() as `orch run` of job started) to its first
+    attempt: what a driver's start costs on this machine now."""
+    db = connect(job)
+    try:
+        first = db.execute("SELECT min(started_at) FROM attempt").fetchone()[0]
+    finally:
+        db.close()
+    return max(0.0, first / 1000.0 - t0) if first is not None else 0.0
+
+
 class Loop:
     def __init__(self, kills, seed, work, update=None, edit=False, rewrite=False):
         self.kills_wanted = kills
@@ -89,6 +100,7 @@ class Loop:
         self.restarts = 0            # `orch update` started again after a kill
         self.expect_refusal = False  # that start must be refused (the edit is under way)
         self.max_delay = int(os.environ.get("CRASH_LOOP_MAX_DELAY_MS", "300"))
+        self.startup = 0.0           # seconds from a run's start to its first attempt
         self.kills = self.worker_kills = self.resumes = self.jobs = 0
         self.open_at_kills = 0       # attempts open at the kills (distinct)
         self.inflight_at_kills = 0   # grains in flight at the kills (sum)
@@ -203,11 +215,14 @@ class Loop:
             with open(path, "w") as f:
                 f.write(text)
             ref_job = os.path.join(self.work, "ref%d" % n)
+            t0 = time.time()
             r = run(["run", path, "--job", ref_job, "--progress", "none"])
             if r.returncode != 0:
                 raise Violation("the reference run of %s exited %d: %s"
                                 % (path, r.returncode, r.stderr.decode(errors="replace")))
             self.refs[text] = (ref_job, {})
+            if n == 1:
+                self.startup = startup(ref_job, t0)
         ref_job, got = self.refs[text]
         for port in ports:
             if port not in got:
@@ -368,7 +383,8 @@ class Loop:
                     cmd = "resume"
                     continue
                 break
-            m = Moment(self.rng, updating, r, self.max_delay, self.watch is not None)
+            m = Moment(self.rng, updating, r, self.max_delay, self.watch is not None,
+                       self.startup)
             s = strike(p, m, self.watch, self.rng, self.max_delay, cmd)
             self.worker_kills += s.worker_kills
             if s.ended is not None:

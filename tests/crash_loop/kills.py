@@ -24,14 +24,15 @@ def watched(job, work, cmd, r, edited):
 
 class Moment:
     """When the next kill lands. A short delay; one time in five a very short one (the
-    kill lands in the resume's own recovery or in the first turns). In an update (r: drawn
+    kill lands in the resume's own recovery or in the first turns); the others count from
+    the time a run takes to its first attempt (startup). In an update (r: drawn
     before the start, see Loop), two times in ten the moment the driver opens the source
     (inotify): an `orch update` has just recorded the update, and its rescan, a fraction of
     a ms, has often not committed; one in ten the moment it opens state.db, before
     anything (an `orch update` has not recorded its update); two in ten a delay within the
     start-up (tens of ms); the others past it. watching: a file's opening is watched."""
 
-    def __init__(self, rng, updating, r, max_delay, watching):
+    def __init__(self, rng, updating, r, max_delay, watching, startup=0.0):
         if not updating:
             r = rng.random()
         # at_open: the kill is at the watched file's opening (True), or the delay counts
@@ -44,7 +45,10 @@ class Moment:
         elif updating:
             at_open, delay = False, rng.uniform(0, max_delay) / 1000.0
         else:
-            delay = (rng.uniform(0, 15) if r < 0.2 else rng.uniform(15, max_delay)) / 1000.0
+            # startup: the seconds a reference run took to its first attempt; the longer
+            # delays count from there, so that they land in the work on a busy machine.
+            delay = rng.uniform(0, 15) / 1000.0 if r < 0.2 else \
+                startup + rng.uniform(15, max_delay) / 1000.0
         if not watching:
             at_open = None
         self.at_open, self.delay = at_open, delay

@@ -4,13 +4,23 @@ makes; the files() source's states."""
 import os
 
 PORTS = ["doc.line", "word.raw", "word.nap", "word.ok", "word.up", "word.good", "word.line",
-         "word.ctx", "doc.joined", "doc.n", "file.path", "file.text", "file.up"]
-OUTPUTS = ["doc.joined", "doc.n", "word.good", "word.ctx", "file.up"]
+         "word.ctx", "doc.joined", "doc.n", "file.path", "file.text", "file.up",
+         "burst.v", "doc.bursts"]
+OUTPUTS = ["doc.joined", "doc.n", "word.good", "word.ctx", "file.up", "doc.bursts"]
 SOURCES = ["doc.line", "file.path"]
+# A streaming expansion (DESIGN §5): tests/udf_slow_expand.c, built next to the binary,
+# makes 6 children of each line 3 ms apart, so that its children are published in chunks
+# while it runs and the kills land in the middle of expansions; a replay compares them.
+_ORCH = os.environ.get("ORCH") or os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    "build", "engine", "orch")
+SLOW = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(_ORCH))), "udfs",
+                    "udf_slow_expand.so")
 HEADER = """\
 pipeline crashloop
 domain doc
 domain word in doc
+domain burst in doc
 domain file
 source doc.line = lines("in.txt")
 source file.path = files("files/*.txt")
@@ -31,6 +41,8 @@ call join  = concat(sep="+")          with reserve=parent, batch=2, retries=8
 call num   = count()                  with batch=4, retries=8
 call rd    = read_file()              with batch=2, retries=8
 call fup   = upper()                  with batch=4, retries=8
+call gen   = library("%s", "orch_udf_slow_expand")(n=6, ms=3) with workers=2, retries=8
+call bn    = count()                  with retries=8
 word.raw   = expand cut(doc.line)
 word.nap   = nap(word.raw)
 word.ok    = shaky(word.nap)
@@ -42,12 +54,15 @@ doc.joined = reduce join(word.good)
 doc.n      = reduce num(word.good)
 file.text  = rd(file.path)
 file.up    = fup(file.text)
+burst.v    = expand gen(doc.line)
+doc.bursts = reduce bn(burst.v)
 output doc.joined
 output doc.n
 output word.good
 output word.ctx
 output file.up
-"""
+output doc.bursts
+""" % SLOW
 
 
 # --edit: PIPELINE as parts, to edit. A statement: (port, operation, call, input).
@@ -60,7 +75,10 @@ CALLS = [("cut", 'split(sep=" ")', "batch=4, retries=8"),
          ("join", 'concat(sep="+")', "reserve=parent, batch=2, retries=8"),
          ("num", "count()", "batch=4, retries=8"),
          ("rd", "read_file()", "batch=2, retries=8"),
-         ("fup", "upper()", "batch=4, retries=8")]
+         ("fup", "upper()", "batch=4, retries=8"),
+         ("gen", 'library("%s", "orch_udf_slow_expand")(n=6, ms=3)' % SLOW,
+          "workers=2, retries=8"),
+         ("bn", "count()", "retries=8")]
 STMTS = [("word.raw", "expand", "cut", "doc.line"),
          ("word.nap", "map", "nap", "word.raw"),
          ("word.ok", "map", "shaky", "word.nap"),
@@ -71,7 +89,9 @@ STMTS = [("word.raw", "expand", "cut", "doc.line"),
          ("doc.joined", "reduce", "join", "word.good"),
          ("doc.n", "reduce", "num", "word.good"),
          ("file.text", "map", "rd", "file.path"),
-         ("file.up", "map", "fup", "file.text")]
+         ("file.up", "map", "fup", "file.text"),
+         ("burst.v", "expand", "gen", "doc.line"),
+         ("doc.bursts", "reduce", "bn", "burst.v")]
 
 
 def render(calls, stmts, outputs):
