@@ -59,7 +59,10 @@ sed 's/n\.txt/m.txt/' "$T/chain.orch" > "$T/fixed.orch"
 seq 1 300 > "$T/m.txt"
 run_job "$T/fixed.orch" "$T/fixed" --batch-fixed
 job_done "$T/fixed"
+# (c takes what its queue holds at each dispatch, up to three: how many that is depends on
+# the pace of a and b.)
 expect_eq "--batch-fixed: a and b one grain a batch, c at most three" "a|1
 b|1
-c|3" "$(q "$T/fixed" "SELECT call, max(batch_size) FROM attempts GROUP BY call ORDER BY call")"
+c|1" "$(q "$T/fixed" "SELECT call, max(batch_size) <= CASE call WHEN 'c' THEN 3 ELSE 1 END
+                      FROM attempts GROUP BY call ORDER BY call")"
 echo "autobatch: ok"
