@@ -460,8 +460,8 @@ static int read_frame(struct exec_state *st, const char *want1, const char *want
             *tag = want3;
         else {
             tag_text(h, seen, sizeof seen);
-            breakf(st, 0, "protocol error %s: expected %s or %s, got %s", when, want1, want2,
-                   seen);
+            breakf(st, 0, "protocol error %s: expected %s%s%s or %s, got %s", when, want1,
+                   want3 ? ", " : "", want3 ? want2 : "", want3 ? want3 : want2, seen);
             return -EPROTO;
         }
         struct cur c = {h + 4, h + FRAME_HEADER, false};
@@ -745,17 +745,19 @@ static int take_chld(struct exec_state *st, struct orch_udf_batch *batch, struct
                      uint8_t *streamed, size_t *last)
 {
     uint32_t i = get_u32(c), n = get_u32(c);
+    if (c->bad) /* truncated: said below, unless record 0 is out of the batch */
+        i = n = 0;
     if (st->op != ORCH_UDF_OP_EXPAND && st->op != ORCH_UDF_OP_EXPAND_ALIGNED) {
         breakf(st, 0, "protocol error: children streamed (CHLD) to a %s call",
                orch_udf_op_name(st->op));
         return -EPROTO;
     }
-    if (i >= batch->n && !c->bad) {
+    if (i >= batch->n) {
         breakf(st, 0, "protocol error: CHLD for record %" PRIu32 " of a batch of %zu records",
                i, batch->n);
         return -EPROTO;
     }
-    if (*last != SIZE_MAX && i < *last && !c->bad) {
+    if (*last != SIZE_MAX && i < *last) {
         breakf(st, 0, "protocol error: CHLD for record %" PRIu32 " after record %zu", i,
                *last);
         return -EPROTO;
