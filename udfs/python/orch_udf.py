@@ -45,14 +45,19 @@ expand, expand aligned     a list of children; a child is a value (one output) o
                            children: they are sent to the host as they are yielded, so
                            their downstream grains run while it goes on (a streaming
                            expansion). Raising ``orch_udf.RecordFailure`` or
-                           ``GroupFailure`` in it after some children fails the record
-                           (the children already made stay, DESIGN §4); another
+                           ``GroupFailure`` in it after some children answers that
+                           failure (the children already made stay, DESIGN §4); another
                            exception fails the batch.
 filter                     ``True`` or ``False``
 any                        ``orch_udf.Drop``: nothing to produce (outputs Dropped)
 any                        ``orch_udf.RecordFailure("msg")``: this record is bad
 any                        ``orch_udf.GroupFailure("msg")``: this record's parent is bad
 =========================  =================================================================
+
+A generator's children go to the host in CHLD frames (udfs/EXEC_PROTOCOL.md): each child
+that took 1 ms or more to make goes at once, with any held before it; quicker ones go
+together, at the latest once the first of them was made 5 ms before, or 256 of them, or
+1 MiB of their values, are held. The record's answer then carries whatever is left.
 
 An answer of another type becomes a RecordFailure that says what was wrong. An exception
 raised by ``run`` (or a list of the wrong length) fails the whole batch: an attempt failure,
