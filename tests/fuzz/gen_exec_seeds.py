@@ -4,8 +4,8 @@
 Each seed is what fuzz_exec reads: three bytes that choose the call and the batch (op,
 nout - 1, records), then a program's reply to that batch. The replies are made by the
 program side of the protocol itself, udfs/python/orch_udf.py (its _run_batch, the code that
-answers a BTCH, with the CHLD frames of generator answers), for small UDFs of every op and answer kind; a few are then cut or bent
-where the protocol says the host must refuse them.
+answers a BTCH, with the CHLD frames of generator answers), for small UDFs of every op and
+answer kind; a few are then cut or bent where the protocol says the host must refuse them.
 
     python3 tests/fuzz/gen_exec_seeds.py tests/fuzz/seeds/exec
 """
