@@ -678,10 +678,8 @@ static int take_children(struct exec_state *st, struct orch_udf_batch *batch, si
 static int misfit(struct exec_state *st, struct orch_udf_batch *batch, size_t i, uint8_t kind)
 {
     char why[160];
-    snprintf(why, sizeof why,
-             "exec: the program answered '%c', which does not fit a %s "
-             "call with %zu output(s)",
-             kind, orch_udf_op_name(st->op), st->nout);
+    snprintf(why, sizeof why, "exec: the program answered '%c', which does not fit a %s call",
+             kind, orch_udf_op_name(st->op));
     return orch_udf_fail_record(batch, i, why) == -ENOMEM ? -ENOMEM : 0;
 }
 
