@@ -1079,7 +1079,20 @@ static const char py_raw[] =
     "    elif mode == 'kind':\n"
     "        send(b'ANSW', struct.pack('<I', n) + b'Z' * n)\n"
     "    elif mode == 'short':\n"
-    "        send(b'ANSW', struct.pack('<I', n) + b'R' + struct.pack('<I', 100) + b'abc')\n";
+    "        send(b'ANSW', struct.pack('<I', n) + b'R' + struct.pack('<I', 100) + b'abc')\n"
+    "    elif mode == 'chld':\n"
+    "        v = lambda s: b'v' + struct.pack('<Q', len(s)) + s\n"
+    "        send(b'CHLD', struct.pack('<II', 0, 2) + v(b'a') + b'f' + struct.pack('<I', 3)\n"
+    "             + b'bad')\n"
+    "        send(b'CHLD', struct.pack('<II', 0, 0))\n"
+    "        send(b'CHLD', struct.pack('<II', 1, 1) + v(b'c'))\n"
+    "        send(b'ANSW', struct.pack('<I', n) + b'C' + struct.pack('<IQ', 1, 1) + b'b'\n"
+    "             + b'R' + struct.pack('<I', 4) + b'late' + b'C' + struct.pack('<I', 0))\n"
+    "    elif mode == 'chld-order':\n"
+    "        send(b'CHLD', struct.pack('<II', 1, 0))\n"
+    "        send(b'CHLD', struct.pack('<II', 0, 0))\n"
+    "    elif mode == 'chld-range':\n"
+    "        send(b'CHLD', struct.pack('<II', n, 0))\n";
 
 static void raw_command(struct udf_h *h, const char *mode, char *cmd, size_t n)
 {
@@ -1131,6 +1144,57 @@ static void test_exec_protocol_errors(void **state)
     udf_h_check_contains(h->err, "version 9");
     udf_h_close(h);
     check_no_children();
+}
+
+/* CHLD frames: children streamed before the ANSW, which carries the rest of them or a
+ * failure after them; a CHLD out of order, out of the batch or to a map breaks the program. */
+static void test_exec_chld(void **state)
+{
+    struct udf_h *h = *state;
+    char path[600], cmd[4096];
+    make_tmpdir(h, "raw.py", path, sizeof path);
+    assert_int_equal(orch_test_write_text(path, py_raw), 0);
+
+    raw_command(h, "chld", cmd, sizeof cmd);
+    assert_int_equal(udf_h_open(h, &orch_udf_exec, cmd, ORCH_UDF_OP_EXPAND, 1, 1, NULL), 0);
+    size_t a = udf_h_add_text(h, "a"), late = udf_h_add_text(h, "b");
+    size_t none = udf_h_add_text(h, "c");
+    assert_int_equal(udf_h_run(h), 0);
+    udf_h_check_outcome(h, a, ORCH_UDF_OK);
+    const struct orch_udf_answer *r = &h->ans.rec[a];
+    assert_int_equal(r->nchildren, 3);
+    udf_h_check_out(&r->children[0], "a", 1);
+    assert_non_null(r->child_msg);
+    assert_null(r->child_msg[0]);
+    assert_string_equal(r->child_msg[1], "bad");
+    udf_h_check_out(&r->children[2], "b", 1);
+    udf_h_check_outcome(h, late, ORCH_UDF_RECORD_FAILURE);
+    udf_h_check_msg(h, late, "late");
+    check_children(h, none, (const char *const[]){NULL});
+    udf_h_close(h);
+    udf_h_clear(h);
+
+    static const struct {
+        const char *mode;
+        enum orch_udf_op op;
+        const char *msg;
+    } cases[] = {
+        {"chld-order", ORCH_UDF_OP_EXPAND, "CHLD for record 0 after record 1"},
+        {"chld-range", ORCH_UDF_OP_EXPAND, "CHLD for record 2 of a batch of 2 records"},
+        {"chld-range", ORCH_UDF_OP_MAP, "children streamed (CHLD) to a map call"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        raw_command(h, cases[k].mode, cmd, sizeof cmd);
+        assert_int_equal(udf_h_open(h, &orch_udf_exec, cmd, cases[k].op, 1, 1, NULL), 0);
+        udf_h_add_text(h, "a");
+        udf_h_add_text(h, "b");
+        assert_int_equal(udf_h_run(h), -EPROTO);
+        udf_h_check_contains(orch_udf_answers_error(&h->ans), cases[k].msg);
+        assert_int_equal(udf_h_run(h), -EPIPE);
+        check_no_children();
+        udf_h_close(h);
+        udf_h_clear(h);
+    }
 }
 
 /* The REDY frame, for shell programs: "REDY", u64 4, u32 1. */
@@ -1239,6 +1303,7 @@ int main(void)
         T(test_exec_python_example),
         T(test_exec_python_ops),
         T(test_exec_protocol_errors),
+        T(test_exec_chld),
         T(test_exec_dies),
         T(test_exec_init_failures),
         T(test_exec_fini_kills_stubborn),

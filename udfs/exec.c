@@ -446,7 +446,7 @@ static void tag_text(const unsigned char *t, char *out, size_t n)
  * (valid until the next read). On any failure the state is broken (`when` says at which
  * moment, for the message) and -EPIPE / -EPROTO / -errno is returned. */
 static int read_frame(struct exec_state *st, const char *want1, const char *want2,
-                      const char *when, const char **tag, struct cur *body)
+                      const char *want3, const char *when, const char **tag, struct cur *body)
 {
     int rc = fill(st, FRAME_HEADER);
     if (rc == 0) {
@@ -456,10 +456,12 @@ static int read_frame(struct exec_state *st, const char *want1, const char *want
             *tag = want1;
         else if (memcmp(h, want2, 4) == 0)
             *tag = want2;
+        else if (want3 != NULL && memcmp(h, want3, 4) == 0)
+            *tag = want3;
         else {
             tag_text(h, seen, sizeof seen);
-            breakf(st, 0, "protocol error %s: expected %s or %s, got %s", when, want1, want2,
-                   seen);
+            breakf(st, 0, "protocol error %s: expected %s%s%s or %s, got %s", when, want1,
+                   want3 ? ", " : "", want3 ? want2 : "", want3 ? want3 : want2, seen);
             return -EPROTO;
         }
         struct cur c = {h + 4, h + FRAME_HEADER, false};
@@ -529,7 +531,7 @@ static int handshake(struct exec_state *st, const struct orch_udf_config *cfg)
     /* A write error (the program exited at once) shows again as the end of its output. */
     const char *tag;
     struct cur c;
-    rc = read_frame(st, "REDY", "IERR", "before it answered the hello", &tag, &c);
+    rc = read_frame(st, "REDY", "IERR", NULL, "before it answered the hello", &tag, &c);
     if (rc < 0)
         return orch_udf_config_error(cfg, rc, "%s", st->why);
     if (strcmp(tag, "IERR") == 0) {
@@ -638,13 +640,57 @@ static int take_values(struct exec_state *st, struct orch_udf_batch *batch, size
     return 0;
 }
 
-/* Decodes one answer and gives it to the host. Returns 0, -ENOMEM, or -EPROTO (-EBADMSG:
- * a child of an 'E' answer) with *kind set to the offending kind (child tag) byte. A short
- * body shows in c->bad. */
-static int take_answer(struct exec_state *st, struct orch_udf_batch *batch, size_t i,
-                       struct cur *c, uint8_t *kind)
+/* Decodes n children of record i ('C': values only; 'E' and CHLD, `tagged`: each 'v' +
+ * values or 'f' + message) and gives them to the host; *fit as in take_values. Returns 0,
+ * -ENOMEM, or -EBADMSG with *kind set to an unknown child tag. */
+static int take_children(struct exec_state *st, struct orch_udf_batch *batch, size_t i,
+                         struct cur *c, uint32_t n, bool tagged, int *fit, uint8_t *kind)
 {
-    int fit = 0, rc = 0;
+    bool nomem = false;
+    for (uint32_t k = 0; k < n && !c->bad; k++) {
+        uint8_t tag = tagged ? get_u8(c) : 'v';
+        int r = 0;
+        if (c->bad)
+            break;
+        if (tag == 'v') {
+            r = *fit == 0 ? orch_udf_child(batch, i) : 0;
+            if (r == -ENOMEM)
+                return r;
+            *fit = *fit ? *fit : r;
+            if (take_values(st, batch, i, c, fit) == -ENOMEM)
+                return -ENOMEM;
+        } else if (tag == 'f') {
+            char *msg = get_str(c, &nomem);
+            if (msg != NULL && *fit == 0)
+                *fit = orch_udf_fail_child(batch, i, msg);
+            free(msg);
+            if (nomem || *fit == -ENOMEM)
+                return -ENOMEM;
+        } else {
+            *kind = tag;
+            return -EBADMSG;
+        }
+    }
+    return 0;
+}
+
+/* Makes record i a RecordFailure that says its answer does not fit the call. */
+static int misfit(struct exec_state *st, struct orch_udf_batch *batch, size_t i, uint8_t kind)
+{
+    char why[160];
+    snprintf(why, sizeof why, "exec: the program answered '%c', which does not fit a %s call",
+             kind, orch_udf_op_name(st->op));
+    return orch_udf_fail_record(batch, i, why) == -ENOMEM ? -ENOMEM : 0;
+}
+
+/* Decodes one answer and gives it to the host. `streamed`: children of the record came in
+ * CHLD frames before (1), or were refused there (2: the record failed already). Returns 0,
+ * -ENOMEM, or -EPROTO (-EBADMSG: a child of an 'E' answer) with *kind set to the offending
+ * kind (child tag) byte. A short body shows in c->bad. */
+static int take_answer(struct exec_state *st, struct orch_udf_batch *batch, size_t i,
+                       struct cur *c, uint8_t streamed, uint8_t *kind)
+{
+    int fit = streamed == 2 ? 1 : 0, rc = 0;
     bool nomem = false;
     char *msg = NULL;
     *kind = get_u8(c);
@@ -652,46 +698,12 @@ static int take_answer(struct exec_state *st, struct orch_udf_batch *batch, size
     case 'V':
         rc = take_values(st, batch, i, c, &fit);
         break;
-    case 'C': {
+    case 'C':
+    case 'E': { /* children in order; 'E': each made ('v' + values) or failed ('f' + msg) */
         uint32_t n = get_u32(c);
-        for (uint32_t k = 0; k < n && rc == 0 && !c->bad; k++) {
-            int r = fit == 0 ? orch_udf_child(batch, i) : 0;
-            if (r == -ENOMEM)
-                return r;
-            fit = fit ? fit : r;
-            rc = take_values(st, batch, i, c, &fit);
-        }
-        if (rc == 0 && n == 0 && !c->bad)
-            fit = orch_udf_no_children(batch, i);
-        break;
-    }
-    case 'E': { /* children, each made ('v' + values) or failed ('f' + message) */
-        uint32_t n = get_u32(c);
-        for (uint32_t k = 0; k < n && rc == 0 && !c->bad; k++) {
-            uint8_t tag = get_u8(c);
-            int r = 0;
-            if (c->bad)
-                break;
-            if (tag == 'v') {
-                r = fit == 0 ? orch_udf_child(batch, i) : 0;
-                if (r == -ENOMEM)
-                    return r;
-                fit = fit ? fit : r;
-                rc = take_values(st, batch, i, c, &fit);
-            } else if (tag == 'f') {
-                msg = get_str(c, &nomem);
-                if (msg != NULL && fit == 0)
-                    fit = orch_udf_fail_child(batch, i, msg);
-                free(msg);
-                msg = NULL;
-                if (nomem)
-                    return -ENOMEM;
-            } else {
-                *kind = tag;
-                return -EBADMSG;
-            }
-        }
-        if (rc == 0 && n == 0 && !c->bad)
+        uint8_t k = *kind;
+        rc = take_children(st, batch, i, c, n, k == 'E', &fit, kind);
+        if (rc == 0 && n == 0 && !c->bad && streamed == 0)
             fit = orch_udf_no_children(batch, i);
         break;
     }
@@ -715,20 +727,66 @@ static int take_answer(struct exec_state *st, struct orch_udf_batch *batch, size
     default:
         return -EPROTO;
     }
-    if (nomem || rc == -ENOMEM || fit == -ENOMEM)
+    if (rc == -EBADMSG || rc == -ENOMEM)
+        return rc;
+    if (nomem || fit == -ENOMEM)
         return -ENOMEM;
-    if (fit < 0 && !c->bad) {
-        char why[160];
-        snprintf(why, sizeof why,
-                 "exec: the program answered '%c', which does not fit a %s call with %zu "
-                 "output(s)",
-                 *kind, orch_udf_op_name(st->op), st->nout);
-        return orch_udf_fail_record(batch, i, why) == -ENOMEM ? -ENOMEM : 0;
-    }
+    if (fit < 0 && !c->bad && streamed != 2)
+        return misfit(st, batch, i, *kind);
     return 0;
 }
 
-static int take_answers(struct exec_state *st, struct orch_udf_batch *batch, struct cur *c)
+/* Decodes a CHLD frame (u32 record, u32 n, n children as in an 'E' answer): children of
+ * a record of the batch, given to the host at once so that they stream. Records go in
+ * order: one below the last streamed is a protocol error, and so is any on a call that is
+ * not an expand. `streamed` (one byte a record) and *last record which records streamed.
+ * Returns 0, -ENOMEM, or -EPROTO with the state broken. */
+static int take_chld(struct exec_state *st, struct orch_udf_batch *batch, struct cur *c,
+                     uint8_t *streamed, size_t *last)
+{
+    uint32_t i = get_u32(c), n = get_u32(c);
+    if (c->bad) /* truncated: said below, unless record 0 is out of the batch */
+        i = n = 0;
+    if (st->op != ORCH_UDF_OP_EXPAND && st->op != ORCH_UDF_OP_EXPAND_ALIGNED) {
+        breakf(st, 0, "protocol error: children streamed (CHLD) to a %s call",
+               orch_udf_op_name(st->op));
+        return -EPROTO;
+    }
+    if (i >= batch->n) {
+        breakf(st, 0, "protocol error: CHLD for record %" PRIu32 " of a batch of %zu records",
+               i, batch->n);
+        return -EPROTO;
+    }
+    if (*last != SIZE_MAX && i < *last) {
+        breakf(st, 0, "protocol error: CHLD for record %" PRIu32 " after record %zu", i, *last);
+        return -EPROTO;
+    }
+    *last = i;
+    int fit = streamed[i] == 2 ? 1 : 0, rc;
+    uint8_t kind = 0;
+    rc = take_children(st, batch, i, c, n, true, &fit, &kind);
+    if (rc == -ENOMEM || fit == -ENOMEM)
+        return -ENOMEM;
+    if (rc == -EBADMSG) {
+        breakf(st, 0, "protocol error: unknown child tag 0x%02x in record %" PRIu32, kind, i);
+        return -EPROTO;
+    }
+    if (c->bad || c->p != c->end) {
+        breakf(st, 0, "protocol error: the CHLD frame is %s",
+               c->bad ? "truncated" : "too long");
+        return -EPROTO;
+    }
+    if (fit < 0 && streamed[i] != 2) {
+        streamed[i] = 2;
+        return misfit(st, batch, i, 'v');
+    }
+    if (streamed[i] == 0 && n > 0)
+        streamed[i] = 1;
+    return 0;
+}
+
+static int take_answers(struct exec_state *st, struct orch_udf_batch *batch, struct cur *c,
+                        const uint8_t *streamed)
 {
     uint32_t n = get_u32(c);
     if (!c->bad && n != batch->n) {
@@ -738,7 +796,7 @@ static int take_answers(struct exec_state *st, struct orch_udf_batch *batch, str
     }
     for (size_t i = 0; i < batch->n && !c->bad; i++) {
         uint8_t kind;
-        int rc = take_answer(st, batch, i, c, &kind);
+        int rc = take_answer(st, batch, i, c, streamed != NULL ? streamed[i] : 0, &kind);
         if (rc == -ENOMEM)
             return orch_udf_batch_error(batch, rc, "exec '%s': out of memory", st->cmd);
         if (rc == -EPROTO) {
@@ -758,26 +816,38 @@ static int take_answers(struct exec_state *st, struct orch_udf_batch *batch, str
     return 0;
 }
 
-/* Reads the program's reply to the batch just sent (ANSW or BERR) and gives its answers to
- * batch. Returns what run returns. */
+/* Reads the program's reply to the batch just sent (CHLD frames, then ANSW or BERR) and
+ * gives its answers to batch as they come. Returns what run returns. */
 static int take_reply(struct exec_state *st, struct orch_udf_batch *batch)
 {
     const char *tag;
     struct cur c;
-    int rc = read_frame(st, "ANSW", "BERR", "in the middle of a batch", &tag, &c);
+    uint8_t *streamed = NULL; /* one byte a record, from the first CHLD on */
+    size_t last = SIZE_MAX;
+    int rc;
+    for (;;) {
+        rc = read_frame(st, "ANSW", "BERR", "CHLD", "in the middle of a batch", &tag, &c);
+        if (rc < 0 || strcmp(tag, "CHLD") != 0)
+            break;
+        if (streamed == NULL && (streamed = calloc(batch->n + 1, 1)) == NULL)
+            rc = -ENOMEM;
+        rc = rc ? rc : take_chld(st, batch, &c, streamed, &last);
+        if (rc == -ENOMEM) /* the rest of the reply cannot be read: the program goes */
+            breakf(st, 0, "out of memory in the middle of a batch");
+        if (rc < 0)
+            break;
+    }
     if (rc < 0)
-        return orch_udf_batch_error(batch, rc, "%s", st->why);
-    if (strcmp(tag, "BERR") == 0) {
+        rc = orch_udf_batch_error(batch, rc, "%s", st->why);
+    else if (strcmp(tag, "BERR") == 0) {
         bool nomem = false;
         char *msg = get_str(&c, &nomem);
         rc = orch_udf_batch_error(batch, nomem ? -ENOMEM : -EIO, "exec '%s': %s", st->cmd,
                                   msg != NULL ? msg : "the batch failed");
         free(msg);
-        return rc;
-    }
-    rc = take_answers(st, batch, &c);
-    if (rc == -EPROTO)
-        return orch_udf_batch_error(batch, rc, "%s", st->why);
+    } else if ((rc = take_answers(st, batch, &c, streamed)) == -EPROTO)
+        rc = orch_udf_batch_error(batch, rc, "%s", st->why);
+    free(streamed);
     return rc;
 }
 

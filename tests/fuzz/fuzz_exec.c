@@ -11,13 +11,15 @@
  *
  *   - no crash, leak or undefined behaviour (ASan, UBSan, LeakSanitizer);
  *   - the verdict is the protocol's, as an independent reading of EXEC_PROTOCOL.md here
- *     (`walk`) finds it: -EPIPE when the output ends before a whole frame; -EPROTO for an
- *     unknown tag, an answer count that is not the batch's, an unknown answer kind, a
- *     truncated or too long ANSW body; -EIO for BERR; 0 for a well-formed ANSW; a failure
- *     always comes with a message in batch->error;
+ *     (`verdict`) finds it: -EPIPE when the output ends before a whole frame; -EPROTO for
+ *     an unknown tag, an answer count that is not the batch's, an unknown answer kind, a
+ *     truncated or too long ANSW or CHLD body, a CHLD of a call that is not an expand, of
+ *     a record out of the batch or below the previous CHLD's; -EIO for BERR; 0 for a
+ *     well-formed reply; a failure always comes with a message in batch->error;
  *   - after 0 and orch_udf_answers_finish(), every record has an answer, and it is the one
- *     the program gave: its values byte for byte, its children, its keep, its drop, its
- *     failure message; or, for a kind that does not fit the op (`V` for an expand), a
+ *     the program gave: its values byte for byte, its children (streamed in CHLD frames,
+ *     then answered), its keep, its drop, its failure message; or, for a kind that does
+ *     not fit the op (`V` for an expand, `D` after streamed children), a
  *     RecordFailure that says so.
  *
  * Should the protocol gain an answer kind, `walk` must learn it too (the seeds in
@@ -96,6 +98,8 @@ struct call {
     size_t nout;
     size_t n;
     const struct orch_udf_answers *ans; /* NULL: only find the verdict */
+    size_t had[16];                     /* children of record i read so far (CHLD) */
+    size_t last;                        /* the record of the last CHLD; SIZE_MAX: none */
 };
 
 /* A RecordFailure made by the host for an answer of kind k that does not fit the op. */
@@ -124,9 +128,41 @@ static void walk_values(struct rd *r, const struct call *c, const struct orch_ud
     }
 }
 
+/* Reads n children of record i, each 'v' + values or 'f' + message (a failed child), the
+ * first of them child c->had[i]; compares them with got's when got is not NULL. Returns
+ * false for an unknown child tag. */
+static bool walk_children(struct rd *r, struct call *c, size_t i, uint32_t n,
+                          const struct orch_udf_answer *got)
+{
+    for (uint32_t k = 0; k < n && !r->bad; k++) {
+        size_t ch = c->had[i] + k;
+        uint8_t tag = (uint8_t)take_le(r, 1);
+        if (r->bad)
+            break;
+        if (tag == 'v') {
+            if (got != NULL && got->child_msg != NULL && got->child_msg[ch] != NULL)
+                fail("record %zu: child %zu was made, the host failed it", i, ch);
+            walk_values(r, c, got != NULL ? &got->children[ch * c->nout] : NULL, i);
+        } else if (tag == 'f') {
+            uint32_t len = (uint32_t)take_le(r, 4);
+            const uint8_t *m = take(r, len);
+            if (got == NULL || m == NULL)
+                continue;
+            const char *msg = got->child_msg != NULL ? got->child_msg[ch] : NULL;
+            size_t want = strnlen((const char *)m, len);
+            if (msg == NULL || strlen(msg) != want || memcmp(msg, m, want) != 0)
+                fail("record %zu: child %zu failed, the host has \"%s\"", i, ch,
+                     msg != NULL ? msg : "(made)");
+        } else {
+            return false; /* an unknown child tag: a protocol error like a kind */
+        }
+    }
+    return true;
+}
+
 /* Reads answer i; compares it with c->ans->rec[i] when c->ans is set. Returns false for
  * an unknown kind. */
-static bool walk_answer(struct rd *r, const struct call *c, size_t i)
+static bool walk_answer(struct rd *r, struct call *c, size_t i)
 {
     const struct orch_udf_answer *got = c->ans != NULL ? &c->ans->rec[i] : NULL;
     uint8_t k = (uint8_t)take_le(r, 1);
@@ -146,10 +182,10 @@ static bool walk_answer(struct rd *r, const struct call *c, size_t i)
         uint32_t n = (uint32_t)take_le(r, 4);
         bool fits = is_expand(c->op);
         if (got != NULL && fits && !r->bad &&
-            (got->outcome != ORCH_UDF_OK || got->nchildren != n))
+            (got->outcome != ORCH_UDF_OK || got->nchildren != c->had[i] + n))
             fail("record %zu: 'C' of %" PRIu32 " children gave outcome %s with %zu", i, n,
                  orch_udf_outcome_name(got->outcome), got->nchildren);
-        for (uint32_t ch = 0; ch < n && !r->bad; ch++)
+        for (size_t ch = c->had[i]; ch < c->had[i] + n && !r->bad; ch++)
             walk_values(r, c, got != NULL && fits ? &got->children[ch * c->nout] : NULL, i);
         if (got != NULL && !fits)
             want_misfit(got, k, i);
@@ -159,32 +195,11 @@ static bool walk_answer(struct rd *r, const struct call *c, size_t i)
         uint32_t n = (uint32_t)take_le(r, 4);
         bool fits = is_expand(c->op);
         if (got != NULL && fits && !r->bad &&
-            (got->outcome != ORCH_UDF_OK || got->nchildren != n))
+            (got->outcome != ORCH_UDF_OK || got->nchildren != c->had[i] + n))
             fail("record %zu: 'E' of %" PRIu32 " children gave outcome %s with %zu", i, n,
                  orch_udf_outcome_name(got->outcome), got->nchildren);
-        bool check = got != NULL && fits;
-        for (uint32_t ch = 0; ch < n && !r->bad; ch++) {
-            uint8_t tag = (uint8_t)take_le(r, 1);
-            if (r->bad)
-                break;
-            if (tag == 'v') {
-                if (check && got->child_msg != NULL && got->child_msg[ch] != NULL)
-                    fail("record %zu: child %" PRIu32 " was made, the host failed it", i, ch);
-                walk_values(r, c, check ? &got->children[ch * c->nout] : NULL, i);
-            } else if (tag == 'f') {
-                uint32_t len = (uint32_t)take_le(r, 4);
-                const uint8_t *m = take(r, len);
-                if (!check || m == NULL)
-                    continue;
-                const char *msg = got->child_msg != NULL ? got->child_msg[ch] : NULL;
-                size_t want = strnlen((const char *)m, len);
-                if (msg == NULL || strlen(msg) != want || memcmp(msg, m, want) != 0)
-                    fail("record %zu: child %" PRIu32 " failed, the host has \"%s\"", i, ch,
-                         msg != NULL ? msg : "(made)");
-            } else {
-                return false; /* an unknown child tag: a protocol error like a kind */
-            }
-        }
+        if (!walk_children(r, c, i, n, got != NULL && fits ? got : NULL))
+            return false;
         if (got != NULL && !fits && !r->bad)
             want_misfit(got, k, i);
         return true;
@@ -201,7 +216,9 @@ static bool walk_answer(struct rd *r, const struct call *c, size_t i)
         return true;
     }
     case 'D':
-        if (got != NULL && got->outcome != ORCH_UDF_DROP)
+        if (got != NULL && c->had[i] > 0) /* children were streamed: too late to drop */
+            want_misfit(got, k, i);
+        else if (got != NULL && got->outcome != ORCH_UDF_DROP)
             fail("record %zu: 'D' gave outcome %s", i, orch_udf_outcome_name(got->outcome));
         return true;
     case 'R':
@@ -227,7 +244,7 @@ static bool walk_answer(struct rd *r, const struct call *c, size_t i)
 
 /* Reads an ANSW body as the protocol says; with c->ans set, compares every answer with
  * the collector's. Returns 0 or -EPROTO. */
-static int walk(const uint8_t *body, size_t len, const struct call *c)
+static int walk(const uint8_t *body, size_t len, struct call *c)
 {
     struct rd r = {body, len, false};
     uint32_t n = (uint32_t)take_le(&r, 4);
@@ -239,25 +256,53 @@ static int walk(const uint8_t *body, size_t len, const struct call *c)
     return r.bad || r.left != 0 ? -EPROTO : 0;
 }
 
-/* The protocol's verdict on out[0..len); *body, *blen: the ANSW body when 0. */
-static int verdict(const uint8_t *out, size_t len, const struct call *c, const uint8_t **body,
-                   size_t *blen)
+/* Reads a CHLD body (u32 record, u32 n, n children as in 'E'): the record must be one of
+ * the batch, not below the last CHLD's, and the call an expand. Returns 0 or -EPROTO. */
+static int walk_chld(const uint8_t *body, size_t len, struct call *c)
 {
-    if (len < FRAME_HEADER)
-        return -EPIPE;
-    bool answ = memcmp(out, "ANSW", 4) == 0, berr = memcmp(out, "BERR", 4) == 0;
-    if (!answ && !berr)
+    struct rd r = {body, len, false};
+    uint32_t i = (uint32_t)take_le(&r, 4), n = (uint32_t)take_le(&r, 4);
+    if (r.bad || !is_expand(c->op) || i >= c->n || (c->last != SIZE_MAX && i < c->last))
         return -EPROTO;
-    uint64_t n = orch__le_get64(out + 4);
-    if (n > FRAME_MAX)
+    c->last = i;
+    /* Children streamed before a failure are not held in its answer (no stream hook). */
+    const struct orch_udf_answer *got = c->ans != NULL ? &c->ans->rec[i] : NULL;
+    if (got != NULL && got->outcome != ORCH_UDF_OK)
+        got = NULL;
+    if (!walk_children(&r, c, i, n, got))
         return -EPROTO;
-    if (n > len - FRAME_HEADER)
-        return -EPIPE;
-    if (berr)
-        return -EIO;
-    *body = out + FRAME_HEADER;
-    *blen = (size_t)n;
-    return walk(*body, *blen, c);
+    c->had[i] += n;
+    return r.bad || r.left != 0 ? -EPROTO : 0;
+}
+
+/* The protocol's verdict on out[0..len): CHLD frames, then ANSW or BERR; compares the
+ * answers with the collector's when c->ans is set. */
+static int verdict(const uint8_t *out, size_t len, struct call *c)
+{
+    memset(c->had, 0, sizeof c->had);
+    c->last = SIZE_MAX;
+    for (;;) {
+        if (len < FRAME_HEADER)
+            return -EPIPE;
+        bool answ = memcmp(out, "ANSW", 4) == 0, berr = memcmp(out, "BERR", 4) == 0;
+        bool chld = memcmp(out, "CHLD", 4) == 0;
+        if (!answ && !berr && !chld)
+            return -EPROTO;
+        uint64_t n = orch__le_get64(out + 4);
+        if (n > FRAME_MAX)
+            return -EPROTO;
+        if (n > len - FRAME_HEADER)
+            return -EPIPE;
+        if (berr)
+            return -EIO;
+        if (answ)
+            return walk(out + FRAME_HEADER, (size_t)n, c);
+        int rc = walk_chld(out + FRAME_HEADER, (size_t)n, c);
+        if (rc < 0)
+            return rc;
+        out += FRAME_HEADER + (size_t)n;
+        len -= FRAME_HEADER + (size_t)n;
+    }
 }
 
 /* After finish: what orch_udf_host.h promises of every record, whatever was answered. */
@@ -311,9 +356,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     int rc = orch_udf__exec_take_reply(c.op, c.nout, out, len, &batch);
 
-    const uint8_t *body = NULL;
-    size_t blen = 0;
-    int want = verdict(out, len, &c, &body, &blen);
+    int want = verdict(out, len, &c);
     if (rc != want)
         fail("the decoder says %d (%s) where the protocol says %d", rc,
              orch_udf_answers_error(&ans), want);
@@ -326,7 +369,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         check_finished(&ans);
         c.ans = &ans;
-        if (walk(body, blen, &c) != 0)
+        if (verdict(out, len, &c) != 0)
             abort();
     }
     orch_udf_answers_free(&ans);

@@ -4,8 +4,8 @@
 Each seed is what fuzz_exec reads: three bytes that choose the call and the batch (op,
 nout - 1, records), then a program's reply to that batch. The replies are made by the
 program side of the protocol itself, udfs/python/orch_udf.py (its _run_batch, the code that
-answers a BTCH), for small UDFs of every op and answer kind; a few are then cut or bent
-where the protocol says the host must refuse them.
+answers a BTCH, with the CHLD frames of generator answers), for small UDFs of every op and
+answer kind; a few are then cut or bent where the protocol says the host must refuse them.
 
     python3 tests/fuzz/gen_exec_seeds.py tests/fuzz/seeds/exec
 """
@@ -14,6 +14,7 @@ import io
 import os
 import sys
 import contextlib
+import struct
 
 sys.dont_write_bytecode = True  # leave no __pycache__ in udfs/python
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -42,8 +43,17 @@ def reply(op, nout, answers, records=None):
     n = len(answers) if records is None else records
     cfg = orch_udf.Config("fuzz", "python3 fuzz.py", OPS[op], 1, nout, 0, {})
     recs = [orch_udf.Record(i + 1, 1, 1, [[b"in"]]) for i in range(n)]
+    frames = []  # the CHLD frames of generators, before the answer
     with contextlib.redirect_stderr(io.StringIO()):  # an exception's traceback
-        return orch_udf._run_batch(Fixed(answers), cfg, recs)
+        last = orch_udf._run_batch(Fixed(answers), cfg, recs, frames.append)
+    return b"".join(frames) + last
+
+
+def gen(children, end=None):
+    """A generator answer: yields children, then raises end (when not None)."""
+    yield from children
+    if end is not None:
+        raise end
 
 
 def seed(op, nout, records, frame):
@@ -67,6 +77,10 @@ def main(argv):
         "expand-failed-child": ("expand", 2, [[(b"a", b"b"), RF("page 2 of 3: too large"),
                                                (b"c", b"")], [RF("")]]),
         "filter": ("filter", 1, [True, False, Drop, GF("unreadable")]),
+        # streamed children (CHLD frames), then the rest or a failure in the ANSW
+        "stream": ("expand", 2, [gen([(b"a", b"b"), RF("page 2"), (b"c", b"")]), [],
+                                 gen([]), gen([(b"d", b"e")], RF("page 2: bad"))]),
+        "stream-group": ("aligned", 1, [gen([b"x"], GF("bad parent")), gen([b"y", b"z"])]),
         "empty-batch": ("map", 1, []),
         "berr": ("map", 1, RuntimeError("the model crashed")),
         # answers of a kind that does not fit the op: RecordFailures, not protocol errors
@@ -92,6 +106,18 @@ def main(argv):
         f.write(seed("map", 1, 1, frame))
     with open(os.path.join(out, "tag"), "wb") as f:
         f.write(seed("map", 1, 2, b"ANSX" + frame[4:]))
+    # CHLD frames the host refuses: to a map; records out of order; a record out of range.
+    chld = [orch_udf._frame(b"CHLD", [struct.pack("<II", i, 1), b"v", orch_udf._blob(b"c")])
+            for i in (0, 1, 2)]
+    answ = reply("expand", 1, [[], []])
+    with open(os.path.join(out, "chld-map"), "wb") as f:
+        f.write(seed("map", 1, 2, chld[0] + frame))
+    with open(os.path.join(out, "chld-order"), "wb") as f:
+        f.write(seed("expand", 1, 2, chld[1] + chld[0] + answ))
+    with open(os.path.join(out, "chld-range"), "wb") as f:
+        f.write(seed("expand", 1, 2, chld[2] + answ))
+    with open(os.path.join(out, "chld-drop"), "wb") as f:  # a drop after children: misfit
+        f.write(seed("expand", 1, 2, chld[0] + reply("expand", 1, [Drop, []])))
     return 0
 
 

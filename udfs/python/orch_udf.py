@@ -41,11 +41,23 @@ expand, expand aligned     a list of children; a child is a value (one output) o
                            of one value per output port. ``[]`` is zero children. A child
                            may be ``orch_udf.RecordFailure("msg")``: that child exists but
                            failed (its outputs are Failed); its siblings go on.
+                           An expand's answer may also be a generator (any iterator) of
+                           children: they are sent to the host as they are yielded, so
+                           their downstream grains run while it goes on (a streaming
+                           expansion). Raising ``orch_udf.RecordFailure`` or
+                           ``GroupFailure`` in it after some children answers that
+                           failure (the children already made stay, DESIGN §4); another
+                           exception fails the batch.
 filter                     ``True`` or ``False``
 any                        ``orch_udf.Drop``: nothing to produce (outputs Dropped)
 any                        ``orch_udf.RecordFailure("msg")``: this record is bad
 any                        ``orch_udf.GroupFailure("msg")``: this record's parent is bad
 =========================  =================================================================
+
+A generator's children go to the host in CHLD frames (udfs/EXEC_PROTOCOL.md): each child
+that took 1 ms or more to make goes at once, with any held before it; quicker ones go
+together, at the latest once the first of them was made 5 ms before, or 256 of them, or
+1 MiB of their values, are held. The record's answer then carries whatever is left.
 
 An answer of another type becomes a RecordFailure that says what was wrong. An exception
 raised by ``run`` (or a list of the wrong length) fails the whole batch: an attempt failure,
@@ -61,6 +73,7 @@ import importlib.util
 import os
 import struct
 import sys
+import time
 import traceback
 
 PROTOCOL_VERSION = 1
@@ -273,6 +286,60 @@ def _answer(a, op, nout, i):
         return b"R" + _str("python udf: bad answer for record %d: %s" % (i, e))
 
 
+# A generator's children go out in a CHLD frame once this many are held, or their values
+# reach this many bytes, or the first of them was made this long ago, or the last one took
+# at least _STREAM_SLOW to make (a slow generator: each child goes as it is made).
+_STREAM_CHILDREN = 256
+_STREAM_BYTES = 1 << 20
+_STREAM_SECONDS = 0.005
+_STREAM_SLOW = 0.001
+
+
+def _child(c, nout):
+    if isinstance(c, RecordFailure):
+        return b"f" + _str(c.message)
+    return b"v" + _values(c, nout)
+
+
+def _stream(gen, i, nout, write):
+    """Sends the children of record i that the iterator gen yields, in CHLD frames, as they
+    are made; returns the answer that ends them: 'C' with none left, or 'R'/'G' when gen
+    raised a RecordFailure/GroupFailure (or yielded a bad child). Any other exception
+    propagates (the batch fails)."""
+    held, size, first = [], 0, None
+    clock = time.monotonic
+    before = clock()
+
+    def flush():
+        if held:
+            write(_frame(b"CHLD", [struct.pack("<II", i, len(held))] + held))
+            held.clear()
+
+    try:
+        for c in gen:
+            now = clock()
+            try:
+                held.append(_child(c, nout))
+            except _BadAnswer as e:
+                flush()
+                return b"R" + _str("python udf: bad answer for record %d: %s" % (i, e))
+            size += len(held[-1])
+            first = now if len(held) == 1 else first
+            if (len(held) >= _STREAM_CHILDREN or size >= _STREAM_BYTES
+                    or now - first >= _STREAM_SECONDS or now - before >= _STREAM_SLOW):
+                flush()
+                size = 0
+            before = clock()
+    except RecordFailure as e:
+        flush()
+        return b"R" + _str(e.message)
+    except GroupFailure as e:
+        flush()
+        return b"G" + _str(e.message)
+    flush()
+    return b"C" + struct.pack("<I", 0)
+
+
 # ---- the loop ---------------------------------------------------------------------------
 
 def _parse_hello(r):
@@ -303,19 +370,37 @@ def _parse_batch(r, nin):
     return records
 
 
-def _run_batch(udf, cfg, records):
-    """The frame that answers one batch."""
+def _streams(a, op):
+    """Whether answer a is an iterator of children to stream (a generator of an expand)."""
+    return (op in (EXPAND, EXPAND_ALIGNED) and hasattr(a, "__next__")
+            and not isinstance(a, (bytes, bytearray, memoryview, str, tuple, list)))
+
+
+def _run_batch(udf, cfg, records, write=None):
+    """The frame that answers one batch; the CHLD frames of its generators go to write
+    (a function of one frame) before it."""
     try:
         answers = list(udf.run(records))
+        if len(answers) != len(records):
+            return _frame(b"BERR", [_str("run returned %d answers for %d records"
+                                         % (len(answers), len(records)))])
+        parts = [struct.pack("<I", len(records))]
+        for i, a in enumerate(answers):
+            if _streams(a, cfg.op):
+                parts.append(_stream(a, i, cfg.nout, write))
+            else:
+                parts.append(_answer(a, cfg.op, cfg.nout, i))
     except Exception as e:  # an attempt failure of the batch
         traceback.print_exc(file=sys.stderr)
         return _frame(b"BERR", [_str("%s: %s" % (type(e).__name__, e))])
-    if len(answers) != len(records):
-        return _frame(b"BERR", [_str("run returned %d answers for %d records"
-                                     % (len(answers), len(records)))])
-    parts = [struct.pack("<I", len(records))]
-    parts += [_answer(a, cfg.op, cfg.nout, i) for i, a in enumerate(answers)]
     return _frame(b"ANSW", parts)
+
+
+def _writer(out):
+    def write(frame):
+        out.write(frame)
+        out.flush()
+    return write
 
 
 def serve(cls):
@@ -350,7 +435,7 @@ def serve(cls):
             tag, r = frame
             if tag != b"BTCH":
                 raise ProtocolError("expected BTCH, got %r" % tag)
-            out.write(_run_batch(udf, config, _parse_batch(r, config.nin)))
+            out.write(_run_batch(udf, config, _parse_batch(r, config.nin), _writer(out)))
             out.flush()
         close = getattr(udf, "close", None)
         if close is not None:
