@@ -432,18 +432,32 @@ static void probe_page(fz_context *ctx, fz_document *doc, int k)
     {
         page = fz_load_page(ctx, doc, k);
         dev = fz_new_bbox_device(ctx, &box);
-        fz_run_page(ctx, page, dev, fz_identity, NULL);
-        fz_close_device(ctx, dev);
     }
-    fz_always(ctx)
+    fz_catch(ctx)
     {
-        fz_drop_device(ctx, dev);
         fz_drop_page(ctx, page);
+        return;
+    }
+    fz_try(ctx)
+    {
+        fz_run_page(ctx, page, dev, fz_identity, NULL);
     }
     fz_catch(ctx)
     {
         (void)fz_caught(ctx);
     }
+    /* Closed even after a throw: MuPDF warns when it drops an unclosed device, and a
+     * warning here would count as damage. */
+    fz_try(ctx)
+    {
+        fz_close_device(ctx, dev);
+    }
+    fz_catch(ctx)
+    {
+        (void)fz_caught(ctx);
+    }
+    fz_drop_device(ctx, dev);
+    fz_drop_page(ctx, page);
 }
 
 /* ---- records ------------------------------------------------------------------------- */
