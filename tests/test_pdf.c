@@ -334,24 +334,49 @@ static void test_vanished(void **state)
     free(p.data);
 }
 
+/* A stream hook (orch_udf_answers_stream) that counts the chunks offered and refuses them,
+ * so that the collector keeps every child: offers > 0 means a page would have been
+ * published while the PDF was being read. */
+static int count_offers(void *ctx, const struct orch_udf_answers *a, size_t i, size_t n)
+{
+    (void)a, (void)i, (void)n;
+    ++*(size_t *)ctx;
+    return -1;
+}
+
+static void h_stream(struct udf_h *h, size_t *offers)
+{
+    const struct orch_udf_stream s = {
+        .max_children = 1, .max_bytes = 1 << 20, .max_ms = 1000000, .flush = count_offers,
+        .ctx = offers};
+    orch_udf_answers_stream(&h->ans, &s);
+}
+
 /* Cut at every byte, a PDF is a RecordFailure or, when the cut spared every object
  * (only the xref or trailer is lost, which MuPDF rebuilds), the whole document: never a
- * document with pages silently blank or missing. */
+ * document with pages silently blank or missing. The pages stream (the hook is offered
+ * them as they are made), and a damaged PDF fails before its first page is offered. */
 static void test_truncated_everywhere(void **state)
 {
     struct udf_h *h = *state;
     struct pdf p = make_pdf(good_pages, 3);
     assert_int_equal(h_start(h, "pdf_text", ORCH_UDF_OP_EXPAND, NULL), 0);
+    size_t offers;
+    h_stream(h, &offers);
     size_t failed = 0, whole = 0, damaged = 0;
     for (size_t cut = 0; cut < p.len; cut++) {
+        offers = 0;
         const struct orch_udf_answer *a = h_one(h, p.data, cut);
         if (a->outcome == ORCH_UDF_RECORD_FAILURE) {
             assert_true(strncmp(a->msg, "pdf_text: ", 10) == 0);
+            if (offers != 0)
+                fail_msg("cut at %zu: pages offered before the failure: %s", cut, a->msg);
             failed++;
             damaged += strstr(a->msg, "damaged PDF: MuPDF repaired it, then ") != NULL;
             continue;
         }
         expect_text(a, good_text, 3);
+        assert_int_equal(offers, 1); /* page 2 began: page 1 was offered */
         whole++;
     }
     /* The objects end where the xref begins: every cut before the last object's data

@@ -13,8 +13,10 @@
  *   run    for each record: the subject is PDF bytes when it starts with "%PDF-", else a
  *          path to a PDF (a file that files() found); the PDF handler is asked for by name
  *          (pdf_open_document_with_stream), so an image or an EPUB is never "a PDF" here.
- *          Every page is loaded, turned into its payload and emitted as the next child.
- *          Afterwards the document is dropped and MuPDF's store emptied: a worker's memory
+ *          Every page is loaded, turned into its payload and emitted as the next child
+ *          as soon as it is made: the host streams the pages to the driver while the rest
+ *          of the PDF is read (DESIGN §5), so whatever fails the whole record is decided
+ *          before the first page is emitted (see "Failures"). Afterwards the document is dropped and MuPDF's store emptied: a worker's memory
  *          does not grow with the documents it has seen.
  *
  * Failures. A MuPDF exception (fz_try/fz_catch) while one page is loaded or made fails that
@@ -36,9 +38,13 @@
  *     with MuPDF's first warning since the scan began ("object missing 'endobj' token",
  *     "cannot load object (8 0 R) into cache"). The warnings before the scan are about the
  *     broken xref that the repair is for. A PDF that needed no repair is read as MuPDF
- *     reads it, warnings and all. tests/test_pdf.c cuts a PDF at every byte: each cut is
- *     a failure or, when every object survived, the whole document. Pages already
- *     emitted for such a record are discarded (a failure replaces every earlier answer).
+ *     reads it, warnings and all. To judge a repaired PDF before its first page is
+ *     emitted, every page is first run through a bounding-box device (probe_page), which
+ *     loads every object the pages draw with; only then are the pages made. A warning
+ *     that comes later still (from what only the payload's own pass loads) fails the
+ *     record after its pages: the expansion is Failed and the pages already emitted stay
+ *     (DESIGN §4). tests/test_pdf.c cuts a PDF at every byte: each cut is a failure
+ *     before any page or, when every object survived, the whole document.
  *
  * Memory. MuPDF allocates through alloc_cb below, which refuses to let the bytes live in
  * the context go past a cap: 512 MiB, plus 8 bytes per pixel of max_pixels for
@@ -398,6 +404,62 @@ static int emit_page(struct pdf_state *st, fz_document *doc, int k, int npages, 
     return rc;
 }
 
+/* ---- damage -------------------------------------------------------------------------- */
+
+/* Throws the damaged-PDF failure when MuPDF warned since the repair's scan began, or the
+ * repaired document has no page. */
+static void damage_check(struct pdf_state *st, int npages)
+{
+    fz_flush_warnings(st->ctx);
+    if (st->nwarn > 0 || npages == 0)
+        fz_throw(st->ctx, FZ_ERROR_GENERIC, "damaged PDF: MuPDF repaired it, then %s%s",
+                 st->nwarn > 0 ? "warned: " : "found no page",
+                 st->nwarn > 0 ? st->first_warning : "");
+}
+
+/* Runs page k of a repaired document through a bounding-box device, so that MuPDF loads
+ * every object the page uses (its content, resources and fonts) and warns about what it
+ * cannot. A page that throws is left to its own turn: emit_page meets the same exception
+ * and fails the page with it. Never throws. */
+static void probe_page(fz_context *ctx, fz_document *doc, int k)
+{
+    fz_page *page = NULL;
+    fz_device *dev = NULL;
+    fz_rect box;
+    fz_var(page);
+    fz_var(dev);
+    fz_try(ctx)
+    {
+        page = fz_load_page(ctx, doc, k);
+        dev = fz_new_bbox_device(ctx, &box);
+    }
+    fz_catch(ctx)
+    {
+        fz_drop_page(ctx, page);
+        return;
+    }
+    fz_try(ctx)
+    {
+        fz_run_page(ctx, page, dev, fz_identity, NULL);
+    }
+    fz_catch(ctx)
+    {
+        (void)fz_caught(ctx);
+    }
+    /* Closed even after a throw: MuPDF warns when it drops an unclosed device, and a
+     * warning here would count as damage. */
+    fz_try(ctx)
+    {
+        fz_close_device(ctx, dev);
+    }
+    fz_catch(ctx)
+    {
+        (void)fz_caught(ctx);
+    }
+    fz_drop_device(ctx, dev);
+    fz_drop_page(ctx, page);
+}
+
 /* ---- records ------------------------------------------------------------------------- */
 
 /* Where a record's PDF comes from: bytes in the value, or a path (NUL-terminated copy). */
@@ -450,14 +512,16 @@ static int walk_pdf(struct pdf_state *st, const struct pdf_source *src, page_fn 
         if (pdf_needs_password(ctx, doc))
             fz_throw(ctx, FZ_ERROR_GENERIC, "the PDF is encrypted: it needs a password");
         npages = pdf_count_pages(ctx, doc);
+        if (pdf_was_repaired(ctx, doc)) {
+            for (int k = 0; k < npages; k++)
+                probe_page(ctx, &doc->super, k);
+            damage_check(st, npages);
+        }
         for (int k = 0; k < npages && rc == 0; k++)
             rc = emit_page(st, &doc->super, k, npages, fn,
                            src->path != NULL ? src->path : "PDF bytes", batch, i);
-        fz_flush_warnings(ctx);
-        if (rc == 0 && pdf_was_repaired(ctx, doc) && (st->nwarn > 0 || npages == 0))
-            fz_throw(ctx, FZ_ERROR_GENERIC, "damaged PDF: MuPDF repaired it, then %s%s",
-                     st->nwarn > 0 ? "warned: " : "found no page",
-                     st->nwarn > 0 ? st->first_warning : "");
+        if (rc == 0 && pdf_was_repaired(ctx, doc))
+            damage_check(st, npages);
     }
     fz_always(ctx)
     {

@@ -13,20 +13,9 @@
 #include <string.h>
 #include <sys/socket.h>
 
-/* Built-ins that must not stream yet: pdf_render and pdf_text tell a damaged PDF (one that
- * MuPDF repaired into fewer objects: blank or missing pages) only once they have walked
- * its last page, and then replace the pages they made with a RecordFailure
- * (udfs/builtins_pdf.c, "Failures"). Streamed, those pages would already be published. */
-static bool holds_children(const struct orch_wire_config *c)
-{
-    return c->fn_kind == ORCH_FN_BUILTIN &&
-           (strcmp(c->function, "pdf_render") == 0 || strcmp(c->function, "pdf_text") == 0);
-}
-
 void orch_worker_stream_install(struct orch_worker_stream *s, struct orch_udf_answers *a)
 {
-    if (s->cfg->op != ORCH_UDF_OP_EXPAND || s->cfg->values || s->store == NULL ||
-        holds_children(s->cfg)) {
+    if (s->cfg->op != ORCH_UDF_OP_EXPAND || s->cfg->values || s->store == NULL) {
         orch_udf_answers_stream(a, NULL);
         return;
     }

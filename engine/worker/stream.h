@@ -16,8 +16,7 @@
  * fills, the write waits, and the UDF with it.
  *
  * Only local workers of a plain expand stream: a remote worker (values mode) reports
- * every child at the end, and so do pdf_render and pdf_text, which judge a damaged PDF
- * only after its last page (stream.c, holds_children).
+ * every child at the end.
  */
 #ifndef ORCH_WORKER_STREAM_H
 #define ORCH_WORKER_STREAM_H
