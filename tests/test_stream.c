@@ -14,6 +14,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "orch_udf.h"
 #include "orch_udf_host.h"
@@ -150,6 +151,36 @@ static void test_hash(void **state)
     assert_true(orch_udf_child_hash(NULL, 1, "ab") != orch_udf_child_hash(&one, 1, NULL));
 }
 
+/* A slow expander: a child complete 2 ms after the one before it (the UDF's own pace,
+ * standing for a page rendered or a frame decoded) is handed over at once, in a chunk of
+ * its own, with gap_ms 1, and the next slow one with the quick ones before it (mutation: child_complete not called from the emit, and the slow child
+ * waits for the next child to begin). */
+static void test_gap(void **state)
+{
+    (void)state;
+    struct orch_udf_answers a;
+    struct orch_udf_batch b;
+    struct orch_udf_record rec;
+    struct seen s;
+    start(&a, &b, &rec, &s, 100);
+    a.stream.gap_ms = 1;
+    const struct timespec pause = {.tv_nsec = 2 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    child(&b, "slow0");
+    assert_int_equal(s.nflush, 1); /* at its completion, not at the next child */
+    assert_int_equal(s.n[0], 1);
+    child(&b, "quick1");
+    child(&b, "quick2");
+    nanosleep(&pause, NULL);
+    child(&b, "slow3");
+    /* however the quick ones went (a busy machine may pause between them), the slow one
+     * is handed over at its completion, with every child before it */
+    assert_int_equal(s.first[s.nflush - 1] + s.n[s.nflush - 1], 4);
+    assert_string_equal(s.values, "slow0 quick1 quick2 slow3 ");
+    assert_int_equal(orch_udf_answers_finish(&a), 0);
+    orch_udf_answers_free(&a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -157,6 +188,7 @@ int main(void)
         cmocka_unit_test(test_failure_flushes),
         cmocka_unit_test(test_refused),
         cmocka_unit_test(test_hash),
+        cmocka_unit_test(test_gap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -116,6 +116,8 @@ static int out_set(struct orch_udf_out *slot, const void *data, size_t len)
     return 0;
 }
 
+static void child_complete(struct orch_udf_answers *a, size_t i);
+
 static int host_emit(void *host, size_t i, size_t port, const void *data, size_t len)
 {
     struct orch_udf_answers *a = host;
@@ -127,10 +129,16 @@ static int host_emit(void *host, size_t i, size_t port, const void *data, size_t
             return -EINVAL; /* no child started, or closed by no_children */
         if (r->child_msg != NULL && r->child_msg[r->nchildren - 1] != NULL)
             return -EINVAL; /* the current child failed: it has no values */
-        int rc = out_set(&r->children[(r->nchildren - 1) * a->nout + port], data, len);
-        if (rc == 0)
-            r->held_bytes += len;
-        return rc;
+        struct orch_udf_out *child = &r->children[(r->nchildren - 1) * a->nout];
+        int rc = out_set(&child[port], data, len);
+        if (rc < 0)
+            return rc;
+        r->held_bytes += len;
+        for (size_t p = 0; p < a->nout; p++)
+            if (!child[p].set)
+                return 0;
+        child_complete(a, i);
+        return 0;
     }
     if (r->outcome == ORCH_UDF_NONE) {
         assert(r->values == NULL);
@@ -215,6 +223,19 @@ static void stream_check(struct orch_udf_answers *a, size_t i, bool now)
     r->held_bytes = 0;
 }
 
+/* The current child of record i is complete: handed over at once when it came a while
+ * after the one before it (orch_udf_stream). */
+static void child_complete(struct orch_udf_answers *a, size_t i)
+{
+    if (a->stream.max_children == 0 || a->stream.gap_ms <= 0)
+        return;
+    int64_t t = now_ms();
+    bool slow = t - a->last_child_ms >= a->stream.gap_ms;
+    a->last_child_ms = t;
+    if (slow)
+        stream_check(a, i, true);
+}
+
 static int host_child(void *host, size_t i)
 {
     struct orch_udf_answers *a = host;
@@ -228,7 +249,10 @@ static int host_fail_child(void *host, size_t i, const char *msg)
     struct orch_udf_answers *a = host;
     if (answer_at(a, i) != NULL)
         stream_check(a, i, false);
-    return add_child(a, i, true, msg);
+    int rc = add_child(a, i, true, msg);
+    if (rc == 0)
+        child_complete(a, i);
+    return rc;
 }
 
 static int host_no_children(void *host, size_t i)
@@ -362,6 +386,7 @@ int orch_udf_answers_reset(struct orch_udf_answers *a, struct orch_udf_batch *ba
     a->n = 0;
     a->finished = false;
     a->stream_off = false;
+    a->last_child_ms = now_ms();
     a->error[0] = '\0';
     if (orch__grow_n(&a->rec, &a->cap, batch->n, sizeof *a->rec) < 0)
         return -ENOMEM;

@@ -156,7 +156,12 @@ struct orch_udf_answer {
  * complete children to `flush` while run() goes on, once it holds `max_children` of them,
  * or `max_bytes` of their values, or the first of them began `max_ms` ago, whichever comes
  * first. A child is complete when the UDF begins the next one (orch_udf_child,
- * orch_udf_fail_child) for the same record: until then it may still get values. flush
+ * orch_udf_fail_child) for the same record, or once it has a value for every port (a
+ * failed child at once): until then it may still get values. A child complete
+ * `gap_ms` or more after the one before it (or the batch's start) is handed over at once,
+ * with
+ * those held before it: a slow expander's children reach the driver as they are made,
+ * a fast one's go by the threshold. flush
  * gets children [0, n) of record i (ordinals base .. base+n-1); returning 0, it has taken
  * them, and the collector frees them and moves base on; returning anything else, it did
  * not, and the collector keeps every child of the batch from then on (the answer carries
@@ -166,6 +171,7 @@ struct orch_udf_stream {
     size_t max_children;
     size_t max_bytes;
     int64_t max_ms;
+    int64_t gap_ms; /* a child complete this long after the one before: at once (0: off) */
     int (*flush)(void *ctx, const struct orch_udf_answers *a, size_t i, size_t n);
     void *ctx;
 };
@@ -174,6 +180,7 @@ struct orch_udf_stream {
 #define ORCH_UDF_STREAM_CHILDREN 256
 #define ORCH_UDF_STREAM_BYTES ((size_t)1 << 20)
 #define ORCH_UDF_STREAM_MS 5
+#define ORCH_UDF_STREAM_GAP_MS 1
 
 /* The answers to one batch. Fields marked "read" may be read by the caller; the rest is
  * private. Not thread-safe: one batch at a time. */
@@ -187,6 +194,7 @@ struct orch_udf_answers {
     bool finished;
     struct orch_udf_stream stream; /* max_children 0: none (orch_udf_answers_stream) */
     bool stream_off;               /* flush refused: no more for this batch */
+    int64_t last_child_ms;         /* the batch's start, then the last child complete */
     char error[1024]; /* batch->error points here */
 };
 

@@ -22,6 +22,7 @@ void orch_worker_stream_install(struct orch_worker_stream *s, struct orch_udf_an
     struct orch_udf_stream hook = {.max_children = ORCH_UDF_STREAM_CHILDREN,
                                    .max_bytes = ORCH_UDF_STREAM_BYTES,
                                    .max_ms = ORCH_UDF_STREAM_MS,
+                                   .gap_ms = ORCH_UDF_STREAM_GAP_MS,
                                    .flush = orch_worker_stream_flush,
                                    .ctx = s};
     orch_udf_answers_stream(a, &hook);
