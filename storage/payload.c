@@ -333,8 +333,17 @@ static int adopt_stored_map_size(orch_payload *p)
     return 0;
 }
 
+/* The pages data.mdb may lack at its end although nothing is wrong with it. LMDB never
+ * writes a "loose" page (one a transaction took and freed again before its commit), yet
+ * counts it below the environment's last page: a commit whose newest pages were loose
+ * leaves the file that many pages short of me_last_pgno, and no page of the tree is
+ * there. Seen: 2 pages. */
+#define TAIL_SLACK_PAGES 64
+
 /* LMDB maps data.mdb and would die of SIGBUS reading a page past its end: a truncated
- * file must be refused here. Every page up to the last one in use has been written. */
+ * file must be refused here. Every page that the tree refers to has been written; the
+ * last TAIL_SLACK_PAGES pages up to the last one counted may be loose ones, never
+ * written (so a file cut by no more than that is not seen here). */
 static int check_data_file(orch_payload *p)
 {
     MDB_envinfo info;
@@ -347,7 +356,8 @@ static int check_data_file(orch_payload *p)
     if (stat(path, &fst) != 0)
         return orch_error_set(-errno, "%s: %s", path, strerror(errno));
     uint64_t need = ((uint64_t)info.me_last_pgno + 1) * st.ms_psize;
-    if ((uint64_t)fst.st_size < need)
+    uint64_t slack = (uint64_t)TAIL_SLACK_PAGES * st.ms_psize;
+    if ((uint64_t)fst.st_size + slack < need)
         return orch_error_set(ORCH_ECORRUPT,
                               "%s: data file is truncated: %lld bytes, %" PRIu64 " in use",
                               path, (long long)fst.st_size, need);

@@ -328,6 +328,11 @@ static void test_truncated_data_file(void **state)
     struct stat st;
     snprintf(data, sizeof data, "%s/data.mdb", f->env);
     assert_int_equal(stat(data, &st), 0);
+    /* A few pages short at the end: what a commit whose newest pages were loose (taken
+     * and freed again, never written) leaves; opens. */
+    assert_int_equal(truncate(data, st.st_size - 2 * 4096), 0);
+    assert_int_equal(orch_payload_open(f->env, NULL, &p), 0);
+    orch_payload_close(p);
     assert_int_equal(truncate(data, st.st_size / 2), 0);
     /* Refused at open, instead of a SIGBUS on the first read past the end. */
     assert_int_equal(orch_payload_open(f->env, NULL, &p), ORCH_ECORRUPT);
