@@ -29,13 +29,15 @@ static void test_starts_at_one_and_grows(void **state)
     struct orch_sizing s = {0};
     assert_int_equal(orch_sizing_dispatch(&s, 100000, 1, T, 0, NULL), 1);
     assert_true(orch_sizing_ms_per_grain(&s) < 0);
-    /* What workers are started by: one dispatch, once grown, takes everything. */
-    assert_int_equal(orch_sizing_capacity(&s, T, 0, NULL), ORCH_SIZING_MAX);
+    /* What workers are started by: a worker per queued grain until a batch settles
+     * (mutation: start from the cap), then the grown size. */
+    assert_int_equal(orch_sizing_capacity(&s, T, 0, NULL), 1);
     int want = 1;
     for (int i = 0; i < 12; i++) {
         orch_sizing_add(&s, want, 0, 0); /* too fast for the clock: no bound from time */
         want = want * 2 > ORCH_SIZING_MAX ? ORCH_SIZING_MAX : want * 2;
         assert_int_equal(orch_sizing_dispatch(&s, 100000, 1, T, 0, NULL), want);
+        assert_int_equal(orch_sizing_capacity(&s, T, 0, NULL), want);
     }
     assert_int_equal(orch_sizing_dispatch(&s, 100000, 1, T, 0, NULL), ORCH_SIZING_MAX);
 }

@@ -363,8 +363,8 @@ void orch_driver_batches_free(struct orch_driver_batch *b);
 /* The grains cr's next dispatch asks for (sizing.h's rule with the run's target, within
  * the room left in the admission budgets that cr's answers fill). */
 int orch_driver_dispatch_size(const struct orch_driver_call *cr);
-/* What one dispatch of cr takes once grown, whatever is queued (orch_sizing_capacity):
- * what workers.c starts workers by. */
+/* What cr's next dispatch takes, whatever is queued (orch_sizing_capacity): what
+ * workers.c starts workers by. */
 int orch_driver_dispatch_capacity(const struct orch_driver_call *cr);
 
 /* ---- sizing.c: what a call measured (the rule itself: sizing.h) ------------------------ */

@@ -73,6 +73,7 @@ int orch_sizing_capacity(const struct orch_sizing *s, int64_t target_ms, int64_t
         n = within_room(n, room->grains, s->add_grains, s->answered);
         n = within_room(n, room->bytes, s->add_bytes, s->answered);
     }
+    n = bound(n, s->grown > 0 ? (double)s->grown : 1);
     assert(n >= 1 && n <= ORCH_SIZING_MAX);
     return (int)n;
 }
@@ -86,7 +87,7 @@ int orch_sizing_dispatch(const struct orch_sizing *s, uint64_t queued, int worke
     uint64_t share = (queued + (uint64_t)workers - 1) / (uint64_t)workers;
     if (share < (uint64_t)n)
         n = share > 0 ? (int64_t)share : 1;
-    return (int)bound(n, s->grown > 0 ? (double)s->grown : 1);
+    return (int)n;
 }
 
 /* ---- the driver's measurements (driver_int.h) ------------------------------------------ */

@@ -80,10 +80,13 @@ void orch_sizing_add_growth(struct orch_sizing *s, int n, int64_t grains, int64_
 double orch_sizing_ms_per_grain(const struct orch_sizing *s);
 double orch_sizing_bytes_per_grain(const struct orch_sizing *s);
 
-/* The grains one dispatch of the call takes once grown, whatever is queued: the rule
- * without `grown` and `share` (ORCH_SIZING_MAX when nothing is measured). What the driver
- * starts workers by: a call whose grains one worker takes by the thousand gets no second
- * worker for a hundred of them, and a call not measured yet gets its first worker only. */
+/* The grains the call's next dispatch takes whatever is queued: the rule without `share`
+ * (1 when nothing is measured). What the driver starts workers by: a call whose grains one
+ * worker takes by the thousand gets no second worker for a hundred of them; a call not
+ * measured yet gets a worker per queued grain, up to its `workers`, since its first batch
+ * may take long to settle (a slow OCR page, a streaming expand that decodes a whole video):
+ * its second worker would otherwise wait for that. Starting a worker too many costs its
+ * start once; it stops when idle (workers.c). */
 int orch_sizing_capacity(const struct orch_sizing *s, int64_t target_ms, int64_t batch_bytes,
                          const struct orch_sizing_room *room);
 

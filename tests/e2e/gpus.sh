@@ -52,8 +52,8 @@ PIPE
 check_devices() {
   local name=$1 budget=$2 want
   want=$(tr ' ' '\n' <<< "$3" | sort)
-  # Fixed dispatches of one grain: 40 of them start every worker of the call.
-  run_job "$T/$name.orch" "$T/job-$name" --gpus "$budget" --batch-fixed
+  # A call not measured yet dispatches one grain: 40 of them start every worker of it.
+  run_job "$T/$name.orch" "$T/job-$name" --gpus "$budget"
   local seen
   seen=$(for f in "$T/seen-$name"/*; do
            printf '%s=%s\n' "$(basename "$f" | cut -d. -f1)" "$(cat "$f")"

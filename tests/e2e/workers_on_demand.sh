@@ -39,13 +39,13 @@ call p = library("$probe", "orch_pool_probe")(mark="$T/m1") with workers=64
 r.p = p(r.v)
 output r.p
 EOF
-# --batch-fixed: every dispatch is its call's batch, the batches this test names.
-run_job "$T/many.orch" "$T/many" --batch-fixed
+run_job "$T/many.orch" "$T/many"
 job_done "$T/many"
 expect_eq "many: values" "a b c" "$("$ORCH" export "$T/many" r.p | python3 -c '
 import json, sys
 print(" ".join(json.loads(l)["value"] for l in sys.stdin))')"
-# Three ready grains, batch=1: three workers, started in the turn that admitted them.
+# Three ready grains of a call not measured yet (one grain a dispatch): three workers,
+# started in the turn that admitted them.
 expect_eq "many: workers started, and at most in use at once" "3 3" "$(summary "$T/many")"
 expect_eq "many: processes that ran (and ended with) fini" 3 "$(finis "$T/m1")"
 pids=$(q "$T/many" "SELECT DISTINCT worker_pid FROM attempt")
@@ -118,8 +118,8 @@ r.n = nap(r.v)
 r.p = p(r.n)
 output r.p
 EOF
-# --batch-fixed: one grain a dispatch, so that nap starts a worker for each of its two.
-ORCH_IDLE_STOP_MS=300 run_job "$T/idle.orch" "$T/idle" --batch-fixed
+# nap, not measured yet, dispatches one grain: a worker for each of its two.
+ORCH_IDLE_STOP_MS=300 run_job "$T/idle.orch" "$T/idle"
 job_done "$T/idle"
 expect_eq "idle: values" "0 fast|present|0 fast
 4000 slow|present|4000 slow" "$(states "$T/idle" r.p)"
