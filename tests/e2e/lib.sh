@@ -177,3 +177,38 @@ file.rows = reduce n(row.line)
 PIPE
   for p in $outputs; do echo "output $p" >> "$T/big.orch"; done
 }
+
+# expand_pipeline NAME CALL: $T/NAME.orch, the streaming tests' shape over $T/one.txt: each
+# line expanded by the call CALL (a UDF with its arguments and options), every child
+# through identity, counted back; part.w and doc.n are outputs (expand_exports JOB).
+expand_pipeline() {
+  cat > "$T/$1.orch" <<PIPE
+pipeline $1
+domain doc
+domain part in doc
+source doc.line = lines("one.txt")
+call gen = $2
+call id  = identity()
+call cnt = count()
+part.v = expand gen(doc.line)
+part.w = id(part.v)
+doc.n  = reduce cnt(part.w)
+output part.w
+output doc.n
+PIPE
+}
+
+expand_exports() {
+  "$ORCH" export "$1" part.w --all
+  "$ORCH" export "$1" doc.n --all
+}
+
+# expand_ahead JOB: for expand_pipeline's shape over the line "alpha", the ms between the end
+# of child 0's map grain and the end of the expansion (how far ahead of it child 0 ran).
+expand_ahead() {
+  q "$1" "SELECT x.ended_at - m.ended_at FROM attempt AS x, attempt AS m
+          JOIN grain AS gx ON gx.id = x.grain_id JOIN call AS cx ON cx.id = gx.call_id
+          JOIN grain AS gm ON gm.id = m.grain_id JOIN call AS cm ON cm.id = gm.call_id
+          JOIN entity AS e ON e.id = gm.entity_id
+          WHERE cx.name = 'gen' AND cm.name = 'id' AND e.key = 'alpha/0'"
+}

@@ -22,27 +22,8 @@ cp "$slow" "$T/slow.so"
 printf '%s\n' alpha > "$T/one.txt"
 
 # pipeline NAME ARGS [OPTIONS]: slow expander -> identity -> count, over one.txt.
-pipeline() {
-  cat > "$T/$1.orch" <<EOF
-pipeline $1
-domain doc
-domain part in doc
-source doc.line = lines("one.txt")
-call gen = library("slow.so", "orch_udf_slow_expand")($2) ${3:-}
-call id  = identity()
-call cnt = count()
-part.v = expand gen(doc.line)
-part.w = id(part.v)
-doc.n  = reduce cnt(part.w)
-output part.w
-output doc.n
-EOF
-}
-
-exports() {
-  "$ORCH" export "$1" part.w --all
-  "$ORCH" export "$1" doc.n --all
-}
+pipeline() { expand_pipeline "$1" "library(\"slow.so\", \"orch_udf_slow_expand\")($2) ${3:-}"; }
+exports() { expand_exports "$1"; }
 
 # --- 1. the first child's downstream grain ends long before the expansion ------------------
 pipeline slow 'n="200", ms="20"'
@@ -51,11 +32,7 @@ job_done "$T/s1"
 expect_eq "200 children counted" '{"key": "alpha", "state": "present", "value": "200"}' \
   "$("$ORCH" export "$T/s1" doc.n)"
 # ms between the end of the map grain of child 0 and the end of the expansion.
-ahead=$(q "$T/s1" "SELECT x.ended_at - m.ended_at FROM attempt AS x, attempt AS m
-                   JOIN grain AS gx ON gx.id = x.grain_id JOIN call AS cx ON cx.id = gx.call_id
-                   JOIN grain AS gm ON gm.id = m.grain_id JOIN call AS cm ON cm.id = gm.call_id
-                   JOIN entity AS e ON e.id = gm.entity_id
-                   WHERE cx.name = 'gen' AND cm.name = 'id' AND e.key = 'alpha/0'")
+ahead=$(expand_ahead "$T/s1")
 [ "$ahead" -gt 3000 ] ||
   fail "child 0's map grain ended only ${ahead} ms before its 4-second expansion"
 expect_eq "no open expansion is left" "" "$(q "$T/s1" "SELECT * FROM open_expansions")"

@@ -34,27 +34,8 @@ sys.exit(orch_udf.serve(Gen))
 PY
 
 # pipeline NAME ARGS: the expander -> identity -> count, over one.txt.
-pipeline() {
-  cat > "$T/$1.orch" <<EOF
-pipeline $1
-domain doc
-domain part in doc
-source doc.line = lines("one.txt")
-call gen = exec("python3 $T/gen.py", $2)
-call id  = identity()
-call cnt = count()
-part.v = expand gen(doc.line)
-part.w = id(part.v)
-doc.n  = reduce cnt(part.w)
-output part.w
-output doc.n
-EOF
-}
-
-exports() {
-  "$ORCH" export "$1" part.w --all
-  "$ORCH" export "$1" doc.n --all
-}
+pipeline() { expand_pipeline "$1" "exec(\"python3 $T/gen.py\", $2)"; }
+exports() { expand_exports "$1"; }
 
 # --- 1. the first child's downstream grain ends long before the expansion ------------------
 pipeline slow 'n="40", ms="50"'
@@ -63,11 +44,7 @@ job_done "$T/s"
 expect_eq "40 children counted" '{"key": "alpha", "state": "present", "value": "40"}' \
   "$("$ORCH" export "$T/s" doc.n)"
 # ms between the end of the map grain of child 0 and the end of the expansion (2 s).
-ahead=$(q "$T/s" "SELECT x.ended_at - m.ended_at FROM attempt AS x, attempt AS m
-                  JOIN grain AS gx ON gx.id = x.grain_id JOIN call AS cx ON cx.id = gx.call_id
-                  JOIN grain AS gm ON gm.id = m.grain_id JOIN call AS cm ON cm.id = gm.call_id
-                  JOIN entity AS e ON e.id = gm.entity_id
-                  WHERE cx.name = 'gen' AND cm.name = 'id' AND e.key = 'alpha/0'")
+ahead=$(expand_ahead "$T/s")
 [ "$ahead" -gt 1200 ] ||
   fail "child 0's map grain ended only ${ahead} ms before its 2-second expansion"
 pipeline list 'n="40", ms="0", mode="list"'
