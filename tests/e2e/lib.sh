@@ -212,3 +212,24 @@ expand_ahead() {
           JOIN entity AS e ON e.id = gm.entity_id
           WHERE cx.name = 'gen' AND cm.name = 'id' AND e.key = 'alpha/0'"
 }
+
+# attempts_since JOB N: the attempts of each call with an id above N, "call=n ..." in call
+# order; last_attempt JOB: the id of the last attempt (0: none).
+attempts_since() {
+  q "$1" "SELECT group_concat(name || '=' || n, ' ') FROM (SELECT c.name, (SELECT count(*)
+          FROM attempt AS a JOIN grain AS g ON g.id = a.grain_id WHERE g.call_id = c.id
+          AND a.id > $2) AS n FROM call AS c ORDER BY c.id)"
+}
+last_attempt() { q "$1" "SELECT coalesce(max(id), 0) FROM attempt"; }
+
+# same_as_fresh JOB PIPELINE: every port of JOB exports what a fresh run of PIPELINE gives.
+same_as_fresh() {
+  rm -rf "$T/fresh"
+  run_job "$2" "$T/fresh"
+  local port
+  for port in $(q "$T/fresh" "SELECT qualified FROM port ORDER BY id"); do
+    "$ORCH" export "$1" "$port" --all > "$T/got" || fail "export $port"
+    "$ORCH" export "$T/fresh" "$port" --all > "$T/want"
+    cmp -s "$T/got" "$T/want" || fail "$2: $port differs from a fresh run: $(diff "$T/got" "$T/want")"
+  done
+}

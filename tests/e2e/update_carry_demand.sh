@@ -45,24 +45,6 @@ output line.up
 PIPE
 J=$T/job
 run_job "$T/p.orch" "$J"
-# runs JOB N: attempts per call after attempt id N, "call=n ..." in call order.
-runs() {
-  q "$1" "SELECT group_concat(name || '=' || n, ' ') FROM (SELECT c.name, (SELECT count(*)
-          FROM attempt AS a JOIN grain AS g ON g.id = a.grain_id WHERE g.call_id = c.id
-          AND a.id > $2) AS n FROM call AS c ORDER BY c.id)"
-}
-last() { q "$1" "SELECT coalesce(max(id), 0) FROM attempt"; }
-# same_as_fresh JOB PIPELINE: every port of JOB exports what a fresh run of PIPELINE gives.
-same_as_fresh() {
-  rm -rf "$T/fresh"
-  run_job "$2" "$T/fresh"
-  local port
-  for port in $(q "$T/fresh" "SELECT qualified FROM port ORDER BY id"); do
-    "$ORCH" export "$1" "$port" --all > "$T/got" || fail "export $port"
-    "$ORCH" export "$T/fresh" "$port" --all > "$T/want"
-    cmp -s "$T/got" "$T/want" || fail "$2: $port differs from a fresh run: $(diff "$T/got" "$T/want")"
-  done
-}
 # update JOB PIPELINE WHAT: the edited update, which must succeed.
 update() {
   "$ORCH" update "$1" "$2" --progress none 2> "$T/log" || fail "$3: $(cat "$T/log")"
@@ -75,11 +57,11 @@ line.raw 6" "$(q "$J" "SELECT p.qualified, count(*) FROM item AS i JOIN port AS 
                tr '|' ' ')"
 
 # ---- a reduce added over an output: it alone runs -------------------------------------------
-n=$(last "$J")
+n=$(last_attempt "$J")
 cp "$T/p.orch" "$T/reduce.orch"
 printf 'call n = count()\ndoc.n = reduce n(line.up)\noutput doc.n\n' >> "$T/reduce.orch"
 update "$J" "$T/reduce.orch" reduce
-expect_eq "reduce: the new reduce alone ran" "rd=0 cut=0 up=0 n=3" "$(runs "$J" "$n")"
+expect_eq "reduce: the new reduce alone ran" "rd=0 cut=0 up=0 n=3" "$(attempts_since "$J" "$n")"
 grep -q "12 grains took their result from the previous plan's revision" "$T/log" || fail "$(cat "$T/log")"
 summary_ok "$J" "$T/log"
 same_as_fresh "$J" "$T/reduce.orch"
@@ -87,25 +69,25 @@ expect_eq "reduce: doc.text exports as reclaimed" '{"key": "docs/a.txt", "state"
   "$("$ORCH" export "$J" doc.text | head -1)"
 
 # ---- an edit of a call that reads reclaimed bytes: they are computed again ------------------
-n=$(last "$J")
+n=$(last_attempt "$J")
 sed -e 's/^call up  = upper()$/call up  = identity()/' "$T/reduce.orch" > "$T/needed.orch"
 update "$J" "$T/needed.orch" needed
 expect_eq "needed: up reads line.raw: cut runs, and rd, whose doc.text cut reads" \
-  "rd=3 cut=3 up=6 n=3" "$(runs "$J" "$n")"
+  "rd=3 cut=3 up=6 n=3" "$(attempts_since "$J" "$n")"
 same_as_fresh "$J" "$T/needed.orch"
 
 # ---- a port made an output: a fresh run keeps its bytes -------------------------------------
-n=$(last "$J")
+n=$(last_attempt "$J")
 cp "$T/needed.orch" "$T/raw.orch"
 printf 'output line.raw\n' >> "$T/raw.orch"
 update "$J" "$T/raw.orch" output
-expect_eq "output: line.raw's bytes are made again" "rd=3 cut=3 up=0 n=0" "$(runs "$J" "$n")"
+expect_eq "output: line.raw's bytes are made again" "rd=3 cut=3 up=0 n=0" "$(attempts_since "$J" "$n")"
 same_as_fresh "$J" "$T/raw.orch"
 # Once kept, they are carried like any output's.
-n=$(last "$J")
+n=$(last_attempt "$J")
 sed -e 's/^call n = count()$/call n = concat(sep=",")/' "$T/raw.orch" > "$T/raw2.orch"
 update "$J" "$T/raw2.orch" "output, then an edit"
-expect_eq "output kept: only the edited reduce runs" "rd=0 cut=0 up=0 n=3" "$(runs "$J" "$n")"
+expect_eq "output kept: only the edited reduce runs" "rd=0 cut=0 up=0 n=3" "$(attempts_since "$J" "$n")"
 same_as_fresh "$J" "$T/raw2.orch"
 
 # ---- a broadcast read by a new call: its ancestor's port is made again, nothing else --------
@@ -116,7 +98,7 @@ cp "$T/p.orch" "$T/b/p.orch"
 printf 'line.doc = broadcast doc.text
 ' >> "$T/b/p.orch"
 run_job "$T/b/p.orch" "$J"
-n=$(last "$J")
+n=$(last_attempt "$J")
 cp "$T/b/p.orch" "$T/b/p2.orch"
 printf 'call echo = identity()
 line.echo = echo(line.doc)
@@ -124,7 +106,7 @@ output line.echo
 ' >> "$T/b/p2.orch"
 update "$J" "$T/b/p2.orch" broadcast
 expect_eq "broadcast: doc.text made again for echo; cut and up carried" "rd=3 cut=0 up=0 echo=6" \
-  "$(runs "$J" "$n")"
+  "$(attempts_since "$J" "$n")"
 same_as_fresh "$J" "$T/b/p2.orch"
 
 # ---- an aligned expansion, a filter and an optional input: carried without their bytes -----
@@ -154,20 +136,20 @@ output doc.joined
 output line.echo
 PIPE
 run_job "$T/a/p.orch" "$J"
-n=$(last "$J")
+n=$(last_attempt "$J")
 cp "$T/a/p.orch" "$T/a/p2.orch"
 printf 'call n = count()\ndoc.n = reduce n(line.echo)\noutput doc.n\n' >> "$T/a/p2.orch"
 update "$J" "$T/a/p2.orch" aligned
 expect_eq "aligned: the new reduce alone ran" \
-  "read=0 shout=0 cut=0 cut_loud=0 keep=0 echo=0 join=0 n=3" "$(runs "$J" "$n")"
+  "read=0 shout=0 cut=0 cut_loud=0 keep=0 echo=0 join=0 n=3" "$(attempts_since "$J" "$n")"
 same_as_fresh "$J" "$T/a/p2.orch"
 # The joined lines read line.loud, reclaimed: the aligned expansion runs again, and what
 # it reads; the plain one and the filter do not.
-n=$(last "$J")
+n=$(last_attempt "$J")
 sed -e 's/^call join     = concat(sep=" | ")$/call join     = concat(sep="+")/' "$T/a/p2.orch" > "$T/a/p3.orch"
 update "$J" "$T/a/p3.orch" "aligned, needed"
 expect_eq "aligned, needed: line.loud made again" \
-  "read=3 shout=3 cut=0 cut_loud=3 keep=0 echo=0 join=3 n=0" "$(runs "$J" "$n")"
+  "read=3 shout=3 cut=0 cut_loud=3 keep=0 echo=0 join=3 n=0" "$(attempts_since "$J" "$n")"
 same_as_fresh "$J" "$T/a/p3.orch"
 
 # ---- a twin that failed: its grain runs, and finds its input's bytes ------------------------
@@ -196,13 +178,13 @@ docs/b.txt 0" "$(q "$J" "SELECT k.key, r.payload_id IS NOT NULL FROM item AS i
                        JOIN port AS p ON p.id = i.port_id JOIN entity_key AS k ON k.entity_id = i.entity_id
                        LEFT JOIN reclaimed AS r ON r.payload_id = i.payload_id
                        WHERE p.qualified = 'doc.up' ORDER BY k.key" | tr '|' ' ')"
-n=$(last "$J")
+n=$(last_attempt "$J")
 sed -e 's/^call tail  = identity()$/call tail  = upper()/' "$T/f/p.orch" > "$T/f/p2.orch"
 "$ORCH" update "$J" "$T/f/p2.orch" --progress none 2> "$T/log" || fail "failed: $(cat "$T/log")"
 # tail reads doc.text: rd runs; up is read by nothing that runs but b's check, whose twin
 # failed and kept b's doc.up: carried; check runs again on b alone.
 expect_eq "failed: the failed grain ran again, the rest as needed" "rd=2 up=0 check=1 tail=2" \
-  "$(runs "$J" "$n")"
+  "$(attempts_since "$J" "$n")"
 job_done "$J"
 same_as_fresh "$J" "$T/f/p2.orch"
 
@@ -250,12 +232,12 @@ run_job "$T/d/p.orch" "$J"
 expect_eq "no twin: b's cut failed, b has no lines" "docs/b.txt 2" \
   "$(q "$J" "SELECT key, (SELECT count(*) FROM entity WHERE parent_id IS NOT NULL) FROM failures WHERE call = 'cut'" | tr '|' ' ')"
 rm "$T/d/broken"
-n=$(last "$J")
+n=$(last_attempt "$J")
 cp "$T/d/p.orch" "$T/d/p2.orch"
 printf 'call n = count()\ndoc.n = reduce n(line.see)\noutput doc.n\n' >> "$T/d/p2.orch"
 update "$J" "$T/d/p2.orch" "no twin"
 expect_eq "no twin: b's cut ran again, and what its new lines read" "rd=0 up=0 cut=1 see=3 n=2" \
-  "$(runs "$J" "$n")"
+  "$(attempts_since "$J" "$n")"
 # The outputs equal a fresh run's (the ports of doc.up's broadcast family stay kept: the
 # job has a failed grain in its history, which a fresh run has not).
 rm -rf "$T/fresh"
@@ -292,11 +274,11 @@ run_job "$T/o/p.orch" "$J"
 expect_eq "ocr: page.image reclaimed" 3 \
   "$(q "$J" "SELECT count(*) FROM item AS i JOIN port AS p ON p.id = i.port_id
              JOIN reclaimed AS r ON r.payload_id = i.payload_id WHERE p.qualified = 'page.image'")"
-n=$(last "$J")
+n=$(last_attempt "$J")
 sed -e 's/^call assemble = concat(sep="\\f")$/call assemble = concat(sep="\\n----\\n")/' \
   "$T/o/p.orch" > "$T/o/p2.orch"
 grep -q 'sep="\\n----\\n"' "$T/o/p2.orch" || fail "ocr: the sed did not apply"
 update "$J" "$T/o/p2.orch" ocr
-expect_eq "ocr: only the assembling reduce ran" "render=0 ocr=0 keep=0 assemble=1" "$(runs "$J" "$n")"
+expect_eq "ocr: only the assembling reduce ran" "render=0 ocr=0 keep=0 assemble=1" "$(attempts_since "$J" "$n")"
 same_as_fresh "$J" "$T/o/p2.orch"
 echo "update_carry_demand: ok"

@@ -36,37 +36,19 @@ doc.out = reduce cat(word.k)
 PIPE
 J=$T/job
 run_job "$T/p.orch" "$J"
-# runs JOB: attempts per call since attempt id $2, "call=n ..." in call order.
-runs() {
-  q "$1" "SELECT group_concat(name || '=' || n, ' ') FROM (SELECT c.name, (SELECT count(*)
-          FROM attempt AS a JOIN grain AS g ON g.id = a.grain_id WHERE g.call_id = c.id
-          AND a.id > $2) AS n FROM call AS c ORDER BY c.id)"
-}
-last() { q "$1" "SELECT coalesce(max(id), 0) FROM attempt"; }
-# same_as_fresh PIPELINE: every port of the job exports what a fresh run of PIPELINE gives.
-same_as_fresh() {
-  rm -rf "$T/fresh"
-  run_job "$1" "$T/fresh"
-  local port
-  for port in $(q "$T/fresh" "SELECT qualified FROM port ORDER BY id"); do
-    "$ORCH" export "$J" "$port" --all > "$T/got" || fail "export $port"
-    "$ORCH" export "$T/fresh" "$port" --all > "$T/want"
-    cmp -s "$T/got" "$T/want" || fail "$1: $port differs from a fresh run: $(diff "$T/got" "$T/want")"
-  done
-}
 
 # ---- options only ---------------------------------------------------------------------------
-n=$(last "$J")
+n=$(last_attempt "$J")
 sed -e 's/^call up = upper()$/call up = upper() with workers=2, batch=3, retries=1/' \
   "$T/p.orch" > "$T/opts.orch"
 "$ORCH" update "$J" "$T/opts.orch" --progress none 2> "$T/log" || fail "options: $(cat "$T/log")"
 grep -q "adopted: only options changed, nothing runs again" "$T/log" || fail "$(cat "$T/log")"
-expect_eq "options: nothing ran" "$n" "$(last "$J")"
+expect_eq "options: nothing ran" "$n" "$(last_attempt "$J")"
 expect_eq "options: plan history" "2 1" "$(q "$J" "SELECT count(*), (SELECT hash FROM plan ORDER BY id DESC LIMIT 1) = (SELECT plan_hash FROM job) FROM plan" | tr '|' ' ')"
 grep -q "workers=2" <(q "$J" "SELECT plan_text FROM job") || fail "the job's plan is not the edited one"
 
 # ---- a middle call's argument -----------------------------------------------------------------
-n=$(last "$J")
+n=$(last_attempt "$J")
 sed -e 's/^call up = upper()$/call up = identity()/' "$T/p.orch" > "$T/args.orch"
 "$ORCH" update "$J" "$T/args.orch" --progress none 2> "$T/log" || fail "args: $(cat "$T/log")"
 expect_eq "args: what it computes anew" "  port word.u: computed differently (its function, arguments, inputs or expansion changed)
@@ -77,11 +59,11 @@ grep -q "orch: update: 0 new, 0 changed, 0 removed, 4 new revisions for the edit
   fail "$(cat "$T/log")"
 # 4 roots, 12 words: up and keep per word, cat per doc; rd and sp taken over.
 expect_eq "args: it and its downstream ran, its upstream not" "rd=0 sp=0 up=12 keep=12 cat=4" \
-  "$(runs "$J" "$n")"
+  "$(attempts_since "$J" "$n")"
 grep -q "8 grains took their result from the previous plan's revision" "$T/log" || fail "$(cat "$T/log")"
 summary_ok "$J" "$T/log"
 job_done "$J"
-same_as_fresh "$T/args.orch"
+same_as_fresh "$J" "$T/args.orch"
 expect_eq "args: revisions" "4|4" "$(q "$J" "SELECT sum(reason = 'plan'), sum(state = 'live') FROM revisions")"
 # status shows the plans the job has run, and its last update.
 "$ORCH" status "$J" > "$T/status"
@@ -90,20 +72,20 @@ grep -q "^update:     #2 at .*: 0 new, 0 changed, 0 removed, 4 new revisions for
   "$T/status" || fail "status: $(cat "$T/status")"
 
 # ---- a new call downstream -------------------------------------------------------------------
-n=$(last "$J")
+n=$(last_attempt "$J")
 cp "$T/args.orch" "$T/new.orch"
 printf 'call n = count()\ndoc.n = reduce n(word.w)\n' >> "$T/new.orch"
 "$ORCH" update "$J" "$T/new.orch" --progress none 2> "$T/log" || fail "new call: $(cat "$T/log")"
 grep -q "^  new port doc.n$" "$T/log" || fail "$(cat "$T/log")"
-expect_eq "new call: it alone ran" "rd=0 sp=0 up=0 keep=0 cat=0 n=4" "$(runs "$J" "$n")"
-same_as_fresh "$T/new.orch"
+expect_eq "new call: it alone ran" "rd=0 sp=0 up=0 keep=0 cat=0 n=4" "$(attempts_since "$J" "$n")"
+same_as_fresh "$J" "$T/new.orch"
 
 # ---- --rerun: a call and its downstream, as if it had changed --------------------------------
-n=$(last "$J")
+n=$(last_attempt "$J")
 "$ORCH" update "$J" --rerun up --progress none 2> "$T/log" || fail "rerun: $(cat "$T/log")"
 grep -q "^  --rerun up, and what is downstream of it$" "$T/log" || fail "$(cat "$T/log")"
-expect_eq "rerun up: it and its downstream ran" "rd=0 sp=0 up=12 keep=12 cat=4 n=0" "$(runs "$J" "$n")"
-same_as_fresh "$T/new.orch"
+expect_eq "rerun up: it and its downstream ran" "rd=0 sp=0 up=12 keep=12 cat=4 n=0" "$(attempts_since "$J" "$n")"
+same_as_fresh "$J" "$T/new.orch"
 if "$ORCH" update "$J" --rerun nope 2> "$T/err"; then fail "--rerun of no call accepted"; fi
 grep -q "has no call 'nope'" "$T/err" || fail "$(cat "$T/err")"
 
@@ -117,20 +99,20 @@ cp "$T/new.orch" "$T/out.orch"
 printf 'output doc.out\noutput doc.n\n' >> "$T/out.orch"
 J=$T/job2
 run_job "$T/out.orch" "$J"
-n=$(last "$J")
+n=$(last_attempt "$J")
 sed -e 's/sep="+"/sep="-"/' "$T/out.orch" > "$T/out2.orch"
 "$ORCH" update "$J" "$T/out2.orch" --progress none 2> "$T/log" || fail "reclaimed: $(cat "$T/log")"
-expect_eq "reclaimed: the freed steps ran again, n did not" "rd=4 sp=3 up=12 keep=0 cat=4 n=0" "$(runs "$J" "$n")"
-same_as_fresh "$T/out2.orch"
+expect_eq "reclaimed: the freed steps ran again, n did not" "rd=4 sp=3 up=12 keep=0 cat=4 n=0" "$(attempts_since "$J" "$n")"
+same_as_fresh "$J" "$T/out2.orch"
 
 # ---- a dropped statement: retired, its items history; back later -----------------------------
 J=$T/job
-n=$(last "$J")
+n=$(last_attempt "$J")
 grep -v '^doc.out = ' "$T/new.orch" > "$T/removed.orch"
 "$ORCH" update "$J" "$T/removed.orch" --progress none 2> "$T/log" || fail "drop: $(cat "$T/log")"
 grep -q "^  port doc.out: dropped (its items stay as history)$" "$T/log" || fail "$(cat "$T/log")"
 grep -q "adopted: nothing computes anew, nothing runs again" "$T/log" || fail "$(cat "$T/log")"
-expect_eq "drop: nothing ran" "$n" "$(last "$J")"
+expect_eq "drop: nothing ran" "$n" "$(last_attempt "$J")"
 grep -q "^retired doc.out = reduce cat(word.k)$" <(q "$J" "SELECT plan_text FROM job") ||
   fail "doc.out not retired in the job's plan"
 if "$ORCH" export "$J" doc.out 2> "$T/err"; then fail "export of a dropped port"; fi
@@ -143,20 +125,20 @@ expect_eq "drop: the live roots keep their items of it, as history" 4 \
 printf 'd four\n' > "$T/docs/d.txt"
 "$ORCH" update "$J" "$T/removed.orch" --progress none 2> "$T/log" || fail "drop, new file: $(cat "$T/log")"
 grep -q "orch: update: 1 new, 0 changed, 0 removed" "$T/log" || fail "$(cat "$T/log")"
-expect_eq "drop: no cat for the new root" "rd=1 sp=1 up=2 keep=2 cat=0 n=1" "$(runs "$J" "$n")"
-same_as_fresh "$T/removed.orch"
+expect_eq "drop: no cat for the new root" "rd=1 sp=1 up=2 keep=2 cat=0 n=1" "$(attempts_since "$J" "$n")"
+same_as_fresh "$J" "$T/removed.orch"
 # Back: a port that was dropped is new again; the roots that had it take it over.
-n=$(last "$J")
+n=$(last_attempt "$J")
 "$ORCH" update "$J" "$T/new.orch" --progress none 2> "$T/log" || fail "back: $(cat "$T/log")"
 grep -q "^  new port doc.out" "$T/log" || fail "$(cat "$T/log")"
 expect_eq "back: cat only for the root that never had doc.out" "rd=0 sp=0 up=0 keep=0 cat=1 n=0" \
-  "$(runs "$J" "$n")"
-same_as_fresh "$T/new.orch"
+  "$(attempts_since "$J" "$n")"
+same_as_fresh "$J" "$T/new.orch"
 
 # ---- a new source: a new root domain --------------------------------------------------------
 # Its port takes an id before every statement's (sources come first): the items of the
 # ports after it move up, and keep their names.
-n=$(last "$J")
+n=$(last_attempt "$J")
 # The items of the first revision of docs/a.txt, by port name: the same after the move.
 first=$(q "$J" "SELECT min(entity_id) FROM revisions WHERE key = 'docs/a.txt'")
 items_of() { q "$J" "SELECT group_concat(p.qualified || ':' || i.state || ':' || coalesce(i.payload_id, ''), ' ')
@@ -168,14 +150,14 @@ cp "$T/new.orch" "$T/src.orch"
 printf 'domain item\nsource item.v = lines("list.txt")\ncall up2 = upper()\nitem.u = up2(item.v)\n' >> "$T/src.orch"
 "$ORCH" update "$J" "$T/src.orch" --progress none 2> "$T/log" || fail "new source: $(cat "$T/log")"
 grep -q "^  new port item.v$" "$T/log" || fail "$(cat "$T/log")"
-expect_eq "new source: only its call ran" "rd=0 sp=0 up=0 keep=0 cat=0 n=0 up2=2" "$(runs "$J" "$n")"
+expect_eq "new source: only its call ran" "rd=0 sp=0 up=0 keep=0 cat=0 n=0 up2=2" "$(attempts_since "$J" "$n")"
 expect_eq "new source: the old items kept their ports" "$before" "$(items_of)"
 expect_eq "new source: the ids" "doc.path=0 item.v=1" \
   "$(q "$J" "SELECT group_concat(qualified || '=' || id, ' ') FROM (SELECT * FROM port WHERE id < 2 ORDER BY id)")"
-same_as_fresh "$T/src.orch"
+same_as_fresh "$J" "$T/src.orch"
 # Dropped again, with its domain: the source is retired, its roots too (removed), and a
 # line added to its file later is not admitted.
-n=$(last "$J")
+n=$(last_attempt "$J")
 "$ORCH" update "$J" "$T/new.orch" --progress none 2> "$T/log" || fail "drop source: $(cat "$T/log")"
 grep -q "^  port item.v: dropped (its items stay as history)$" "$T/log" || fail "$(cat "$T/log")"
 grep -q "^retired source item.v = lines(" <(q "$J" "SELECT plan_text FROM job") ||
@@ -187,11 +169,11 @@ grep -q "left the pipeline" "$T/err" || fail "$(cat "$T/err")"
 printf 'l3\n' >> "$T/list.txt"
 "$ORCH" update "$J" --progress none 2> "$T/log" || fail "update after the drop: $(cat "$T/log")"
 grep -q "orch: update: 0 new, 0 changed, 0 removed" "$T/log" || fail "$(cat "$T/log")"
-expect_eq "drop source: nothing ran" "$n" "$(last "$J")"
-same_as_fresh "$T/new.orch"
+expect_eq "drop source: nothing ran" "$n" "$(last_attempt "$J")"
+same_as_fresh "$J" "$T/new.orch"
 
 # ---- refused ---------------------------------------------------------------------------------
-n=$(last "$J")
+n=$(last_attempt "$J")
 plans=$(q "$J" "SELECT count(*) FROM plan")
 cat > "$T/parent.orch" <<'PIPE'
 pipeline p
@@ -217,7 +199,7 @@ grep -q "Run the edited pipeline as a new job" "$T/err" || fail "$(cat "$T/err")
 printf 'pipeline broken\ndomain\n' > "$T/bad.orch"
 if "$ORCH" update "$J" "$T/bad.orch" 2> "$T/err"; then fail "a broken pipeline accepted"; fi
 grep -q "bad.orch:2:" "$T/err" || fail "no compiler error: $(cat "$T/err")"
-expect_eq "refusals changed nothing" "$n $plans" "$(last "$J") $(q "$J" "SELECT count(*) FROM plan")"
+expect_eq "refusals changed nothing" "$n $plans" "$(last_attempt "$J") $(q "$J" "SELECT count(*) FROM plan")"
 
 # ---- kill -9 during an edited update -----------------------------------------------------------
 # The edit makes `up` sleep 20 ms a word: 240 words, killed once some ran, resumed.
@@ -246,9 +228,9 @@ none_left 5 -f "$T/k/job"
 grep -q "orch: update: finishing the update that was under way (#1) first" "$T/k/rlog" ||
   fail "$(cat "$T/k/rlog")"
 job_done "$J"
-same_as_fresh "$T/k/p2.orch"
+same_as_fresh "$J" "$T/k/p2.orch"
 expect_eq "kill -9: the edit's update finished, then the command's own" "1 1 2" \
   "$(q "$J" "SELECT count(*), min(finished_at IS NOT NULL), (SELECT count(*) FROM job_update) FROM job_update WHERE plan_id IS NOT NULL" | tr '|' ' ')"
 # rd and sp ran once per doc, in the first run: the update and its resume took them over.
-expect_eq "kill -9: rd and sp never ran again" "rd=40 sp=40" "$(runs "$J" 0 | cut -d' ' -f1-2)"
+expect_eq "kill -9: rd and sp never ran again" "rd=40 sp=40" "$(attempts_since "$J" 0 | cut -d' ' -f1-2)"
 echo "update_plan: ok"
