@@ -443,8 +443,8 @@ static int read_arg(const struct orch_udf_config *cfg, const char *name,
     case ORCH_BUILTIN_ARG_STRING:
         break; /* no video built-in takes one */
     }
-    return orch_udf_config_error(cfg, -EINVAL, "%s: argument %s is not a number", name,
-                                 a->key);
+    return orch_udf_config_error(cfg, -EINVAL, "%s: argument %s is a string, which %s does not "
+                                 "read", name, a->key, name);
 }
 
 /* The ORCH_UDF__OP bits of a signature's ORCH_BUILTIN_* ops. */
@@ -471,12 +471,15 @@ int video_init(const struct orch_udf_config *cfg, const char *name, size_t size,
     if (rc < 0)
         return rc;
     if (cfg->nin < (size_t)sig->min_inputs || cfg->nin > (size_t)sig->max_inputs ||
-        cfg->nout != (size_t)sig->outputs)
+        cfg->nout != (size_t)sig->outputs) {
+        char inputs[32];
+        snprintf(inputs, sizeof inputs, sig->min_inputs == sig->max_inputs ? "%d" : "%d to %d",
+                 sig->min_inputs, sig->max_inputs);
         rc = orch_udf_config_error(cfg, -EINVAL,
-                                   "%s takes %d to %d inputs and gives %d output%s, not %zu "
-                                   "and %zu",
-                                   name, sig->min_inputs, sig->max_inputs, sig->outputs,
+                                   "%s takes %s input%s and gives %d output%s, not %zu and %zu",
+                                   name, inputs, sig->max_inputs == 1 ? "" : "s", sig->outputs,
                                    sig->outputs == 1 ? "" : "s", cfg->nin, cfg->nout);
+    }
     for (size_t k = 0; k < nargs && rc == 0; k++) {
         const struct orch_builtin_arg *a = orch_builtin_sig_arg(sig, args[k].key);
         rc = a != NULL ? read_arg(cfg, name, a, (int64_t *)((char *)p + args[k].offset))
