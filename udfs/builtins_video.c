@@ -238,7 +238,7 @@ void video_close(struct video_src *src)
 /* ---- decoding ------------------------------------------------------------------------ */
 
 int video_decoder_open(struct video_dec *dec, struct video_src *src, const char *name,
-                       uint64_t max_pixels, char *msg, size_t size)
+                       int64_t max_pixels, char *msg, size_t size)
 {
     memset(dec, 0, sizeof *dec);
     dec->stream = -1;
@@ -251,14 +251,14 @@ int video_decoder_open(struct video_dec *dec, struct video_src *src, const char 
         return 1;
     }
     const AVCodecParameters *par = src->fmt->streams[k]->codecpar;
-    if ((uint64_t)(par->width > 0 ? par->width : 0) *
-            (uint64_t)(par->height > 0 ? par->height : 0) >
+    if ((int64_t)(par->width > 0 ? par->width : 0) * (par->height > 0 ? par->height : 0) >
         max_pixels) {
-        snprintf(msg, size, "%s: %s: the video is %dx%d pixels, more than max_pixels=%" PRIu64,
+        snprintf(msg, size, "%s: %s: the video is %dx%d pixels, more than max_pixels=%" PRId64,
                  name, src->name, par->width, par->height, max_pixels);
         return 1;
     }
     dec->stream = k;
+    dec->max_pixels = max_pixels;
     dec->tb = src->fmt->streams[k]->time_base;
     dec->ctx = avcodec_alloc_context3(codec);
     dec->pkt = av_packet_alloc();
@@ -356,6 +356,13 @@ int video_next(struct video_dec *dec, struct video_src *src, const char *name, i
                 snprintf(what, sizeof what, "the frame at %s s is damaged", ts);
                 fail_msg(msg, size, name, src->name, 0, what);
                 return VIDEO_DAMAGE;
+            }
+            const AVFrame *f = dec->frame;
+            if ((int64_t)f->width * f->height > dec->max_pixels) {
+                snprintf(msg, size,
+                         "%s: %s: a frame is %dx%d pixels, more than max_pixels=%" PRId64, name,
+                         src->name, f->width, f->height, dec->max_pixels);
+                return VIDEO_HUGE;
             }
             return VIDEO_FRAME;
         }
@@ -738,18 +745,14 @@ static int scenes_walk(struct video_state *st, struct video_dec *dec, struct vid
             return ev;
         if (ev == VIDEO_END)
             break;
+        if (ev == VIDEO_HUGE)
+            return 1;
         if (ev == VIDEO_DAMAGE) {
             if (damage[0] == '\0')
                 snprintf(damage, sizeof damage, "%.500s", st->msg);
             continue; /* a frame the decoder refuses is not a frame of any clip */
         }
         AVFrame *f = dec->frame;
-        if ((int64_t)f->width * f->height > st->max_pixels) {
-            snprintf(st->msg, sizeof st->msg,
-                     "%s: %s: a frame is %dx%d pixels, more than max_pixels=%" PRId64,
-                     st->base.name, src->name, f->width, f->height, st->max_pixels);
-            return 1;
-        }
         char ts[VIDEO_TS_MAX];
         int64_t pts = video_frame_pts(f);
         int64_t t_us = video_ts(pts, dec->tb, ts);
@@ -800,7 +803,7 @@ static int scenes_record(struct video_state *st, struct orch_udf_batch *batch, s
     memset(&dec, 0, sizeof dec);
     int rc = video_open(&src, st->base.name, &s, st->msg, sizeof st->msg);
     if (rc == 0)
-        rc = video_decoder_open(&dec, &src, st->base.name, (uint64_t)st->max_pixels, st->msg,
+        rc = video_decoder_open(&dec, &src, st->base.name, st->max_pixels, st->msg,
                                 sizeof st->msg);
     if (rc == 0)
         rc = scenes_walk(st, &dec, &src, batch, i, &clips);

@@ -62,6 +62,7 @@ struct video_dec {
     AVCodecContext *ctx;
     int stream; /* index in src->fmt->streams */
     AVRational tb;
+    int64_t max_pixels; /* the most pixels a frame may have */
     AVPacket *pkt;
     AVFrame *frame;
     bool draining;  /* the input ended: the decoder is being flushed */
@@ -76,6 +77,7 @@ struct video_dec {
 enum video_event {
     VIDEO_FRAME,  /* dec->frame holds the next frame */
     VIDEO_DAMAGE, /* the decoder refused a packet or a frame: msg says why, *us when */
+    VIDEO_HUGE,   /* a frame has more than max_pixels pixels: msg says so; the record fails */
     VIDEO_END,    /* no more frames (dec->read_error says whether the file ended early) */
 };
 
@@ -89,10 +91,10 @@ int video_open(struct video_src *src, const char *name, const struct orch_udf__s
 void video_close(struct video_src *src);
 
 /* Opens a decoder of src's best video stream, after refusing a frame size of more than
- * max_pixels. Returns 0, -ENOMEM, or 1 with a failure message in msg (no video stream,
+ * max_pixels (which video_next() then checks on every frame). Returns 0, -ENOMEM, or 1 with a failure message in msg (no video stream,
  * no decoder, too large). Close it with video_decoder_close() whatever it returned. */
 int video_decoder_open(struct video_dec *dec, struct video_src *src, const char *name,
-                       uint64_t max_pixels, char *msg, size_t size);
+                       int64_t max_pixels, char *msg, size_t size);
 void video_decoder_close(struct video_dec *dec);
 
 /* Decodes up to the next frame. VIDEO_DAMAGE's time *us is the refused packet's or

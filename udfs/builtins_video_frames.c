@@ -313,6 +313,8 @@ static int frames_walk(struct frames_state *st, struct video_dec *dec, struct vi
             return ev;
         if (ev == VIDEO_END)
             break;
+        if (ev == VIDEO_HUGE)
+            return 1;
         if (ev == VIDEO_DAMAGE) {
             if (first_damage[0] == '\0')
                 snprintf(first_damage, sizeof first_damage, "%.500s", st->msg);
@@ -327,12 +329,6 @@ static int frames_walk(struct frames_state *st, struct video_dec *dec, struct vi
             continue;
         }
         const AVFrame *f = dec->frame;
-        if ((int64_t)f->width * f->height > st->max_pixels) {
-            snprintf(st->msg, sizeof st->msg,
-                     "video_frames: %s: a frame is %dx%d pixels, more than max_pixels=%" PRId64,
-                     src->name, f->width, f->height, st->max_pixels);
-            return 1;
-        }
         char ts[VIDEO_TS_MAX];
         us = video_ts(video_frame_pts(f), dec->tb, ts);
         if (us >= w->end_us)
@@ -371,7 +367,7 @@ static int frames_record(struct frames_state *st, struct orch_udf_batch *batch, 
     memset(&dec, 0, sizeof dec);
     rc = video_open(&src, st->base.name, &s, st->msg, sizeof st->msg);
     if (rc == 0)
-        rc = video_decoder_open(&dec, &src, st->base.name, (uint64_t)st->max_pixels, st->msg,
+        rc = video_decoder_open(&dec, &src, st->base.name, st->max_pixels, st->msg,
                                 sizeof st->msg);
     if (rc == 0)
         rc = frames_walk(st, &dec, &src, &w, batch, i);
