@@ -689,11 +689,12 @@ static void test_every_operation(void **state)
 static void test_decimal_args(void **state)
 {
     (void)state;
-    orch_plan *p = ok(ROOT "domain c in a\ndomain f in c\n"
-                           "call s = video_scenes(threshold=12.5, min_len=1.5, max_len=0.000001)\n"
-                           "call v = video_frames(fps=0.5, max_side=64)\n"
-                           "c.span = expand s(a.x)\nc.video = broadcast a.x\n"
-                           "f.image, f.ts = expand v(c.video, c.span)\n");
+    orch_plan *p =
+        ok(ROOT "domain c in a\ndomain f in c\n"
+                "call s = video_scenes(threshold=12.5, min_len=1.5, max_len=0.000001)\n"
+                "call v = video_frames(fps=0.5, max_side=64)\n"
+                "c.span = expand s(a.x)\nc.video = broadcast a.x\n"
+                "f.image, f.ts = expand v(c.video, c.span)\n");
     const struct orch_call *c = orch_plan_call(p, orch_plan_find_call(p, "s"));
     assert_int_equal(c->nargs, 3);
     static const char *const want[] = {"12.5", "1.5", "0.000001"};

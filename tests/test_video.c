@@ -425,9 +425,9 @@ static void test_scenes(void **state)
     expect_spans(h, "cuts.mp4", min2, 3);
     /* decimal seconds, exactly: that clip is 1.000000 s long, so min_len=1.000001 keeps it
      * whole and min_len=1 does not */
-    assert_int_equal(udf_h_builtin(h, "video_scenes", ORCH_UDF_OP_EXPAND, 1, 1, "min_len",
-                                   "1.000001", NULL),
-                     0);
+    assert_int_equal(
+        udf_h_builtin(h, "video_scenes", ORCH_UDF_OP_EXPAND, 1, 1, "min_len", "1.000001", NULL),
+        0);
     expect_spans(h, "cuts.mp4", min2, 3);
     assert_int_equal(
         udf_h_builtin(h, "video_scenes", ORCH_UDF_OP_EXPAND, 1, 1, "min_len", "1", NULL), 0);
@@ -593,9 +593,9 @@ static void test_config(void **state)
         udf_h_builtin(h, "video_frames", ORCH_UDF_OP_EXPAND, 1, 2, "fps", "0", NULL), -EINVAL);
     udf_h_check_contains(h->err, "video_frames: argument fps must be a number from 0.001 to "
                                  "1000, not '0'");
-    assert_int_equal(udf_h_builtin(h, "video_frames", ORCH_UDF_OP_EXPAND, 1, 2, "fps",
-                                   "0.1234567", NULL),
-                     -EINVAL);
+    assert_int_equal(
+        udf_h_builtin(h, "video_frames", ORCH_UDF_OP_EXPAND, 1, 2, "fps", "0.1234567", NULL),
+        -EINVAL);
     assert_int_equal(
         udf_h_builtin(h, "video_frames", ORCH_UDF_OP_EXPAND, 1, 2, "fps", "1e3", NULL),
         -EINVAL);

@@ -55,19 +55,33 @@ static const struct orch_builtin_arg page_stats_args[] = { /* udfs/builtins_gpu.
         .key = "max_pixels", .type = ORCH_BUILTIN_ARG_INT, .min = 1, .max = 1000000000,       \
         .def = "50000000"                                                                      \
     }
-#define MICRO(n) ((int64_t)(n) * ORCH_BUILTIN_MICRO)
-static const struct orch_builtin_arg video_scenes_args[] = { /* udfs/builtins_video.c */
-    {.key = "threshold", .type = ORCH_BUILTIN_ARG_DECIMAL, .min = 0, .max = MICRO(255),
+#define MICRO(n) ((int64_t)(n)*ORCH_BUILTIN_MICRO)
+static const struct orch_builtin_arg video_scenes_args[] = {
+    /* udfs/builtins_video.c */
+    {.key = "threshold",
+     .type = ORCH_BUILTIN_ARG_DECIMAL,
+     .min = 0,
+     .max = MICRO(255),
      .def = "30"},
-    {.key = "min_len", .type = ORCH_BUILTIN_ARG_DECIMAL, .min = 0, .max = MICRO(86400),
+    {.key = "min_len",
+     .type = ORCH_BUILTIN_ARG_DECIMAL,
+     .min = 0,
+     .max = MICRO(86400),
      .def = "1"},
-    {.key = "max_len", .type = ORCH_BUILTIN_ARG_DECIMAL, .min = 0, .max = MICRO(86400),
+    {.key = "max_len",
+     .type = ORCH_BUILTIN_ARG_DECIMAL,
+     .min = 0,
+     .max = MICRO(86400),
      .def = "0"},
     VIDEO_MAX_PIXELS_ARG,
 };
 static const char *const frame_formats[] = {"pgm", "png", NULL};
-static const struct orch_builtin_arg video_frames_args[] = { /* builtins_video_frames.c */
-    {.key = "fps", .type = ORCH_BUILTIN_ARG_DECIMAL, .min = 1000, .max = MICRO(1000),
+static const struct orch_builtin_arg video_frames_args[] = {
+    /* builtins_video_frames.c */
+    {.key = "fps",
+     .type = ORCH_BUILTIN_ARG_DECIMAL,
+     .min = 1000,
+     .max = MICRO(1000),
      .def = "1"}, /* 0.001 .. 1000 frames a second */
     {.key = "max_side", .type = ORCH_BUILTIN_ARG_INT, .min = 0, .max = 65536, .def = "0"},
     {.key = "format", .type = ORCH_BUILTIN_ARG_CHOICE, .choices = frame_formats, .def = "pgm"},

@@ -29,8 +29,8 @@ enum {
 };
 
 enum orch_builtin_arg_type {
-    ORCH_BUILTIN_ARG_STRING, /* a quoted string literal of at least `min` bytes */
-    ORCH_BUILTIN_ARG_INT,    /* a decimal integer literal within [min, max] */
+    ORCH_BUILTIN_ARG_STRING,  /* a quoted string literal of at least `min` bytes */
+    ORCH_BUILTIN_ARG_INT,     /* a decimal integer literal within [min, max] */
     ORCH_BUILTIN_ARG_DECIMAL, /* a number literal with at most 6 decimals ("0.5", "2"),
                                * whose millionths are within [min, max] */
     ORCH_BUILTIN_ARG_CHOICE,  /* a name (or a string) equal to one of `choices` */

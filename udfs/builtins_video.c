@@ -419,8 +419,7 @@ static int read_arg(const struct orch_udf_config *cfg, const char *name,
     if (text == NULL)
         text = a->def;
     if (text == NULL)
-        return orch_udf_config_error(cfg, -EINVAL, "%s: argument %s is required", name,
-                                     a->key);
+        return orch_udf_config_error(cfg, -EINVAL, "%s: argument %s is required", name, a->key);
     char lo[ORCH_BUILTIN_DECIMAL_TEXT_MAX], hi[ORCH_BUILTIN_DECIMAL_TEXT_MAX], list[128];
     char *end;
     switch (a->type) {
@@ -450,8 +449,8 @@ static int read_arg(const struct orch_udf_config *cfg, const char *name,
     case ORCH_BUILTIN_ARG_STRING:
         break; /* no video built-in takes one */
     }
-    return orch_udf_config_error(cfg, -EINVAL, "%s: argument %s is a string, which %s does not "
-                                 "read", name, a->key, name);
+    return orch_udf_config_error(cfg, -EINVAL, "%s: argument %s is a string, which it ignores",
+                                 name, a->key);
 }
 
 /* The ORCH_UDF__OP bits of a signature's ORCH_BUILTIN_* ops. */
@@ -489,9 +488,9 @@ int video_init(const struct orch_udf_config *cfg, const char *name, size_t size,
     }
     for (size_t k = 0; k < nargs && rc == 0; k++) {
         const struct orch_builtin_arg *a = orch_builtin_sig_arg(sig, args[k].key);
-        rc = a != NULL ? read_arg(cfg, name, a, (int64_t *)((char *)p + args[k].offset))
-                       : orch_udf_config_error(cfg, -EINVAL, "%s: no argument %s", name,
-                                               args[k].key);
+        rc = a != NULL
+                 ? read_arg(cfg, name, a, (int64_t *)((char *)p + args[k].offset))
+                 : orch_udf_config_error(cfg, -EINVAL, "%s: no argument %s", name, args[k].key);
     }
     if (rc < 0) {
         orch_udf__base_fini(p);

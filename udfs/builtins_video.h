@@ -91,8 +91,9 @@ int video_open(struct video_src *src, const char *name, const struct orch_udf__s
 void video_close(struct video_src *src);
 
 /* Opens a decoder of src's best video stream, after refusing a frame size of more than
- * max_pixels (which video_next() then checks on every frame). Returns 0, -ENOMEM, or 1 with a failure message in msg (no video stream,
- * no decoder, too large). Close it with video_decoder_close() whatever it returned. */
+ * max_pixels (which video_next() then checks on every frame). Returns 0, -ENOMEM, or 1 with a
+ * failure message in msg (no video stream, no decoder, too large). Close it with
+ * video_decoder_close() whatever it returned. */
 int video_decoder_open(struct video_dec *dec, struct video_src *src, const char *name,
                        int64_t max_pixels, char *msg, size_t size);
 void video_decoder_close(struct video_dec *dec);

@@ -53,7 +53,7 @@ struct frames_state {
     /* the arguments (video_init) */
     int64_t fps_micro; /* frames a second, in millionths */
     int64_t max_side, max_pixels;
-    int64_t format; /* enum frame_format */
+    int64_t format;         /* enum frame_format */
     struct SwsContext *sws; /* the gray scaler, kept while the frame size stays */
     AVFrame *gray;          /* the scaled frame */
     AVCodecContext *png;    /* format=png: the encoder, reopened when the size changes */

@@ -298,9 +298,8 @@ static int check_builtin_arg(orch_plan_builder *b, const struct orch_builtin_sig
         return 0;
     case ORCH_BUILTIN_ARG_INT:
         if (kind != ORCH_ARG_NUMBER || !parse_int(value, INT64_MIN + 1, INT64_MAX, &v))
-            return orch__error(b, loc,
-                               "argument '%s' of '%s' must be an integer%s, not '%s'", key,
-                               sig->name,
+            return orch__error(b, loc, "argument '%s' of '%s' must be an integer%s, not '%s'",
+                               key, sig->name,
                                kind == ORCH_ARG_NUMBER && orch_builtin_decimal(value, &v)
                                    ? " (it takes no decimals)"
                                    : "",
@@ -318,9 +317,8 @@ static int check_builtin_arg(orch_plan_builder *b, const struct orch_builtin_sig
                                "decimals, like 0.5 or 2, not '%s'",
                                key, sig->name, show);
         if (v < a->min || v > a->max)
-            return orch__error(b, loc,
-                               "argument '%s' of '%s' must be from %s to %s, not '%s'", key,
-                               sig->name, orch_builtin_decimal_text(a->min, lo),
+            return orch__error(b, loc, "argument '%s' of '%s' must be from %s to %s, not '%s'",
+                               key, sig->name, orch_builtin_decimal_text(a->min, lo),
                                orch_builtin_decimal_text(a->max, hi), show);
         return 0;
     }
