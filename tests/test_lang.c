@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "builtin_sigs.h"
 #include "orch_error.h"
 #include "orch_lang.h"
 
@@ -716,6 +717,45 @@ static void test_decimal_args(void **state)
                 "domain b in a\nb.i, b.t = expand v(a.x)\ndomain d in a\n"
                 "d.i, d.t = expand w(a.x)\ndomain e in a\ne.s = expand s(a.x)\n");
     orch_plan_free(p);
+}
+
+/* The decimal literal's reading and writing (udfs/builtin_sigs.c): exact millionths, and
+ * nothing else read as a decimal. */
+static void test_decimal_text(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        int64_t micro;
+    } good[] = {{"0.5", 500000},
+                {"2", 2000000},
+                {"-2.25", -2250000},
+                {"0.000001", 1},
+                {"1000", 1000000000},
+                {"007.100", 7100000},
+                {"999999999999.999999", 999999999999999999}};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        int64_t v = 0;
+        assert_true(orch_builtin_decimal(good[i].text, &v));
+        assert_int_equal(v, good[i].micro);
+    }
+    static const char *const bad[] = {
+        "",   "-",  ".5",  "1.",   "1.1234567",     "+1",   "1e3", "1.5s",
+        " 1", "1 ", "--1", "0x10", "1000000000000", "1.2.3"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int64_t v = 42;
+        if (orch_builtin_decimal(bad[i], &v))
+            fail_msg("'%s' read as a decimal", bad[i]);
+        assert_int_equal(v, 42);
+    }
+    char buf[ORCH_BUILTIN_DECIMAL_TEXT_MAX];
+    assert_string_equal(orch_builtin_decimal_text(500000, buf), "0.5");
+    assert_string_equal(orch_builtin_decimal_text(1000, buf), "0.001");
+    assert_string_equal(orch_builtin_decimal_text(-1, buf), "-0.000001");
+    assert_string_equal(orch_builtin_decimal_text(86400000000, buf), "86400");
+    assert_string_equal(orch_builtin_decimal_text(0, buf), "0");
+    assert_string_equal(orch_builtin_decimal_text(-2250000, buf), "-2.25");
+    assert_string_equal(orch_builtin_decimal_text(INT64_MIN, buf), "-9223372036854.775808");
 }
 
 static void test_options_parse(void **state)
@@ -1518,6 +1558,7 @@ int main(void)
         cmocka_unit_test(test_fit_cases),
         cmocka_unit_test(test_builtin_cases),
         cmocka_unit_test(test_decimal_args),
+        cmocka_unit_test(test_decimal_text),
         cmocka_unit_test(test_option_cases),
         cmocka_unit_test(test_syntax_cases),
         cmocka_unit_test(test_keywords_are_not_reserved),
