@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "builtin_sigs.h"
 #include "orch_error.h"
 #include "orch_lang.h"
 
@@ -281,7 +282,8 @@ static const struct diag_case builtin_cases[] = {
      "t.orch:4:19: error: argument 'ms' of 'sleep' must be an integer, not '5'\n"},
     {"integer argument given a decimal", ROOT "call s = sleep(ms=1.5)\n",
      "t.orch:4:6: warning: call 's' is never used\n"
-     "t.orch:4:19: error: argument 'ms' of 'sleep' must be an integer, not '1.5'\n"},
+     "t.orch:4:19: error: argument 'ms' of 'sleep' must be an integer (it takes no decimals), "
+     "not '1.5'\n"},
     {"negative integer argument", ROOT "call s = sleep(ms=-1)\n",
      "t.orch:4:6: warning: call 's' is never used\n"
      "t.orch:4:19: error: argument 'ms' of 'sleep' must be from 0 to 86400000, not '-1'\n"},
@@ -299,6 +301,34 @@ static const struct diag_case builtin_cases[] = {
      "t.orch:4:6: warning: call 'f' is never used\n"
      "t.orch:4:30: error: argument 'fail_attempts' of 'flaky' must be from 0 to 1000000, not "
      "'-2'\n"},
+    {"decimal argument with a seventh decimal", ROOT "call v = video_frames(fps=0.1234567)\n",
+     "t.orch:4:6: warning: call 'v' is never used\n"
+     "t.orch:4:27: error: argument 'fps' of 'video_frames' must be a number with at most 6 "
+     "decimals, like 0.5 or 2, not '0.1234567'\n"},
+    {"decimal argument with a unit", ROOT "call v = video_scenes(min_len=1.5s)\n",
+     "t.orch:4:6: warning: call 'v' is never used\n"
+     "t.orch:4:31: error: argument 'min_len' of 'video_scenes' must be a number with at most "
+     "6 decimals, like 0.5 or 2, not '1.5s'\n"},
+    {"decimal argument given a string", ROOT "call v = video_frames(fps=\"0.5\")\n",
+     "t.orch:4:6: warning: call 'v' is never used\n"
+     "t.orch:4:27: error: argument 'fps' of 'video_frames' must be a number with at most 6 "
+     "decimals, like 0.5 or 2, not '0.5'\n"},
+    {"decimal argument too low", ROOT "call v = video_frames(fps=0.0009)\n",
+     "t.orch:4:6: warning: call 'v' is never used\n"
+     "t.orch:4:27: error: argument 'fps' of 'video_frames' must be from 0.001 to 1000, not "
+     "'0.0009'\n"},
+    {"decimal argument too high", ROOT "call v = video_frames(fps=1000.000001)\n",
+     "t.orch:4:6: warning: call 'v' is never used\n"
+     "t.orch:4:27: error: argument 'fps' of 'video_frames' must be from 0.001 to 1000, not "
+     "'1000.000001'\n"},
+    {"negative decimal argument", ROOT "call v = video_scenes(max_len=-0.5)\n",
+     "t.orch:4:6: warning: call 'v' is never used\n"
+     "t.orch:4:31: error: argument 'max_len' of 'video_scenes' must be from 0 to 86400, not "
+     "'-0.5'\n"},
+    {"integer argument beside decimal ones", ROOT "call v = video_frames(max_side=0.5)\n",
+     "t.orch:4:6: warning: call 'v' is never used\n"
+     "t.orch:4:32: error: argument 'max_side' of 'video_frames' must be an integer (it takes "
+     "no decimals), not '0.5'\n"},
     {"ocr language given a name", ROOT "call o = tesseract_ocr(lang=eng)\n",
      "t.orch:4:6: warning: call 'o' is never used\n"
      "t.orch:4:29: error: argument 'lang' of 'tesseract_ocr' must be a string, not 'eng'\n"},
@@ -652,6 +682,80 @@ static void test_every_operation(void **state)
     assert_int_equal(orch_plan_find_domain(p, "nope"), -1);
     assert_round_trip(p);
     orch_plan_free(p);
+}
+
+/* A decimal literal where a built-in's signature says decimal: accepted, integers too, kept
+ * exactly as written (the UDF reads the very text), and written back so by the canonical
+ * text. */
+static void test_decimal_args(void **state)
+{
+    (void)state;
+    orch_plan *p =
+        ok(ROOT "domain c in a\ndomain f in c\n"
+                "call s = video_scenes(threshold=12.5, min_len=1.5, max_len=0.000001)\n"
+                "call v = video_frames(fps=0.5, max_side=64)\n"
+                "c.span = expand s(a.x)\nc.video = broadcast a.x\n"
+                "f.image, f.ts = expand v(c.video, c.span)\n");
+    const struct orch_call *c = orch_plan_call(p, orch_plan_find_call(p, "s"));
+    assert_int_equal(c->nargs, 3);
+    static const char *const want[] = {"12.5", "1.5", "0.000001"};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(c->args[i].kind, ORCH_ARG_NUMBER);
+        assert_string_equal(c->args[i].value, want[i]);
+    }
+    c = orch_plan_call(p, orch_plan_find_call(p, "v"));
+    assert_string_equal(c->args[0].value, "0.5");
+    assert_string_equal(c->args[1].value, "64");
+    assert_non_null(strstr(orch_plan_canonical(p),
+                           "video_scenes(threshold=12.5, min_len=1.5, max_len=0.000001)"));
+    assert_non_null(strstr(orch_plan_canonical(p), "video_frames(fps=0.5, max_side=64)"));
+    assert_round_trip(p);
+    orch_plan_free(p);
+    /* the ends of the ranges, and an integer where a decimal is taken */
+    p = ok(ROOT "call v = video_frames(fps=0.001)\ncall w = video_frames(fps=1000)\n"
+                "call s = video_scenes(threshold=255.000000, min_len=0, max_len=86400)\n"
+                "domain b in a\nb.i, b.t = expand v(a.x)\ndomain d in a\n"
+                "d.i, d.t = expand w(a.x)\ndomain e in a\ne.s = expand s(a.x)\n");
+    orch_plan_free(p);
+}
+
+/* The decimal literal's reading and writing (udfs/builtin_sigs.c): exact millionths, and
+ * nothing else read as a decimal. */
+static void test_decimal_text(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        int64_t micro;
+    } good[] = {{"0.5", 500000},
+                {"2", 2000000},
+                {"-2.25", -2250000},
+                {"0.000001", 1},
+                {"1000", 1000000000},
+                {"007.100", 7100000},
+                {"999999999999.999999", 999999999999999999}};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        int64_t v = 0;
+        assert_true(orch_builtin_decimal(good[i].text, &v));
+        assert_int_equal(v, good[i].micro);
+    }
+    static const char *const bad[] = {
+        "",   "-",  ".5",  "1.",   "1.1234567",     "+1",   "1e3", "1.5s",
+        " 1", "1 ", "--1", "0x10", "1000000000000", "1.2.3"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int64_t v = 42;
+        if (orch_builtin_decimal(bad[i], &v))
+            fail_msg("'%s' read as a decimal", bad[i]);
+        assert_int_equal(v, 42);
+    }
+    char buf[ORCH_BUILTIN_DECIMAL_TEXT_MAX];
+    assert_string_equal(orch_builtin_decimal_text(500000, buf), "0.5");
+    assert_string_equal(orch_builtin_decimal_text(1000, buf), "0.001");
+    assert_string_equal(orch_builtin_decimal_text(-1, buf), "-0.000001");
+    assert_string_equal(orch_builtin_decimal_text(86400000000, buf), "86400");
+    assert_string_equal(orch_builtin_decimal_text(0, buf), "0");
+    assert_string_equal(orch_builtin_decimal_text(-2250000, buf), "-2.25");
+    assert_string_equal(orch_builtin_decimal_text(INT64_MIN, buf), "-9223372036854.775808");
 }
 
 static void test_options_parse(void **state)
@@ -1453,6 +1557,8 @@ int main(void)
         cmocka_unit_test(test_structure_cases),
         cmocka_unit_test(test_fit_cases),
         cmocka_unit_test(test_builtin_cases),
+        cmocka_unit_test(test_decimal_args),
+        cmocka_unit_test(test_decimal_text),
         cmocka_unit_test(test_option_cases),
         cmocka_unit_test(test_syntax_cases),
         cmocka_unit_test(test_keywords_are_not_reserved),

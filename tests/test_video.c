@@ -3,9 +3,9 @@
  * scripts/make-videos makes with FFmpeg's synthetic sources, measured against the ffmpeg
  * and ffprobe commands:
  *   - the probe's fields of a made video, and of one without a video stream;
- *   - at fps=1 and fps=5, the frames' count and times equal the sampling rule applied to
- *     ffprobe's best_effort_timestamp_time of every frame, on every test video (ffprobe's
- *     text and ours are compared as text);
+ *   - at fps=1, fps=5 and fps=0.5, the frames' count and times equal the sampling rule
+ *     applied to ffprobe's best_effort_timestamp_time of every frame, on every test video
+ *     (ffprobe's text and ours are compared as text);
  *   - the gray frames equal, within 1 per pixel, what `ffmpeg -ss T -frames:v 1 -vf
  *     scale=W:H,format=gray -f rawvideo` gives for the same time and size;
  *   - the scene cuts are found at the videos' hard cuts, with min_len and max_len obeyed;
@@ -174,16 +174,18 @@ static size_t ffprobe_times(const char *path, char (*t)[16])
     return n;
 }
 
-/* The sampling rule at fps over the times t[0..n): for k = 0, 1, ... the first time
- * >= k/fps, each once. Keeps the chosen ones in place; returns how many. */
-static size_t sample(char (*t)[16], size_t n, int64_t fps)
+/* The sampling rule at fps (in millionths: 0.5 fps is 500000) over the times t[0..n): for
+ * k = 0, 1, ... the first time >= k/fps, each once. Keeps the chosen ones in place; returns
+ * how many. */
+static size_t sample(char (*t)[16], size_t n, int64_t fps_micro)
 {
+    const __int128 unit = (__int128)1000000 * 1000000;
     size_t m = 0;
-    int64_t k = 0;
+    __int128 k = 0;
     for (size_t j = 0; j < n; j++) {
-        int64_t us = us_of(t[j]);
-        if (us * fps >= k * 1000000) {
-            k = us * fps / 1000000 + 1;
+        __int128 have = (__int128)us_of(t[j]) * fps_micro;
+        if (have >= k * unit) {
+            k = have / unit + 1;
             memmove(t[m++], t[j], 16);
         }
     }
@@ -257,27 +259,26 @@ static void test_probe(void **state)
 
 /* ---- frames against ffprobe ---------------------------------------------------------- */
 
-static void frames_match(struct udf_h *h, const char *name, int fps)
+/* fps: the argument's text; fps_micro: the same in millionths. */
+static void frames_match(struct udf_h *h, const char *name, const char *fps, int64_t fps_micro)
 {
     static char want[MAXT][16];
-    char args[16];
-    snprintf(args, sizeof args, "%d", fps);
-    assert_int_equal(udf_h_builtin(h, "video_frames", ORCH_UDF_OP_EXPAND, 1, 2, "fps", args,
+    assert_int_equal(udf_h_builtin(h, "video_frames", ORCH_UDF_OP_EXPAND, 1, 2, "fps", fps,
                                    "max_side", "32", NULL),
                      0);
     const char *path = video(name);
-    size_t n = sample(want, ffprobe_times(path, want), fps);
+    size_t n = sample(want, ffprobe_times(path, want), fps_micro);
     const struct orch_udf_answer *a = one(h, path, NULL);
     expect_ok(a);
     if (a->nchildren != n)
-        fail_msg("%s at fps=%d: %zu frames, ffprobe's sampling gives %zu", name, fps,
+        fail_msg("%s at fps=%s: %zu frames, ffprobe's sampling gives %zu", name, fps,
                  a->nchildren, n);
     assert_null(a->child_msg);
     for (size_t c = 0; c < n; c++) {
         char ts[32];
         child_text(a, 2, c, 1, ts, sizeof ts);
         if (strcmp(ts, want[c]) != 0)
-            fail_msg("%s at fps=%d: frame %zu at %s, ffprobe's sampling at %s", name, fps, c,
+            fail_msg("%s at fps=%s: frame %zu at %s, ffprobe's sampling at %s", name, fps, c,
                      ts, want[c]);
     }
     assert_true(n >= 2);
@@ -288,8 +289,9 @@ static void test_frames_times(void **state)
     NEED_FFMPEG();
     static const char *const names[] = {"cuts.mp4", "plain.mkv", "bars.avi", "long.mp4"};
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
-        frames_match(*state, names[k], 1);
-        frames_match(*state, names[k], 5);
+        frames_match(*state, names[k], "1", 1000000);
+        frames_match(*state, names[k], "5", 5000000);
+        frames_match(*state, names[k], "0.5", 500000);
     }
 }
 
@@ -421,6 +423,22 @@ static void test_scenes(void **state)
     static const char *const min2[] = {"0.000000 2.000000", "2.000000 4.000000",
                                        "4.000000 7.000000"};
     expect_spans(h, "cuts.mp4", min2, 3);
+    /* decimal seconds, exactly: that clip is 1.000000 s long, so min_len=1.000001 keeps it
+     * whole and min_len=1 does not */
+    assert_int_equal(
+        udf_h_builtin(h, "video_scenes", ORCH_UDF_OP_EXPAND, 1, 1, "min_len", "1.000001", NULL),
+        0);
+    expect_spans(h, "cuts.mp4", min2, 3);
+    assert_int_equal(
+        udf_h_builtin(h, "video_scenes", ORCH_UDF_OP_EXPAND, 1, 1, "min_len", "1", NULL), 0);
+    expect_spans(h, "cuts.mp4", cuts, 4);
+    /* max_len=0.5 at 10 fps: a clip every half second, the hard cut at 1.5 s among them */
+    assert_int_equal(
+        udf_h_builtin(h, "video_scenes", ORCH_UDF_OP_EXPAND, 1, 1, "max_len", "0.5", NULL), 0);
+    static const char *const half[] = {"0.000000 0.500000", "0.500000 1.000000",
+                                       "1.000000 1.500000", "1.500000 2.000000",
+                                       "2.000000 2.500000", "2.500000 3.000000"};
+    expect_spans(h, "bars.avi", half, 6);
     /* max_len=1: no clip is longer than a second; the first frame at or past 1 s cuts */
     assert_int_equal(
         udf_h_builtin(h, "video_scenes", ORCH_UDF_OP_EXPAND, 1, 1, "max_len", "1", NULL), 0);
@@ -558,7 +576,7 @@ static void test_config(void **state)
 {
     struct udf_h *h = *state;
     assert_int_equal(udf_h_builtin(h, "video_frames", ORCH_UDF_OP_EXPAND, 1, 1, NULL), -EINVAL);
-    udf_h_check_contains(h->err, "two outputs");
+    udf_h_check_contains(h->err, "gives 2 outputs, not 1 and 1");
     assert_int_equal(
         udf_h_builtin(h, "video_frames", ORCH_UDF_OP_EXPAND, 1, 2, "format", "jpg", NULL),
         -EINVAL);
@@ -568,6 +586,32 @@ static void test_config(void **state)
         -EINVAL);
     assert_int_equal(udf_h_builtin(h, "video_probe", ORCH_UDF_OP_MAP, 1, 1, "fps", "1", NULL),
                      -EINVAL);
+    /* decimal arguments: what the signature's type and range allow, and nothing else */
+    assert_int_equal(
+        udf_h_builtin(h, "video_frames", ORCH_UDF_OP_EXPAND, 1, 2, "fps", "0.001", NULL), 0);
+    assert_int_equal(
+        udf_h_builtin(h, "video_frames", ORCH_UDF_OP_EXPAND, 1, 2, "fps", "0", NULL), -EINVAL);
+    udf_h_check_contains(h->err, "video_frames: argument fps must be a number from 0.001 to "
+                                 "1000, not '0'");
+    assert_int_equal(
+        udf_h_builtin(h, "video_frames", ORCH_UDF_OP_EXPAND, 1, 2, "fps", "0.1234567", NULL),
+        -EINVAL);
+    assert_int_equal(
+        udf_h_builtin(h, "video_frames", ORCH_UDF_OP_EXPAND, 1, 2, "fps", "1e3", NULL),
+        -EINVAL);
+    assert_int_equal(
+        udf_h_builtin(h, "video_frames", ORCH_UDF_OP_EXPAND, 1, 2, "max_side", "1.5", NULL),
+        -EINVAL);
+    udf_h_check_contains(h->err, "max_side must be an integer from 0 to 65536, not '1.5'");
+    assert_int_equal(udf_h_builtin(h, "video_scenes", ORCH_UDF_OP_EXPAND, 1, 1, "threshold",
+                                   "255.000001", NULL),
+                     -EINVAL);
+    assert_int_equal(udf_h_builtin(h, "video_scenes", ORCH_UDF_OP_EXPAND, 1, 1, "threshold",
+                                   "12.5", "min_len", "0.04", "max_len", "86400", NULL),
+                     0);
+    assert_int_equal(
+        udf_h_builtin(h, "not_dark", ORCH_UDF_OP_FILTER, 2, 1, "max_mean", "256", NULL),
+        -EINVAL);
 }
 
 /* ---- not_dark -------------------------------------------------------------------------- */

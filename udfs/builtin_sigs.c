@@ -1,6 +1,7 @@
 /* builtin_sigs.c — the table of built-in function signatures (DESIGN §7). */
 #include "builtin_sigs.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #define NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -54,15 +55,34 @@ static const struct orch_builtin_arg page_stats_args[] = { /* udfs/builtins_gpu.
         .key = "max_pixels", .type = ORCH_BUILTIN_ARG_INT, .min = 1, .max = 1000000000,       \
         .def = "50000000"                                                                      \
     }
-static const struct orch_builtin_arg video_scenes_args[] = { /* udfs/builtins_video.c */
-    {.key = "threshold", .type = ORCH_BUILTIN_ARG_INT, .min = 0, .max = 255, .def = "30"},
-    {.key = "min_len", .type = ORCH_BUILTIN_ARG_INT, .min = 0, .max = 86400, .def = "1"},
-    {.key = "max_len", .type = ORCH_BUILTIN_ARG_INT, .min = 0, .max = 86400, .def = "0"},
+#define MICRO(n) ((int64_t)(n)*ORCH_BUILTIN_MICRO)
+static const struct orch_builtin_arg video_scenes_args[] = {
+    /* udfs/builtins_video.c */
+    {.key = "threshold",
+     .type = ORCH_BUILTIN_ARG_DECIMAL,
+     .min = 0,
+     .max = MICRO(255),
+     .def = "30"},
+    {.key = "min_len",
+     .type = ORCH_BUILTIN_ARG_DECIMAL,
+     .min = 0,
+     .max = MICRO(86400),
+     .def = "1"},
+    {.key = "max_len",
+     .type = ORCH_BUILTIN_ARG_DECIMAL,
+     .min = 0,
+     .max = MICRO(86400),
+     .def = "0"},
     VIDEO_MAX_PIXELS_ARG,
 };
 static const char *const frame_formats[] = {"pgm", "png", NULL};
-static const struct orch_builtin_arg video_frames_args[] = { /* builtins_video_frames.c */
-    {.key = "fps", .type = ORCH_BUILTIN_ARG_INT, .min = 1, .max = 1000, .def = "1"},
+static const struct orch_builtin_arg video_frames_args[] = {
+    /* builtins_video_frames.c */
+    {.key = "fps",
+     .type = ORCH_BUILTIN_ARG_DECIMAL,
+     .min = 1000,
+     .max = MICRO(1000),
+     .def = "1"}, /* 0.001 .. 1000 frames a second */
     {.key = "max_side", .type = ORCH_BUILTIN_ARG_INT, .min = 0, .max = 65536, .def = "0"},
     {.key = "format", .type = ORCH_BUILTIN_ARG_CHOICE, .choices = frame_formats, .def = "pgm"},
     VIDEO_MAX_PIXELS_ARG,
@@ -167,4 +187,46 @@ const char *orch_builtin_ops_text(unsigned ops)
     default:
         return "several operations";
     }
+}
+
+bool orch_builtin_decimal(const char *text, int64_t *micro)
+{
+    const char *p = text;
+    bool neg = *p == '-';
+    p += neg;
+    int64_t whole = 0, frac = 0;
+    int digits = 0, decimals = 0;
+    for (; *p >= '0' && *p <= '9' && digits < 13; p++, digits++)
+        whole = whole * 10 + (*p - '0');
+    if (digits == 0 || digits > 12)
+        return false;
+    if (*p == '.') {
+        for (p++; *p >= '0' && *p <= '9' && decimals < 7; p++, decimals++)
+            frac = frac * 10 + (*p - '0');
+        if (decimals == 0 || decimals > 6)
+            return false;
+    }
+    if (*p != '\0')
+        return false;
+    for (int k = decimals; k < 6; k++)
+        frac *= 10;
+    int64_t v = whole * ORCH_BUILTIN_MICRO + frac;
+    *micro = neg ? -v : v;
+    return true;
+}
+
+char *orch_builtin_decimal_text(int64_t micro, char buf[ORCH_BUILTIN_DECIMAL_TEXT_MAX])
+{
+    uint64_t m = micro < 0 ? 0 - (uint64_t)micro : (uint64_t)micro;
+    int n = snprintf(buf, ORCH_BUILTIN_DECIMAL_TEXT_MAX, "%s%llu", micro < 0 ? "-" : "",
+                     (unsigned long long)(m / ORCH_BUILTIN_MICRO));
+    uint64_t frac = m % ORCH_BUILTIN_MICRO;
+    if (frac != 0) {
+        int decimals = 6;
+        while (frac % 10 == 0)
+            frac /= 10, decimals--;
+        snprintf(buf + n, (size_t)(ORCH_BUILTIN_DECIMAL_TEXT_MAX - n), ".%0*llu", decimals,
+                 (unsigned long long)frac);
+    }
+    return buf;
 }

@@ -6,7 +6,8 @@
  * range or choices, and whether they are required. The plan builder checks every `call`
  * of a built-in against it; the built-in UDFs themselves read their arguments at init and
  * may rely on what this table promises (an int argument is decimal text in its range, a
- * choice argument is one of its choices).
+ * decimal argument is text orch_builtin_decimal() reads, in its range, a choice argument
+ * is one of its choices).
  *
  * This header deliberately knows nothing of the engine: operations are its own bit mask,
  * so udfs/ never includes engine/ headers. The table is static and immutable; every
@@ -28,16 +29,24 @@ enum {
 };
 
 enum orch_builtin_arg_type {
-    ORCH_BUILTIN_ARG_STRING, /* a quoted string literal of at least `min` bytes */
-    ORCH_BUILTIN_ARG_INT,    /* a decimal integer literal within [min, max] */
-    ORCH_BUILTIN_ARG_CHOICE, /* a name (or a string) equal to one of `choices` */
+    ORCH_BUILTIN_ARG_STRING,  /* a quoted string literal of at least `min` bytes */
+    ORCH_BUILTIN_ARG_INT,     /* a decimal integer literal within [min, max] */
+    ORCH_BUILTIN_ARG_DECIMAL, /* a number literal with at most 6 decimals ("0.5", "2"),
+                               * whose millionths are within [min, max] */
+    ORCH_BUILTIN_ARG_CHOICE,  /* a name (or a string) equal to one of `choices` */
 };
+
+/* Millionths in one: a DECIMAL argument's value and range are counted in millionths, so
+ * that the value the compiler checks is the value the UDF gets, exactly (no floating
+ * point): fps=0.5 is 500000. */
+#define ORCH_BUILTIN_MICRO 1000000
 
 struct orch_builtin_arg {
     const char *key;
     enum orch_builtin_arg_type type;
     bool required;
-    int64_t min, max;           /* INT: the range; STRING: min is the least length */
+    int64_t min, max;           /* INT: the range; DECIMAL: the range in millionths;
+                                 * STRING: min is the least length */
     const char *const *choices; /* ORCH_BUILTIN_ARG_CHOICE only; NULL-terminated */
     const char *def;            /* the default as text when not required, or NULL */
 };
@@ -60,6 +69,15 @@ const struct orch_builtin_sig *orch_builtin_sig_at(int i);
 /* The argument `key` of sig, or NULL. */
 const struct orch_builtin_arg *orch_builtin_sig_arg(const struct orch_builtin_sig *sig,
                                                     const char *key);
+/* Reads a DECIMAL argument's text, -?[0-9]{1,12}(\.[0-9]{1,6})?, into *micro, its value
+ * in millionths ("0.5" -> 500000, "-2" -> -2000000). Returns false, *micro untouched, for
+ * any other text (a seventh decimal, a suffix, an exponent, a sign but '-'). */
+bool orch_builtin_decimal(const char *text, int64_t *micro);
+/* Writes millionths as the shortest decimal text that orch_builtin_decimal() reads back
+ * to the same value ("0.5", "1000", "-0.000001") into buf, and returns buf. */
+#define ORCH_BUILTIN_DECIMAL_TEXT_MAX 24
+char *orch_builtin_decimal_text(int64_t micro, char buf[ORCH_BUILTIN_DECIMAL_TEXT_MAX]);
+
 /* The names of the operations in ops, e.g. "map" or "expand or expand aligned", as static
  * text. */
 const char *orch_builtin_ops_text(unsigned ops);

@@ -12,7 +12,8 @@
  *                          clip's first frame, or for the last clip the end of its last
  *                          frame). Every frame is decoded and scaled to 64x36 gray; the
  *                          measure between consecutive frames is the mean absolute
- *                          difference of those pixels, 0..255. A frame whose measure is
+ *                          difference of those pixels, 0..255, unrounded (the arguments
+ *                          are decimals, compared exactly). A frame whose measure is
  *                          more than `threshold` starts a new clip when the clip in hand
  *                          is at least `min_len` seconds long; a frame `max_len` seconds
  *                          or more after its clip's start always does (0: no cap). Each
@@ -29,6 +30,8 @@
  */
 #include "builtins_video.h"
 
+#include "builtin_sigs.h"
+
 #include <libavutil/avutil.h>
 #include <libavutil/log.h>
 #include <libswscale/swscale.h>
@@ -37,11 +40,13 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define AVIO_BUF 65536
+#define VIDEO_ARGS_MAX 8
 #define BYTES_NAME "video bytes"
 
 /* ---- FFmpeg's log -------------------------------------------------------------------- */
@@ -233,7 +238,7 @@ void video_close(struct video_src *src)
 /* ---- decoding ------------------------------------------------------------------------ */
 
 int video_decoder_open(struct video_dec *dec, struct video_src *src, const char *name,
-                       uint64_t max_pixels, char *msg, size_t size)
+                       int64_t max_pixels, char *msg, size_t size)
 {
     memset(dec, 0, sizeof *dec);
     dec->stream = -1;
@@ -246,14 +251,14 @@ int video_decoder_open(struct video_dec *dec, struct video_src *src, const char 
         return 1;
     }
     const AVCodecParameters *par = src->fmt->streams[k]->codecpar;
-    if ((uint64_t)(par->width > 0 ? par->width : 0) *
-            (uint64_t)(par->height > 0 ? par->height : 0) >
+    if ((int64_t)(par->width > 0 ? par->width : 0) * (par->height > 0 ? par->height : 0) >
         max_pixels) {
-        snprintf(msg, size, "%s: %s: the video is %dx%d pixels, more than max_pixels=%" PRIu64,
+        snprintf(msg, size, "%s: %s: the video is %dx%d pixels, more than max_pixels=%" PRId64,
                  name, src->name, par->width, par->height, max_pixels);
         return 1;
     }
     dec->stream = k;
+    dec->max_pixels = max_pixels;
     dec->tb = src->fmt->streams[k]->time_base;
     dec->ctx = avcodec_alloc_context3(codec);
     dec->pkt = av_packet_alloc();
@@ -352,6 +357,13 @@ int video_next(struct video_dec *dec, struct video_src *src, const char *name, i
                 fail_msg(msg, size, name, src->name, 0, what);
                 return VIDEO_DAMAGE;
             }
+            const AVFrame *f = dec->frame;
+            if ((int64_t)f->width * f->height > dec->max_pixels) {
+                snprintf(msg, size,
+                         "%s: %s: a frame is %dx%d pixels, more than max_pixels=%" PRId64, name,
+                         src->name, f->width, f->height, dec->max_pixels);
+                return VIDEO_HUGE;
+            }
             return VIDEO_FRAME;
         }
         if (err == AVERROR_EOF) {
@@ -386,21 +398,122 @@ void video_seek(struct video_dec *dec, struct video_src *src, int64_t us)
         avcodec_flush_buffers(dec->ctx);
 }
 
+/* ---- arguments ----------------------------------------------------------------------- */
+
+/* " A, B, C": a's choices, into buf. */
+static const char *choice_list(const struct orch_builtin_arg *a, char *buf, size_t size)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int k = 0; a->choices[k] != NULL && n < size; k++)
+        n += (size_t)snprintf(buf + n, size - n, "%s %s", k > 0 ? "," : "", a->choices[k]);
+    return buf;
+}
+
+/* The value of a's text into *out (struct video_arg says how). Returns 0 or -EINVAL with
+ * a message in cfg->error. */
+static int read_arg(const struct orch_udf_config *cfg, const char *name,
+                    const struct orch_builtin_arg *a, int64_t *out)
+{
+    const char *text = orch_udf_arg(cfg, a->key);
+    if (text == NULL)
+        text = a->def;
+    if (text == NULL)
+        return orch_udf_config_error(cfg, -EINVAL, "%s: argument %s is required", name, a->key);
+    char lo[ORCH_BUILTIN_DECIMAL_TEXT_MAX], hi[ORCH_BUILTIN_DECIMAL_TEXT_MAX], list[128];
+    char *end;
+    switch (a->type) {
+    case ORCH_BUILTIN_ARG_INT:
+        errno = 0;
+        *out = strtoll(text, &end, 10);
+        if (!(text[0] == '-' || (text[0] >= '0' && text[0] <= '9')) || *end != '\0' ||
+            errno != 0 || *out < a->min || *out > a->max)
+            return orch_udf_config_error(cfg, -EINVAL,
+                                         "%s: argument %s must be an integer from %" PRId64
+                                         " to %" PRId64 ", not '%s'",
+                                         name, a->key, a->min, a->max, text);
+        return 0;
+    case ORCH_BUILTIN_ARG_DECIMAL:
+        if (!orch_builtin_decimal(text, out) || *out < a->min || *out > a->max)
+            return orch_udf_config_error(
+                cfg, -EINVAL, "%s: argument %s must be a number from %s to %s, not '%s'", name,
+                a->key, orch_builtin_decimal_text(a->min, lo),
+                orch_builtin_decimal_text(a->max, hi), text);
+        return 0;
+    case ORCH_BUILTIN_ARG_CHOICE:
+        for (*out = 0; a->choices[*out] != NULL; ++*out)
+            if (strcmp(text, a->choices[*out]) == 0)
+                return 0;
+        return orch_udf_config_error(cfg, -EINVAL, "%s: argument %s must be one of%s, not '%s'",
+                                     name, a->key, choice_list(a, list, sizeof list), text);
+    case ORCH_BUILTIN_ARG_STRING:
+        break; /* no video built-in takes one */
+    }
+    return orch_udf_config_error(cfg, -EINVAL, "%s: argument %s is a string, which it ignores",
+                                 name, a->key);
+}
+
+/* The ORCH_UDF__OP bits of a signature's ORCH_BUILTIN_* ops. */
+static unsigned udf_ops(unsigned builtin_ops)
+{
+    return ((builtin_ops & ORCH_BUILTIN_MAP) ? ORCH_UDF__OP(ORCH_UDF_OP_MAP) : 0) |
+           ((builtin_ops & ORCH_BUILTIN_EXPAND) ? ORCH_UDF__OPS_EXPAND : 0) |
+           ((builtin_ops & ORCH_BUILTIN_FILTER) ? ORCH_UDF__OP(ORCH_UDF_OP_FILTER) : 0) |
+           ((builtin_ops & ORCH_BUILTIN_REDUCE) ? ORCH_UDF__OP(ORCH_UDF_OP_REDUCE) : 0);
+}
+
+int video_init(const struct orch_udf_config *cfg, const char *name, size_t size,
+               const struct video_arg *args, size_t nargs, void **state)
+{
+    const struct orch_builtin_sig *sig = orch_builtin_sig_find(name);
+    const char *keys[VIDEO_ARGS_MAX + 1] = {NULL};
+    if (sig == NULL || sig->nargs > VIDEO_ARGS_MAX)
+        return orch_udf_config_error(cfg, -EINVAL, "%s: no signature of at most %d arguments",
+                                     name, VIDEO_ARGS_MAX);
+    for (int k = 0; k < sig->nargs; k++)
+        keys[k] = sig->args[k].key;
+    void *p;
+    int rc = orch_udf__base_init(cfg, name, udf_ops(sig->ops), keys, size, &p);
+    if (rc < 0)
+        return rc;
+    if (cfg->nin < (size_t)sig->min_inputs || cfg->nin > (size_t)sig->max_inputs ||
+        cfg->nout != (size_t)sig->outputs) {
+        char inputs[32];
+        snprintf(inputs, sizeof inputs, sig->min_inputs == sig->max_inputs ? "%d" : "%d to %d",
+                 sig->min_inputs, sig->max_inputs);
+        rc = orch_udf_config_error(cfg, -EINVAL,
+                                   "%s takes %s input%s and gives %d output%s, not %zu and %zu",
+                                   name, inputs, sig->max_inputs == 1 ? "" : "s", sig->outputs,
+                                   sig->outputs == 1 ? "" : "s", cfg->nin, cfg->nout);
+    }
+    for (size_t k = 0; k < nargs && rc == 0; k++) {
+        const struct orch_builtin_arg *a = orch_builtin_sig_arg(sig, args[k].key);
+        rc = a != NULL
+                 ? read_arg(cfg, name, a, (int64_t *)((char *)p + args[k].offset))
+                 : orch_udf_config_error(cfg, -EINVAL, "%s: no argument %s", name, args[k].key);
+    }
+    if (rc < 0) {
+        orch_udf__base_fini(p);
+        return rc;
+    }
+    *state = p;
+    return 0;
+}
+
 /* ---- video_probe --------------------------------------------------------------------- */
 
 struct video_state {
     struct orch_udf__base base;
-    /* video_scenes' arguments */
-    uint64_t threshold, min_len_us, max_len_us, max_pixels;
+    /* video_scenes' arguments (video_init) */
+    int64_t threshold_micro; /* the measure's limit, in millionths */
+    int64_t min_len_us, max_len_us, max_pixels;
     struct SwsContext *sws; /* the 64x36 gray scaler, kept across frames of one size */
     char msg[VIDEO_MSG_MAX];
 };
 
 static int probe_init(const struct orch_udf_config *cfg, void **state)
 {
-    static const char *const args[] = {NULL};
-    return orch_udf__base_init(cfg, "video_probe", ORCH_UDF__OP(ORCH_UDF_OP_MAP), args,
-                               sizeof(struct video_state), state);
+    return video_init(cfg, "video_probe", sizeof(struct video_state), NULL, 0, state);
 }
 
 static void video_fini(void *state)
@@ -572,33 +685,14 @@ const struct orch_udf orch_udf__video_probe = {
 
 static int scenes_init(const struct orch_udf_config *cfg, void **state)
 {
-    static const char *const args[] = {"threshold", "min_len", "max_len", "max_pixels", NULL};
-    void *p;
-    int rc = orch_udf__base_init(cfg, "video_scenes", ORCH_UDF__OPS_EXPAND, args,
-                                 sizeof(struct video_state), &p);
-    if (rc < 0)
-        return rc;
-    struct video_state *st = p;
-    uint64_t min_len, max_len;
-    if ((rc = orch_udf__arg_u64(cfg, "video_scenes", "threshold", 30, &st->threshold)) < 0 ||
-        (rc = orch_udf__arg_u64(cfg, "video_scenes", "min_len", 1, &min_len)) < 0 ||
-        (rc = orch_udf__arg_u64(cfg, "video_scenes", "max_len", 0, &max_len)) < 0 ||
-        (rc = orch_udf__arg_u64(cfg, "video_scenes", "max_pixels", VIDEO_DEFAULT_MAX_PIXELS,
-                                &st->max_pixels)) < 0)
-        goto fail;
-    if (st->threshold > 255 || min_len > 86400 || max_len > 86400 || st->max_pixels < 1) {
-        rc = orch_udf_config_error(cfg, -EINVAL,
-                                   "video_scenes: threshold must be in 0..255, min_len and "
-                                   "max_len in 0..86400 and max_pixels at least 1");
-        goto fail;
-    }
-    st->min_len_us = min_len * 1000000;
-    st->max_len_us = max_len * 1000000;
-    *state = st;
-    return 0;
-fail:
-    free(st);
-    return rc;
+    static const struct video_arg args[] = {
+        {"threshold", offsetof(struct video_state, threshold_micro)},
+        {"min_len", offsetof(struct video_state, min_len_us)},
+        {"max_len", offsetof(struct video_state, max_len_us)},
+        {"max_pixels", offsetof(struct video_state, max_pixels)},
+    };
+    return video_init(cfg, "video_scenes", sizeof(struct video_state), args,
+                      sizeof args / sizeof args[0], state);
 }
 
 /* Scales frame f to 64x36 gray into small. Returns 0 or -ENOMEM. */
@@ -614,12 +708,14 @@ static int small_gray(struct video_state *st, const AVFrame *f, uint8_t small[SM
     return 0;
 }
 
-static unsigned mean_abs_diff(const uint8_t *a, const uint8_t *b)
+/* Whether the mean absolute difference of a and b is more than `micro` millionths: the
+ * sum of the differences over the pixels compared exactly, with no rounding. */
+static bool differ_more(const uint8_t *a, const uint8_t *b, int64_t micro)
 {
-    uint64_t sum = 0;
+    int64_t sum = 0;
     for (int k = 0; k < SMALL_PIXELS; k++)
-        sum += (uint64_t)(a[k] > b[k] ? a[k] - b[k] : b[k] - a[k]);
-    return (unsigned)((sum + SMALL_PIXELS / 2) / SMALL_PIXELS);
+        sum += a[k] > b[k] ? a[k] - b[k] : b[k] - a[k];
+    return sum * ORCH_BUILTIN_MICRO > micro * SMALL_PIXELS;
 }
 
 static int emit_span(struct video_state *st, struct orch_udf_batch *batch, size_t i,
@@ -648,18 +744,14 @@ static int scenes_walk(struct video_state *st, struct video_dec *dec, struct vid
             return ev;
         if (ev == VIDEO_END)
             break;
+        if (ev == VIDEO_HUGE)
+            return 1;
         if (ev == VIDEO_DAMAGE) {
             if (damage[0] == '\0')
                 snprintf(damage, sizeof damage, "%.500s", st->msg);
             continue; /* a frame the decoder refuses is not a frame of any clip */
         }
         AVFrame *f = dec->frame;
-        if ((uint64_t)f->width * (uint64_t)f->height > st->max_pixels) {
-            snprintf(st->msg, sizeof st->msg,
-                     "%s: %s: a frame is %dx%d pixels, more than max_pixels=%" PRIu64,
-                     st->base.name, src->name, f->width, f->height, st->max_pixels);
-            return 1;
-        }
         char ts[VIDEO_TS_MAX];
         int64_t pts = video_frame_pts(f);
         int64_t t_us = video_ts(pts, dec->tb, ts);
@@ -672,9 +764,9 @@ static int scenes_walk(struct video_state *st, struct video_dec *dec, struct vid
             start_us = t_us;
         } else {
             int64_t len = t_us - start_us;
-            bool cut = mean_abs_diff(small[cur], small[!cur]) > st->threshold &&
-                       len >= (int64_t)st->min_len_us;
-            if (st->max_len_us > 0 && len >= (int64_t)st->max_len_us)
+            bool cut = differ_more(small[cur], small[!cur], st->threshold_micro) &&
+                       len >= st->min_len_us;
+            if (st->max_len_us > 0 && len >= st->max_len_us)
                 cut = true;
             if (cut) {
                 if ((rc = emit_span(st, batch, i, start, ts)) < 0)

@@ -28,7 +28,24 @@
 
 #define VIDEO_MSG_MAX 1024
 #define VIDEO_TS_MAX 32
-#define VIDEO_DEFAULT_MAX_PIXELS 50000000
+
+/* One argument of a video built-in, read as its signature (builtin_sigs.c) says into the
+ * int64_t at `offset` in the built-in's state: an INT as its number, a DECIMAL in
+ * millionths (fps=0.5: 500000; seconds are then microseconds), a CHOICE as the index of the
+ * choice in the signature's list. */
+struct video_arg {
+    const char *key;
+    size_t offset;
+};
+
+/* The init of every video built-in. Makes the zeroed state (`size` bytes, a struct
+ * orch_udf__base first) of the built-in `name`, after checking against its signature the
+ * op, the number of inputs and outputs, and every argument key; then reads
+ * each of the `nargs` arguments in args: the call's value, or the signature's default when
+ * it has none, which must be of the signature's type and within its range. Returns 0, or
+ * -EINVAL / -ENOMEM with a message in cfg->error and *state untouched (the state freed). */
+int video_init(const struct orch_udf_config *cfg, const char *name, size_t size,
+               const struct video_arg *args, size_t nargs, void **state);
 
 /* An open video: its container, and where its bytes come from. */
 struct video_src {
@@ -45,6 +62,7 @@ struct video_dec {
     AVCodecContext *ctx;
     int stream; /* index in src->fmt->streams */
     AVRational tb;
+    int64_t max_pixels; /* the most pixels a frame may have */
     AVPacket *pkt;
     AVFrame *frame;
     bool draining;  /* the input ended: the decoder is being flushed */
@@ -59,6 +77,7 @@ struct video_dec {
 enum video_event {
     VIDEO_FRAME,  /* dec->frame holds the next frame */
     VIDEO_DAMAGE, /* the decoder refused a packet or a frame: msg says why, *us when */
+    VIDEO_HUGE,   /* a frame has more than max_pixels pixels: msg says so; the record fails */
     VIDEO_END,    /* no more frames (dec->read_error says whether the file ended early) */
 };
 
@@ -72,10 +91,11 @@ int video_open(struct video_src *src, const char *name, const struct orch_udf__s
 void video_close(struct video_src *src);
 
 /* Opens a decoder of src's best video stream, after refusing a frame size of more than
- * max_pixels. Returns 0, -ENOMEM, or 1 with a failure message in msg (no video stream,
- * no decoder, too large). Close it with video_decoder_close() whatever it returned. */
+ * max_pixels (which video_next() then checks on every frame). Returns 0, -ENOMEM, or 1 with a
+ * failure message in msg (no video stream, no decoder, too large). Close it with
+ * video_decoder_close() whatever it returned. */
 int video_decoder_open(struct video_dec *dec, struct video_src *src, const char *name,
-                       uint64_t max_pixels, char *msg, size_t size);
+                       int64_t max_pixels, char *msg, size_t size);
 void video_decoder_close(struct video_dec *dec);
 
 /* Decodes up to the next frame. VIDEO_DAMAGE's time *us is the refused packet's or

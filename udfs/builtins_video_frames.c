@@ -33,21 +33,27 @@
  */
 #include "builtins_video.h"
 
+#include "builtin_sigs.h"
+
 #include <libavutil/imgutils.h>
 #include <libswscale/swscale.h>
 
 #include <errno.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* The values of argument format: the indexes of its choices in builtin_sigs.c. */
 enum frame_format { FRAME_PGM, FRAME_PNG };
 
 struct frames_state {
     struct orch_udf__base base;
-    uint64_t fps, max_side, max_pixels;
-    enum frame_format format;
+    /* the arguments (video_init) */
+    int64_t fps_micro; /* frames a second, in millionths */
+    int64_t max_side, max_pixels;
+    int64_t format;         /* enum frame_format */
     struct SwsContext *sws; /* the gray scaler, kept while the frame size stays */
     AVFrame *gray;          /* the scaled frame */
     AVCodecContext *png;    /* format=png: the encoder, reopened when the size changes */
@@ -79,52 +85,26 @@ static void frames_fini(void *state)
 
 static int frames_init(const struct orch_udf_config *cfg, void **state)
 {
-    static const char *const args[] = {"fps", "max_side", "format", "max_pixels", NULL};
+    static const struct video_arg args[] = {
+        {"fps", offsetof(struct frames_state, fps_micro)},
+        {"max_side", offsetof(struct frames_state, max_side)},
+        {"format", offsetof(struct frames_state, format)},
+        {"max_pixels", offsetof(struct frames_state, max_pixels)},
+    };
     void *p;
-    int rc = orch_udf__base_init(cfg, "video_frames", ORCH_UDF__OPS_EXPAND, args,
-                                 sizeof(struct frames_state), &p);
+    int rc = video_init(cfg, "video_frames", sizeof(struct frames_state), args,
+                        sizeof args / sizeof args[0], &p);
     if (rc < 0)
         return rc;
     struct frames_state *st = p;
-    if ((rc = orch_udf__arg_u64(cfg, "video_frames", "fps", 1, &st->fps)) < 0 ||
-        (rc = orch_udf__arg_u64(cfg, "video_frames", "max_side", 0, &st->max_side)) < 0 ||
-        (rc = orch_udf__arg_u64(cfg, "video_frames", "max_pixels", VIDEO_DEFAULT_MAX_PIXELS,
-                                &st->max_pixels)) < 0)
-        goto fail;
-    if (st->fps < 1 || st->fps > 1000 || st->max_side > 65536 || st->max_pixels < 1) {
-        rc = orch_udf_config_error(cfg, -EINVAL,
-                                   "video_frames: fps must be in 1..1000, max_side in "
-                                   "0..65536 and max_pixels at least 1");
-        goto fail;
-    }
-    const char *format = orch_udf_arg(cfg, "format");
-    if (format == NULL || strcmp(format, "pgm") == 0) {
-        st->format = FRAME_PGM;
-    } else if (strcmp(format, "png") == 0) {
-        st->format = FRAME_PNG;
-    } else {
-        rc = orch_udf_config_error(cfg, -EINVAL,
-                                   "video_frames: format must be pgm or png, not '%s'", format);
-        goto fail;
-    }
-    if (cfg->nout != 2 || cfg->nin < 1 || cfg->nin > 2) {
-        rc = orch_udf_config_error(cfg, -EINVAL,
-                                   "video_frames takes a video and optionally a span, and "
-                                   "gives two outputs (the image, its time), not %zu",
-                                   cfg->nout);
-        goto fail;
-    }
     st->gray = av_frame_alloc();
     st->pkt = av_packet_alloc();
     if (st->gray == NULL || st->pkt == NULL) {
-        rc = orch_udf_config_error(cfg, -ENOMEM, "video_frames: out of memory");
-        goto fail;
+        frames_fini(st);
+        return orch_udf_config_error(cfg, -ENOMEM, "video_frames: out of memory");
     }
     *state = st;
     return 0;
-fail:
-    frames_fini(st);
-    return rc;
 }
 
 /* ---- images -------------------------------------------------------------------------- */
@@ -265,11 +245,13 @@ static bool take(const struct frames_state *st, struct walk *w, int64_t us)
 {
     if (us < w->start_us)
         return false;
-    /* (us - start) * F >= k * 1e6, in 128 bits: no overflow whatever the times */
-    __int128 have = (__int128)(us - w->start_us) * (__int128)st->fps;
-    if (have < (__int128)w->k * 1000000)
+    /* (us - start) * F >= k * 1e6 with F = fps_micro / 1e6, in 128 bits: exact, and no
+     * overflow whatever the times */
+    const __int128 unit = (__int128)1000000 * ORCH_BUILTIN_MICRO;
+    __int128 have = (__int128)(us - w->start_us) * st->fps_micro;
+    if (have < (__int128)w->k * unit)
         return false;
-    w->k = (uint64_t)(have / 1000000) + 1;
+    w->k = (uint64_t)(have / unit) + 1;
     return true;
 }
 
@@ -331,6 +313,8 @@ static int frames_walk(struct frames_state *st, struct video_dec *dec, struct vi
             return ev;
         if (ev == VIDEO_END)
             break;
+        if (ev == VIDEO_HUGE)
+            return 1;
         if (ev == VIDEO_DAMAGE) {
             if (first_damage[0] == '\0')
                 snprintf(first_damage, sizeof first_damage, "%.500s", st->msg);
@@ -345,12 +329,6 @@ static int frames_walk(struct frames_state *st, struct video_dec *dec, struct vi
             continue;
         }
         const AVFrame *f = dec->frame;
-        if ((uint64_t)f->width * (uint64_t)f->height > st->max_pixels) {
-            snprintf(st->msg, sizeof st->msg,
-                     "video_frames: %s: a frame is %dx%d pixels, more than max_pixels=%" PRIu64,
-                     src->name, f->width, f->height, st->max_pixels);
-            return 1;
-        }
         char ts[VIDEO_TS_MAX];
         us = video_ts(video_frame_pts(f), dec->tb, ts);
         if (us >= w->end_us)
@@ -426,27 +404,13 @@ const struct orch_udf orch_udf__video_frames = {
 
 struct not_dark {
     struct orch_udf__base base;
-    uint64_t max_mean;
+    int64_t max_mean;
 };
 
 static int not_dark_init(const struct orch_udf_config *cfg, void **state)
 {
-    static const char *const args[] = {"max_mean", NULL};
-    void *p;
-    int rc = orch_udf__base_init(cfg, "not_dark", ORCH_UDF__OP(ORCH_UDF_OP_FILTER), args,
-                                 sizeof(struct not_dark), &p);
-    if (rc < 0)
-        return rc;
-    struct not_dark *nd = p;
-    rc = orch_udf__arg_u64(cfg, "not_dark", "max_mean", 16, &nd->max_mean);
-    if (rc == 0 && nd->max_mean > 255)
-        rc = orch_udf_config_error(cfg, -EINVAL, "not_dark: max_mean must be in 0..255");
-    if (rc < 0) {
-        free(nd);
-        return rc;
-    }
-    *state = nd;
-    return 0;
+    static const struct video_arg args[] = {{"max_mean", offsetof(struct not_dark, max_mean)}};
+    return video_init(cfg, "not_dark", sizeof(struct not_dark), args, 1, state);
 }
 
 /* The "mean" of page_stats' JSON in v; false when there is none. */

@@ -77,19 +77,12 @@ static bool parse_int(const char *s, int64_t lo, int64_t hi, int64_t *v)
 /* A decimal with at most 6 decimals, 0..1024. */
 static bool parse_amount(const char *s, double *v)
 {
-    const char *p = s;
-    int64_t ip, fp = 0;
-    if (!parse_digits(&p, &ip))
+    int64_t micro;
+    if (s[0] == '-' || !orch_builtin_decimal(s, &micro) ||
+        micro > 1024 * (int64_t)ORCH_BUILTIN_MICRO)
         return false;
-    if (*p == '.') {
-        const char *f = ++p;
-        if (!parse_digits(&p, &fp) || p - f > 6)
-            return false;
-    }
-    if (*p)
-        return false;
-    *v = strtod(s, NULL);
-    return *v >= 0 && *v <= 1024;
+    *v = (double)micro / ORCH_BUILTIN_MICRO; /* correctly rounded, as strtod would be */
+    return true;
 }
 
 static bool parse_size(const char *s, int64_t *v)
@@ -305,13 +298,30 @@ static int check_builtin_arg(orch_plan_builder *b, const struct orch_builtin_sig
         return 0;
     case ORCH_BUILTIN_ARG_INT:
         if (kind != ORCH_ARG_NUMBER || !parse_int(value, INT64_MIN + 1, INT64_MAX, &v))
-            return orch__error(b, loc, "argument '%s' of '%s' must be an integer, not '%s'",
-                               key, sig->name, show);
+            return orch__error(b, loc, "argument '%s' of '%s' must be an integer%s, not '%s'",
+                               key, sig->name,
+                               kind == ORCH_ARG_NUMBER && orch_builtin_decimal(value, &v)
+                                   ? " (it takes no decimals)"
+                                   : "",
+                               show);
         if (v < a->min || v > a->max)
             return orch__error(b, loc,
                                "argument '%s' of '%s' must be from %lld to %lld, not '%s'", key,
                                sig->name, (long long)a->min, (long long)a->max, show);
         return 0;
+    case ORCH_BUILTIN_ARG_DECIMAL: {
+        char lo[ORCH_BUILTIN_DECIMAL_TEXT_MAX], hi[ORCH_BUILTIN_DECIMAL_TEXT_MAX];
+        if (kind != ORCH_ARG_NUMBER || !orch_builtin_decimal(value, &v))
+            return orch__error(b, loc,
+                               "argument '%s' of '%s' must be a number with at most 6 "
+                               "decimals, like 0.5 or 2, not '%s'",
+                               key, sig->name, show);
+        if (v < a->min || v > a->max)
+            return orch__error(b, loc, "argument '%s' of '%s' must be from %s to %s, not '%s'",
+                               key, sig->name, orch_builtin_decimal_text(a->min, lo),
+                               orch_builtin_decimal_text(a->max, hi), show);
+        return 0;
+    }
     case ORCH_BUILTIN_ARG_CHOICE:
         for (int i = 0; a->choices[i]; i++)
             if ((kind == ORCH_ARG_NAME || kind == ORCH_ARG_STRING) &&
