@@ -296,6 +296,9 @@ struct orch_driver {
     int nidle_heap, cidle_heap;
     int64_t idle_min_ms; /* the least idle time before a stop (ORCH_IDLE_STOP_MS) */
     int workers_live;
+    /* recover.c sets it, workers.c reads it: the Slurm starts of earlier drivers are
+     * cancelled and forgotten, so the slurm_start rows are this driver's own */
+    bool slurm_books;
     /* progress.c */
     int64_t started_ms, last_plain_ms;
     bool live;

@@ -96,6 +96,7 @@
 #include <string.h>
 
 #include "orch_error.h"
+#include "orch_slurm_start.h"
 #include "support.h"
 
 /* How many calls downstream of a call that got a batch get a worker ahead of their work
@@ -188,6 +189,55 @@ void orch_driver_served(struct orch_driver *d, struct orch_driver_call *cr)
     d->served[d->nserved++] = cr->call;
 }
 
+/* ---- the books of Slurm starts ------------------------------------------------------- */
+
+/* A remote worker's start (pool.h, orch_pool_watch_starts), recorded in slurm_start so
+ * that the next driver cancels what this one's death would leave in Slurm (recover.c).
+ * BEGIN is committed before its srun runs: no turn's transaction is open when workers
+ * start (orch_driver_workers runs after the commit), so it has one of its own; were one
+ * open, the row would go with it. STEP and END are written the same way: a lost one only
+ * makes the next driver's scancel name a job that has ended, which says nothing. */
+static int on_start(void *ctx, orch_pool *pool, enum orch_pool_start_event ev,
+                    const char *call, const char *name, const char *step)
+{
+    struct orch_driver *d = ctx;
+    orch_store *st = d->job->store;
+    (void)pool;
+    bool own = !orch_store_in_txn(st);
+    int rc = own ? orch_store_begin(st) : 0;
+    if (rc == 0)
+        rc = ev == ORCH_POOL_START_BEGIN  ? orch_store_slurm_start_put(st, name, call)
+             : ev == ORCH_POOL_START_STEP ? orch_store_slurm_start_step(st, name, step)
+                                          : orch_store_slurm_start_del(st, name);
+    if (own && rc == 0)
+        rc = orch_store_commit(st);
+    else if (own && orch_store_in_txn(st))
+        orch_store_rollback(st);
+    if (rc < 0 && ev != ORCH_POOL_START_BEGIN) {
+        orch_error_clear();
+        rc = 0;
+    }
+    return rc;
+}
+
+/* Forgets this driver's starts once its pools are closed: each srun has ended, and the
+ * pool cancelled what a signal that ended one left (pool.h). An open transaction (an
+ * abort) keeps them: the next driver cancels them, which costs it a scancel each. */
+static void forget_starts(struct orch_driver *d)
+{
+    orch_store *st = d->job->store;
+    if (!d->slurm_books || orch_store_in_txn(st))
+        return;
+    d->slurm_books = false;
+    if (orch_store_begin(st) == 0) {
+        if (orch_store_slurm_starts_clear(st) == 0 && orch_store_commit(st) == 0)
+            return;
+        if (orch_store_in_txn(st))
+            orch_store_rollback(st);
+    }
+    orch_error_clear();
+}
+
 int orch_driver_workers_init(struct orch_driver *d)
 {
     int ns = orch_plan_nstmts(d->plan);
@@ -235,6 +285,8 @@ int orch_driver_workers_init(struct orch_driver *d)
             continue;
         if (!(cr->wk = calloc((size_t)cr->c->opts.workers, sizeof *cr->wk)))
             return -ENOMEM;
+        if (d->slurm_books)
+            orch_pool_watch_starts(cr->pool, on_start, d);
         if (orch_queue_count(&cr->q) > 0)
             orch_driver_want(d, cr);
     }
@@ -258,6 +310,7 @@ void orch_driver_workers_reopen(struct orch_driver *d)
 
 void orch_driver_workers_free(struct orch_driver *d)
 {
+    forget_starts(d);
     for (int c = 0; d->calls && c < d->ncalls; c++) {
         free(d->calls[c].wk);
         d->calls[c].wk = NULL;

@@ -346,6 +346,25 @@ int orch_pool_stop(orch_pool *p, orch_worker *w);
  *   -E2BIG   the frame would pass 256 MiB. */
 int orch_pool_dispatch(orch_pool *p, orch_worker *w, const struct orch_wire_batch *b);
 
+/* The books of remote workers' starts (a launcher's pool only): what a killed srun leaves
+ * in Slurm must be found by the next driver (launch.h), so the driver records each start
+ * before its srun runs. fn is called
+ *   BEGIN  from inside orch_pool_start(), before srun is started, with the start's Slurm
+ *          job name (orch_launcher_job_name): a non-zero result (a negative error) fails
+ *          the start, and nothing is started;
+ *   STEP   when its worker connected, with its Slurm step ("JOBID.STEPID", or "");
+ *   END    when its srun was reaped from the event loop (a stop, or a loss whose process
+ *          was reaped by then; the launcher cancelled what a signal that ended it left).
+ *          Not for an srun reaped by orch_pool_close() or orch_pool_kill(), nor for one
+ *          whose loss was declared before its reap: the driver forgets those starts once
+ *          its pools are closed.
+ * call is the pool's call. fn must not call the pool. NULL: none are told (the
+ * default). */
+enum orch_pool_start_event { ORCH_POOL_START_BEGIN, ORCH_POOL_START_STEP, ORCH_POOL_START_END };
+typedef int (*orch_pool_start_fn)(void *ctx, orch_pool *p, enum orch_pool_start_event ev,
+                                  const char *call, const char *name, const char *step);
+void orch_pool_watch_starts(orch_pool *p, orch_pool_start_fn fn, void *ctx);
+
 /* Backpressure on a streaming expansion: with pause, the pool stops reading w's socket
  * (frames already read wait too), so the worker's next chunk, and its UDF, wait; without,
  * it reads again, from the event loop (no callback is called from here). A paused worker's

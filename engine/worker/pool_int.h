@@ -185,6 +185,8 @@ struct orch_pool {
     orch_payload *store;
     double cpus, gpus;
     size_t batch_max; /* orch_pool_config.remote_batch_max, checked: batch_values_max */
+    orch_pool_start_fn starts; /* orch_pool_watch_starts */
+    void *starts_ctx;
     char host[256]; /* this machine's name: where local workers run */
 };
 
@@ -246,7 +248,8 @@ int orch_pool__spawn(orch_worker *w);
 
 /* Starts srun for dead slot w; its CONFIG waits until the worker has connected. */
 int orch_pool__spawn_remote(orch_worker *w);
-/* w's srun was reaped: cancels in Slurm what a signal that ended it left behind. */
+/* w's srun was reaped: cancels in Slurm what a signal that ended it left behind, and tells
+ * the watcher of starts (orch_pool_watch_starts) from the event loop. */
 void orch_pool__srun_reaped(orch_worker *w);
 
 /* ---- pool_values.c ---- */
