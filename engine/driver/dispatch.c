@@ -180,6 +180,12 @@ int orch_driver_batch_unrun(struct orch_driver *d, struct orch_driver_batch *b,
     snprintf(why, sizeof why,
              "not started: worker %d was lost while it ran the batch ahead of this one (%s)",
              orch_worker_pid(b->worker), message);
+    return orch_driver_batch_interrupt(d, b, why);
+}
+
+int orch_driver_batch_interrupt(struct orch_driver *d, struct orch_driver_batch *b,
+                                const char *why)
+{
     int rc = orch_driver_txn(d);
     for (int i = 0; i < b->n && rc == 0; i++) {
         struct orch_driver_slot *s = &b->slot[i];

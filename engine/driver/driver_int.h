@@ -341,10 +341,13 @@ void orch_driver_send(struct orch_driver *d);
 int orch_driver_batch_failed(struct orch_driver *d, struct orch_driver_call *cr,
                              struct orch_driver_batch *b, enum orch_failure_kind kind,
                              const char *message);
-/* Batch b, queued behind the batch that its worker ran when the worker was lost,
- * never started: nothing of it failed. Its attempts end as interrupted, saying so, and its
- * grains go back to READY uncharged (or are sealed Suppressed under a barrier). Does not
- * settle b. */
+/* Batch b never started: nothing of it failed. Its attempts end as interrupted with
+ * `why`, and its grains go back to READY uncharged (or are sealed Suppressed under a
+ * barrier). Does not settle b. */
+int orch_driver_batch_interrupt(struct orch_driver *d, struct orch_driver_batch *b,
+                                const char *why);
+/* orch_driver_batch_interrupt for batch b, queued behind the batch that its worker ran
+ * when the worker was lost, saying so. */
 int orch_driver_batch_unrun(struct orch_driver *d, struct orch_driver_batch *b,
                             const char *message);
 /* Ends attempt `row` with outcome o and message (NULL or "": none). */

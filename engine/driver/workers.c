@@ -92,6 +92,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -544,6 +545,41 @@ static void stop_idle_contended(struct orch_driver *d)
 
 /* ---- what the pools tell ------------------------------------------------------------- */
 
+/* Worker `idle` of cr has nothing to do: cr's queue is empty. A batch that another worker
+ * of cr holds queued behind the one it runs (a slow one, perhaps: it may run for long) is
+ * taken back, if that worker has not started it yet (pool.h, orch_pool_take_back), and its
+ * grains are queued again, for this worker to take in this turn's dispatch. Nothing of it
+ * ran: its attempts end interrupted, uncharged, and its grains get a new generation, as
+ * those of a batch queued behind a lost worker's. One batch per idle worker; none from a
+ * remote worker (its batches are never taken back). */
+static void take_back_for(struct orch_driver_call *cr, orch_worker *idle)
+{
+    struct orch_driver *d = cr->d;
+    if (d->launcher || orch_queue_count(&cr->q) > 0)
+        return;
+    for (struct orch_driver_batch *b = cr->inflight; b; b = b->next) {
+        uint64_t id;
+        if (!b->queued || b->worker == idle || orch_pool_take_back(cr->pool, b->worker, &id) != 1)
+            continue;
+        orch_worker *from = b->worker;
+        b = orch_driver_batch_take(cr, id);
+        assert(b && "the pool took back a batch the driver does not know");
+        if (!b)
+            return;
+        b->sent_ms = 0; /* it never ran: nothing to measure (orch_driver_settle) */
+        orch_driver_settle(d, b);
+        char why[200];
+        snprintf(why, sizeof why,
+                 "not started: taken back from worker %d, still running the batch ahead of "
+                 "it, for an idle worker",
+                 orch_worker_pid(from));
+        int rc = orch_driver_batch_interrupt(d, b, why);
+        if (rc < 0)
+            orch_driver_set_fatal(d, rc);
+        return;
+    }
+}
+
 bool orch_driver_worker_idle(struct orch_driver_call *cr, orch_worker *w)
 {
     struct orch_driver *d = cr->d;
@@ -560,6 +596,7 @@ bool orch_driver_worker_idle(struct orch_driver_call *cr, orch_worker *w)
     }
     wk_set(k, false, true, now);
     idle_arm(d, cr, w, now);
+    take_back_for(cr, w);
     return true;
 }
 

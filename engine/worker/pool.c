@@ -665,10 +665,35 @@ int orch_pool_dispatch(orch_pool *p, orch_worker *w, const struct orch_wire_batc
         h->grain[i] = (struct held_grain){b->rec[i].grain, b->rec[i].generation};
     h->nrec = b->nrec;
     h->id = b->id;
+    h->seq = ++w->sent;
     if (w->nhold++ == 0)
         orch_pool__set_state(w, W_BUSY);
     orch_pool__flush(w);
     return 0;
+}
+
+int orch_pool_take_back(orch_pool *p, orch_worker *w, uint64_t *batch)
+{
+    assert(w->pool == p);
+    *batch = 0;
+    if (p->launcher)
+        return -ENOTSUP;
+    if (w->state != W_BUSY || w->nhold < 2 || w->dying || !w->claim)
+        return 0;
+    /* The claim word (pool_int.h): taken back unless the worker started it first. Only
+     * behind a batch the worker runs: so the worker has read every batch before it, and
+     * the word's high half, which only the last take back holds, names the one it reads
+     * next whenever it names one it has not passed. */
+    uint32_t seq = w->hold[1].seq;
+    uint64_t cur = __atomic_load_n(w->claim, __ATOMIC_SEQ_CST);
+    do {
+        if ((uint32_t)cur != w->hold[0].seq)
+            return 0; /* it started the queued one, or not yet the one ahead */
+    } while (!__atomic_compare_exchange_n(w->claim, &cur, ((uint64_t)seq << 32) | (uint32_t)cur,
+                                          false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
+    *batch = w->hold[1].id;
+    w->nhold = 1;
+    return 1;
 }
 
 /* Waits up to ms for every process of the pool to end, reaping them; returns true when

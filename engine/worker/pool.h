@@ -27,7 +27,8 @@
  * called from the event loop.
  *
  * A worker holds up to ORCH_POOL_DEPTH (2) batches: the one it runs, and one sent while it
- * runs, which waits in its socket and starts as soon as the first one's report is sent. So
+ * runs, which waits in its socket and starts as soon as the first one's report is sent
+ * (unless the driver takes it back first: orch_pool_take_back). So
  * the driver's commit of one report (and the payload sync that machine durability waits
  * for) overlaps the work of the next batch: a worker need not wait on the driver. Reports
  * come in the order the batches were sent; each batch's timeout runs from the moment it
@@ -365,6 +366,15 @@ typedef int (*orch_pool_start_fn)(void *ctx, orch_pool *p, enum orch_pool_start_
                                   const char *call, const char *name, const char *step);
 void orch_pool_watch_starts(orch_pool *p, orch_pool_start_fn fn, void *ctx);
 
+/* Takes back the batch queued behind the one worker w runs (hold[1]), when the worker has
+ * not started it: it is the pool's no more (no `report` nor `lost` will name it; the
+ * worker skips it), and the driver may give its grains to another worker. Returns 1 with
+ * *batch its id when taken back; 0 when there is none to take (w holds fewer than two
+ * batches, or it started the queued one: its report will come); -ENOTSUP for a worker
+ * that cannot be asked (a remote one: its batches cross the network, and its claim with
+ * them, so a batch it holds is never taken back). Never calls a callback. */
+int orch_pool_take_back(orch_pool *p, orch_worker *w, uint64_t *batch);
+
 /* Backpressure on a streaming expansion: with pause, the pool stops reading w's socket
  * (frames already read wait too), so the worker's next chunk, and its UDF, wait; without,
  * it reads again, from the event loop (no callback is called from here). A paused worker's
@@ -408,6 +418,13 @@ int orch_pool_pending(const orch_pool *p, int64_t *since);
  * worker that was already starting may still say HELLO and be used). */
 int orch_pool_failed(const orch_pool *p);
 const char *orch_pool_failure(const orch_pool *p);
+
+/* A local worker finds its claim word (pool_int.h, orch_worker.claim) on this descriptor:
+ * a memfd of 8 bytes named "orch-claim". Before it starts the n-th batch it read (from 1),
+ * it sets the word's low 32 bits to n unless its high 32 bits are n (the pool took that
+ * batch back: it is skipped, and not answered). A worker without it starts every batch. */
+#define ORCH_WORKER_CLAIM_FD 4
+#define ORCH_WORKER_CLAIM_NAME "orch-claim"
 
 /* The entry of `orch __worker FD`: runs one worker until its socket closes. Returns the
  * process exit status: 0 after the driver closed the socket (fini ran), 1 after an init

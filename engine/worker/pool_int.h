@@ -106,9 +106,11 @@ struct held_grain {
     uint32_t generation;
 };
 
-/* A batch a worker holds: its id and which grain each record is. */
+/* A batch a worker holds: its id, its place among the batches sent to the process (from
+ * 1: the claim word's, below), and which grain each record is. */
 struct held_batch {
     uint64_t id;
+    uint32_t seq;
     uint32_t nrec;
     struct held_grain *grain; /* nrec of cap */
     size_t cap;
@@ -151,6 +153,14 @@ struct orch_worker {
     struct held_batch hold[ORCH_POOL_DEPTH];
     int nhold;
     bool paused; /* orch_pool_pause: its socket is not read (pool_frames.c) */
+    /* Taking a queued batch back (orch_pool_take_back): a local worker shares one word
+     * with the pool (a memfd, the worker's ORCH_WORKER_CLAIM_FD), NULL when it does not
+     * (a remote worker, or a memfd that could not be made). Its low 32 bits are the seq of
+     * the last batch the worker started, which it sets before it starts one; its high 32
+     * bits the seq of the last batch the pool took back. Both sides change it by
+     * compare-and-swap only, so a batch is either started or taken back, never both. */
+    uint64_t *claim;
+    uint32_t sent; /* batches sent to the current process: the seq of the last */
 };
 
 struct orch_pool {
@@ -240,6 +250,8 @@ void orch_pool__on_read(evutil_socket_t fd, short what, void *arg);
 
 /* Dead slot w holds process pid from now on, STARTING. */
 void orch_pool__occupy(orch_worker *w, pid_t pid);
+/* Unmaps w's claim word, if any. */
+void orch_pool__claim_drop(orch_worker *w);
 /* Starts a process in dead slot w (locally, or through the launcher) and queues its CONFIG.
  * 0 or a negative error, with nothing left running. */
 int orch_pool__spawn(orch_worker *w);

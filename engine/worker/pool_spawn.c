@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -60,6 +61,37 @@ void orch_pool__occupy(orch_worker *w, pid_t pid)
     w->in.len = w->in_off = 0;
 }
 
+_Static_assert(ORCH_WORKER_CLAIM_FD == WORKER_FD + 1, "the claim follows the socket");
+
+void orch_pool__claim_drop(orch_worker *w)
+{
+    if (w->claim)
+        munmap(w->claim, sizeof *w->claim);
+    w->claim = NULL;
+}
+
+/* A new claim word for slot w's next process (pool_int.h): its memfd, which the worker gets
+ * as ORCH_WORKER_CLAIM_FD, or -1 when none could be made (the worker then starts every
+ * batch it gets, and none is taken back: nothing fails for it). */
+static int claim_new(orch_worker *w)
+{
+    orch_pool__claim_drop(w);
+    w->sent = 0;
+    int fd = memfd_create(ORCH_WORKER_CLAIM_NAME, MFD_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    void *m = MAP_FAILED;
+    if (ftruncate(fd, sizeof *w->claim) == 0)
+        m = mmap(NULL, sizeof *w->claim, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+        close(fd);
+        return -1;
+    }
+    w->claim = m;
+    __atomic_store_n(w->claim, 0, __ATOMIC_SEQ_CST);
+    return fd;
+}
+
 /* Starts a process in dead slot w and sends it CONFIG. Returns 0 or a negative error
  * (nothing left running then). */
 int orch_pool__spawn(orch_worker *w)
@@ -97,20 +129,25 @@ int orch_pool__spawn(orch_worker *w)
         rc = -errno;
         goto fail_env;
     }
+    int claim_fd = claim_new(w);
     /* Its own process group: a Ctrl-C at the terminal reaches the driver only, which then
      * closes its pools; an interruption must not look like a crash of every worker. */
     struct orch_proc_spec spec = {.path = p->exe,
                                   .argv = argv,
                                   .envp = envp,
-                                  .nfd = WORKER_FD + 1,
-                                  .fd = {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO, sv[1]},
+                                  .nfd = claim_fd >= 0 ? ORCH_WORKER_CLAIM_FD + 1 : WORKER_FD + 1,
+                                  .fd = {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO, sv[1],
+                                         claim_fd},
                                   .deathsig = SIGKILL,
                                   .pgroup = ORCH_PROC_PGROUP_OWN};
     pid_t pid;
     rc = orch_proc_spawn(&spec, &pid);
     close(sv[1]);
+    if (claim_fd >= 0)
+        close(claim_fd); /* the mapping stays */
     if (rc < 0) {
         close(sv[0]);
+        orch_pool__claim_drop(w);
         goto fail_env;
     }
     if (owned)

@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -55,6 +56,8 @@ struct worker {
     struct orch_wire_bytes *outv;
     struct orch_worker_stream stream; /* streaming expansions (stream.h) */
     volatile int in_batch; /* the watch thread's cue (remote_watch) */
+    uint64_t *claim;       /* the claim word shared with the pool (pool.h), or NULL */
+    uint32_t nbatch;       /* batches read */
     bool remote;           /* started by orch_worker_remote_main */
 };
 
@@ -747,6 +750,38 @@ report:
 }
 
 /* Serves batches until the driver closes the socket. Returns the exit status. */
+/* Maps the claim word the pool gave this local worker (pool.h, ORCH_WORKER_CLAIM_FD), if
+ * that descriptor is one. */
+static void claim_map(struct worker *w)
+{
+    char path[64], link[64], want[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", ORCH_WORKER_CLAIM_FD);
+    ssize_t n = readlink(path, link, sizeof link - 1);
+    snprintf(want, sizeof want, "/memfd:%s", ORCH_WORKER_CLAIM_NAME);
+    if (n <= 0 || (link[n] = '\0', strncmp(link, want, strlen(want)) != 0))
+        return;
+    void *m = mmap(NULL, sizeof *w->claim, PROT_READ | PROT_WRITE, MAP_SHARED,
+                   ORCH_WORKER_CLAIM_FD, 0);
+    close(ORCH_WORKER_CLAIM_FD); /* the mapping stays; an exec UDF inherits nothing */
+    if (m != MAP_FAILED)
+        w->claim = m;
+}
+
+/* Whether the batch just read is to run: not when the pool took it back (pool.h). */
+static bool claim_start(struct worker *w)
+{
+    uint32_t n = ++w->nbatch;
+    if (!w->claim)
+        return true;
+    uint64_t cur = __atomic_load_n(w->claim, __ATOMIC_SEQ_CST);
+    do {
+        if ((uint32_t)(cur >> 32) == n)
+            return false;
+    } while (!__atomic_compare_exchange_n(w->claim, &cur, (cur & ~(uint64_t)UINT32_MAX) | n,
+                                          false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
+    return true;
+}
+
 static int worker_loop(struct worker *w)
 {
     for (;;) {
@@ -771,6 +806,10 @@ static int worker_loop(struct worker *w)
                     w->cfg.values ? "remote" : "local");
             orch__arena_free(&a);
             return 1;
+        }
+        if (!claim_start(w)) { /* taken back: it is another worker's now */
+            orch__arena_free(&a);
+            continue;
         }
         w->in_batch = 1;
         rc = run_batch(w, &b);
@@ -886,5 +925,6 @@ int orch_worker_main(int fd)
     quiet_stdio();
 
     struct worker w = {.fd = fd};
+    claim_map(&w);
     return worker_run(&w);
 }
