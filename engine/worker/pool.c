@@ -3,6 +3,7 @@
  * The design (slots, deaths, re-entrancy, cost, reaping) is told in pool_int.h. */
 #define _GNU_SOURCE
 #include "pool_int.h"
+#include "claim.h"
 
 #include "orch_error.h"
 #include "orch_udf.h"
@@ -680,17 +681,9 @@ int orch_pool_take_back(orch_pool *p, orch_worker *w, uint64_t *batch)
         return -ENOTSUP;
     if (w->state != W_BUSY || w->nhold < 2 || w->dying || !w->claim)
         return 0;
-    /* The claim word (pool_int.h): taken back unless the worker started it first. Only
-     * behind a batch the worker runs: so the worker has read every batch before it, and
-     * the word's high half, which only the last take back holds, names the one it reads
-     * next whenever it names one it has not passed. */
-    uint32_t seq = w->hold[1].seq;
-    uint64_t cur = __atomic_load_n(w->claim, __ATOMIC_SEQ_CST);
-    do {
-        if ((uint32_t)cur != w->hold[0].seq)
-            return 0; /* it started the queued one, or not yet the one ahead */
-    } while (!__atomic_compare_exchange_n(w->claim, &cur, ((uint64_t)seq << 32) | (uint32_t)cur,
-                                          false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
+    /* Unless the worker started it first (claim.h). */
+    if (!orch_claim_take(w->claim, w->hold[0].seq, w->hold[1].seq))
+        return 0;
     *batch = w->hold[1].id;
     w->nhold = 1;
     return 1;

@@ -419,12 +419,10 @@ int orch_pool_pending(const orch_pool *p, int64_t *since);
 int orch_pool_failed(const orch_pool *p);
 const char *orch_pool_failure(const orch_pool *p);
 
-/* A local worker finds its claim word (pool_int.h, orch_worker.claim) on this descriptor:
- * a memfd of 8 bytes named "orch-claim". Before it starts the n-th batch it read (from 1),
- * it sets the word's low 32 bits to n unless its high 32 bits are n (the pool took that
- * batch back: it is skipped, and not answered). A worker without it starts every batch. */
+/* A local worker finds its claim word (claim.h) on this descriptor: before it starts a
+ * batch it claims it there, and skips, unanswered, one the pool took back. A worker
+ * without it starts every batch. */
 #define ORCH_WORKER_CLAIM_FD 4
-#define ORCH_WORKER_CLAIM_NAME "orch-claim"
 
 /* The entry of `orch __worker FD`: runs one worker until its socket closes. Returns the
  * process exit status: 0 after the driver closed the socket (fini ran), 1 after an init

@@ -106,8 +106,8 @@ struct held_grain {
     uint32_t generation;
 };
 
-/* A batch a worker holds: its id, its place among the batches sent to the process (from
- * 1: the claim word's, below), and which grain each record is. */
+/* A batch a worker holds: its id, its seq among the batches sent to the process (claim.h),
+ * and which grain each record is. */
 struct held_batch {
     uint64_t id;
     uint32_t seq;
@@ -153,12 +153,8 @@ struct orch_worker {
     struct held_batch hold[ORCH_POOL_DEPTH];
     int nhold;
     bool paused; /* orch_pool_pause: its socket is not read (pool_frames.c) */
-    /* Taking a queued batch back (orch_pool_take_back): a local worker shares one word
-     * with the pool (a memfd, the worker's ORCH_WORKER_CLAIM_FD), NULL when it does not
-     * (a remote worker, or a memfd that could not be made). Its low 32 bits are the seq of
-     * the last batch the worker started, which it sets before it starts one; its high 32
-     * bits the seq of the last batch the pool took back. Both sides change it by
-     * compare-and-swap only, so a batch is either started or taken back, never both. */
+    /* Taking a queued batch back (orch_pool_take_back): the word a local worker shares with
+     * the pool (claim.h), NULL when none (a remote worker, or none could be made). */
     uint64_t *claim;
     uint32_t sent; /* batches sent to the current process: the seq of the last */
 };

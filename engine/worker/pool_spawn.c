@@ -4,6 +4,7 @@
  * started through the launcher (pool_remote.c). */
 #define _GNU_SOURCE
 #include "pool_int.h"
+#include "claim.h"
 
 #include "proc.h"
 
@@ -14,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -65,31 +65,8 @@ _Static_assert(ORCH_WORKER_CLAIM_FD == WORKER_FD + 1, "the claim follows the soc
 
 void orch_pool__claim_drop(orch_worker *w)
 {
-    if (w->claim)
-        munmap(w->claim, sizeof *w->claim);
+    orch_claim_free(w->claim);
     w->claim = NULL;
-}
-
-/* A new claim word for slot w's next process (pool_int.h): its memfd, which the worker gets
- * as ORCH_WORKER_CLAIM_FD, or -1 when none could be made (the worker then starts every
- * batch it gets, and none is taken back: nothing fails for it). */
-static int claim_new(orch_worker *w)
-{
-    orch_pool__claim_drop(w);
-    w->sent = 0;
-    int fd = memfd_create(ORCH_WORKER_CLAIM_NAME, MFD_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    void *m = MAP_FAILED;
-    if (ftruncate(fd, sizeof *w->claim) == 0)
-        m = mmap(NULL, sizeof *w->claim, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (m == MAP_FAILED) {
-        close(fd);
-        return -1;
-    }
-    w->claim = m;
-    __atomic_store_n(w->claim, 0, __ATOMIC_SEQ_CST);
-    return fd;
 }
 
 /* Starts a process in dead slot w and sends it CONFIG. Returns 0 or a negative error
@@ -129,7 +106,11 @@ int orch_pool__spawn(orch_worker *w)
         rc = -errno;
         goto fail_env;
     }
-    int claim_fd = claim_new(w);
+    /* A new claim word for the process (claim.h); without one its batches are never
+     * taken back, and nothing else fails. */
+    orch_pool__claim_drop(w);
+    w->sent = 0;
+    int claim_fd = orch_claim_new(&w->claim);
     /* Its own process group: a Ctrl-C at the terminal reaches the driver only, which then
      * closes its pools; an interruption must not look like a crash of every worker. */
     struct orch_proc_spec spec = {.path = p->exe,

@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include "pool.h"
 
+#include "claim.h"
 #include "launch.h"
 #include "orch_error.h"
 #include "orch_payload.h"
@@ -29,7 +30,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -56,8 +56,8 @@ struct worker {
     struct orch_wire_bytes *outv;
     struct orch_worker_stream stream; /* streaming expansions (stream.h) */
     volatile int in_batch; /* the watch thread's cue (remote_watch) */
-    uint64_t *claim;       /* the claim word shared with the pool (pool.h), or NULL */
-    uint32_t nbatch;       /* batches read */
+    uint64_t *claim;       /* shared with the pool (claim.h), or NULL */
+    uint32_t nbatch;       /* batches read: the seq of the last */
     bool remote;           /* started by orch_worker_remote_main */
 };
 
@@ -750,38 +750,6 @@ report:
 }
 
 /* Serves batches until the driver closes the socket. Returns the exit status. */
-/* Maps the claim word the pool gave this local worker (pool.h, ORCH_WORKER_CLAIM_FD), if
- * that descriptor is one. */
-static void claim_map(struct worker *w)
-{
-    char path[64], link[64], want[64];
-    snprintf(path, sizeof path, "/proc/self/fd/%d", ORCH_WORKER_CLAIM_FD);
-    ssize_t n = readlink(path, link, sizeof link - 1);
-    snprintf(want, sizeof want, "/memfd:%s", ORCH_WORKER_CLAIM_NAME);
-    if (n <= 0 || (link[n] = '\0', strncmp(link, want, strlen(want)) != 0))
-        return;
-    void *m = mmap(NULL, sizeof *w->claim, PROT_READ | PROT_WRITE, MAP_SHARED,
-                   ORCH_WORKER_CLAIM_FD, 0);
-    close(ORCH_WORKER_CLAIM_FD); /* the mapping stays; an exec UDF inherits nothing */
-    if (m != MAP_FAILED)
-        w->claim = m;
-}
-
-/* Whether the batch just read is to run: not when the pool took it back (pool.h). */
-static bool claim_start(struct worker *w)
-{
-    uint32_t n = ++w->nbatch;
-    if (!w->claim)
-        return true;
-    uint64_t cur = __atomic_load_n(w->claim, __ATOMIC_SEQ_CST);
-    do {
-        if ((uint32_t)(cur >> 32) == n)
-            return false;
-    } while (!__atomic_compare_exchange_n(w->claim, &cur, (cur & ~(uint64_t)UINT32_MAX) | n,
-                                          false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
-    return true;
-}
-
 static int worker_loop(struct worker *w)
 {
     for (;;) {
@@ -807,7 +775,7 @@ static int worker_loop(struct worker *w)
             orch__arena_free(&a);
             return 1;
         }
-        if (!claim_start(w)) { /* taken back: it is another worker's now */
+        if (!orch_claim_start(w->claim, ++w->nbatch)) { /* taken back (claim.h) */
             orch__arena_free(&a);
             continue;
         }
@@ -924,7 +892,6 @@ int orch_worker_main(int fd)
     fcntl(fd, F_SETFD, FD_CLOEXEC);
     quiet_stdio();
 
-    struct worker w = {.fd = fd};
-    claim_map(&w);
+    struct worker w = {.fd = fd, .claim = orch_claim_map(ORCH_WORKER_CLAIM_FD)};
     return worker_run(&w);
 }
