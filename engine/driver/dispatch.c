@@ -502,6 +502,7 @@ int orch_driver_dispatch(struct orch_driver *d)
      * pipeline drains it and frees room for admission (DESIGN §5). Only the calls with
      * queued grains are looked at (invariant 6); one whose queue is empty leaves the list
      * until a grain is queued for it again. */
+    orch_driver_take_backs(d); /* before the calls it queues grains for are sorted */
     sort_ready(d);
     if (d->opts->staged)
         orch_driver_staged_settle(d);
