@@ -69,7 +69,8 @@
  * Guarantees the driver can build on:
  *   - Every batch that orch_pool_dispatch() accepted ends in exactly one call: `report`
  *     for that batch, or `lost` naming it (as the batch that ran, or as the one queued
- *     behind it) — unless the pool is closed or killed first. Reports of one worker come
+ *     behind it) — unless the pool is closed or killed first, or orch_pool_take_back()
+ *     took it back (then in none). Reports of one worker come
  *     in the order its batches were dispatched.
  *   - A worker (orch_worker *) is a slot: the pointer stays valid until the pool is freed.
  *     The same slot holds each process started in it (a new pid each time). During
