@@ -466,6 +466,18 @@ bool orch_worker_paused(const orch_worker *w)
     return false;
 }
 
+void orch_pool_watch_starts(orch_pool *p, orch_pool_start_fn fn, void *ctx)
+{
+    (void)p, (void)fn, (void)ctx; /* no launcher here: no start to tell */
+}
+
+int orch_pool_take_back(orch_pool *p, orch_worker *w, uint64_t *batch)
+{
+    (void)p, (void)w;
+    *batch = 0;
+    return 0; /* a fake worker starts what it holds at once */
+}
+
 int orch_pool_alive(const orch_pool *p)
 {
     return alive(p);

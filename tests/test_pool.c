@@ -880,6 +880,101 @@ static void test_timeout_from_start(void **state)
     run_close(&r);
 }
 
+/* Taking back a queued batch (orch_pool_take_back). */
+struct take {
+    struct run *r;
+    orch_pool *pool;
+    orch_worker *w;
+    struct event *tick;
+    struct tb again;  /* batch 3: the grain of batch 2, given to the worker once more */
+    uint64_t ids[1];
+    int tries_early;  /* take backs refused while the worker had not started batch 1 */
+    bool taken;
+};
+static struct take tk;
+
+/* Tries to take batch 2 back until the worker has started batch 1 (each 5 ms: the worker's
+ * start of batch 1 is no event of the pool's); then sends the worker batch 3 behind batch
+ * 1, which it must run after skipping the frame of batch 2 it still holds unread. */
+static void take_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what, (void)arg;
+    uint64_t id = 0;
+    int rc = orch_pool_take_back(tk.pool, tk.w, &id);
+    assert_true(rc == 0 || rc == 1);
+    if (rc == 0) {
+        assert_true(id == 0);
+        tk.tries_early++;
+        return;
+    }
+    assert_true(id == 2);
+    tk.taken = true;
+    event_del(tk.tick);
+    assert_int_equal(orch_worker_held(tk.w), 1);
+    assert_int_equal(orch_pool_take_back(tk.pool, tk.w, &id), 0); /* nothing queued now */
+    assert_int_equal(orch_pool_dispatch(tk.pool, tk.w, &tk.again.b), 0);
+    assert_int_equal(orch_worker_held(tk.w), 2);
+}
+
+static void take_on_second(struct run *r, orch_worker *w, const struct orch_wire_batch *b)
+{
+    if (b->id != 2)
+        return;
+    tk.w = w;
+    struct timeval tv = {0, 5000};
+    assert_int_equal(event_add(tk.tick, &tv), 0);
+}
+
+static bool reported_1_and_3(struct run *r)
+{
+    int seen = 0;
+    for (int i = 0; i < r->nrep; i++)
+        seen |= r->rep[i].batch == 1 ? 1 : r->rep[i].batch == 3 ? 2 : 0;
+    return seen == 3;
+}
+
+/* A worker runs a 1.5-s batch with a second queued behind it: the queued one is taken back
+ * (once the worker has started the one ahead: before, it is refused, as the worker could
+ * still take either), no report nor loss ever names it, and the worker runs the batch sent
+ * after it, in order, from the same process. A batch the worker started is not taken. */
+static void test_take_back(void **state)
+{
+    struct fx *f = *state;
+    const char *in[] = {"1500", "0"};
+    uint64_t ids[2];
+    put_strings(f, in, 2, ids);
+    struct tb work[2];
+    tb_map(&work[0], 1, 1, &ids[0], 1);
+    tb_map(&work[1], 2, 2, &ids[1], 1);
+
+    struct run r;
+    run_init(&r, f);
+    memset(&tk, 0, sizeof tk);
+    tk.r = &r;
+    tk.pool = add_lane(&r, "nap", 1, 0, 3, work, 2, NULL, NULL);
+    tk.tick = event_new(r.base, -1, EV_PERSIST, take_tick, NULL);
+    assert_non_null(tk.tick);
+    tk.ids[0] = ids[1];
+    tb_map(&tk.again, 3, 2, tk.ids, 1);
+    r.lane[0].depth = 2;
+    r.dispatched = take_on_second;
+    r.done = reported_1_and_3;
+    run_loop(&r);
+    assert_true(tk.taken);
+    assert_int_equal(r.nlost, 0);
+    assert_int_equal(r.nrep, 2);
+    assert_true(r.rep[0].batch == 1);
+    assert_true(r.rep[1].batch == 3);
+    assert_int_equal(r.rep[1].pid, r.rep[0].pid);
+    assert_int_equal(r.rep[1].status, 0);
+    assert_true(r.rep[1].a[0].grain == 2);
+    assert_payload(f, r.rep[1].a[0].ids[0], "0");
+    uint64_t id;
+    assert_int_equal(orch_pool_take_back(tk.pool, tk.w, &id), 0); /* it holds none */
+    event_free(tk.tick);
+    run_close(&r);
+}
+
 /* run() errors are reports with status 1; the worker stays. */
 static void test_attempt_failures(void **state)
 {
@@ -1701,6 +1796,7 @@ int main(int argc, char **argv)
         T(test_two_batches_in_order),
         T(test_kill_holding_two),
         T(test_timeout_from_start),
+        T(test_take_back),
         T(test_attempt_failures),
         T(test_record_group_failures),
         T(test_readers_full),

@@ -61,7 +61,7 @@ void orch_clock_sleep_ms(int64_t ms);
 
 /* ---- starting ---- */
 
-#define ORCH_PROC_MAX_FD 4     /* the most descriptors a spec places */
+#define ORCH_PROC_MAX_FD 5     /* the most descriptors a spec places */
 #define ORCH_PROC_FD_NULL (-1) /* the child's descriptor is /dev/null (read and write) */
 
 /* Process groups of orch_proc_spec.pgroup (a pid > 0 joins that process's group). */

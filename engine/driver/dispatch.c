@@ -180,6 +180,12 @@ int orch_driver_batch_unrun(struct orch_driver *d, struct orch_driver_batch *b,
     snprintf(why, sizeof why,
              "not started: worker %d was lost while it ran the batch ahead of this one (%s)",
              orch_worker_pid(b->worker), message);
+    return orch_driver_batch_interrupt(d, b, why);
+}
+
+int orch_driver_batch_interrupt(struct orch_driver *d, struct orch_driver_batch *b,
+                                const char *why)
+{
     int rc = orch_driver_txn(d);
     for (int i = 0; i < b->n && rc == 0; i++) {
         struct orch_driver_slot *s = &b->slot[i];
@@ -496,6 +502,7 @@ int orch_driver_dispatch(struct orch_driver *d)
      * pipeline drains it and frees room for admission (DESIGN §5). Only the calls with
      * queued grains are looked at (invariant 6); one whose queue is empty leaves the list
      * until a grain is queued for it again. */
+    orch_driver_take_backs(d); /* before the calls it queues grains for are sorted */
     sort_ready(d);
     if (d->opts->staged)
         orch_driver_staged_settle(d);

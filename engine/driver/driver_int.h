@@ -174,6 +174,7 @@ struct orch_driver_call {
                                           (orch_driver_resign); -1 */
     bool listed;                       /* on d->ready (orch_driver_want) */
     bool served;                       /* workers.c: on d->served (orch_driver_served) */
+    bool take_watch;                   /* workers.c: on d->take_calls */
     struct orch_driver_wk *wk;         /* workers.c: per worker index, [workers] */
     int64_t start_ms;                  /* workers.c: its last worker's start, to HELLO, in ms */
     /* dispatch.c: how its dispatches are sized (sizing.h), from its settled batches
@@ -296,6 +297,14 @@ struct orch_driver {
     int nidle_heap, cidle_heap;
     int64_t idle_min_ms; /* the least idle time before a stop (ORCH_IDLE_STOP_MS) */
     int workers_live;
+    /* workers.c: the calls with an idle worker and nothing queued, whose batches queued
+     * behind a straggler each dispatch looks at (orch_driver_take_backs); room for every
+     * call */
+    int *take_calls;
+    int ntake_calls;
+    /* recover.c sets it, workers.c reads it: the Slurm starts of earlier drivers are
+     * cancelled and forgotten, so the slurm_start rows are this driver's own */
+    bool slurm_books;
     /* progress.c */
     int64_t started_ms, last_plain_ms;
     bool live;
@@ -338,10 +347,13 @@ void orch_driver_send(struct orch_driver *d);
 int orch_driver_batch_failed(struct orch_driver *d, struct orch_driver_call *cr,
                              struct orch_driver_batch *b, enum orch_failure_kind kind,
                              const char *message);
-/* Batch b, queued behind the batch that its worker ran when the worker was lost,
- * never started: nothing of it failed. Its attempts end as interrupted, saying so, and its
- * grains go back to READY uncharged (or are sealed Suppressed under a barrier). Does not
- * settle b. */
+/* Batch b never started: nothing of it failed. Its attempts end as interrupted with
+ * `why`, and its grains go back to READY uncharged (or are sealed Suppressed under a
+ * barrier). Does not settle b. */
+int orch_driver_batch_interrupt(struct orch_driver *d, struct orch_driver_batch *b,
+                                const char *why);
+/* orch_driver_batch_interrupt for batch b, queued behind the batch that its worker ran
+ * when the worker was lost, saying so. */
 int orch_driver_batch_unrun(struct orch_driver *d, struct orch_driver_batch *b,
                             const char *message);
 /* Ends attempt `row` with outcome o and message (NULL or "": none). */
@@ -454,6 +466,10 @@ void orch_driver_check(struct orch_driver *d, struct orch_driver_call *cr);
 /* A worker of cr said it is idle (HELLO, or a report): false when cr is done, in which case
  * the worker was stopped and must not be used; true otherwise (it goes on cr->idle). */
 bool orch_driver_worker_idle(struct orch_driver_call *cr, orch_worker *w);
+/* Takes back, for the idle workers of calls with nothing queued, batches queued behind
+ * one that straggles on another worker of the call (workers.c), and queues their grains
+ * again: called first by each dispatch, which then serves them. */
+void orch_driver_take_backs(struct orch_driver *d);
 /* Idle worker w of cr, taken off cr->idle, got a batch. */
 void orch_driver_worker_busy(struct orch_driver_call *cr, orch_worker *w);
 /* The driver's view of worker w of cr (its slot's state, the batches it holds). */

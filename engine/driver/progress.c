@@ -102,17 +102,20 @@ int orch_driver_summary(struct orch_job *job, const struct orch_run_stats *stats
                 "%lld reports committed in %lld batches, %lld attempt failures, "
                 "%lld stale reports rejected, %lld payloads deleted by the sweeps, "
                 "%lld workers started (at most %lld at once), %.1fs\n"
-                "live intermediate payloads: at most %lld bytes (budget %lld); "
-                "upstream calls held for the budgets in %lld turns",
+                "live intermediate payloads: at most %lld bytes (budget %lld)",
                 (long long)stats->committed, (long long)stats->batches,
                 (long long)stats->attempts_failed, (long long)stats->stale,
                 (long long)stats->reclaimed, (long long)stats->workers_started,
                 (long long)stats->workers_peak, stats->seconds,
-                (long long)stats->live_peak, (long long)stats->live_budget,
-                (long long)stats->held);
+                (long long)stats->live_peak, (long long)stats->live_budget);
+    /* Only when a full budget held an upstream call back (dispatch.c counts the turns in
+     * which one did): a run far from its budgets says nothing of them. */
     if (stats && stats->held)
-        fprintf(out, " (unsealed grains at their budget in %lld, live bytes in %lld)",
-                (long long)stats->held_grains, (long long)stats->held_bytes);
+        fprintf(out,
+                "; upstream calls held for the budgets in %lld turns (unsealed grains at "
+                "their budget in %lld, live bytes in %lld)",
+                (long long)stats->held, (long long)stats->held_grains,
+                (long long)stats->held_bytes);
     if (stats)
         fputc('\n', out);
     if (stats && stats->carried)

@@ -92,10 +92,12 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "orch_error.h"
+#include "orch_slurm_start.h"
 #include "support.h"
 
 /* How many calls downstream of a call that got a batch get a worker ahead of their work
@@ -116,6 +118,13 @@
  * (measured: a 1-s floor for every remote worker cost the OCR pipeline 9%). */
 #define PENDING_MS 1000
 #define IDLE_CONTENDED_MS 1000
+/* A batch queued behind one that straggles is taken back for an idle worker of its call:
+ * the one ahead has run for TAKE_BACK_MIN_MS, and TAKE_BACK_FACTOR times the time the
+ * call's measurements give it. A batch that merely takes a little longer than the others
+ * keeps what is queued behind it: a take back costs the grains' attempts, rows and a new
+ * generation, so it is for a wait that is long next to a dispatch (ORCH_SIZING_TARGET_MS). */
+#define TAKE_BACK_MIN_MS 200
+#define TAKE_BACK_FACTOR 4
 
 /* The node that creates the entities of domain `dom`: its defining expand, or the source
  * of a root domain; -1 when the plan names neither (it does not build then). */
@@ -188,6 +197,55 @@ void orch_driver_served(struct orch_driver *d, struct orch_driver_call *cr)
     d->served[d->nserved++] = cr->call;
 }
 
+/* ---- the books of Slurm starts ------------------------------------------------------- */
+
+/* A remote worker's start (pool.h, orch_pool_watch_starts), recorded in slurm_start so
+ * that the next driver cancels what this one's death would leave in Slurm (recover.c).
+ * BEGIN is committed before its srun runs: no turn's transaction is open when workers
+ * start (orch_driver_workers runs after the commit), so it has one of its own; were one
+ * open, the row would go with it. STEP and END are written the same way: a lost one only
+ * makes the next driver's scancel name a job that has ended, which says nothing. */
+static int on_start(void *ctx, orch_pool *pool, enum orch_pool_start_event ev,
+                    const char *call, const char *name, const char *step)
+{
+    struct orch_driver *d = ctx;
+    orch_store *st = d->job->store;
+    (void)pool;
+    bool own = !orch_store_in_txn(st);
+    int rc = own ? orch_store_begin(st) : 0;
+    if (rc == 0)
+        rc = ev == ORCH_POOL_START_BEGIN  ? orch_store_slurm_start_put(st, name, call)
+             : ev == ORCH_POOL_START_STEP ? orch_store_slurm_start_step(st, name, step)
+                                          : orch_store_slurm_start_del(st, name);
+    if (own && rc == 0)
+        rc = orch_store_commit(st);
+    else if (own && orch_store_in_txn(st))
+        orch_store_rollback(st);
+    if (rc < 0 && ev != ORCH_POOL_START_BEGIN) {
+        orch_error_clear();
+        rc = 0;
+    }
+    return rc;
+}
+
+/* Forgets this driver's starts once its pools are closed: each srun has ended, and the
+ * pool cancelled what a signal that ended one left (pool.h). An open transaction (an
+ * abort) keeps them: the next driver cancels them, which costs it a scancel each. */
+static void forget_starts(struct orch_driver *d)
+{
+    orch_store *st = d->job->store;
+    if (!d->slurm_books || orch_store_in_txn(st))
+        return;
+    d->slurm_books = false;
+    if (orch_store_begin(st) == 0) {
+        if (orch_store_slurm_starts_clear(st) == 0 && orch_store_commit(st) == 0)
+            return;
+        if (orch_store_in_txn(st))
+            orch_store_rollback(st);
+    }
+    orch_error_clear();
+}
+
 int orch_driver_workers_init(struct orch_driver *d)
 {
     int ns = orch_plan_nstmts(d->plan);
@@ -195,7 +253,8 @@ int orch_driver_workers_init(struct orch_driver *d)
     d->nodes = calloc((size_t)d->nnodes + 1, sizeof *d->nodes);
     d->check = calloc((size_t)d->nnodes + 1, sizeof *d->check);
     d->served = calloc((size_t)d->ncalls + 1, sizeof *d->served);
-    if (!d->nodes || !d->check || !d->served)
+    d->take_calls = calloc((size_t)d->ncalls + 1, sizeof *d->take_calls);
+    if (!d->nodes || !d->check || !d->served || !d->take_calls)
         return -ENOMEM;
     int pre[MAX_PREREQS];
     size_t nedges = 0;
@@ -235,6 +294,8 @@ int orch_driver_workers_init(struct orch_driver *d)
             continue;
         if (!(cr->wk = calloc((size_t)cr->c->opts.workers, sizeof *cr->wk)))
             return -ENOMEM;
+        if (d->slurm_books)
+            orch_pool_watch_starts(cr->pool, on_start, d);
         if (orch_queue_count(&cr->q) > 0)
             orch_driver_want(d, cr);
     }
@@ -258,6 +319,7 @@ void orch_driver_workers_reopen(struct orch_driver *d)
 
 void orch_driver_workers_free(struct orch_driver *d)
 {
+    forget_starts(d);
     for (int c = 0; d->calls && c < d->ncalls; c++) {
         free(d->calls[c].wk);
         d->calls[c].wk = NULL;
@@ -269,6 +331,9 @@ void orch_driver_workers_free(struct orch_driver *d)
     free(d->edges);
     free(d->check);
     free(d->served);
+    free(d->take_calls);
+    d->take_calls = NULL;
+    d->ntake_calls = 0;
     free(d->idle);
     d->nodes = NULL;
     d->idle = NULL;
@@ -491,6 +556,94 @@ static void stop_idle_contended(struct orch_driver *d)
 
 /* ---- what the pools tell ------------------------------------------------------------- */
 
+/* ---- taking back a batch queued behind a straggler ----------------------------------- */
+
+/* Whether batch `ahead`, which its worker runs, straggles: it has run for TAKE_BACK_MIN_MS
+ * and TAKE_BACK_FACTOR times what the call's measured time per grain says it should take. */
+static bool straggles(const struct orch_driver_call *cr, const struct orch_driver_batch *ahead,
+                      int64_t now)
+{
+    if (ahead->sent_ms <= 0)
+        return false;
+    int64_t ran = now - ahead->sent_ms;
+    double per = orch_sizing_ms_per_grain(&cr->sizing);
+    return ran >= TAKE_BACK_MIN_MS && (per < 0 || ran >= TAKE_BACK_FACTOR * per * ahead->n);
+}
+
+/* The batch of cr that worker w runs, or NULL. */
+static struct orch_driver_batch *running_on(struct orch_driver_call *cr, const orch_worker *w)
+{
+    for (struct orch_driver_batch *b = cr->inflight; b; b = b->next)
+        if (b->worker == w && !b->queued)
+            return b;
+    return NULL;
+}
+
+/* Takes back one batch of cr queued behind a straggler, if its worker has not started it
+ * (pool.h, orch_pool_take_back), and queues its grains again. Nothing of it ran: its
+ * attempts end interrupted, uncharged, and its grains get a new generation, as those of a
+ * batch queued behind a lost worker's. Returns 1 when one was taken back, 0 when none can
+ * be now, -1 when cr holds no queued batch at all. */
+static int take_back_one(struct orch_driver *d, struct orch_driver_call *cr, int64_t now)
+{
+    int queued = 0;
+    for (struct orch_driver_batch *b = cr->inflight; b; b = b->next) {
+        if (!b->queued)
+            continue;
+        queued++;
+        struct orch_driver_batch *ahead = running_on(cr, b->worker);
+        uint64_t id;
+        if (!ahead || !straggles(cr, ahead, now) ||
+            orch_pool_take_back(cr->pool, b->worker, &id) != 1)
+            continue;
+        orch_worker *from = b->worker;
+        b = orch_driver_batch_take(cr, id);
+        assert(b && "the pool took back a batch the driver does not know");
+        if (!b)
+            return 0;
+        b->sent_ms = 0; /* it never ran: nothing to measure (orch_driver_settle) */
+        orch_driver_settle(d, b);
+        char why[200];
+        snprintf(why, sizeof why,
+                 "not started: taken back from worker %d, still running the batch ahead of "
+                 "it, for an idle worker",
+                 orch_worker_pid(from));
+        int rc = orch_driver_batch_interrupt(d, b, why);
+        if (rc < 0)
+            orch_driver_set_fatal(d, rc);
+        return 1;
+    }
+    return queued > 0 ? 0 : -1;
+}
+
+/* A worker of cr is idle with nothing queued for its call: cr is looked at by each
+ * dispatch (orch_driver_take_backs) while that holds. Local workers only: a remote
+ * worker's batches are never taken back. */
+static void take_back_watch(struct orch_driver *d, struct orch_driver_call *cr)
+{
+    if (d->launcher || cr->take_watch || orch_queue_count(&cr->q) > 0 || !d->take_calls)
+        return;
+    cr->take_watch = true;
+    d->take_calls[d->ntake_calls++] = cr->call;
+}
+
+void orch_driver_take_backs(struct orch_driver *d)
+{
+    int64_t now = orch_clock_mono_ms();
+    int kept = 0;
+    for (int k = 0; k < d->ntake_calls; k++) {
+        struct orch_driver_call *cr = &d->calls[d->take_calls[k]];
+        /* One a turn: its grains fill the queue, which this dispatch serves. */
+        int got = cr->nidle > 0 && orch_queue_count(&cr->q) == 0 ? take_back_one(d, cr, now)
+                                                                   : -1;
+        if (got >= 0)
+            d->take_calls[kept++] = cr->call; /* another straggler may be one later */
+        else
+            cr->take_watch = false; /* looked at again when a worker of cr is idle again */
+    }
+    d->ntake_calls = kept;
+}
+
 bool orch_driver_worker_idle(struct orch_driver_call *cr, orch_worker *w)
 {
     struct orch_driver *d = cr->d;
@@ -507,6 +660,7 @@ bool orch_driver_worker_idle(struct orch_driver_call *cr, orch_worker *w)
     }
     wk_set(k, false, true, now);
     idle_arm(d, cr, w, now);
+    take_back_watch(d, cr);
     return true;
 }
 

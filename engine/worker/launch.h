@@ -114,6 +114,14 @@ int orch_launcher_cancel(orch_launcher *l, const char *slurm_job,
 int orch_launcher_cancel_start(orch_launcher *l, const char *call, uint64_t token,
                                char target[ORCH_SLURM_NAME_MAX]);
 
+/* orch_launcher_cancel_start() for a start known by its job's name (the next driver's
+ * cancel of a start a stopped one recorded: orch_launcher_job_name()). The same results,
+ * and -EINVAL for a name too long. */
+int orch_launcher_cancel_name(orch_launcher *l, const char *name,
+                              char target[ORCH_SLURM_NAME_MAX]);
+/* The Slurm job name of a start: "orch-CALL-TOKEN". */
+void orch_launcher_job_name(char *out, size_t size, const char *call, uint64_t token);
+
 /* What a worker needs from the launcher. */
 struct orch_launch_request {
     const char *exe;  /* the orch binary, at the same path on every node */

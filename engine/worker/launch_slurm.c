@@ -95,7 +95,7 @@ static bool user_names_job(const orch_launcher *l)
     return false;
 }
 
-static void job_name(char *out, size_t size, const char *call, uint64_t token)
+void orch_launcher_job_name(char *out, size_t size, const char *call, uint64_t token)
 {
     snprintf(out, size, "orch-%s-%" PRIu64, call, token);
 }
@@ -115,7 +115,7 @@ int orch_launcher_command(const orch_launcher *l, const struct orch_launch_reque
     /* The job's name is this start's own (its token): what cancels the job when srun dies
      * before its worker connected to name it (orch_launcher_cancel_start). */
     char name[ORCH_SLURM_NAME_MAX - 8];
-    job_name(name, sizeof name, req->call, req->token);
+    orch_launcher_job_name(name, sizeof name, req->call, req->token);
     snprintf(ours[n++], sizeof ours[0], "--job-name=%s", name);
     snprintf(ours[n++], sizeof ours[0], "--quiet");
     int nafter = 0;
@@ -312,13 +312,21 @@ int orch_launcher_cancel(orch_launcher *l, const char *slurm_job,
 int orch_launcher_cancel_start(orch_launcher *l, const char *call, uint64_t token,
                                char target[ORCH_SLURM_NAME_MAX])
 {
+    char name[ORCH_SLURM_NAME_MAX - 8];
+    orch_launcher_job_name(name, sizeof name, call, token);
+    return orch_launcher_cancel_name(l, name, target);
+}
+
+int orch_launcher_cancel_name(orch_launcher *l, const char *name,
+                              char target[ORCH_SLURM_NAME_MAX])
+{
     target[0] = '\0';
     /* Inside the driver's own allocation srun makes a step, never a job: nothing is left
      * when it dies before its step started. */
     if (getenv("SLURM_JOB_ID") != NULL || user_names_job(l))
         return -ENOENT;
-    char name[ORCH_SLURM_NAME_MAX - 8];
-    job_name(name, sizeof name, call, token);
+    if (strlen(name) + 8 >= ORCH_SLURM_NAME_MAX)
+        return -EINVAL;
     snprintf(target, ORCH_SLURM_NAME_MAX, "--name=%s", name);
     return spawn_scancel(l, (char *[]){"--me", target, NULL});
 }

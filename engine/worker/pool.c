@@ -3,6 +3,7 @@
  * The design (slots, deaths, re-entrancy, cost, reaping) is told in pool_int.h. */
 #define _GNU_SOURCE
 #include "pool_int.h"
+#include "claim.h"
 
 #include "orch_error.h"
 #include "orch_udf.h"
@@ -665,10 +666,27 @@ int orch_pool_dispatch(orch_pool *p, orch_worker *w, const struct orch_wire_batc
         h->grain[i] = (struct held_grain){b->rec[i].grain, b->rec[i].generation};
     h->nrec = b->nrec;
     h->id = b->id;
+    h->seq = ++w->sent;
     if (w->nhold++ == 0)
         orch_pool__set_state(w, W_BUSY);
     orch_pool__flush(w);
     return 0;
+}
+
+int orch_pool_take_back(orch_pool *p, orch_worker *w, uint64_t *batch)
+{
+    assert(w->pool == p);
+    *batch = 0;
+    if (p->launcher)
+        return -ENOTSUP;
+    if (w->state != W_BUSY || w->nhold < 2 || w->dying || !w->claim)
+        return 0;
+    /* Unless the worker started it first (claim.h). */
+    if (!orch_claim_take(w->claim, w->hold[0].seq, w->hold[1].seq))
+        return 0;
+    *batch = w->hold[1].id;
+    w->nhold = 1;
+    return 1;
 }
 
 /* Waits up to ms for every process of the pool to end, reaping them; returns true when

@@ -27,7 +27,8 @@
  * called from the event loop.
  *
  * A worker holds up to ORCH_POOL_DEPTH (2) batches: the one it runs, and one sent while it
- * runs, which waits in its socket and starts as soon as the first one's report is sent. So
+ * runs, which waits in its socket and starts as soon as the first one's report is sent
+ * (unless the driver takes it back first: orch_pool_take_back). So
  * the driver's commit of one report (and the payload sync that machine durability waits
  * for) overlaps the work of the next batch: a worker need not wait on the driver. Reports
  * come in the order the batches were sent; each batch's timeout runs from the moment it
@@ -68,7 +69,8 @@
  * Guarantees the driver can build on:
  *   - Every batch that orch_pool_dispatch() accepted ends in exactly one call: `report`
  *     for that batch, or `lost` naming it (as the batch that ran, or as the one queued
- *     behind it) — unless the pool is closed or killed first. Reports of one worker come
+ *     behind it) — unless the pool is closed or killed first, or orch_pool_take_back()
+ *     took it back (then in none). Reports of one worker come
  *     in the order its batches were dispatched.
  *   - A worker (orch_worker *) is a slot: the pointer stays valid until the pool is freed.
  *     The same slot holds each process started in it (a new pid each time). During
@@ -346,6 +348,34 @@ int orch_pool_stop(orch_pool *p, orch_worker *w);
  *   -E2BIG   the frame would pass 256 MiB. */
 int orch_pool_dispatch(orch_pool *p, orch_worker *w, const struct orch_wire_batch *b);
 
+/* The books of remote workers' starts (a launcher's pool only): what a killed srun leaves
+ * in Slurm must be found by the next driver (launch.h), so the driver records each start
+ * before its srun runs. fn is called
+ *   BEGIN  from inside orch_pool_start(), before srun is started, with the start's Slurm
+ *          job name (orch_launcher_job_name): a non-zero result (a negative error) fails
+ *          the start, and nothing is started;
+ *   STEP   when its worker connected, with its Slurm step ("JOBID.STEPID", or "");
+ *   END    when its srun was reaped from the event loop (a stop, or a loss whose process
+ *          was reaped by then; the launcher cancelled what a signal that ended it left).
+ *          Not for an srun reaped by orch_pool_close() or orch_pool_kill(), nor for one
+ *          whose loss was declared before its reap: the driver forgets those starts once
+ *          its pools are closed.
+ * call is the pool's call. fn must not call the pool. NULL: none are told (the
+ * default). */
+enum orch_pool_start_event { ORCH_POOL_START_BEGIN, ORCH_POOL_START_STEP, ORCH_POOL_START_END };
+typedef int (*orch_pool_start_fn)(void *ctx, orch_pool *p, enum orch_pool_start_event ev,
+                                  const char *call, const char *name, const char *step);
+void orch_pool_watch_starts(orch_pool *p, orch_pool_start_fn fn, void *ctx);
+
+/* Takes back the batch queued behind the one worker w runs (hold[1]), when the worker has
+ * not started it: it is the pool's no more (no `report` nor `lost` will name it; the
+ * worker skips it), and the driver may give its grains to another worker. Returns 1 with
+ * *batch its id when taken back; 0 when there is none to take (w holds fewer than two
+ * batches, or it started the queued one: its report will come); -ENOTSUP for a worker
+ * that cannot be asked (a remote one: its batches cross the network, and its claim with
+ * them, so a batch it holds is never taken back). Never calls a callback. */
+int orch_pool_take_back(orch_pool *p, orch_worker *w, uint64_t *batch);
+
 /* Backpressure on a streaming expansion: with pause, the pool stops reading w's socket
  * (frames already read wait too), so the worker's next chunk, and its UDF, wait; without,
  * it reads again, from the event loop (no callback is called from here). A paused worker's
@@ -389,6 +419,11 @@ int orch_pool_pending(const orch_pool *p, int64_t *since);
  * worker that was already starting may still say HELLO and be used). */
 int orch_pool_failed(const orch_pool *p);
 const char *orch_pool_failure(const orch_pool *p);
+
+/* A local worker finds its claim word (claim.h) on this descriptor: before it starts a
+ * batch it claims it there, and skips, unanswered, one the pool took back. A worker
+ * without it starts every batch. */
+#define ORCH_WORKER_CLAIM_FD 4
 
 /* The entry of `orch __worker FD`: runs one worker until its socket closes. Returns the
  * process exit status: 0 after the driver closed the socket (fini ran), 1 after an init

@@ -106,9 +106,11 @@ struct held_grain {
     uint32_t generation;
 };
 
-/* A batch a worker holds: its id and which grain each record is. */
+/* A batch a worker holds: its id, its seq among the batches sent to the process (claim.h),
+ * and which grain each record is. */
 struct held_batch {
     uint64_t id;
+    uint32_t seq;
     uint32_t nrec;
     struct held_grain *grain; /* nrec of cap */
     size_t cap;
@@ -151,6 +153,10 @@ struct orch_worker {
     struct held_batch hold[ORCH_POOL_DEPTH];
     int nhold;
     bool paused; /* orch_pool_pause: its socket is not read (pool_frames.c) */
+    /* Taking a queued batch back (orch_pool_take_back): the word a local worker shares with
+     * the pool (claim.h), NULL when none (a remote worker, or none could be made). */
+    uint64_t *claim;
+    uint32_t sent; /* batches sent to the current process: the seq of the last */
 };
 
 struct orch_pool {
@@ -185,6 +191,8 @@ struct orch_pool {
     orch_payload *store;
     double cpus, gpus;
     size_t batch_max; /* orch_pool_config.remote_batch_max, checked: batch_values_max */
+    orch_pool_start_fn starts; /* orch_pool_watch_starts */
+    void *starts_ctx;
     char host[256]; /* this machine's name: where local workers run */
 };
 
@@ -238,6 +246,8 @@ void orch_pool__on_read(evutil_socket_t fd, short what, void *arg);
 
 /* Dead slot w holds process pid from now on, STARTING. */
 void orch_pool__occupy(orch_worker *w, pid_t pid);
+/* Unmaps w's claim word, if any. */
+void orch_pool__claim_drop(orch_worker *w);
 /* Starts a process in dead slot w (locally, or through the launcher) and queues its CONFIG.
  * 0 or a negative error, with nothing left running. */
 int orch_pool__spawn(orch_worker *w);
@@ -246,7 +256,8 @@ int orch_pool__spawn(orch_worker *w);
 
 /* Starts srun for dead slot w; its CONFIG waits until the worker has connected. */
 int orch_pool__spawn_remote(orch_worker *w);
-/* w's srun was reaped: cancels in Slurm what a signal that ended it left behind. */
+/* w's srun was reaped: cancels in Slurm what a signal that ended it left behind, and tells
+ * the watcher of starts (orch_pool_watch_starts) from the event loop. */
 void orch_pool__srun_reaped(orch_worker *w);
 
 /* ---- pool_values.c ---- */

@@ -14,6 +14,21 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* Tells the watcher of starts (pool.h) about w's start. */
+static int tell_start(orch_worker *w, enum orch_pool_start_event ev, const char *step)
+{
+    orch_pool *p = w->pool;
+    char name[ORCH_SLURM_NAME_MAX];
+    orch_launcher_job_name(name, sizeof name, p->wcfg.call, w->start_token);
+    return p->starts(p->starts_ctx, p, ev, p->wcfg.call, name, step);
+}
+
+void orch_pool_watch_starts(orch_pool *p, orch_pool_start_fn fn, void *ctx)
+{
+    p->starts = fn;
+    p->starts_ctx = ctx;
+}
+
 /* w's process was reaped. A remote worker's srun that a signal ended (kill -9 of srun, or
  * kill_all's SIGKILL) did not end its Slurm job, which stays RUNNING without a step (or
  * PENDING, then RUNNING once it gets its cores): the launcher cancels it (launch.h), by the
@@ -21,24 +36,29 @@
 void orch_pool__srun_reaped(orch_worker *w)
 {
     orch_pool *p = w->pool;
-    if (!p->launcher || w->status == ORCH_PROC_STATUS_GONE || !WIFSIGNALED(w->status))
+    if (!p->launcher)
         return;
-    if (w->slurm_job[0]) {
-        char target[ORCH_SLURM_ID_MAX];
-        if (orch_launcher_cancel(p->launcher, w->slurm_job, target) == 0)
-            fprintf(stderr,
-                    "orch: scancel %s: the srun of a %s worker (step %s, pid %d) was "
-                    "killed by signal %d\n",
-                    target, p->wcfg.call, w->slurm_job, (int)w->pid, WTERMSIG(w->status));
-    } else if (w->start_token) {
-        char target[ORCH_SLURM_NAME_MAX];
-        if (orch_launcher_cancel_start(p->launcher, p->wcfg.call, w->start_token, target) == 0)
-            fprintf(stderr,
-                    "orch: scancel %s: the srun of a %s worker (pid %d) was killed by "
-                    "signal %d before its worker connected\n",
-                    target, p->wcfg.call, (int)w->pid, WTERMSIG(w->status));
+    if (w->status != ORCH_PROC_STATUS_GONE && WIFSIGNALED(w->status)) {
+        if (w->slurm_job[0]) {
+            char target[ORCH_SLURM_ID_MAX];
+            if (orch_launcher_cancel(p->launcher, w->slurm_job, target) == 0)
+                fprintf(stderr,
+                        "orch: scancel %s: the srun of a %s worker (step %s, pid %d) was "
+                        "killed by signal %d\n",
+                        target, p->wcfg.call, w->slurm_job, (int)w->pid, WTERMSIG(w->status));
+        } else if (w->start_token) {
+            char target[ORCH_SLURM_NAME_MAX];
+            if (orch_launcher_cancel_start(p->launcher, p->wcfg.call, w->start_token,
+                                           target) == 0)
+                fprintf(stderr,
+                        "orch: scancel %s: the srun of a %s worker (pid %d) was killed by "
+                        "signal %d before its worker connected\n",
+                        target, p->wcfg.call, (int)w->pid, WTERMSIG(w->status));
+        }
+        w->slurm_job[0] = '\0';
     }
-    w->slurm_job[0] = '\0';
+    if (w->start_token && p->starts && !p->closing)
+        (void)tell_start(w, ORCH_POOL_START_END, NULL);
     w->start_token = 0;
 }
 
@@ -58,6 +78,8 @@ static void on_attach(void *who, int fd, const struct orch_wire_auth *au)
     w->wpid = (pid_t)au->pid;
     snprintf(w->host, sizeof w->host, "%s", au->host);
     snprintf(w->slurm_job, sizeof w->slurm_job, "%s", au->slurm_job);
+    if (p->starts && w->start_token)
+        (void)tell_start(w, ORCH_POOL_START_STEP, w->slurm_job);
     w->paused = false;
     w->ev_read = event_new(p->base, w->fd, EV_READ | EV_PERSIST, orch_pool__on_read, w);
     w->ev_write = event_new(p->base, w->fd, EV_WRITE, orch_pool__on_write, w);
@@ -123,9 +145,21 @@ int orch_pool__spawn_remote(orch_worker *w)
                                   .fd = {ORCH_PROC_FD_NULL, STDOUT_FILENO, STDERR_FILENO},
                                   .deathsig = SIGTERM,
                                   .pgroup = ORCH_PROC_PGROUP_OWN};
-    pid_t pid;
-    if ((rc = orch_proc_spawn(&spec, &pid)) < 0)
+    /* Recorded before srun runs: a driver killed with its srun leaves the job to the
+     * next one, which finds it there. */
+    w->start_token = token;
+    if (p->starts && (rc = tell_start(w, ORCH_POOL_START_BEGIN, NULL)) != 0) {
+        w->start_token = 0;
+        rc = rc < 0 ? rc : -EIO;
         goto fail_cmd;
+    }
+    pid_t pid;
+    if ((rc = orch_proc_spawn(&spec, &pid)) < 0) {
+        if (p->starts)
+            (void)tell_start(w, ORCH_POOL_START_END, NULL);
+        w->start_token = 0;
+        goto fail_cmd;
+    }
     free(argv);
     free(envp);
     orch_pool__occupy(w, pid);

@@ -4,6 +4,7 @@
  * started through the launcher (pool_remote.c). */
 #define _GNU_SOURCE
 #include "pool_int.h"
+#include "claim.h"
 
 #include "proc.h"
 
@@ -60,6 +61,14 @@ void orch_pool__occupy(orch_worker *w, pid_t pid)
     w->in.len = w->in_off = 0;
 }
 
+_Static_assert(ORCH_WORKER_CLAIM_FD == WORKER_FD + 1, "the claim follows the socket");
+
+void orch_pool__claim_drop(orch_worker *w)
+{
+    orch_claim_free(w->claim);
+    w->claim = NULL;
+}
+
 /* Starts a process in dead slot w and sends it CONFIG. Returns 0 or a negative error
  * (nothing left running then). */
 int orch_pool__spawn(orch_worker *w)
@@ -97,20 +106,29 @@ int orch_pool__spawn(orch_worker *w)
         rc = -errno;
         goto fail_env;
     }
+    /* A new claim word for the process (claim.h); without one its batches are never
+     * taken back, and nothing else fails. */
+    orch_pool__claim_drop(w);
+    w->sent = 0;
+    int claim_fd = orch_claim_new(&w->claim);
     /* Its own process group: a Ctrl-C at the terminal reaches the driver only, which then
      * closes its pools; an interruption must not look like a crash of every worker. */
     struct orch_proc_spec spec = {.path = p->exe,
                                   .argv = argv,
                                   .envp = envp,
-                                  .nfd = WORKER_FD + 1,
-                                  .fd = {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO, sv[1]},
+                                  .nfd = claim_fd >= 0 ? ORCH_WORKER_CLAIM_FD + 1 : WORKER_FD + 1,
+                                  .fd = {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO, sv[1],
+                                         claim_fd},
                                   .deathsig = SIGKILL,
                                   .pgroup = ORCH_PROC_PGROUP_OWN};
     pid_t pid;
     rc = orch_proc_spawn(&spec, &pid);
     close(sv[1]);
+    if (claim_fd >= 0)
+        close(claim_fd); /* the mapping stays */
     if (rc < 0) {
         close(sv[0]);
+        orch_pool__claim_drop(w);
         goto fail_env;
     }
     if (owned)

@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include "pool.h"
 
+#include "claim.h"
 #include "launch.h"
 #include "orch_error.h"
 #include "orch_payload.h"
@@ -55,6 +56,8 @@ struct worker {
     struct orch_wire_bytes *outv;
     struct orch_worker_stream stream; /* streaming expansions (stream.h) */
     volatile int in_batch; /* the watch thread's cue (remote_watch) */
+    uint64_t *claim;       /* shared with the pool (claim.h), or NULL */
+    uint32_t nbatch;       /* batches read: the seq of the last */
     bool remote;           /* started by orch_worker_remote_main */
 };
 
@@ -772,6 +775,10 @@ static int worker_loop(struct worker *w)
             orch__arena_free(&a);
             return 1;
         }
+        if (!orch_claim_start(w->claim, ++w->nbatch)) { /* taken back (claim.h) */
+            orch__arena_free(&a);
+            continue;
+        }
         w->in_batch = 1;
         rc = run_batch(w, &b);
         w->in_batch = 0;
@@ -885,6 +892,6 @@ int orch_worker_main(int fd)
     fcntl(fd, F_SETFD, FD_CLOEXEC);
     quiet_stdio();
 
-    struct worker w = {.fd = fd};
+    struct worker w = {.fd = fd, .claim = orch_claim_map(ORCH_WORKER_CLAIM_FD)};
     return worker_run(&w);
 }

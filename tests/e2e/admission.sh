@@ -52,7 +52,8 @@ print("%d x %s" % (len(v), ",".join(sorted(set(v)))))')"
 
 # summary JOB FIELD: from the run's last line: peak (live bytes at most), budget, held.
 summary() {
-  sed -n 's/^live intermediate payloads: at most \([0-9]*\) bytes (budget \([0-9]*\)); upstream calls held for the budgets in \([0-9]*\) turns\( (.*)\)\{0,1\}$/\1 \2 \3/p' "$1.log" |
+  sed -n -e 's/^live intermediate payloads: at most \([0-9]*\) bytes (budget \([0-9]*\)); upstream calls held for the budgets in \([0-9]*\) turns (.*)$/\1 \2 \3/p' \
+    -e 's/^live intermediate payloads: at most \([0-9]*\) bytes (budget \([0-9]*\))$/\1 \2 0/p' "$1.log" |
     awk -v f="$2" '{ print (f == "peak" ? $1 : f == "budget" ? $2 : $3) }'
 }
 
@@ -78,6 +79,10 @@ expect_eq "the budget the run says" 204800 "$(summary "$T/tight" budget)"
   fail "with a budget of 200 KiB, $tight_peak bytes were live at once"
 [ "$(summary "$T/tight" held)" -gt 0 ] || fail "the budget never held an upstream call"
 expect_eq "no budget, nothing held" 0 "$(summary "$T/free" held)"
+! grep -q 'held for the budgets' "$T/free.log" ||
+  fail "a run that no budget held speaks of held turns: $(grep 'held for' "$T/free.log")"
+grep -q '^live intermediate payloads: .*; upstream calls held for the budgets in [1-9][0-9]* turns (unsealed grains at their budget in [0-9]*, live bytes in [1-9][0-9]*)$' \
+  "$T/tight.log" || fail "the held turns of a byte budget: $(grep 'live intermediate' "$T/tight.log")"
 
 # ---- 3: budgets smaller than one expansion still finish ---------------------------------
 run_job "$T/adm.orch" "$T/one" --max-live-bytes 1

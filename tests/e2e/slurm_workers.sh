@@ -11,7 +11,8 @@
 #      and since when;
 #   3. kill -9 of the driver: no step is left (squeue empty, no worker process), and
 #      `orch resume` finishes the job; 3b. with its sruns' process groups too: the jobs
-#      stay RUNNING until the resume cancels those of the attempts that were open;
+#      stay RUNNING until the resume cancels every one the killed driver started, a
+#      worker's with no attempt open included;
 #   4. strangers on the driver's port — a wrong secret, a stolen token, garbage — are
 #      refused and logged, and change nothing: the job ends as it would have.
 source "$SRCDIR/tests/e2e/lib.sh"
@@ -71,8 +72,15 @@ grep -q "^working:    nap on $(hostname) (Slurm step $step), pid [0-9]*$" "$T/s2
   fail "status does not show the worker in step $step: $(cat "$T/s2.status")"
 scancel "${step%%.*}"
 wait "$drv" || fail "run after scancel exited $?: $(cat "$T/s2.log")"
-expect_eq "the cancelled step's attempt is a crash" "crash" \
-  "$(ran_outcomes "$T/s2" "slurm_job = '$step'")"
+# The step may have answered batches before the one the scancel ended (the attempt found
+# open may have been queued behind one that was answered meanwhile): its attempts are
+# ok, and the last one that ran is a crash.
+outcomes=$(q "$T/s2" "SELECT group_concat(outcome, ',') FROM (SELECT outcome FROM attempt
+                      WHERE slurm_job = '$step'
+                        AND NOT (outcome = 'interrupted' AND message LIKE 'not started: worker %')
+                      ORDER BY id)")
+[[ $outcomes =~ ^(ok,)*crash$ ]] ||
+  fail "the cancelled step's attempts, in order: $outcomes (want ok..., then one crash)"
 "$ORCH" export "$T/s2" w.out > s2.out
 cmp -s ref.out s2.out || fail "export after scancel differs: $(diff ref.out s2.out)"
 expect_eq "no record failed" 0 "$(q "$T/s2" "SELECT count(*) FROM failure WHERE kind IN ('record', 'exhausted')")"
@@ -185,20 +193,39 @@ slurm_idle 20
 
 # ---- 3b. kill -9 of the driver with its sruns' process groups ------------------------------
 # Nothing is left to end the jobs: srun died with its shepherd, so Slurm keeps each job
-# RUNNING without a step. The resume cancels the jobs of the attempts that were open.
-sed -e '/^call up/d' -e 's/^w.out  = up(w.slow)$/w.out  = nap(w.v)/' -e '/^w.slow/d' p.orch > p3b.orch
+# RUNNING without a step. The resume cancels every job the killed driver started, which it
+# recorded before each srun ran: those of the attempts that were open, and that of a worker
+# with none (up's: started ahead of its work, which a filter that keeps nothing never gives
+# it). The shared partition runs the four workers at once.
+cat > p3b.orch << 'EOF'
+pipeline slurm_idle_worker
+domain w
+source w.v = lines("in.txt")
+call nap  = sleep(ms=400)   with workers=2, batch=1, retries=2
+call none = blank()
+call up   = upper()
+w.slow = nap(w.v)
+w.kept = filter none(w.slow)
+w.out  = up(w.kept)
+output w.slow
+output w.out
+EOF
 run_job p3b.orch "$T/ref3b" --launcher local
-"$ORCH" export "$T/ref3b" w.out > ref3b.out
-"$ORCH" run p3b.orch --job "$T/s3b" --progress none --launcher slurm 2> "$T/s3b.log" &
+"$ORCH" export "$T/ref3b" w.slow > ref3b.out
+[ "$(wc -l < ref3b.out)" -eq 24 ] || fail "the local run of p3b exported $(wc -l < ref3b.out) lines"
+"$ORCH" run p3b.orch --job "$T/s3b" --progress none --launcher slurm \
+  --launcher-args "--partition=shared" 2> "$T/s3b.log" &
 drv=$!
-# Two workers, each with an attempt open (a worker may hold a second batch queued behind
-# the one it runs: two open attempts of one job are not enough). The pipeline is nap
-# alone: the resume cancels the jobs that open attempts name, and a worker of another call
-# started but given nothing yet would name none (its job is left to Slurm).
-two_open_b() {
-  [ "$(qlive "$T/s3b" "SELECT count(DISTINCT slurm_job) FROM attempt WHERE ended_at IS NULL AND slurm_job IS NOT NULL" 2> /dev/null)" = 2 ]
+# Two workers of nap, each with an attempt open (a worker may hold a second batch queued
+# behind the one it runs: two open attempts of one job are not enough), and up's worker
+# connected: its step is recorded.
+ready_b() {
+  [ "$(qlive "$T/s3b" "SELECT (SELECT count(DISTINCT slurm_job) FROM attempt
+                                WHERE ended_at IS NULL AND slurm_job IS NOT NULL) || ' ' ||
+                               (SELECT count(*) FROM slurm_start WHERE call = 'up' AND step IS NOT NULL)" \
+        2> /dev/null)" = "2 1" ]
 }
-wait_until 60 "two workers running attempts in Slurm steps" two_open_b
+wait_until 60 "two workers of nap running attempts and up's worker connected" ready_b
 # The driver's children are the sruns' guards (launch.h), each leading the process group
 # of its srun.
 sruns=$(pgrep -P "$drv" -f -- "__srun-guard") || fail "no srun of the driver"
@@ -208,20 +235,36 @@ wait "$drv" 2> /dev/null || true
 open_jobs=$(q "$T/s3b" "SELECT group_concat(DISTINCT substr(slurm_job, 1, instr(slurm_job, '.') - 1))
                         FROM attempt WHERE ended_at IS NULL")
 [ -n "$open_jobs" ] || fail "no Slurm job recorded for the open attempts"
+started=$(q "$T/s3b" "SELECT group_concat(name, ' ') FROM slurm_start")
+up_name=$(q "$T/s3b" "SELECT name FROM slurm_start WHERE call = 'up'")
+up_step=$(q "$T/s3b" "SELECT step FROM slurm_start WHERE call = 'up'")
+expect_eq "attempts of up" 0 \
+  "$(q "$T/s3b" "SELECT count(*) FROM attempt AS a JOIN grain AS g ON g.id = a.grain_id
+                 JOIN call AS c ON c.id = g.call_id WHERE c.name = 'up'")"
 left() { squeue -h -o %i | grep -qxF "$1"; }
+running() { [ -n "$(squeue -h -n "$1" -t RUNNING -o %i)" ]; }
 for j in ${open_jobs//,/ }; do
   left "$j" || fail "job $j ended without a cancel: this test no longer shows what it should"
 done
+running "$up_name" ||
+  fail "up's job $up_name ended without a cancel: this test no longer shows what it should"
 # Left RUNNING, those jobs hold the node's cores: without the cancel the resume's workers
 # would wait in Slurm's queue for ever.
-timeout 120 "$ORCH" resume "$T/s3b" --progress none --launcher slurm 2> "$T/s3br.log" ||
+timeout 120 "$ORCH" resume "$T/s3b" --progress none --launcher slurm \
+  --launcher-args "--partition=shared" 2> "$T/s3br.log" ||
   fail "resume after kill -9 of the driver and its sruns exited $? (124: still waiting after
 120 s): $(cat "$T/s3br.log"; squeue)"
 for j in ${open_jobs//,/ }; do
   grep -q "^orch: scancel $j: its worker (step $j\.[0-9]*) had an attempt open when the last driver stopped$" \
     "$T/s3br.log" || fail "the resume did not cancel job $j: $(cat "$T/s3br.log")"
 done
-"$ORCH" export "$T/s3b" w.out > s3b.out
+grep -qxF "orch: scancel ${up_step%%.*}: the last driver's up worker (step $up_step) had no attempt open" \
+  "$T/s3br.log" || fail "the resume did not cancel up's job: $(cat "$T/s3br.log")"
+for n in $started; do
+  ! running "$n" || fail "job $n of the killed driver is still RUNNING after the resume: $(squeue)"
+done
+expect_eq "starts recorded once the resume finished" 0 "$(q "$T/s3b" "SELECT count(*) FROM slurm_start")"
+"$ORCH" export "$T/s3b" w.slow > s3b.out
 cmp -s ref3b.out s3b.out || fail "export after the resume differs: $(diff ref3b.out s3b.out)"
 slurm_idle 20 # the jobs left RUNNING included
 
