@@ -595,6 +595,17 @@ void orch_driver_send(struct orch_driver *d)
         if (rc == 0)
             b->sent_ms = sent; /* a batch never sent is not measured (orch_driver_measure) */
         b->queued = rc == 0 && orch_worker_held(b->worker) > 1;
+        if (rc == 0 && b->cr->resign_in < 0 && b->cap_vals >= INPUTS_KEEP) {
+            /* A large input list (a reduce over many children) is in the worker's frame
+             * now, and nothing reads it again (orch_driver_resign reads a root's path
+             * only): it is not kept for the batch's flight, when the reduce's report and
+             * the reclamation of its inputs are the driver's next transients. */
+            free(b->vals);
+            b->vals = NULL;
+            b->cap_vals = 0;
+            for (int k = 0; k < b->n; k++)
+                b->rec[k].vals = NULL;
+        }
         if (rc == -EIO || rc == -ENOMEM) {
             /* A remote worker's inputs could not be read from the payload store (pool_values.c,
              * orch_pool__put_batch_values): not the batch's fault and no retry helps, so the

@@ -211,6 +211,8 @@ void orch_pool__flush(orch_worker *w)
         break;
     }
     w->out.len = w->out_off = 0;
+    if (w->out.cap > 4 * READ_CHUNK) /* do not keep a big frame's room (a reduce's batch) */
+        orch_wire_buf_free(&w->out);
 }
 
 void orch_pool__on_write(evutil_socket_t fd, short what, void *arg)
