@@ -466,6 +466,13 @@ bool orch_worker_paused(const orch_worker *w)
     return false;
 }
 
+/* Nor do they ask for inputs: the fake pool takes no reduce (fake_pool.h). */
+int orch_pool_send_inputs(orch_worker *w, const struct orch_wire_inputs *in)
+{
+    (void)w, (void)in;
+    return -EPIPE;
+}
+
 int orch_pool_alive(const orch_pool *p)
 {
     return alive(p);

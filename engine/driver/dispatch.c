@@ -203,7 +203,20 @@ struct reserving {
     struct orch_driver *d;
     struct orch_driver_call *cr;
     struct orch_driver_batch *b;
+    bool feed; /* a reduce whose inputs go page by page (fed_call) */
 };
+
+/* Whether cr's grains are fed (wire.h: a record's `fed`): a reduce's inputs are then sent
+ * page by page as its worker asks for them (stream.c, orch_driver_more), so that the
+ * driver holds no list of every child of a parent; a reduce over a million children would
+ * otherwise hold it (32 bytes a value) and its encoding at once. Not for a remote worker,
+ * whose batch carries the values' bytes (pool.h), nor for a call with batch_bytes, whose
+ * cut counts the bytes of every input of a batch as it is reserved. */
+static bool fed_call(const struct orch_driver_call *cr)
+{
+    return cr->s->op == ORCH_OP_REDUCE && cr->d->opts->launcher == ORCH_LAUNCHER_LOCAL &&
+           cr->c->opts.batch_bytes <= 0;
+}
 
 /* Loads the entry's inputs (kept in d->inputs for take) and, with batch_bytes, their size:
  * read from LMDB without copying, in a read transaction that lives for one reservation. */
@@ -211,6 +224,12 @@ static int look(void *ctx, const struct orch_queue_entry *e, uint64_t *bytes)
 {
     struct reserving *r = ctx;
     struct orch_driver *d = r->d;
+    if (r->feed) { /* no values until the worker asks (fed_call) */
+        memset(d->inputs.nval, 0, sizeof d->inputs.nval);
+        d->inputs.nvals = 0;
+        d->inputs.first_input = 0;
+        return 0;
+    }
     int rc = orch_prop_inputs(d->prop, &e->g, &d->inputs);
     if (rc < 0 || r->cr->c->opts.batch_bytes <= 0)
         return rc;
@@ -245,6 +264,7 @@ static int take(void *ctx, const struct orch_queue_entry *e)
     s->g = e->g;
     s->attempt_row = 0; /* begun with the batch's others once it is complete (reserve) */
     s->first_input = d->inputs.first_input;
+    s->fed_after = -1;
     if (e->g.in0_state == ORCH_ITEM_PRESENT && e->g.in0_size != ORCH_IN0_SIZE_UNKNOWN)
         b->in_bytes += e->g.in0_size;
     /* Append the wire record; its pointers are fixed up when the batch is complete. The
@@ -255,6 +275,7 @@ static int take(void *ctx, const struct orch_queue_entry *e)
     w->generation = e->g.generation;
     w->attempt = e->g.attempts + 1;
     w->nin = (uint32_t)r->cr->s->nin;
+    w->fed = r->feed;
     size_t nvals = d->inputs.nvals;
     if (b->nvals == 0 && !b->vals && nvals >= INPUTS_KEEP) {
         /* A large input list (a reduce over many children) is handed to the batch rather
@@ -385,7 +406,7 @@ static int reserve(struct orch_driver *d, struct orch_driver_call *cr, orch_work
     struct orch_driver_batch *b = batch_new(d, cr, w, size);
     if (!b)
         return -ENOMEM;
-    struct reserving ctx = {.d = d, .cr = cr, .b = b};
+    struct reserving ctx = {.d = d, .cr = cr, .b = b, .feed = fed_call(cr)};
     struct orch_queue_reservation rule = {
         .batch = size,
         .batch_bytes = cr->c->opts.batch_bytes,

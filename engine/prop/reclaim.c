@@ -327,14 +327,15 @@ int orch_prop_reclaim_sealed(orch_prop *p, int stmt, int64_t e, enum orch_grain_
                              : check_item(p, f, root, e, stmt, e, 0, -1);
             continue;
         }
-        int64_t *kids;
-        size_t n;
-        if ((rc = orch_store_children(p->store, e, orch_prop_reduce_child(p->plan, s), &kids,
-                                      &n)) < 0)
-            return rc;
-        for (size_t k = 0; k < n && rc == 0; k++)
-            rc = check_item(p, f, root, kids[k], stmt, e, 0, -1);
-        free(kids);
+        /* Page by page: a reduce over a million children holds no list of them all. */
+        int64_t kids[ORCH_PROP_PAGE_MAX], after = -1;
+        size_t n = ORCH_PROP_PAGE_MAX;
+        while (rc == 0 && n == ORCH_PROP_PAGE_MAX) {
+            rc = orch_store_children_page(p->store, e, orch_prop_reduce_child(p->plan, s), after,
+                                          ORCH_PROP_PAGE_MAX, kids, &n, &after);
+            for (size_t k = 0; k < n && rc == 0; k++)
+                rc = check_item(p, f, root, kids[k], stmt, e, 0, -1);
+        }
     }
     return rc;
 }
@@ -345,8 +346,18 @@ int orch_prop_reclaim_sealed(orch_prop *p, int stmt, int64_t e, enum orch_grain_
  * bytes stay, as orphans of committed rows (the sweeps take them). */
 static void take_turn_ids(struct prop_reclaim *r)
 {
-    if (r->nids > 0 &&
-        orch__grow_n(&r->pending, &r->cpending, r->npending + r->nids, sizeof *r->pending) == 0) {
+    if (r->nids > 0 && r->npending == 0) {
+        /* Handed over rather than copied: a turn that freed a million ids (a reduce's
+         * inputs) does not hold them twice. */
+        uint64_t *t = r->pending;
+        size_t c = r->cpending;
+        r->pending = r->ids;
+        r->cpending = r->cids;
+        r->npending = r->nids;
+        r->ids = t;
+        r->cids = c;
+    } else if (r->nids > 0 && orch__grow_n(&r->pending, &r->cpending, r->npending + r->nids,
+                                           sizeof *r->pending) == 0) {
         memcpy(r->pending + r->npending, r->ids, r->nids * sizeof *r->ids);
         r->npending += r->nids;
     }
@@ -372,6 +383,11 @@ int orch_prop_reclaim_flush(orch_prop *p, int64_t now)
         r->npending -= r->covered;
         memmove(r->pending, r->pending + r->covered, r->npending * sizeof *r->pending);
         r->covered = 0;
+        if (r->npending == 0 && r->cpending > RECLAIM_SYNC_IDS) {
+            free(r->pending); /* a large turn's ids (a reduce's inputs): not kept */
+            r->pending = NULL;
+            r->cpending = 0;
+        }
         r->synced_ms = now;
     }
     if (r->npending == 0 ||

@@ -673,6 +673,17 @@ int orch_pool_dispatch(orch_pool *p, orch_worker *w, const struct orch_wire_batc
     return 0;
 }
 
+int orch_pool_send_inputs(orch_worker *w, const struct orch_wire_inputs *in)
+{
+    if (w->dying || w->fd < 0)
+        return -EPIPE;
+    int rc = orch_wire_put_inputs(&w->out, in);
+    if (rc < 0)
+        return rc;
+    orch_pool__flush(w);
+    return 0;
+}
+
 /* Waits up to ms for every process of the pool to end, reaping them; returns true when
  * none is left. */
 static bool wait_all(orch_pool *p, int64_t ms)

@@ -140,6 +140,8 @@ struct orch_wire_record {
     uint32_t nin;
     const uint32_t *nval;               /* nin counts */
     const struct orch_wire_value *vals; /* sum(nval) values */
+    uint8_t fed; /* 1: a reduce whose values come in INPUTS frames, page by page, as the
+                    worker asks for them (MORE); nval is all 0 and vals unused */
 };
 
 struct orch_wire_batch {
@@ -214,6 +216,23 @@ struct orch_wire_chunk {
     struct orch_wire_answer a;
 };
 
+/* A fed reduce (orch_wire_record.fed): the worker asks for the next page of grain's
+ * inputs (MORE), the driver answers one page (INPUTS): nchild surviving children, each
+ * with its nin values (child-major: child 0's nin values, then child 1's, ...); last: no
+ * page follows. */
+struct orch_wire_more {
+    uint64_t batch;
+    uint64_t grain;
+};
+struct orch_wire_inputs {
+    uint64_t batch;
+    uint64_t grain;
+    uint8_t last;
+    uint32_t nin;
+    uint32_t nchild;
+    const struct orch_wire_value *vals; /* nchild * nin */
+};
+
 /* How a batch ended, as a whole: the status of its report. The values are those of the
  * wire (wire.h); a decoded report never holds another. */
 enum orch_wire_status {
@@ -279,6 +298,11 @@ struct orch_pool_callbacks {
      * its generation, with the call's nout (the pool checked). Everything in c is valid
      * only during the call. The worker stays BUSY. NULL: chunks are a protocol error. */
     void (*chunk)(void *ctx, orch_pool *pool, orch_worker *w, const struct orch_wire_chunk *c);
+    /* A worker asks for the next page of the inputs of a fed record (a reduce,
+     * orch_wire_record.fed) of the batch it runs: m names that batch and one of its
+     * grains (the pool checked). The driver answers with orch_pool_send_inputs(). NULL:
+     * such a request is a protocol error. */
+    void (*more)(void *ctx, orch_pool *pool, orch_worker *w, const struct orch_wire_more *m);
 };
 
 struct orch_pool_config {
@@ -345,6 +369,10 @@ int orch_pool_stop(orch_pool *p, orch_worker *w);
  *   -ENOMEM  no memory, or the event loop cannot arm the batch's timeout;
  *   -E2BIG   the frame would pass 256 MiB. */
 int orch_pool_dispatch(orch_pool *p, orch_worker *w, const struct orch_wire_batch *b);
+
+/* Sends w a page of inputs, the answer to its MORE (callbacks.more). 0; -ENOMEM or
+ * -E2BIG (encoding); -EPIPE when w is going away (its loss is reported as usual). */
+int orch_pool_send_inputs(orch_worker *w, const struct orch_wire_inputs *in);
 
 /* Backpressure on a streaming expansion: with pause, the pool stops reading w's socket
  * (frames already read wait too), so the worker's next chunk, and its UDF, wait; without,
