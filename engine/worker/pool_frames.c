@@ -211,8 +211,8 @@ static void on_more(orch_worker *w, const struct orch_wire_frame *f)
     uint32_t i = 0;
     while (w->nhold > 0 && i < h->nrec && h->grain[i].grain != m.grain)
         i++;
-    if (p->cb.more == NULL || p->wcfg.op != ORCH_UDF_OP_REDUCE || w->state != W_BUSY ||
-        w->nhold == 0 || m.batch != h->id || i == h->nrec) {
+    if (p->cb.more == NULL || p->wcfg.op != ORCH_UDF_OP_REDUCE || p->launcher != NULL ||
+        w->state != W_BUSY || w->nhold == 0 || m.batch != h->id || i == h->nrec) {
         orch_pool__protocol_error(
             w, "a request for inputs of grain %" PRIu64 " in batch %" PRIu64 " it does not run",
             m.grain, m.batch);
