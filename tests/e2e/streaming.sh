@@ -14,8 +14,10 @@
 #      paused worker holds a second batch): both finish.
 #   6. kill -9 of the driver during a streaming expansion, then resume: the exports equal
 #      a clean run's.
-#   7. A reduce over 5,000 children (a list the driver frees once it is sent) whose first
+#   7. A reduce over 5,000 children (fed to its worker in pages of 4,096) whose first
 #      attempt fails: the retry is sent the same children in the same order.
+#   8. Fed reduces of three parents on one worker, one at a time: each gets its own
+#      children, a batch that arrives while another is fed waiting its turn.
 source "$(dirname "$0")/lib.sh"
 
 slow=$(dirname "$ORCH")/../udfs/udf_slow_expand.so
@@ -184,4 +186,22 @@ expect_eq "the reduce failed once, then ran" "error,ok" \
 expect_eq "the retry got every child, in order" "$(tr -d '\n' < "$T/many.txt")" \
   "$(value doc.all)"
 expect_eq "as the reduce that did not fail" "$(value doc.ref)" "$(value doc.all)"
+# --- 8. fed reduces of three parents on one worker -----------------------------------------
+# One reduce worker and batch=1: its second batch is sent while it asks for the first
+# one's pages, and comes to it before them.
+: > "$T/list3.txt"
+for k in 1 2 3; do
+  awk -v k="$k" 'BEGIN { for (i = 0; i < 5000; i++) printf "%d.%d\n", k, i }' > "$T/f$k.txt"
+  echo "$T/f$k.txt" >> "$T/list3.txt"
+done
+sed -e 's/"list.txt"/"list3.txt"/' \
+  -e 's/^call cat  = .*/call cat  = flaky(fail_attempts=0) with batch=1, workers=1/' \
+  "$T/many.orch" > "$T/three.orch"
+run_job "$T/three.orch" "$T/m3"
+job_done "$T/m3"
+for k in 1 2 3; do
+  expect_eq "parent $k: every child, in order" "$(tr -d '\n' < "$T/f$k.txt")" \
+    "$("$ORCH" export "$T/m3" doc.all | grep -F "f$k.txt" |
+      sed 's/.*"value": "\([^"]*\)".*/\1/')"
+done
 echo "streaming: ok"
