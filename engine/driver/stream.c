@@ -87,7 +87,7 @@ void orch_driver_more(void *ctx, orch_pool *pool, orch_worker *w,
                 s = &b->slot[i];
     int rc = 0;
     if (s) {
-        bool last;
+        bool last = true;
         rc = orch_driver_txn(d);
         if (rc == 0)
             rc = orch_prop_reduce_page(d->prop, &s->g, &s->fed_after, ORCH_PROP_PAGE_MAX,
