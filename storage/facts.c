@@ -217,6 +217,23 @@ int orch_store_children(orch_store *s, int64_t parent, int domain, int64_t **ids
     return 0;
 }
 
+int orch_store_children_page(orch_store *s, int64_t parent, int domain, int64_t after,
+                             size_t max, int64_t *ids, size_t *n, int64_t *last)
+{
+    *n = 0;
+    sqlite3_stmt *st;
+    int rc =
+        orch_store__stmt(s, F_CHILDREN_AFTER, &st, "lill", parent, domain, after, (int64_t)max);
+    while (rc == 0 && *n < max && (rc = orch_store_step(s, st)) == 1) {
+        ids[(*n)++] = sqlite3_column_int64(st, 0);
+        *last = sqlite3_column_int64(st, 1);
+        rc = 0;
+    }
+    if (rc >= 0)
+        sqlite3_reset(st);
+    return rc < 0 ? rc : 0;
+}
+
 int orch_store_children_count(orch_store *s, int64_t parent, int domain, int64_t *n)
 {
     sqlite3_stmt *st;

@@ -57,6 +57,9 @@
     X(ENTITY_NEXT_ID, PART_ENTITY, 0, 0, "SELECT coalesce(max(id), 0) + 1 FROM entity")        \
     X(CHILDREN, PART_ENTITY, 0, 0,                                                             \
       "SELECT id FROM entity WHERE parent_id = ? AND domain_id = ? ORDER BY ordinal")          \
+    X(CHILDREN_AFTER, PART_ENTITY, 0, 0,                                                       \
+      "SELECT id, ordinal FROM entity WHERE parent_id = ? AND domain_id = ? AND ordinal > ? "  \
+      "ORDER BY ordinal LIMIT ?")                                                              \
     X(CHILDREN_COUNT, PART_ENTITY, 0, 0,                                                       \
       "SELECT count(*) FROM entity WHERE parent_id = ? AND domain_id = ?")                     \
     X(ITEM_GET, PART_ITEM, 0, 0,                                                               \

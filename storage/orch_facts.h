@@ -48,6 +48,14 @@ int orch_store_entity_parent(orch_store *s, int64_t e, int64_t *parent);
  * and *n. */
 int orch_store_children(orch_store *s, int64_t parent, int domain, int64_t **ids, size_t *n);
 
+/* A page of the children of `parent` in `domain`: the first `max` (at least 1) whose
+ * ordinal is over `after`, in ordinal order, into ids[]; *n of them, and *last the
+ * ordinal of the last (unchanged when *n is 0). A reader of many children pages them
+ * with after = -1, then the last ordinal of each page, so that no list of every child is
+ * held. */
+int orch_store_children_page(orch_store *s, int64_t parent, int domain, int64_t after,
+                             size_t max, int64_t *ids, size_t *n, int64_t *last);
+
 /* How many children `parent` has in `domain`. */
 int orch_store_children_count(orch_store *s, int64_t parent, int domain, int64_t *n);
 

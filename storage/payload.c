@@ -333,17 +333,41 @@ static int adopt_stored_map_size(orch_payload *p)
     return 0;
 }
 
-/* The pages data.mdb may lack at its end although nothing is wrong with it. LMDB never
- * writes a "loose" page (one a transaction took and freed again before its commit), yet
- * counts it below the environment's last page: a commit whose newest pages were loose
- * leaves the file that many pages short of me_last_pgno, and no page of the tree is
- * there. Seen: 2 pages. */
+/* The most pages data.mdb may lack at its end although nothing is wrong with it (below):
+ * seen, 2. A file shorter than that is refused without reading anything of it. */
 #define TAIL_SLACK_PAGES 64
 
+/* Whether every page from `lo` to `hi` is on LMDB's freelist (database 0, whose values
+ * are lists of page numbers, the count first). A write transaction that takes a page past
+ * the file's end and frees it again before it commits (a "loose" page, as a delete that
+ * empties the page it copied leaves) counts it in the last page number without writing
+ * it: the file then ends before pages that are free, and never read. */
+static bool pages_free(orch_payload *p, uint64_t lo, uint64_t hi)
+{
+    MDB_txn *txn;
+    MDB_cursor *c;
+    MDB_val k, v;
+    uint64_t found = 0;
+    if (mdb_txn_begin(p->env, NULL, MDB_RDONLY, &txn) != 0)
+        return false;
+    if (mdb_cursor_open(txn, 0, &c) == 0) {
+        while (mdb_cursor_get(c, &k, &v, MDB_NEXT) == 0) {
+            const size_t *ids = v.mv_data;
+            size_t n = v.mv_size >= sizeof *ids ? ids[0] : 0;
+            for (size_t i = 1; i <= n && (i + 1) * sizeof *ids <= v.mv_size; i++)
+                found += ids[i] >= lo && ids[i] <= hi;
+        }
+        mdb_cursor_close(c);
+    }
+    mdb_txn_abort(txn);
+    return found == hi - lo + 1;
+}
+
 /* LMDB maps data.mdb and would die of SIGBUS reading a page past its end: a truncated
- * file must be refused here. Every page that the tree refers to has been written; the
- * last TAIL_SLACK_PAGES pages up to the last one counted may be loose ones, never
- * written (so a file cut by no more than that is not seen here). */
+ * file must be refused here. Every page up to the last one in use has been written, but
+ * for a few free pages at the end (pages_free): the freelist is read only when the file
+ * lacks no more than TAIL_SLACK_PAGES, so that a file cut short by more is refused before
+ * a read of a page that may not be there. */
 static int check_data_file(orch_payload *p)
 {
     MDB_envinfo info;
@@ -356,8 +380,12 @@ static int check_data_file(orch_payload *p)
     if (stat(path, &fst) != 0)
         return orch_error_set(-errno, "%s: %s", path, strerror(errno));
     uint64_t need = ((uint64_t)info.me_last_pgno + 1) * st.ms_psize;
-    uint64_t slack = (uint64_t)TAIL_SLACK_PAGES * st.ms_psize;
-    if ((uint64_t)fst.st_size + slack < need)
+/* The most pages data.mdb may lack at its end although nothing is wrong with it (below):
+ * seen, 2. A file shorter than that is refused without reading anything of it. */
+#define TAIL_SLACK_PAGES 64
+
+    if ((uint64_t)fst.st_size < need &&
+        !pages_free(p, (uint64_t)fst.st_size / st.ms_psize, info.me_last_pgno))
         return orch_error_set(ORCH_ECORRUPT,
                               "%s: data file is truncated: %lld bytes, %" PRIu64 " in use",
                               path, (long long)fst.st_size, need);

@@ -209,7 +209,20 @@ struct reserving {
     struct orch_driver *d;
     struct orch_driver_call *cr;
     struct orch_driver_batch *b;
+    bool feed; /* a reduce whose inputs go page by page (fed_call) */
 };
+
+/* Whether cr's grains are fed (wire.h: a record's `fed`): a reduce's inputs are then sent
+ * page by page as its worker asks for them (stream.c, orch_driver_more), so that the
+ * driver holds no list of every child of a parent; a reduce over a million children would
+ * otherwise hold it (32 bytes a value) and its encoding at once. Not for a remote worker,
+ * whose batch carries the values' bytes (pool.h), nor for a call with batch_bytes, whose
+ * cut counts the bytes of every input of a batch as it is reserved. */
+static bool fed_call(const struct orch_driver_call *cr)
+{
+    return cr->s->op == ORCH_OP_REDUCE && cr->d->opts->launcher == ORCH_LAUNCHER_LOCAL &&
+           cr->c->opts.batch_bytes <= 0;
+}
 
 /* Loads the entry's inputs (kept in d->inputs for take) and, with batch_bytes, their size:
  * read from LMDB without copying, in a read transaction that lives for one reservation. */
@@ -217,6 +230,12 @@ static int look(void *ctx, const struct orch_queue_entry *e, uint64_t *bytes)
 {
     struct reserving *r = ctx;
     struct orch_driver *d = r->d;
+    if (r->feed) { /* no values until the worker asks (fed_call) */
+        memset(d->inputs.nval, 0, sizeof d->inputs.nval);
+        d->inputs.nvals = 0;
+        d->inputs.first_input = 0;
+        return 0;
+    }
     int rc = orch_prop_inputs(d->prop, &e->g, &d->inputs);
     if (rc < 0 || r->cr->c->opts.batch_bytes <= 0)
         return rc;
@@ -251,6 +270,7 @@ static int take(void *ctx, const struct orch_queue_entry *e)
     s->g = e->g;
     s->attempt_row = 0; /* begun with the batch's others once it is complete (reserve) */
     s->first_input = d->inputs.first_input;
+    s->fed_after = -1;
     if (e->g.in0_state == ORCH_ITEM_PRESENT && e->g.in0_size != ORCH_IN0_SIZE_UNKNOWN)
         b->in_bytes += e->g.in0_size;
     /* Append the wire record; its pointers are fixed up when the batch is complete. The
@@ -261,6 +281,7 @@ static int take(void *ctx, const struct orch_queue_entry *e)
     w->generation = e->g.generation;
     w->attempt = e->g.attempts + 1;
     w->nin = (uint32_t)r->cr->s->nin;
+    w->fed = r->feed;
     size_t nvals = d->inputs.nvals;
     if (b->nvals == 0 && !b->vals && nvals >= INPUTS_KEEP) {
         /* A large input list (a reduce over many children) is handed to the batch rather
@@ -391,7 +412,7 @@ static int reserve(struct orch_driver *d, struct orch_driver_call *cr, orch_work
     struct orch_driver_batch *b = batch_new(d, cr, w, size);
     if (!b)
         return -ENOMEM;
-    struct reserving ctx = {.d = d, .cr = cr, .b = b};
+    struct reserving ctx = {.d = d, .cr = cr, .b = b, .feed = fed_call(cr)};
     struct orch_queue_reservation rule = {
         .batch = size,
         .batch_bytes = cr->c->opts.batch_bytes,
@@ -602,6 +623,17 @@ void orch_driver_send(struct orch_driver *d)
         if (rc == 0)
             b->sent_ms = sent; /* a batch never sent is not measured (orch_driver_measure) */
         b->queued = rc == 0 && orch_worker_held(b->worker) > 1;
+        if (rc == 0 && b->cr->resign_in < 0 && b->cap_vals >= INPUTS_KEEP) {
+            /* A large input list (a reduce over many children) is in the worker's frame
+             * now, and nothing reads it again (orch_driver_resign reads a root's path
+             * only): it is not kept for the batch's flight, when the reduce's report and
+             * the reclamation of its inputs are the driver's next transients. */
+            free(b->vals);
+            b->vals = NULL;
+            b->cap_vals = 0;
+            for (int k = 0; k < b->n; k++)
+                b->rec[k].vals = NULL;
+        }
         if (rc == -EIO || rc == -ENOMEM) {
             /* A remote worker's inputs could not be read from the payload store (pool_values.c,
              * orch_pool__put_batch_values): not the batch's fault and no retry helps, so the

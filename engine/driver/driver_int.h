@@ -112,6 +112,8 @@ struct orch_driver_slot {
     uint64_t first_input; /* what a filter passes on */
     bool refused;         /* a chunk of its expansion was refused (loop.c, on_chunk): it
                            * is sealed and its attempt ended; its report is ignored */
+    int64_t fed_after;    /* a fed reduce: the ordinal of the last child whose page was
+                           * sent (-1 before the first; stream.c, orch_driver_more) */
 };
 
 /* A batch, from its reservation until it is settled and its turn committed (dispatch.c
@@ -500,6 +502,11 @@ void orch_driver_pending_note(struct orch_driver *d, bool end);
  * (orch_prop_chunk); a chunk that leaves a budget full pauses w. Errors are fatal. */
 void orch_driver_chunk(struct orch_driver_call *cr, orch_worker *w,
                        const struct orch_wire_chunk *c);
+/* A worker of call ctx asks for the next page of a fed reduce's inputs (pool.h, `more`):
+ * answered at once, a page read from the store (orch_prop_reduce_page). Errors are
+ * fatal. */
+void orch_driver_more(void *ctx, orch_pool *pool, orch_worker *w,
+                      const struct orch_wire_more *m);
 /* After a turn's commit: reads the paused workers again once the budgets have room, or
  * once nothing but them is in flight. */
 void orch_driver_resume_paused(struct orch_driver *d);

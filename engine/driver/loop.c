@@ -232,8 +232,11 @@ void orch_run_stats_free(struct orch_run_stats *stats)
 static int start(struct orch_driver *d)
 {
     struct orch_prop_hooks hooks = {.ctx = d, .ready = on_ready};
-    struct orch_pool_callbacks cb = {
-        .idle = on_idle, .report = on_report, .lost = on_lost, .chunk = on_chunk};
+    struct orch_pool_callbacks cb = {.idle = on_idle,
+                                     .report = on_report,
+                                     .lost = on_lost,
+                                     .chunk = on_chunk,
+                                     .more = orch_driver_more};
     int ncalls = orch_plan_ncalls(d->plan), nsources = orch_plan_nsources(d->plan);
     d->calls = calloc((size_t)ncalls + 1, sizeof *d->calls);
     d->sources = calloc((size_t)nsources + 1, sizeof *d->sources);

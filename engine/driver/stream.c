@@ -3,6 +3,8 @@
  * sent it (driver_int.h). */
 #include "driver_int.h"
 
+#include <errno.h>
+
 #include "orch_error.h"
 #include "support.h"
 
@@ -64,6 +66,40 @@ void orch_driver_chunk(struct orch_driver_call *cr, orch_worker *w,
         d->paused[d->npaused++] = w;
         orch_pool_pause(w, true);
     }
+}
+
+/* A page of a fed reduce's inputs (dispatch.c, fed_call), read when its worker asks: the
+ * driver holds one page, never the list of every child. A request for a batch that is no
+ * longer in flight (settled since: its report will be stale) is answered with an empty
+ * last page, so that the worker goes on. */
+void orch_driver_more(void *ctx, orch_pool *pool, orch_worker *w,
+                      const struct orch_wire_more *m)
+{
+    (void)pool;
+    struct orch_driver_call *cr = ctx;
+    struct orch_driver *d = cr->d;
+    struct orch_wire_inputs in = {
+        .batch = m->batch, .grain = m->grain, .last = 1, .nin = (uint32_t)cr->s->nin};
+    struct orch_driver_slot *s = NULL;
+    for (struct orch_driver_batch *b = cr->inflight; b && !s; b = b->next)
+        for (int i = 0; b->id == m->batch && i < b->n && !s; i++)
+            if ((uint64_t)b->slot[i].g.grain == m->grain && b->rec[i].fed)
+                s = &b->slot[i];
+    int rc = 0;
+    if (s) {
+        bool last = true;
+        rc = orch_driver_txn(d);
+        if (rc == 0)
+            rc = orch_prop_reduce_page(d->prop, &s->g, &s->fed_after, ORCH_PROP_PAGE_MAX,
+                                       &d->inputs, &last);
+        in.last = last;
+        in.nchild = d->inputs.nval[0];
+        in.vals = d->inputs.vals;
+    }
+    if (rc == 0)
+        rc = orch_pool_send_inputs(w, &in);
+    if (rc < 0 && rc != -EPIPE) /* EPIPE: the worker is going away, its loss comes */
+        orch_driver_set_fatal(d, rc);
 }
 
 /* Backpressure on streaming expansions (DESIGN §5): a worker whose chunk filled a budget

@@ -43,6 +43,34 @@ static int entity_inputs(orch_prop *p, const struct orch_grain_ref *g, const str
     return 0;
 }
 
+/* Appends the values of child `kid` of reduce grain g when it survives (none of its
+ * required inputs Dropped), child-major: its nin values one after the other. */
+static int push_child(orch_prop *p, const struct orch_grain_ref *g, const struct orch_stmt *s,
+                      int64_t kid, struct orch_prop_inputs *in)
+{
+    enum orch_item_state state[ORCH_PLAN_MAX_INPUTS];
+    uint64_t payload[ORCH_PLAN_MAX_INPUTS];
+    int rc = 0;
+    for (int i = 0; i < s->nin; i++) {
+        payload[i] = 0;
+        rc = orch_store_item_get(p->store, s->in[i].port, kid, &state[i], &payload[i]);
+        if (rc == 0)
+            return orch_error_set(ORCH_ECORRUPT,
+                                  "reduce grain %lld is ready but a child input is not "
+                                  "terminal",
+                                  (long long)g->grain);
+        if (rc < 0)
+            return rc;
+        if (state[i] != ORCH_ITEM_PRESENT && !s->in[i].optional)
+            return 0;
+    }
+    for (int i = 0; i < s->nin; i++)
+        in->nval[i]++;
+    for (int i = 0; i < s->nin && rc >= 0; i++)
+        rc = push_val(in, payload[i], state[i] == ORCH_ITEM_PRESENT);
+    return rc < 0 ? rc : 0;
+}
+
 /* A reduce: the surviving children in ordinal order, every list the same children. A
  * child survives when none of its required inputs is Dropped. */
 static int reduce_inputs(orch_prop *p, const struct orch_grain_ref *g, const struct orch_stmt *s,
@@ -56,31 +84,8 @@ static int reduce_inputs(orch_prop *p, const struct orch_grain_ref *g, const str
         return rc;
     for (int i = 0; i < s->nin; i++)
         in->nval[i] = 0;
-    enum orch_item_state state[ORCH_PLAN_MAX_INPUTS];
-    uint64_t payload[ORCH_PLAN_MAX_INPUTS];
-    for (size_t k = 0; k < n && rc == 0; k++) {
-        bool keep = true;
-        for (int i = 0; i < s->nin && rc == 0; i++) {
-            payload[i] = 0;
-            rc = orch_store_item_get(p->store, s->in[i].port, kids[k], &state[i], &payload[i]);
-            if (rc == 0)
-                rc = orch_error_set(ORCH_ECORRUPT,
-                                    "reduce grain %lld is ready but a child input is not "
-                                    "terminal",
-                                    (long long)g->grain);
-            else if (rc == 1)
-                rc = 0;
-            if (rc == 0 && state[i] != ORCH_ITEM_PRESENT && !s->in[i].optional)
-                keep = false;
-        }
-        if (rc < 0 || !keep)
-            continue;
-        /* Appended child by child; regrouped list by list below. */
-        for (int i = 0; i < s->nin; i++)
-            in->nval[i]++;
-        for (int i = 0; i < s->nin && rc == 0; i++)
-            rc = push_val(in, payload[i], state[i] == ORCH_ITEM_PRESENT);
-    }
+    for (size_t k = 0; k < n && rc == 0; k++)
+        rc = push_child(p, g, s, kids[k], in); /* regrouped list by list below */
     free(kids);
     if (rc < 0)
         return rc;
@@ -115,6 +120,28 @@ int orch_prop_inputs(orch_prop *p, const struct orch_grain_ref *g, struct orch_p
         return push_val(in, g->in0, g->in0_state == ORCH_ITEM_PRESENT);
     }
     return entity_inputs(p, g, s, in);
+}
+
+int orch_prop_reduce_page(orch_prop *p, const struct orch_grain_ref *g, int64_t *after,
+                          size_t max, struct orch_prop_inputs *in, bool *last)
+{
+    const struct orch_call *c = orch_plan_call(p->plan, g->call);
+    const struct orch_stmt *s = orch_plan_stmt(p->plan, c->stmt);
+    int64_t kids[ORCH_PROP_PAGE_MAX];
+    size_t n;
+    assert(s->op == ORCH_OP_REDUCE && max >= 1);
+    if (max > ORCH_PROP_PAGE_MAX)
+        max = ORCH_PROP_PAGE_MAX;
+    in->nvals = 0;
+    in->first_input = 0;
+    for (int i = 0; i < s->nin; i++)
+        in->nval[i] = 0;
+    int rc = orch_store_children_page(p->store, g->entity, orch_prop_reduce_child(p->plan, s),
+                                      *after, max, kids, &n, after);
+    for (size_t k = 0; k < n && rc == 0; k++)
+        rc = push_child(p, g, s, kids[k], in);
+    *last = n < max;
+    return rc;
 }
 
 void orch_prop_inputs_free(struct orch_prop_inputs *in)

@@ -161,6 +161,16 @@ struct orch_prop_inputs {
 int orch_prop_inputs(orch_prop *p, const struct orch_grain_ref *g, struct orch_prop_inputs *in);
 void orch_prop_inputs_free(struct orch_prop_inputs *in);
 
+/* A page of a reduce grain's inputs, so that a reduce over many children is sent without
+ * a list of them all (the driver's fed reduces, wire.h INPUTS): the surviving children
+ * among the next `max` (at most ORCH_PROP_PAGE_MAX) past ordinal *after, child-major (each
+ * surviving child's nin values one after the other; nval[i] counts the children kept),
+ * *after moved to the last child read; *last when no child is left past it. Start with
+ * *after = -1. */
+#define ORCH_PROP_PAGE_MAX 4096
+int orch_prop_reduce_page(orch_prop *p, const struct orch_grain_ref *g, int64_t *after,
+                          size_t max, struct orch_prop_inputs *in, bool *last);
+
 /* `orch retry`: re-opens the Failed grains (of call `call`, or of every call when -1),
  * with everything sealed Suppressed because of them and the GroupFailure barriers they
  * installed; see the essay at the top of reopen.c. *reopened receives how many grains

@@ -83,14 +83,22 @@ struct family {
     int nreaders, creaders;
 };
 
+/* Freed ids, as runs of consecutive ones: the inputs of a reduce over a million children,
+ * freed by its seal, are runs as long as the batches that made them (a batch's outputs
+ * take consecutive ids), not a million ids held until the next sync. */
+struct id_span {
+    uint64_t first, n;
+};
+
 struct prop_reclaim {
     int *root;            /* per port: the port whose family it belongs to */
     struct family *fam;   /* per port; meaningful for roots only */
-    uint64_t *ids;        /* recorded in the open turn: pending once it commits */
+    struct id_span *ids;     /* recorded in the open turn: pending once it commits */
     size_t nids, cids;
-    uint64_t *pending;    /* committed, deleted after the next sync of state.db */
+    struct id_span *pending; /* committed, deleted after the next sync of state.db */
     size_t npending, cpending;
-    size_t covered;       /* the first `covered` of them: a sync asked for covers them */
+    size_t covered;          /* the first `covered` of them: a sync asked for covers them */
+    uint64_t turn_ids, pending_ids, covered_ids; /* the ids in ids, pending, covered */
     bool recheck;         /* items may name ids freed before (orch_prop_reclaim_recheck) */
     int64_t synced_ms;    /* when state.db was last synced (monotonic, ms) */
 };
@@ -261,9 +269,15 @@ static int free_id(orch_prop *p, uint64_t id, int64_t size)
         /* A job from before live_bytes was kept (0009) frees what it never counted. */
         p->live = p->live > (int64_t)len ? p->live - (int64_t)len : 0;
     }
-    if (orch__grow_n(&r->ids, &r->cids, r->nids + 1, sizeof *r->ids) < 0)
-        return -ENOMEM;
-    r->ids[r->nids++] = id;
+    struct id_span *last = r->nids ? &r->ids[r->nids - 1] : NULL;
+    if (last && id == last->first + last->n) {
+        last->n++;
+    } else {
+        if (orch__grow_n(&r->ids, &r->cids, r->nids + 1, sizeof *r->ids) < 0)
+            return -ENOMEM;
+        r->ids[r->nids++] = (struct id_span){id, 1};
+    }
+    r->turn_ids++;
     return 0;
 }
 
@@ -327,14 +341,15 @@ int orch_prop_reclaim_sealed(orch_prop *p, int stmt, int64_t e, enum orch_grain_
                              : check_item(p, f, root, e, stmt, e, 0, -1);
             continue;
         }
-        int64_t *kids;
-        size_t n;
-        if ((rc = orch_store_children(p->store, e, orch_prop_reduce_child(p->plan, s), &kids,
-                                      &n)) < 0)
-            return rc;
-        for (size_t k = 0; k < n && rc == 0; k++)
-            rc = check_item(p, f, root, kids[k], stmt, e, 0, -1);
-        free(kids);
+        /* Page by page: a reduce over a million children holds no list of them all. */
+        int64_t kids[ORCH_PROP_PAGE_MAX], after = -1;
+        size_t n = ORCH_PROP_PAGE_MAX;
+        while (rc == 0 && n == ORCH_PROP_PAGE_MAX) {
+            rc = orch_store_children_page(p->store, e, orch_prop_reduce_child(p->plan, s), after,
+                                          ORCH_PROP_PAGE_MAX, kids, &n, &after);
+            for (size_t k = 0; k < n && rc == 0; k++)
+                rc = check_item(p, f, root, kids[k], stmt, e, 0, -1);
+        }
     }
     return rc;
 }
@@ -345,12 +360,56 @@ int orch_prop_reclaim_sealed(orch_prop *p, int stmt, int64_t e, enum orch_grain_
  * bytes stay, as orphans of committed rows (the sweeps take them). */
 static void take_turn_ids(struct prop_reclaim *r)
 {
-    if (r->nids > 0 &&
-        orch__grow_n(&r->pending, &r->cpending, r->npending + r->nids, sizeof *r->pending) == 0) {
+    bool taken = false;
+    if (r->nids > 0 && r->npending == 0) {
+        /* Handed over rather than copied: a turn that freed many runs does not hold them
+         * twice. */
+        struct id_span *t = r->pending;
+        size_t c = r->cpending;
+        r->pending = r->ids;
+        r->cpending = r->cids;
+        r->npending = r->nids;
+        r->ids = t;
+        r->cids = c;
+        taken = true;
+    } else if (r->nids > 0 && orch__grow_n(&r->pending, &r->cpending, r->npending + r->nids,
+                                           sizeof *r->pending) == 0) {
         memcpy(r->pending + r->npending, r->ids, r->nids * sizeof *r->ids);
         r->npending += r->nids;
+        taken = true;
     }
+    if (taken)
+        r->pending_ids += r->turn_ids;
     r->nids = 0;
+    r->turn_ids = 0;
+}
+
+/* Deletes the payloads of the ids of spans s[0..n), DELETE_RUN ids a write transaction
+ * (orch_payload_delete_many); *deleted: how many were stored. 0 or an error. */
+#define DELETE_RUN 65536
+static int delete_spans(orch_payload *pl, const struct id_span *s, size_t n, size_t *deleted)
+{
+    *deleted = 0;
+    uint64_t *run = malloc(DELETE_RUN * sizeof *run);
+    if (!run)
+        return -ENOMEM;
+    size_t k = 0, d;
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++)
+        for (uint64_t j = 0; j < s[i].n && rc == 0; j++) {
+            run[k++] = s[i].first + j;
+            if (k == DELETE_RUN) {
+                rc = orch_payload_delete_many(pl, run, k, &d);
+                *deleted += d;
+                k = 0;
+            }
+        }
+    if (rc == 0 && k > 0) {
+        rc = orch_payload_delete_many(pl, run, k, &d);
+        *deleted += d;
+    }
+    free(run);
+    return rc;
 }
 
 int orch_prop_reclaim_flush(orch_prop *p, int64_t now)
@@ -366,20 +425,29 @@ int orch_prop_reclaim_flush(orch_prop *p, int64_t now)
         int done = orch_store_sync_end(store, false);
         if (done == 0)
             return 0;
+        size_t k;
         if (done == 1)
-            (void)orch_payload_delete_many(p->payloads, r->pending, r->covered, NULL);
+            (void)delete_spans(p->payloads, r->pending, r->covered, &k);
         orch_error_clear();
         r->npending -= r->covered;
         memmove(r->pending, r->pending + r->covered, r->npending * sizeof *r->pending);
         r->covered = 0;
+        r->pending_ids -= r->covered_ids;
+        r->covered_ids = 0;
+        if (r->npending == 0 && r->cpending > RECLAIM_SYNC_IDS) {
+            free(r->pending); /* a large turn's ids (a reduce's inputs): not kept */
+            r->pending = NULL;
+            r->cpending = 0;
+        }
         r->synced_ms = now;
     }
     if (r->npending == 0 ||
-        (r->npending < RECLAIM_SYNC_IDS && now - r->synced_ms < RECLAIM_SYNC_MS))
+        (r->pending_ids < RECLAIM_SYNC_IDS && now - r->synced_ms < RECLAIM_SYNC_MS))
         return 0;
     /* Made in the background (storage/background.c): the loop does not wait on the disk. */
     (void)orch_store_sync_begin(store);
     r->covered = r->npending;
+    r->covered_ids = r->pending_ids;
     return 0;
 }
 
@@ -391,7 +459,7 @@ void orch_prop_reclaim_recheck(orch_prop *p)
 void orch_prop_reclaim_forget(orch_prop *p)
 {
     if (p && p->reclaim)
-        p->reclaim->nids = 0;
+        p->reclaim->nids = p->reclaim->turn_ids = 0;
 }
 
 int orch_prop_reclaim_end(orch_prop *p)
@@ -438,9 +506,10 @@ int orch_prop_reclaim_settle(orch_prop *p, bool orphans, int64_t *deleted, int64
         /* As in the loop, a failed sync or delete leaves orphans: the sweep takes them. */
         size_t k = 0;
         bool gone = orch_store_sync(p->store) == 0 &&
-                    orch_payload_delete_many(p->payloads, r->pending, r->npending, &k) == 0;
+                    delete_spans(p->payloads, r->pending, r->npending, &k) == 0;
         *deleted = (int64_t)k;
         r->npending = r->covered = 0;
+        r->pending_ids = r->covered_ids = 0;
         if (!gone) {
             orch_error_clear();
             return 0;

@@ -212,6 +212,8 @@ void orch_pool__flush(orch_worker *w)
         break;
     }
     w->out.len = w->out_off = 0;
+    if (w->out.cap > 4 * READ_CHUNK) /* do not keep a big frame's room (a reduce's batch) */
+        orch_wire_buf_free(&w->out);
 }
 
 void orch_pool__on_write(evutil_socket_t fd, short what, void *arg)
@@ -687,6 +689,17 @@ int orch_pool_take_back(orch_pool *p, orch_worker *w, uint64_t *batch)
     *batch = w->hold[1].id;
     w->nhold = 1;
     return 1;
+}
+
+int orch_pool_send_inputs(orch_worker *w, const struct orch_wire_inputs *in)
+{
+    if (w->dying || w->fd < 0)
+        return -EPIPE;
+    int rc = orch_wire_put_inputs(&w->out, in);
+    if (rc < 0)
+        return rc;
+    orch_pool__flush(w);
+    return 0;
 }
 
 /* Waits up to ms for every process of the pool to end, reaping them; returns true when

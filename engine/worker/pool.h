@@ -142,6 +142,8 @@ struct orch_wire_record {
     uint32_t nin;
     const uint32_t *nval;               /* nin counts */
     const struct orch_wire_value *vals; /* sum(nval) values */
+    uint8_t fed; /* 1: a reduce whose values come in INPUTS frames, page by page, as the
+                    worker asks for them (MORE); nval is all 0 and vals unused */
 };
 
 struct orch_wire_batch {
@@ -216,6 +218,23 @@ struct orch_wire_chunk {
     struct orch_wire_answer a;
 };
 
+/* A fed reduce (orch_wire_record.fed): the worker asks for the next page of grain's
+ * inputs (MORE), the driver answers one page (INPUTS): nchild surviving children, each
+ * with its nin values (child-major: child 0's nin values, then child 1's, ...); last: no
+ * page follows. */
+struct orch_wire_more {
+    uint64_t batch;
+    uint64_t grain;
+};
+struct orch_wire_inputs {
+    uint64_t batch;
+    uint64_t grain;
+    uint8_t last;
+    uint32_t nin;
+    uint32_t nchild;
+    const struct orch_wire_value *vals; /* nchild * nin */
+};
+
 /* How a batch ended, as a whole: the status of its report. The values are those of the
  * wire (wire.h); a decoded report never holds another. */
 enum orch_wire_status {
@@ -281,6 +300,11 @@ struct orch_pool_callbacks {
      * its generation, with the call's nout (the pool checked). Everything in c is valid
      * only during the call. The worker stays BUSY. NULL: chunks are a protocol error. */
     void (*chunk)(void *ctx, orch_pool *pool, orch_worker *w, const struct orch_wire_chunk *c);
+    /* A worker asks for the next page of the inputs of a fed record (a reduce,
+     * orch_wire_record.fed) of the batch it runs: m names that batch and one of its
+     * grains (the pool checked). The driver answers with orch_pool_send_inputs(). NULL:
+     * such a request is a protocol error. */
+    void (*more)(void *ctx, orch_pool *pool, orch_worker *w, const struct orch_wire_more *m);
 };
 
 struct orch_pool_config {
@@ -375,6 +399,10 @@ void orch_pool_watch_starts(orch_pool *p, orch_pool_start_fn fn, void *ctx);
  * that cannot be asked (a remote one: its batches cross the network, and its claim with
  * them, so a batch it holds is never taken back). Never calls a callback. */
 int orch_pool_take_back(orch_pool *p, orch_worker *w, uint64_t *batch);
+
+/* Sends w a page of inputs, the answer to its MORE (callbacks.more). 0; -ENOMEM or
+ * -E2BIG (encoding); -EPIPE when w is going away (its loss is reported as usual). */
+int orch_pool_send_inputs(orch_worker *w, const struct orch_wire_inputs *in);
 
 /* Backpressure on a streaming expansion: with pause, the pool stops reading w's socket
  * (frames already read wait too), so the worker's next chunk, and its UDF, wait; without,

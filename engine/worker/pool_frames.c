@@ -198,6 +198,31 @@ static void on_chunk(orch_worker *w, const struct orch_wire_frame *f)
     orch__arena_free(&a);
 }
 
+/* A MORE: for a fed record of the batch w runs (hold[0]), of a reduce call. */
+static void on_more(orch_worker *w, const struct orch_wire_frame *f)
+{
+    orch_pool *p = w->pool;
+    struct orch_wire_more m;
+    if (orch_wire_get_more(f, &m) < 0) {
+        orch_pool__protocol_error(w, "%s", orch_error_detail());
+        return;
+    }
+    const struct held_batch *h = &w->hold[0];
+    uint32_t i = 0;
+    while (w->nhold > 0 && i < h->nrec && h->grain[i].grain != m.grain)
+        i++;
+    if (p->cb.more == NULL || p->wcfg.op != ORCH_UDF_OP_REDUCE || p->launcher != NULL ||
+        w->state != W_BUSY || w->nhold == 0 || m.batch != h->id || i == h->nrec) {
+        orch_pool__protocol_error(
+            w, "a request for inputs of grain %" PRIu64 " in batch %" PRIu64 " it does not run",
+            m.grain, m.batch);
+        return;
+    }
+    p->in_callback++;
+    p->cb.more(p->ctx, p, w, &m);
+    p->in_callback--;
+}
+
 void orch_pool_pause(orch_worker *w, bool pause)
 {
     if (w->paused == pause || w->ev_read == NULL)
@@ -232,8 +257,12 @@ static void on_frame(orch_worker *w, const struct orch_wire_frame *f)
     case ORCH_WIRE_CHUNK:
         on_chunk(w, f);
         break;
+    case ORCH_WIRE_MORE:
+        on_more(w, f);
+        break;
     case ORCH_WIRE_CONFIG:
     case ORCH_WIRE_BATCH:
+    case ORCH_WIRE_INPUTS:
     case ORCH_WIRE_CHALLENGE:
     case ORCH_WIRE_AUTH:
         orch_pool__protocol_error(w, "a worker sent a %s frame", orch_wire_type_name(f->type));

@@ -206,7 +206,8 @@ int orch_wire_put_batch(struct orch_wire_buf *b, const struct orch_wire_batch *b
             enc_u32(&e, r->nval[j]);
             nv += r->nval[j];
         }
-        if (nv > 0 && r->vals == NULL) {
+        enc_u8(&e, r->fed ? 1 : 0);
+        if ((nv > 0 && r->vals == NULL) || (r->fed && (nv > 0 || batch->values))) {
             e.rc = -EINVAL;
             break;
         }
@@ -287,6 +288,34 @@ int orch_wire_put_chunk(struct orch_wire_buf *b, const struct orch_wire_chunk *c
         e.rc = -EINVAL;
     else
         put_answer(&e, &c->a, c->values);
+    return enc_end(&e);
+}
+
+int orch_wire_put_more(struct orch_wire_buf *b, const struct orch_wire_more *m)
+{
+    struct enc e;
+    enc_begin(&e, b, ORCH_WIRE_MORE);
+    enc_u64(&e, m->batch);
+    enc_u64(&e, m->grain);
+    return enc_end(&e);
+}
+
+int orch_wire_put_inputs(struct orch_wire_buf *b, const struct orch_wire_inputs *in)
+{
+    struct enc e;
+    enc_begin(&e, b, ORCH_WIRE_INPUTS);
+    enc_u64(&e, in->batch);
+    enc_u64(&e, in->grain);
+    enc_u8(&e, in->last ? 1 : 0);
+    enc_u32(&e, in->nin);
+    enc_u32(&e, in->nchild);
+    uint64_t nv = (uint64_t)in->nchild * in->nin;
+    if (nv > 0 && in->vals == NULL)
+        e.rc = -EINVAL;
+    for (uint64_t k = 0; k < nv && e.rc == 0; k++) {
+        enc_u8(&e, in->vals[k].present ? 1 : 0);
+        enc_u64(&e, in->vals[k].present ? in->vals[k].payload : 0);
+    }
     return enc_end(&e);
 }
 
@@ -540,25 +569,15 @@ int orch_wire_get_initfail(const struct orch_wire_frame *f, struct orch__arena *
 }
 
 /* Smallest encodings, for dec_fits: a record with no inputs, a value, an answer. */
-#define WIRE_RECORD_MIN 20u
+#define WIRE_RECORD_MIN 21u
 #define WIRE_VALUE_SIZE 9u
 #define WIRE_ANSWER_MIN 37u
 
-static void get_record(struct dec *d, struct orch__arena *a, struct orch_wire_record *r,
-                       bool values)
+/* total values (u8 present | u64 payload [| blob in values mode]) into *out. */
+static void get_values(struct dec *d, struct orch__arena *a, uint64_t total, bool values,
+                       const struct orch_wire_value **out)
 {
-    r->grain = dec_u64(d, "grain");
-    r->generation = dec_u32(d, "generation");
-    r->attempt = dec_u32(d, "attempt");
-    r->nin = dec_u32(d, "nin");
-    if (!dec_fits(d, r->nin, 4, "nin"))
-        return;
-    uint32_t *nval = dec_alloc(d, a, sizeof(uint32_t) * r->nin);
-    uint64_t total = 0;
-    for (uint32_t j = 0; j < r->nin && d->rc == 0; j++) {
-        nval[j] = dec_u32(d, "nval");
-        total += nval[j];
-    }
+    *out = NULL;
     if (!dec_fits(d, total, WIRE_VALUE_SIZE, "the values' count"))
         return;
     struct orch_wire_value *v = dec_alloc(d, a, sizeof *v * (size_t)total);
@@ -577,8 +596,32 @@ static void get_record(struct dec *d, struct orch__arena *a, struct orch_wire_re
         if (values && present)
             v[k].data = dec_blob(d, &v[k].len, "value");
     }
+    *out = v;
+}
+
+static void get_record(struct dec *d, struct orch__arena *a, struct orch_wire_record *r,
+                       bool values)
+{
+    r->grain = dec_u64(d, "grain");
+    r->generation = dec_u32(d, "generation");
+    r->attempt = dec_u32(d, "attempt");
+    r->nin = dec_u32(d, "nin");
+    if (!dec_fits(d, r->nin, 4, "nin"))
+        return;
+    uint32_t *nval = dec_alloc(d, a, sizeof(uint32_t) * r->nin);
+    uint64_t total = 0;
+    for (uint32_t j = 0; j < r->nin && d->rc == 0; j++) {
+        nval[j] = dec_u32(d, "nval");
+        total += nval[j];
+    }
+    r->fed = dec_u8(d, "fed");
+    if (d->rc == 0 && r->fed > 1)
+        dec_fail(d, "fed is neither 0 nor 1");
+    if (d->rc == 0 && r->fed && (total > 0 || values))
+        dec_fail(d, r->fed && values ? "a fed record in a batch with values"
+                                     : "a fed record carries values");
     r->nval = nval;
-    r->vals = v;
+    get_values(d, a, total, values, &r->vals);
 }
 
 int orch_wire_get_batch(const struct orch_wire_frame *f, struct orch__arena *a,
@@ -599,6 +642,37 @@ int orch_wire_get_batch(const struct orch_wire_frame *f, struct orch__arena *a,
     for (uint32_t i = 0; i < out->nrec && d.rc == 0; i++)
         get_record(&d, a, &rec[i], out->values);
     out->rec = rec;
+    return dec_end(&d);
+}
+
+int orch_wire_get_more(const struct orch_wire_frame *f, struct orch_wire_more *out)
+{
+    struct dec d;
+    memset(out, 0, sizeof *out);
+    if (dec_start(&d, f, ORCH_WIRE_MORE) < 0)
+        return d.rc;
+    out->batch = dec_u64(&d, "batch");
+    out->grain = dec_u64(&d, "grain");
+    return dec_end(&d);
+}
+
+int orch_wire_get_inputs(const struct orch_wire_frame *f, struct orch__arena *a,
+                         struct orch_wire_inputs *out)
+{
+    struct dec d;
+    memset(out, 0, sizeof *out);
+    if (dec_start(&d, f, ORCH_WIRE_INPUTS) < 0)
+        return d.rc;
+    out->batch = dec_u64(&d, "batch");
+    out->grain = dec_u64(&d, "grain");
+    out->last = dec_u8(&d, "last");
+    if (d.rc == 0 && out->last > 1)
+        dec_fail(&d, "last is neither 0 nor 1");
+    out->nin = dec_u32(&d, "nin");
+    out->nchild = dec_u32(&d, "nchild");
+    if (d.rc == 0 && out->nchild > 0 && out->nin == 0)
+        dec_fail(&d, "children without inputs");
+    get_values(&d, a, (uint64_t)out->nchild * out->nin, false, &out->vals);
     return dec_end(&d);
 }
 

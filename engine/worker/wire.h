@@ -33,9 +33,10 @@
  *   INITFAIL ← str message                             init failed; the worker exits
  *   BATCH    → u64 id | u8 values | u32 nrec | nrec × record
  *              record := u64 grain | u32 generation | u32 attempt | u32 nin
- *                        | nin × u32 nval | sum(nval) × value
+ *                        | nin × u32 nval | u8 fed | sum(nval) × value
  *              value  := u8 present | u64 payload [| u32 n | n bytes: values and present]
- *              (present 1: payload != 0; present 0: payload == 0)
+ *              (present 1: payload != 0; present 0: payload == 0. fed 1: a reduce
+ *              whose values come in INPUTS frames; its nval are 0, and values is 0)
  *   REPORT   ← u64 batch | u8 status | str message | u8 values | u32 nrec | nrec × answer
  *              answer := u64 grain | u32 generation | u8 outcome | str message
  *                        | u32 first | u32 nchild | u32 nout | nchild*nout × output
@@ -59,6 +60,15 @@
  *              one child and their hashes; the chunks of a record come in ordinal order,
  *              each `first` where the one before ended, and the REPORT's answer for that
  *              record starts where the last chunk ended)
+ *   MORE     ← u64 batch | u64 grain
+ *              (the next page of the inputs of a fed record of the batch the worker runs)
+ *   INPUTS   → u64 batch | u64 grain | u8 last | u32 nin | u32 nchild
+ *              | nchild × nin × value                 (values 0 only)
+ *              (one page, answering a MORE: nchild surviving children in ordinal order,
+ *              each child's nin values one after the other; the record's list j is the
+ *              pages' values j in order. last 1: the record's inputs are complete. The
+ *              driver reads a page of children when it is asked, so that a reduce over a
+ *              million children is never one list in its memory, DESIGN §5)
  *
  * Decoding is strict: a wrong type, a body shorter or longer than its fields say, a count
  * that cannot fit in the bytes left, an enum out of range, a NUL inside a string, an id 0
@@ -84,10 +94,10 @@
 #include "pool.h"
 #include "support.h"
 
-#define ORCH_WIRE_VERSION 6 /* 2: failed children in answers; 3: remote workers;
+#define ORCH_WIRE_VERSION 7 /* 2: failed children in answers; 3: remote workers;
                              * 4: each output's size with its id; 5: the UDF's batch
                              * limit in CONFIG; 6: CHUNK, and each answer's first ordinal
-                             * and children's hashes */
+                             * and children's hashes; 7: fed reduces (MORE, INPUTS) */
 #define ORCH_WIRE_NONCE 32  /* bytes of a CHALLENGE's nonce and of an AUTH's mac */
 #define ORCH_WIRE_HEADER 5u                    /* u32 length + u8 type */
 #define ORCH_WIRE_MAX_BODY ((size_t)256 << 20) /* 256 MiB */
@@ -100,7 +110,9 @@
     X(ORCH_WIRE_REPORT, 5, "REPORT")                                                           \
     X(ORCH_WIRE_CHALLENGE, 6, "CHALLENGE")                                                     \
     X(ORCH_WIRE_AUTH, 7, "AUTH")                                                               \
-    X(ORCH_WIRE_CHUNK, 8, "CHUNK")
+    X(ORCH_WIRE_CHUNK, 8, "CHUNK")                                                             \
+    X(ORCH_WIRE_MORE, 9, "MORE")                                                               \
+    X(ORCH_WIRE_INPUTS, 10, "INPUTS")
 
 #define ORCH_WIRE_TYPE_ENUM(name, value, text) name = value,
 enum orch_wire_type { ORCH_WIRE_TYPES(ORCH_WIRE_TYPE_ENUM) };
@@ -168,6 +180,8 @@ int orch_wire_put_batch(struct orch_wire_buf *b, const struct orch_wire_batch *b
 int orch_wire_put_report(struct orch_wire_buf *b, const struct orch_wire_report *r);
 int orch_wire_put_chunk(struct orch_wire_buf *b, const struct orch_wire_chunk *c);
 int orch_wire_put_challenge(struct orch_wire_buf *b, const struct orch_wire_challenge *c);
+int orch_wire_put_more(struct orch_wire_buf *b, const struct orch_wire_more *m);
+int orch_wire_put_inputs(struct orch_wire_buf *b, const struct orch_wire_inputs *in);
 int orch_wire_put_auth(struct orch_wire_buf *b, const struct orch_wire_auth *au);
 
 /* ---- decoding -------------------------------------------------------------------------- */
@@ -201,6 +215,9 @@ int orch_wire_get_report(const struct orch_wire_frame *f, struct orch__arena *a,
 int orch_wire_get_chunk(const struct orch_wire_frame *f, struct orch__arena *a,
                         struct orch_wire_chunk *out);
 int orch_wire_get_challenge(const struct orch_wire_frame *f, struct orch_wire_challenge *out);
+int orch_wire_get_more(const struct orch_wire_frame *f, struct orch_wire_more *out);
+int orch_wire_get_inputs(const struct orch_wire_frame *f, struct orch__arena *a,
+                         struct orch_wire_inputs *out);
 int orch_wire_get_auth(const struct orch_wire_frame *f, struct orch__arena *a,
                        struct orch_wire_auth *out);
 

@@ -11,6 +11,7 @@
 #include "pool.h"
 
 #include "claim.h"
+#include "feed.h"
 #include "launch.h"
 #include "orch_error.h"
 #include "orch_payload.h"
@@ -55,6 +56,7 @@ struct worker {
     /* values mode (a remote worker): outputs go into the report, not the store */
     struct orch_wire_bytes *outv;
     struct orch_worker_stream stream; /* streaming expansions (stream.h) */
+    struct orch_worker_feed feed;     /* fed reduces (feed.h) */
     volatile int in_batch; /* the watch thread's cue (remote_watch) */
     uint64_t *claim;       /* shared with the pool (claim.h), or NULL */
     uint32_t nbatch;       /* batches read: the seq of the last */
@@ -752,9 +754,11 @@ report:
 /* Serves batches until the driver closes the socket. Returns the exit status. */
 static int worker_loop(struct worker *w)
 {
+    w->feed = (struct orch_worker_feed){.fd = w->fd, .read = read_frame, .w = w};
     for (;;) {
         struct orch_wire_frame f;
-        int rc = read_frame(w, &f);
+        bool eof = false;
+        int rc = orch_worker_feed_unstash(&w->feed, &f) ? 1 : read_frame(w, &f);
         if (rc == 0)
             return 0;
         if (rc < 0)
@@ -779,9 +783,14 @@ static int worker_loop(struct worker *w)
             orch__arena_free(&a);
             continue;
         }
+        if (orch_worker_fed(&b) && (orch_worker_feed(&w->feed, &b, &eof) < 0 || eof)) {
+            orch__arena_free(&a);
+            return eof ? 0 : 1;
+        }
         w->in_batch = 1;
         rc = run_batch(w, &b);
         w->in_batch = 0;
+        orch_worker_feed_free(&w->feed);
         orch__arena_free(&a);
         if (rc < 0) {
             fprintf(stderr, "orch worker %d: cannot encode a report: %s\n", (int)getpid(),
@@ -804,6 +813,7 @@ static void worker_free(struct worker *w)
     orch__arena_free(&w->cfg_arena);
     orch_wire_buf_free(&w->out);
     orch_worker_stream_free(&w->stream);
+    orch_worker_feed_close(&w->feed);
     free(w->body);
     free(w->outv);
     close(w->fd);

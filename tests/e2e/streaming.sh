@@ -14,6 +14,10 @@
 #      paused worker holds a second batch): both finish.
 #   6. kill -9 of the driver during a streaming expansion, then resume: the exports equal
 #      a clean run's.
+#   7. A reduce over 5,000 children (fed to its worker in pages of 4,096) whose first
+#      attempt fails: the retry is sent the same children in the same order.
+#   8. Fed reduces of three parents on one worker, one at a time: each gets its own
+#      children, a batch that arrives while another is fed waiting its turn.
 source "$(dirname "$0")/lib.sh"
 
 slow=$(dirname "$ORCH")/../udfs/udf_slow_expand.so
@@ -123,4 +127,58 @@ expect_eq "the expansion is open" "open" \
 job_done "$J"
 expect_eq "the resumed job exports what a clean run does" "$(exports "$T/s1")" \
   "$(exports "$J")"
+
+# --- 7. a retried reduce over a large list gets the same list ---------------------------
+awk 'BEGIN { for (i = 0; i < 5000; i++) printf "l%d\n", i }' > "$T/many.txt"
+echo "$T/many.txt" > "$T/list.txt"
+cat > "$T/many.orch" <<'EOF'
+pipeline many
+domain doc
+domain part in doc
+source doc.path = lines("list.txt")
+call rd   = read_file()
+call sp   = split_lines()
+call id   = identity()
+call cat  = flaky(fail_attempts=1) with retries=1
+call same = flaky(fail_attempts=0)
+call cnt  = count()
+doc.data = rd(doc.path)
+part.v   = expand sp(doc.data)
+part.w   = id(part.v)
+doc.all  = reduce cat(part.w)
+doc.ref  = reduce same(part.w)
+doc.n    = reduce cnt(part.w)
+output doc.all
+output doc.ref
+output doc.n
+EOF
+run_job "$T/many.orch" "$T/m"
+job_done "$T/m"
+value() { "$ORCH" export "$T/m" "$1" | sed 's/.*"value": "\([^"]*\)".*/\1/'; }
+expect_eq "5,000 children counted" 5000 "$(value doc.n)"
+expect_eq "the reduce failed once, then ran" "error,ok" \
+  "$(q "$T/m" "SELECT group_concat(outcome, ',') FROM (SELECT a.outcome FROM attempt AS a
+               JOIN grain AS g ON g.id = a.grain_id JOIN call AS c ON c.id = g.call_id
+               WHERE c.name = 'cat' ORDER BY a.id)")"
+expect_eq "the retry got every child, in order" "$(tr -d '\n' < "$T/many.txt")" \
+  "$(value doc.all)"
+expect_eq "as the reduce that did not fail" "$(value doc.ref)" "$(value doc.all)"
+# --- 8. fed reduces of three parents on one worker -----------------------------------------
+# One reduce worker and batch=1: its second batch is sent while it asks for the first
+# one's pages, and comes to it before them.
+: > "$T/list3.txt"
+for k in 1 2 3; do
+  awk -v k="$k" 'BEGIN { for (i = 0; i < 5000; i++) printf "%d.%d\n", k, i }' > "$T/f$k.txt"
+  echo "$T/f$k.txt" >> "$T/list3.txt"
+done
+sed -e 's/"list.txt"/"list3.txt"/' \
+  -e 's/^call cat  = .*/call cat  = flaky(fail_attempts=0) with batch=1, workers=1/' \
+  "$T/many.orch" > "$T/three.orch"
+run_job "$T/three.orch" "$T/m3"
+job_done "$T/m3"
+for k in 1 2 3; do
+  expect_eq "parent $k: every child, in order" "$(tr -d '\n' < "$T/f$k.txt")" \
+    "$("$ORCH" export "$T/m3" doc.all | grep -F "f$k.txt" |
+      sed 's/.*"value": "\([^"]*\)".*/\1/')"
+done
 echo "streaming: ok"
