@@ -198,30 +198,6 @@ int orch_store__entity_key(orch_store *s, int64_t e, char **key)
     return 1;
 }
 
-static size_t parent_slot(int64_t e)
-{
-    return (size_t)(((uint64_t)e * UINT64_C(0x9e3779b97f4a7c15)) >> 40) & (PARENTS_CACHED - 1);
-}
-
-void orch_store__parent_keep(orch_store *s, int64_t e, int64_t parent)
-{
-    if (!s->held.parents && !(s->held.parents = calloc(PARENTS_CACHED, sizeof *s->held.parents)))
-        return; /* not kept: read from the row */
-    s->held.parents[parent_slot(e)] = (struct orch_held_parent){e, parent};
-}
-
-const struct orch_held_parent *orch_store__parent_cached(const orch_store *s, int64_t e)
-{
-    const struct orch_held_parent *p = s->held.parents ? &s->held.parents[parent_slot(e)] : NULL;
-    return p && p->entity == e ? p : NULL;
-}
-
-void orch_store__parents_forget(orch_store *s)
-{
-    if (s->held.parents)
-        memset(s->held.parents, 0, PARENTS_CACHED * sizeof *s->held.parents);
-}
-
 int orch_store_entity_parent(orch_store *s, int64_t e, int64_t *parent)
 {
     const struct orch_held_parent *c = orch_store__parent_cached(s, e);
@@ -318,17 +294,33 @@ int orch_store_payload_reclaimed(orch_store *s, uint64_t payload, bool *reclaime
 int orch_store_item_get(orch_store *s, int port, int64_t e, enum orch_item_state *state,
                         uint64_t *payload)
 {
+    const struct orch_held_icached *c = orch_store__item_cached(s, port, e);
+    if (c && !s->checks) {
+        *state = (enum orch_item_state)c->state;
+        if (payload)
+            *payload = c->payload;
+        return 1;
+    }
     sqlite3_stmt *st;
     int rc = orch_store__stmt(s, F_ITEM_GET, &st, "il", port, e);
-    if (rc < 0 || (rc = orch_store__one(s, st)) <= 0)
+    if (rc < 0 || (rc = orch_store__one(s, st)) < 0)
         return rc;
+    if (rc == 0)
+        return c ? orch_error_set(ORCH_ECORRUPT, "%s: item %d of entity %lld as kept has no "
+                                  "row", s->path, port, (long long)e)
+                 : 0;
     int v = orch_item_state_parse((const char *)sqlite3_column_text(st, 0));
-    if (payload)
-        *payload = (uint64_t)sqlite3_column_int64(st, 1);
+    uint64_t id = (uint64_t)sqlite3_column_int64(st, 1);
     sqlite3_reset(st);
     if (v < 0)
         return orch_store__corrupt_text(s, "item state");
+    if (c && (c->state != v || c->payload != id))
+        return orch_error_set(ORCH_ECORRUPT, "%s: item %d of entity %lld as kept is not its row",
+                              s->path, port, (long long)e);
+    orch_store__item_keep(s, port, e, v, id);
     *state = (enum orch_item_state)v;
+    if (payload)
+        *payload = id;
     return 1;
 }
 
@@ -352,6 +344,7 @@ int orch_store_item_put(orch_store *s, int port, int64_t e, enum orch_item_state
     }
     if (rc < 0)
         return rc;
+    orch_store__item_keep(s, port, e, (int)state, (uint64_t)it.payload);
     /* The commit raises job.payload_mark to it (orch_store__payload_mark_raise). */
     if (state == ORCH_ITEM_PRESENT && payload > s->payload_named)
         s->payload_named = payload;
@@ -361,6 +354,7 @@ int orch_store_item_put(orch_store *s, int port, int64_t e, enum orch_item_state
 int orch_store_item_take_back(orch_store *s, int port, int64_t e, bool *taken)
 {
     *taken = false; /* also when a statement fails: callers read it */
+    orch_store__item_drop(s, port, e);
     sqlite3_stmt *st;
     int rc = orch_store__stmt(s, F_ITEM_TAKE_BACK, &st, "ilss", port, e,
                               orch_item_state_name(ORCH_ITEM_FAILED),

@@ -120,6 +120,7 @@ void orch_store__held_forget(orch_store *s)
     orch_store__gmap_clear(&h->inflight);
     orch_store__gmap_clear(&h->pend);
     orch_store__parents_forget(s);
+    orch_store__items_forget(s);
     parent_key_forget(h);
     orch_store__reclaimed_forget(s);
     h->next_grain = 0; /* the rows the ids counted on may be gone */
@@ -137,6 +138,7 @@ void orch_store__held_reread(orch_store *s)
     struct orch_store_held *h = &s->held;
     orch_store__waiting_forget(s);
     orch_store__parents_forget(s);
+    orch_store__items_forget(s);
     parent_key_forget(h);
     s->barriers = BARRIERS_UNKNOWN;
     h->next_grain = 0;
@@ -161,6 +163,7 @@ void orch_store__held_free(struct orch_store_held *h)
     free(h->inflight.v);
     free(h->pend.v);
     free(h->parents);
+    free(h->icache);
     free(h->parent_key);
     free(h->seals);
     free(h->aends);

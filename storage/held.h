@@ -245,8 +245,17 @@ struct orch_store_held {
     struct orch_held_parent {
         int64_t entity, parent;
     } *parents;
+    /* Items by (port, entity), direct-mapped (ITEMS_CACHED slots; NULL before first use):
+     * reclamation reads each child's item back when a reduce seals. Forgotten as parents
+     * are; an item taken back leaves. entity 0: an empty slot. */
+    struct orch_held_icached {
+        int64_t entity;
+        uint64_t payload; /* 0: none */
+        int port, state;  /* an orch_item_state */
+    } *icache;
 };
 #define PARENTS_CACHED 8192
+#define ITEMS_CACHED 32768
 
 /* ---- the mechanism (held.c) ---------------------------------------------------------- */
 
@@ -393,10 +402,16 @@ int orch_store__pending_flush(orch_store *s);
  * error (facts.c). */
 int orch_store__entity_key(orch_store *s, int64_t e, char **key);
 
-/* The cache of entities' parents (facts.c): keeps one (nothing when there is no memory),
+/* The cache of entities' parents (held_flight.c): keeps one (nothing when there is no memory),
  * the slot of e when it holds e (else NULL), forgets them all. */
 void orch_store__parent_keep(orch_store *s, int64_t e, int64_t parent);
 const struct orch_held_parent *orch_store__parent_cached(const orch_store *s, int64_t e);
 void orch_store__parents_forget(orch_store *s);
+/* The cache of items (held_flight.c): as the parents', and drops one. */
+void orch_store__item_keep(orch_store *s, int port, int64_t e, int state, uint64_t payload);
+const struct orch_held_icached *orch_store__item_cached(const orch_store *s, int port,
+                                                        int64_t e);
+void orch_store__item_drop(orch_store *s, int port, int64_t e);
+void orch_store__items_forget(orch_store *s);
 
 #endif

@@ -518,6 +518,43 @@ static void test_held_children(void **state)
     assert_int_equal(p, d);
 }
 
+/* Items are answered from what the store keeps of them: never one taken back (`orch
+ * retry`), nor one a rollback took back, whose (port, entity) may be put again otherwise. */
+static void test_items_kept(void **state)
+{
+    struct fx *f = *state;
+    f->s->checks = false; /* answered from what is kept, not compared with the row */
+    int64_t root, kids[2];
+    hierarchy(f->s, &root, kids);
+    enum orch_item_state st;
+    uint64_t id = 0;
+    bool taken;
+    assert_int_equal(orch_store_item_put(f->s, 1, kids[0], ORCH_ITEM_FAILED, 0, -1), 0);
+    assert_int_equal(orch_store_commit(f->s), 0);
+    assert_int_equal(orch_store_begin(f->s), 0);
+    assert_int_equal(orch_store_item_get(f->s, 1, kids[0], &st, &id), 1);
+    assert_int_equal(st, ORCH_ITEM_FAILED);
+    assert_int_equal(orch_store_item_take_back(f->s, 1, kids[0], &taken), 0);
+    assert_true(taken);
+    assert_int_equal(orch_store_item_get(f->s, 1, kids[0], &st, &id), 0);
+    assert_int_equal(orch_store_item_put(f->s, 1, kids[0], ORCH_ITEM_PRESENT, 41, 3), 0);
+    assert_int_equal(orch_store_item_get(f->s, 1, kids[0], &st, &id), 1);
+    assert_true(st == ORCH_ITEM_PRESENT && id == 41);
+    assert_int_equal(orch_store_commit(f->s), 0);
+    /* put, read, rolled back: gone; put again otherwise */
+    assert_int_equal(orch_store_begin(f->s), 0);
+    assert_int_equal(orch_store_item_put(f->s, 1, kids[1], ORCH_ITEM_PRESENT, 42, 3), 0);
+    assert_int_equal(orch_store_item_get(f->s, 1, kids[1], &st, &id), 1);
+    assert_int_equal(orch_store_rollback(f->s), 0);
+    assert_int_equal(orch_store_begin(f->s), 0);
+    assert_int_equal(orch_store_item_get(f->s, 1, kids[1], &st, &id), 0);
+    assert_int_equal(orch_store_item_put(f->s, 1, kids[1], ORCH_ITEM_DROPPED, 0, -1), 0);
+    assert_int_equal(orch_store_commit(f->s), 0);
+    assert_int_equal(orch_store_begin(f->s), 0);
+    assert_int_equal(orch_store_item_get(f->s, 1, kids[1], &st, &id), 1);
+    assert_int_equal(st, ORCH_ITEM_DROPPED);
+}
+
 /* More grains and items in one transaction than are held at once: written as they pass
  * the bound, every one there after the commit, READY where it was made READY. */
 static void test_many_held(void **state)
@@ -1227,6 +1264,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_many_held, setup, teardown),
         cmocka_unit_test_setup_teardown(test_held_roots, setup, teardown),
         cmocka_unit_test_setup_teardown(test_held_children, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_items_kept, setup, teardown),
         cmocka_unit_test_setup_teardown(test_attempts_of_a_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_barriers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_next_seq, setup, teardown),
