@@ -22,9 +22,9 @@ static const char *const fact_sql[] = {FACT_STATEMENTS(FACT_SQL)};
 #undef FACT_SQL
 /* The held kinds each statement writes first: derived from what it declares (facts_int.h). */
 #define FACT_NEED(slot, reads, writes, via, sql) HELD_KINDS_OF((reads) | (writes)) & ~(via),
-static const unsigned char fact_need[] = {FACT_STATEMENTS(FACT_NEED)};
+static const unsigned short fact_need[] = {FACT_STATEMENTS(FACT_NEED)};
 #undef FACT_NEED
-_Static_assert(HELD_ALL <= UCHAR_MAX, "fact_need holds every kind");
+_Static_assert(HELD_ALL <= USHRT_MAX, "fact_need holds every kind");
 
 int orch_store__fact_declared(enum fact_slot slot, const char **sql, unsigned *parts,
                               unsigned *via)
@@ -166,23 +166,45 @@ int orch_store_entity_put(orch_store *s, int domain, int64_t parent, int64_t ord
                           const char *key, int64_t *id)
 {
     assert(orch_store_in_txn(s));
-    /* A root entity with its key is held; a child's key is made by the INSERT. */
-    int rc = parent == 0 && key ? orch_store__hold_entity(s, domain, ordinal, key, id) : 0;
-    if (rc != 0)
+    /* Held with its key (a child's made from its parent's, as the INSERT below makes it). */
+    int rc = parent == 0 && !key ? 0 : orch_store__hold_entity(s, domain, parent, ordinal, key, id);
+    if (rc != 0) {
+        if (rc > 0 && parent != 0)
+            orch_store__parent_keep(s, *id, parent);
         return rc < 0 ? rc : 0;
+    }
     /* Not held: the held ones first (the statement writes entities), so that this
      * INSERT's id comes after theirs and a child finds its parent's key. */
     sqlite3_stmt *st;
     if ((rc = orch_store__stmt(s, F_ENTITY_PUT, &st, "iLlt", domain, parent, ordinal, key)) ==
             0 &&
-        (rc = orch_store__run(s, st, NULL)) == 0)
+        (rc = orch_store__run(s, st, NULL)) == 0) {
         *id = sqlite3_last_insert_rowid(s->db);
+        orch_store__parent_keep(s, *id, parent);
+    }
     s->held.next_entity = 0;
     return rc;
 }
 
+/* held.h. */
+int orch_store__entity_key(orch_store *s, int64_t e, char **key)
+{
+    sqlite3_stmt *st;
+    int rc = orch_store__stmt(s, F_ENTITY_KEY, &st, "l", e);
+    if (rc < 0 || (rc = orch_store__one(s, st)) <= 0)
+        return rc;
+    *key = strdup((const char *)sqlite3_column_text(st, 0));
+    sqlite3_reset(st);
+    return 1;
+}
+
 int orch_store_entity_parent(orch_store *s, int64_t e, int64_t *parent)
 {
+    const struct orch_held_parent *c = orch_store__parent_cached(s, e);
+    if (c && !s->checks) {
+        *parent = c->parent;
+        return 0;
+    }
     sqlite3_stmt *st;
     int rc = orch_store__stmt(s, F_ENTITY_PARENT, &st, "l", e);
     if (rc < 0 || (rc = orch_store__one(s, st)) < 0)
@@ -192,6 +214,11 @@ int orch_store_entity_parent(orch_store *s, int64_t e, int64_t *parent)
                               (long long)e);
     *parent = sqlite3_column_int64(st, 0);
     sqlite3_reset(st);
+    if (c && c->parent != *parent)
+        return orch_error_set(ORCH_ECORRUPT, "%s: entity %lld as kept has parent %lld, its "
+                              "row %lld", s->path, (long long)e, (long long)c->parent,
+                              (long long)*parent);
+    orch_store__parent_keep(s, e, *parent);
     return 0;
 }
 
@@ -284,17 +311,33 @@ int orch_store_payload_reclaimed(orch_store *s, uint64_t payload, bool *reclaime
 int orch_store_item_get(orch_store *s, int port, int64_t e, enum orch_item_state *state,
                         uint64_t *payload)
 {
+    const struct orch_held_icached *c = orch_store__item_cached(s, port, e);
+    if (c && !s->checks) {
+        *state = (enum orch_item_state)c->state;
+        if (payload)
+            *payload = c->payload;
+        return 1;
+    }
     sqlite3_stmt *st;
     int rc = orch_store__stmt(s, F_ITEM_GET, &st, "il", port, e);
-    if (rc < 0 || (rc = orch_store__one(s, st)) <= 0)
+    if (rc < 0 || (rc = orch_store__one(s, st)) < 0)
         return rc;
+    if (rc == 0)
+        return c ? orch_error_set(ORCH_ECORRUPT, "%s: item %d of entity %lld as kept has no "
+                                  "row", s->path, port, (long long)e)
+                 : 0;
     int v = orch_item_state_parse((const char *)sqlite3_column_text(st, 0));
-    if (payload)
-        *payload = (uint64_t)sqlite3_column_int64(st, 1);
+    uint64_t id = (uint64_t)sqlite3_column_int64(st, 1);
     sqlite3_reset(st);
     if (v < 0)
         return orch_store__corrupt_text(s, "item state");
+    if (c && (c->state != v || c->payload != id))
+        return orch_error_set(ORCH_ECORRUPT, "%s: item %d of entity %lld as kept is not its row",
+                              s->path, port, (long long)e);
+    orch_store__item_keep(s, port, e, v, id);
     *state = (enum orch_item_state)v;
+    if (payload)
+        *payload = id;
     return 1;
 }
 
@@ -318,6 +361,7 @@ int orch_store_item_put(orch_store *s, int port, int64_t e, enum orch_item_state
     }
     if (rc < 0)
         return rc;
+    orch_store__item_keep(s, port, e, (int)state, (uint64_t)it.payload);
     /* The commit raises job.payload_mark to it (orch_store__payload_mark_raise). */
     if (state == ORCH_ITEM_PRESENT && payload > s->payload_named)
         s->payload_named = payload;
@@ -327,6 +371,7 @@ int orch_store_item_put(orch_store *s, int port, int64_t e, enum orch_item_state
 int orch_store_item_take_back(orch_store *s, int port, int64_t e, bool *taken)
 {
     *taken = false; /* also when a statement fails: callers read it */
+    orch_store__item_drop(s, port, e);
     sqlite3_stmt *st;
     int rc = orch_store__stmt(s, F_ITEM_TAKE_BACK, &st, "ilss", port, e,
                               orch_item_state_name(ORCH_ITEM_FAILED),
@@ -346,6 +391,35 @@ int orch_store_child_items(orch_store *s, int port, int64_t parent, int child,
     *terminal = rc == 1 ? sqlite3_column_int64(st, 0) : 0;
     *bad = rc == 1 ? sqlite3_column_int64(st, 1) : 0;
     sqlite3_reset(st);
+    return 0;
+}
+
+int orch_store_child_item_list(orch_store *s, int port, int64_t parent, int child,
+                               struct orch_child_item **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    size_t cap = 0;
+    sqlite3_stmt *st;
+    int rc = orch_store__stmt(s, F_CHILD_ITEM_LIST, &st, "ili", port, parent, child);
+    while (rc == 0 && (rc = orch_store_step(s, st)) == 1) {
+        struct orch_child_item c = {.entity = sqlite3_column_int64(st, 0), .state = -1};
+        if (sqlite3_column_type(st, 1) != SQLITE_NULL &&
+            (c.state = orch_item_state_parse((const char *)sqlite3_column_text(st, 1))) < 0)
+            rc = orch_store__corrupt_text(s, "item state");
+        else {
+            c.payload = (uint64_t)sqlite3_column_int64(st, 2);
+            rc = orch_store__push(out, n, &cap, &c, sizeof c);
+        }
+    }
+    if (rc >= 0)
+        sqlite3_reset(st);
+    if (rc < 0) {
+        free(*out);
+        *out = NULL;
+        *n = 0;
+        return rc;
+    }
     return 0;
 }
 
@@ -575,14 +649,28 @@ int orch_store_failure_put(orch_store *s, int64_t grain, uint32_t generation,
 int orch_store_barrier_put(orch_store *s, int call, int64_t parent, int64_t grain)
 {
     sqlite3_stmt *st;
+    s->barriers = BARRIERS_SOME;
     int rc = orch_store__stmt(s, F_BARRIER_PUT, &st, "illl", call, parent, grain, orch_clock_wall_ms());
     return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 
+/* Asked once per report of a child: answered without a look-up while the transaction
+ * knows that there is no barrier at all (s->barriers). */
 int orch_store_barrier_covers(orch_store *s, int call, int64_t parent, bool *covered)
 {
     sqlite3_stmt *st;
-    int rc = orch_store__stmt(s, F_BARRIER_COVERS, &st, "il", call, parent);
+    int rc;
+    *covered = false;
+    if (s->in_txn && s->barriers == BARRIERS_UNKNOWN) {
+        if ((rc = orch_store__stmt(s, F_BARRIERS_ANY, &st, "")) < 0 ||
+            (rc = orch_store__one(s, st)) < 0)
+            return rc;
+        s->barriers = rc == 1 && sqlite3_column_int(st, 0) ? BARRIERS_SOME : BARRIERS_NONE;
+        sqlite3_reset(st);
+    }
+    if (s->in_txn && s->barriers == BARRIERS_NONE)
+        return 0;
+    rc = orch_store__stmt(s, F_BARRIER_COVERS, &st, "il", call, parent);
     if (rc < 0 || (rc = orch_store__one(s, st)) < 0)
         return rc;
     *covered = rc == 1;
@@ -593,6 +681,7 @@ int orch_store_barrier_covers(orch_store *s, int call, int64_t parent, bool *cov
 int orch_store_barrier_take_back(orch_store *s, int64_t grain, bool *taken)
 {
     *taken = false; /* also when a statement fails: callers read it */
+    s->barriers = BARRIERS_UNKNOWN;
     sqlite3_stmt *st;
     int rc = orch_store__stmt(s, F_BARRIER_TAKE_BACK, &st, "l", grain);
     return rc < 0 ? rc : orch_store__run(s, st, taken);

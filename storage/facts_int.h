@@ -54,6 +54,7 @@
       "VALUES (?1, ?2, ?3, coalesce(?4, "                                                      \
       "(SELECT key FROM entity WHERE id = ?2) || '/' || ?3))")                                 \
     X(ENTITY_PARENT, PART_ENTITY, 0, 0, "SELECT parent_id FROM entity WHERE id = ?")           \
+    X(ENTITY_KEY, PART_ENTITY, 0, 0, "SELECT key FROM entity WHERE id = ?")                    \
     X(ENTITY_NEXT_ID, PART_ENTITY, 0, 0, "SELECT coalesce(max(id), 0) + 1 FROM entity")        \
     X(CHILDREN, PART_ENTITY, 0, 0,                                                             \
       "SELECT id FROM entity WHERE parent_id = ? AND domain_id = ? ORDER BY ordinal")          \
@@ -74,6 +75,10 @@
       "SELECT count(*), coalesce(sum(i.state = ?4 OR i.state = ?5), 0) "                       \
       "FROM entity AS c JOIN item AS i ON i.entity_id = c.id AND i.port_id = ?1 "              \
       "WHERE c.parent_id = ?2 AND c.domain_id = ?3")                                           \
+    X(CHILD_ITEM_LIST, PART_ENTITY | PART_ITEM, 0, 0,                                          \
+      "SELECT c.id, i.state, i.payload_id FROM entity AS c "                                   \
+      "LEFT JOIN item AS i ON i.port_id = ?1 AND i.entity_id = c.id "                          \
+      "WHERE c.parent_id = ?2 AND c.domain_id = ?3 ORDER BY c.ordinal")                        \
     X(ITEM_COUNTS, PART_ITEM, 0, 0,                                                            \
       "SELECT port_id, state, count(*) FROM item GROUP BY port_id, state")                     \
     X(EXPANSION_PUT, PART_ENTITY, 0, 0,                                                        \
@@ -199,6 +204,7 @@
     X(BARRIER_COVERS, 0, 0, 0,                                                                 \
       "SELECT 1 FROM suppression WHERE call_id = ? AND parent_id = ?")                         \
     X(BARRIER_TAKE_BACK, 0, 0, 0, "DELETE FROM suppression WHERE grain_id = ?")                \
+    X(BARRIERS_ANY, 0, 0, 0, "SELECT EXISTS (SELECT 1 FROM suppression)")                      \
     X(PLAN_DOMAIN, 0, 0, 0,                                                                    \
       "INSERT INTO domain (id, name, parent_id, depth) VALUES (?, ?, ?, ?) "                   \
       "ON CONFLICT (id) DO UPDATE SET name = excluded.name, "                                  \

@@ -6,6 +6,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "facts_int.h"
 #include "orch_error.h"
@@ -143,21 +144,49 @@ int orch_store_grain_by_id(orch_store *s, int64_t id, struct orch_grain_row *g)
     return grain_read(s, st, g);
 }
 
+/* A kept WAITING grain's count is held (HELD_PENDING): a reduce's goes down once per child
+ * input, and only the last value of a transaction is written. */
 int orch_store_grain_set_pending(orch_store *s, const struct orch_grain_row *g, int64_t pending)
 {
     struct orch_held_grain *c = orch_store__held_grain(&s->held, g->id);
-    if (c) {
+    struct orch_held_waiting *w = orch_store__waiting_find(&s->held, s, g->call, g->entity);
+    int rc = 0;
+    if (c)
         c->pending = pending;
+    else if (w && orch_store_in_txn(s) &&
+             (rc = orch_store__held_admit(&s->held, s, HELD_PENDING, s->held.pend.n)) == 1) {
+        if ((rc = orch_store__gmap_put(&s->held.pend, g->id, pending, 0)) < 0)
+            return orch_error_set(rc, "%s: out of memory for pending counts", s->path);
+        s->held.kinds |= HELD_PENDING;
     } else {
         sqlite3_stmt *st;
-        int rc = orch_store__stmt(s, F_GRAIN_SET_PENDING, &st, "ll", pending, g->id);
-        if (rc < 0 || (rc = orch_store__run(s, st, NULL)) < 0)
+        if (rc < 0 || (rc = orch_store__stmt(s, F_GRAIN_SET_PENDING, &st, "ll", pending,
+                                             g->id)) < 0 ||
+            (rc = orch_store__run(s, st, NULL)) < 0)
             return rc;
     }
-    struct orch_held_waiting *w = orch_store__waiting_find(&s->held, s, g->call, g->entity);
     if (w)
         w->pending = pending;
     return 0;
+}
+
+/* held.h: the pending counts held, one UPDATE each. */
+int orch_store__pending_flush(orch_store *s)
+{
+    struct orch_held_gmap *m = &s->held.pend;
+    int rc = 0;
+    for (size_t i = 0; i < m->size && rc == 0; i++) {
+        sqlite3_stmt *st;
+        if (m->v[i].grain &&
+            (rc = orch_store__stmt(s, F_GRAIN_SET_PENDING, &st, "ll", m->v[i].seq,
+                                   m->v[i].grain)) == 0)
+            rc = orch_store__run(s, st, NULL);
+    }
+    if (rc == 0 && m->n) {
+        memset(m->v, 0, m->size * sizeof *m->v);
+        m->n = 0;
+    }
+    return rc;
 }
 
 int orch_store_grain_ready(orch_store *s, const struct orch_grain_row *g, int64_t seq)
@@ -165,6 +194,9 @@ int orch_store_grain_ready(orch_store *s, const struct orch_grain_row *g, int64_
     assert(orch_store_in_txn(s));
     orch_store__waiting_drop(s, g->call, g->entity);
     int64_t grain = g->id;
+    /* The READY writes pending 0: a count held for it would follow it (kinds flush in
+     * their order, PENDING last). */
+    orch_store__gmap_take(&s->held.pend, grain, NULL);
     int64_t at = orch_clock_wall_ms();
     struct orch_held_grain *c = orch_store__held_grain(&s->held, grain);
     if (c) { /* not written yet: it will be, READY */

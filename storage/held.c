@@ -63,6 +63,8 @@ static int flush_one(orch_store *s, enum orch_held_kind k)
         return roots_flush(s);
     case HELD_RECLAIM:
         return orch_store__reclaimed_flush(s);
+    case HELD_PENDING:
+        return orch_store__pending_flush(s);
     }
     return 0;
 }
@@ -93,6 +95,14 @@ int orch_store__held_flush(orch_store *s)
     return orch_store__holds(s) ? orch_store__held_flush_kinds(s, HELD_ALL) : 0;
 }
 
+/* A rollback may take the parent away, raw SQL may rekey it. */
+static void parent_key_forget(struct orch_store_held *h)
+{
+    free(h->parent_key);
+    h->parent_key = NULL;
+    h->key_parent = 0;
+}
+
 void orch_store__held_forget(orch_store *s)
 {
     struct orch_store_held *h = &s->held;
@@ -108,6 +118,10 @@ void orch_store__held_forget(orch_store *s)
     /* The attempts begun in the transaction are gone: seals are checked by the table
      * again (orch_store__seal_in_flight), until dispatch fills this anew. */
     orch_store__gmap_clear(&h->inflight);
+    orch_store__gmap_clear(&h->pend);
+    orch_store__parents_forget(s);
+    orch_store__items_forget(s);
+    parent_key_forget(h);
     orch_store__reclaimed_forget(s);
     h->next_grain = 0; /* the rows the ids counted on may be gone */
     h->next_entity = 0;
@@ -123,6 +137,10 @@ void orch_store__held_reread(orch_store *s)
 {
     struct orch_store_held *h = &s->held;
     orch_store__waiting_forget(s);
+    orch_store__parents_forget(s);
+    orch_store__items_forget(s);
+    parent_key_forget(h);
+    s->barriers = BARRIERS_UNKNOWN;
     h->next_grain = 0;
     h->next_entity = 0;
 }
@@ -143,6 +161,10 @@ void orch_store__held_free(struct orch_store_held *h)
     free(h->unq.v);
     free(h->flying.v);
     free(h->inflight.v);
+    free(h->pend.v);
+    free(h->parents);
+    free(h->icache);
+    free(h->parent_key);
     free(h->seals);
     free(h->aends);
     free(h->recl.v);
@@ -181,7 +203,7 @@ static const struct {
                    "(#, #, #, #, #, #, #, #)", 0, 8, false,
                    HELD_KINDS_OF(PART_ENTITY | PART_ROOT)},
     [ROWS_ENTITY] = {"INSERT INTO entity (id, domain_id, parent_id, ordinal, key) VALUES ",
-                     "(#, #, NULL, #, #)", 0, 4, false, HELD_KINDS_OF(PART_ENTITY)},
+                     "(#, #, #, #, #)", 0, 5, false, HELD_KINDS_OF(PART_ENTITY)},
 };
 
 /* The INSERT of 2^size rows of `kind`. */
@@ -502,7 +524,8 @@ static int roots_flush(orch_store *s)
  * child: its key is made from its parent's by the INSERT) writes the held ones first, so
  * that ids stay in order. */
 
-/* Binds held entity i (s->held.entities): id, domain, ordinal, key. */
+/* Binds held entity i (s->held.entities): id, domain, parent (NULL for a root), ordinal,
+ * key. */
 static int bind_entity(sqlite3_stmt *st, int p, size_t i, const void *ctx)
 {
     const struct orch_held_entity *en = &((const orch_store *)ctx)->held.entities[i];
@@ -510,9 +533,11 @@ static int bind_entity(sqlite3_stmt *st, int p, size_t i, const void *ctx)
     if (b == SQLITE_OK)
         b = sqlite3_bind_int(st, p + 1, en->domain);
     if (b == SQLITE_OK)
-        b = sqlite3_bind_int64(st, p + 2, en->ordinal);
+        b = en->parent ? sqlite3_bind_int64(st, p + 2, en->parent) : sqlite3_bind_null(st, p + 2);
     if (b == SQLITE_OK)
-        b = sqlite3_bind_text(st, p + 3, en->key, -1, SQLITE_STATIC);
+        b = sqlite3_bind_int64(st, p + 3, en->ordinal);
+    if (b == SQLITE_OK)
+        b = sqlite3_bind_text(st, p + 4, en->key, -1, SQLITE_STATIC);
     return b;
 }
 
@@ -534,8 +559,35 @@ static int entities_flush(orch_store *s)
 
 /* ---- holding a row ---------------------------------------------------------------------- */
 
-int orch_store__hold_entity(orch_store *s, int domain, int64_t ordinal, const char *key,
-                            int64_t *id)
+/* The key of a child: its parent's, '/', its ordinal (what ENTITY_PUT's INSERT makes).
+ * NULL: no memory, or the parent has none (the INSERT then fails on it). */
+static char *child_key(orch_store *s, int64_t parent, int64_t ordinal, int *rc)
+{
+    struct orch_store_held *h = &s->held;
+    const char *pk = NULL;
+    if (h->nentities && parent >= h->entities[0].id &&
+        parent < h->entities[0].id + (int64_t)h->nentities)
+        pk = h->entities[parent - h->entities[0].id].key;
+    else if (h->key_parent == parent)
+        pk = h->parent_key;
+    else {
+        char *k = NULL;
+        if ((*rc = orch_store__entity_key(s, parent, &k)) <= 0 || !k)
+            return NULL;
+        free(h->parent_key);
+        h->parent_key = k;
+        h->key_parent = parent;
+        pk = k;
+    }
+    size_t n = strlen(pk) + 2 + 20;
+    char *key = malloc(n);
+    if (key)
+        snprintf(key, n, "%s/%lld", pk, (long long)ordinal);
+    return key;
+}
+
+int orch_store__hold_entity(orch_store *s, int domain, int64_t parent, int64_t ordinal,
+                            const char *key, int64_t *id)
 {
     int rc = orch_store__held_admit(&s->held, s, HELD_ENTITY, s->held.nentities);
     if (rc <= 0)
@@ -544,20 +596,22 @@ int orch_store__hold_entity(orch_store *s, int domain, int64_t ordinal, const ch
         orch__grow_n(&s->held.entities, &s->held.capentities, s->held.nentities + 1,
                      sizeof *s->held.entities) < 0)
         return 0;
+    char *copy = key ? strdup(key) : child_key(s, parent, ordinal, &rc);
+    if (!copy)
+        return rc < 0 ? rc : 0;
     if (s->held.next_entity == 0) { /* the first since an entity was INSERTed another way */
         sqlite3_stmt *st;
         if ((rc = orch_store__stmt(s, F_ENTITY_NEXT_ID, &st, "")) < 0 ||
-            (rc = orch_store__one(s, st)) < 0)
+            (rc = orch_store__one(s, st)) < 0) {
+            free(copy);
             return rc;
+        }
         s->held.next_entity = rc == 1 ? sqlite3_column_int64(st, 0) : 1;
         sqlite3_reset(st);
     }
-    char *copy = strdup(key);
-    if (!copy)
-        return 0;
     *id = s->held.next_entity++;
-    s->held.entities[s->held.nentities++] =
-        (struct orch_held_entity){.id = *id, .ordinal = ordinal, .key = copy, .domain = domain};
+    s->held.entities[s->held.nentities++] = (struct orch_held_entity){
+        .id = *id, .parent = parent, .ordinal = ordinal, .key = copy, .domain = domain};
     s->held.kinds |= HELD_ENTITY;
     return 1;
 }

@@ -3,10 +3,10 @@
  * of the same transaction makes them moot. Private to storage/ (held.c, held_flight.c,
  * facts.c, grains.c, roots.c, store.c). Not for the engine.
  *
- * What is held. Eight kinds of row (enum orch_held_kind), each written by one flush:
+ * What is held. Nine kinds of row (enum orch_held_kind), each written by one flush:
  *
  *   kind     what is held                          written as                 limit
- *   ENTITY   a root entity with its key            multi-row INSERT           HELD_MAX
+ *   ENTITY   an entity with its key                multi-row INSERT           HELD_MAX
  *   GRAIN    a grain created (WAITING or READY)    multi-row INSERT           HELD_MAX
  *   READY    a WAITING grain made READY            UPDATE per run of ids      READY_HELD
  *   SEAL     the seal of a grain this connection   UPDATE per run of ids      SEALS_HELD
@@ -15,6 +15,8 @@
  *   ITEM     an item put                           multi-row INSERT           HELD_MAX
  *   ROOT     a root row put                        multi-row INSERT           HELD_MAX
  *   RECLAIM  a payload id reclaimed                a span of reclaimed_span   RECL_HELD
+ *   PENDING  the pending count of a kept WAITING    UPDATE per grain           PENDING_HELD
+ *            grain (the last one set)
  *
  * A row is held only inside a transaction, and a kind at its limit is flushed before one
  * more is held. A hold that cannot be made (no memory, or holding off) writes the row
@@ -74,9 +76,10 @@ enum orch_held_kind {
     HELD_AEND = 1 << 4,
     HELD_ITEM = 1 << 5,
     HELD_ROOT = 1 << 6,
-    HELD_RECLAIM = 1 << 7
+    HELD_RECLAIM = 1 << 7,
+    HELD_PENDING = 1 << 8
 };
-#define HELD_ALL ((1u << 8) - 1)
+#define HELD_ALL ((1u << 9) - 1)
 
 /* The parts of the job that held rows change, as statements declare what they read and
  * write (facts_int.h). Tables no held row is in are not parts: a statement that reads
@@ -101,13 +104,14 @@ enum orch_fact_part {
 #define HELD_WRITES_ITEM PART_ITEM
 #define HELD_WRITES_ROOT PART_ROOT
 #define HELD_WRITES_RECLAIM PART_SPAN
+#define HELD_WRITES_PENDING PART_PHASE
 
 /* The kinds of held row that write any of `parts` (a constant expression). */
 #define HELD_KIND_IF(parts, k) (((parts)&HELD_WRITES_##k) ? HELD_##k : 0)
 #define HELD_KINDS_OF(parts)                                                                   \
     (HELD_KIND_IF(parts, ENTITY) | HELD_KIND_IF(parts, GRAIN) | HELD_KIND_IF(parts, READY) |   \
      HELD_KIND_IF(parts, SEAL) | HELD_KIND_IF(parts, AEND) | HELD_KIND_IF(parts, ITEM) |       \
-     HELD_KIND_IF(parts, ROOT) | HELD_KIND_IF(parts, RECLAIM))
+     HELD_KIND_IF(parts, ROOT) | HELD_KIND_IF(parts, RECLAIM) | HELD_KIND_IF(parts, PENDING))
 
 /* A held grain: seq 0 while it waits, else READY at ready_seq seq since `at`. */
 struct orch_held_grain {
@@ -128,9 +132,9 @@ struct orch_held_ready {
     bool live; /* false once dispatched or sealed in the same transaction */
 };
 
-/* A held root entity. key is the cache's copy. */
+/* A held entity (parent 0: a root). key is the cache's copy. */
 struct orch_held_entity {
-    int64_t id, ordinal;
+    int64_t id, parent, ordinal;
     char *key;
     int domain;
 };
@@ -206,6 +210,10 @@ struct orch_store_held {
     struct orch_held_entity *entities;
     size_t nentities, capentities;
     int64_t next_entity;
+    /* The key of the last parent a held child was given a key from (key_parent 0: none):
+     * the children of one expansion are published together. */
+    int64_t key_parent;
+    char *parent_key;
     /* SEAL, in the order made; AEND. */
     struct orch_held_seal *seals;
     size_t nseals, capseals;
@@ -226,7 +234,28 @@ struct orch_store_held {
     struct orch_held_waiting *wait;
     size_t nwait, wait_size;
     struct orch_held_gmap unq, flying, inflight;
+    /* PENDING: the pending count last set (in `seq`) of each kept WAITING grain whose row
+     * is not written yet. A reduce's count goes down once per child input, many times in
+     * a transaction; only the last value is written. */
+    struct orch_held_gmap pend;
+    /* Entities' parents by id, direct-mapped (PARENTS_CACHED slots; NULL before first
+     * use): an entity's parent never changes, and propagation asks for it per child
+     * input of a reduce and per reclaimed child item. A rollback may take ids back, and
+     * raw SQL may do anything: both forget it. */
+    struct orch_held_parent {
+        int64_t entity, parent;
+    } *parents;
+    /* Items by (port, entity), direct-mapped (ITEMS_CACHED slots; NULL before first use):
+     * reclamation reads each child's item back when a reduce seals. Forgotten as parents
+     * are; an item taken back leaves. entity 0: an empty slot. */
+    struct orch_held_icached {
+        int64_t entity;
+        uint64_t payload; /* 0: none */
+        int port, state;  /* an orch_item_state */
+    } *icache;
 };
+#define PARENTS_CACHED 8192
+#define ITEMS_CACHED 32768
 
 /* ---- the mechanism (held.c) ---------------------------------------------------------- */
 
@@ -256,6 +285,7 @@ void orch_store__held_reread(orch_store *s);
 #define SEALS_HELD 16384
 #define AENDS_HELD 4096
 #define RECL_HELD ((size_t)1 << 16)
+#define PENDING_HELD 65536
 
 static inline size_t orch_store__held_limit(enum orch_held_kind k)
 {
@@ -273,6 +303,8 @@ static inline size_t orch_store__held_limit(enum orch_held_kind k)
         return AENDS_HELD;
     case HELD_RECLAIM:
         return RECL_HELD; /* every id reclaimed in the transaction: written or not */
+    case HELD_PENDING:
+        return PENDING_HELD;
     }
     return 0; /* NEVER: every kind is listed */
 }
@@ -292,8 +324,8 @@ static inline int orch_store__held_admit(struct orch_store_held *h, orch_store *
 
 /* Holds one row of a kind: 1 (held), 0 (not held: the caller writes it now), or an error.
  * The entity gets its id in *id; a root row's hash (NULL: none) is copied. */
-int orch_store__hold_entity(orch_store *s, int domain, int64_t ordinal, const char *key,
-                            int64_t *id);
+int orch_store__hold_entity(orch_store *s, int domain, int64_t parent, int64_t ordinal,
+                            const char *key, int64_t *id);
 int orch_store__hold_grain(orch_store *s, int call, int64_t e, int64_t parent, int64_t pending);
 int orch_store__hold_ready(orch_store *s, int64_t grain, int64_t seq, int64_t at);
 int orch_store__hold_item(orch_store *s, const struct orch_held_item *it);
@@ -364,5 +396,22 @@ int orch_store__aend_write(orch_store *s, const struct orch_held_aend *a);
 int orch_store__seals_flush(orch_store *s);
 int orch_store__aends_flush(orch_store *s);
 int orch_store__reclaimed_flush(orch_store *s);
+int orch_store__pending_flush(orch_store *s);
+
+/* The key of entity e, copied into *key (NULL: no memory): 1, 0 (no such entity), or an
+ * error (facts.c). */
+int orch_store__entity_key(orch_store *s, int64_t e, char **key);
+
+/* The cache of entities' parents (held_flight.c): keeps one (nothing when there is no memory),
+ * the slot of e when it holds e (else NULL), forgets them all. */
+void orch_store__parent_keep(orch_store *s, int64_t e, int64_t parent);
+const struct orch_held_parent *orch_store__parent_cached(const orch_store *s, int64_t e);
+void orch_store__parents_forget(orch_store *s);
+/* The cache of items (held_flight.c): as the parents', and drops one. */
+void orch_store__item_keep(orch_store *s, int port, int64_t e, int state, uint64_t payload);
+const struct orch_held_icached *orch_store__item_cached(const orch_store *s, int port,
+                                                        int64_t e);
+void orch_store__item_drop(orch_store *s, int port, int64_t e);
+void orch_store__items_forget(orch_store *s);
 
 #endif

@@ -487,3 +487,68 @@ int orch_store_reclaimed_put(orch_store *s, uint64_t payload, bool *added)
     *added = true;
     return hold ? 0 : orch_store__held_flush_kinds(s, HELD_RECLAIM);
 }
+
+/* ---- entities' parents, items ------------------------------------------------------------
+ * Look-ups that propagation and reclamation make per child: an entity's parent (which
+ * never changes) and an item put a few turns before (which changes only when `orch
+ * retry` takes a Failed or Suppressed one back). Direct-mapped, filled by the puts and
+ * the look-ups; a rollback may take the rows back and raw SQL may change anything: both
+ * forget them (orch_store__held_forget, orch_store__held_reread). With ORCH_STORE_CHECKS
+ * every answer is compared with the row. */
+
+static size_t parent_slot(int64_t e)
+{
+    return (size_t)(((uint64_t)e * UINT64_C(0x9e3779b97f4a7c15)) >> 40) & (PARENTS_CACHED - 1);
+}
+
+void orch_store__parent_keep(orch_store *s, int64_t e, int64_t parent)
+{
+    if (!s->held.parents && !(s->held.parents = calloc(PARENTS_CACHED, sizeof *s->held.parents)))
+        return; /* not kept: read from the row */
+    s->held.parents[parent_slot(e)] = (struct orch_held_parent){e, parent};
+}
+
+const struct orch_held_parent *orch_store__parent_cached(const orch_store *s, int64_t e)
+{
+    const struct orch_held_parent *p = s->held.parents ? &s->held.parents[parent_slot(e)] : NULL;
+    return p && p->entity == e ? p : NULL;
+}
+
+void orch_store__parents_forget(orch_store *s)
+{
+    if (s->held.parents)
+        memset(s->held.parents, 0, PARENTS_CACHED * sizeof *s->held.parents);
+}
+
+static size_t item_slot(int port, int64_t e)
+{
+    uint64_t k = (uint64_t)e * UINT64_C(0x9e3779b97f4a7c15) ^ (uint64_t)port * UINT64_C(0xbf58476d1ce4e5b9);
+    return (size_t)(k >> 40) & (ITEMS_CACHED - 1);
+}
+
+void orch_store__item_keep(orch_store *s, int port, int64_t e, int state, uint64_t payload)
+{
+    if (!s->held.icache && !(s->held.icache = calloc(ITEMS_CACHED, sizeof *s->held.icache)))
+        return; /* not kept: read from the row */
+    s->held.icache[item_slot(port, e)] =
+        (struct orch_held_icached){.entity = e, .payload = payload, .port = port, .state = state};
+}
+
+const struct orch_held_icached *orch_store__item_cached(const orch_store *s, int port, int64_t e)
+{
+    const struct orch_held_icached *c =
+        s->held.icache ? &s->held.icache[item_slot(port, e)] : NULL;
+    return c && c->entity == e && c->port == port ? c : NULL;
+}
+
+void orch_store__item_drop(orch_store *s, int port, int64_t e)
+{
+    if (orch_store__item_cached(s, port, e))
+        s->held.icache[item_slot(port, e)].entity = 0;
+}
+
+void orch_store__items_forget(orch_store *s)
+{
+    if (s->held.icache)
+        memset(s->held.icache, 0, ITEMS_CACHED * sizeof *s->held.icache);
+}

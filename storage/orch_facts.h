@@ -170,6 +170,15 @@ int orch_store_item_take_back(orch_store *s, int port, int64_t e, bool *taken);
 
 /* Over the children of `parent` in domain `child`: how many have item `port` (*terminal)
  * and how many of those are Failed or Suppressed (*bad). */
+/* The item of `port` on each child of `parent` in domain `child`, in ordinal order (a
+ * reduce's inputs): one statement for all of them. state -1: the child has none yet. */
+struct orch_child_item {
+    int64_t entity;
+    uint64_t payload; /* 0: none */
+    int state;        /* an orch_item_state, or -1 */
+};
+int orch_store_child_item_list(orch_store *s, int port, int64_t parent, int child,
+                               struct orch_child_item **out, size_t *n);
 int orch_store_child_items(orch_store *s, int port, int64_t parent, int child,
                            int64_t *terminal, int64_t *bad);
 

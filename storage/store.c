@@ -624,7 +624,10 @@ int orch_store_begin(orch_store *s)
     int rc = run_control(s, "BEGIN IMMEDIATE");
     if (rc == 0)
         s->in_txn = true;
-    s->held.next_grain = 0; /* read again inside: grains may have been added between */
+    /* Read again inside: rows may have been added between. */
+    s->held.next_grain = 0;
+    s->held.next_entity = 0;
+    s->barriers = BARRIERS_UNKNOWN;
     return rc;
 }
 

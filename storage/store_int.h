@@ -78,6 +78,10 @@ struct orch_store {
      * that error, and its detail; 0 while the transaction stands. */
     int txn_lost;
     char txn_lost_why[256];
+    /* facts.c: whether the suppression table has rows, as far as the open transaction
+     * knows (BARRIERS_UNKNOWN at its start, after raw SQL, after a barrier is put or taken
+     * back): most jobs have no barrier, and every report of a child asks. */
+    enum { BARRIERS_UNKNOWN, BARRIERS_NONE, BARRIERS_SOME } barriers;
 };
 
 /* Writes every held row (held.c): called before any SQL that facts_int.h's table does not

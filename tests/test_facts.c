@@ -392,9 +392,9 @@ static void test_grains_held(void **state)
 
 static const char *text_of(orch_store *s, const char *sql);
 
-/* Root entities are held until a statement could see them: ids consecutive, a child put
- * between two roots writes the held ones first (it finds its parent's key, ids stay in
- * order), a look-up sees them, more than are held at once pass the bound, the commit
+/* Entities are held until a statement could see them: ids consecutive, a child put
+ * between two roots is held too (its key made from its parent's, ids in order), a look-up
+ * sees them, more than are held at once pass the bound, the commit
  * writes every one with its key, a rollback forgets them and their ids are taken again.
  * With the foreign keys on (ORCH_STORE_CHECKS), the grains, items and root rows that
  * name held entities are written after them. */
@@ -416,6 +416,10 @@ static void test_held_roots(void **state)
     assert_int_equal(orch_store_attempts_begin(f->s, &at, 1, 7, "h", NULL, 1, &a), 0);
     assert_int_equal(orch_store_entity_put(f->s, 1, r1, 0, NULL, &kid), 0);
     assert_int_equal(kid, r1 + 1);
+    assert_string_equal(text_of(f->s, "SELECT group_concat(key, ' ') FROM "
+                                      "(SELECT key FROM entity ORDER BY id)"),
+                        "a.pdf b.pdf"); /* the child is held */
+    assert_int_equal(orch_store_flush(f->s), 0);
     assert_string_equal(text_of(f->s, "SELECT group_concat(key, ' ') FROM "
                                       "(SELECT key FROM entity ORDER BY id)"),
                         "a.pdf b.pdf b.pdf/0");
@@ -454,6 +458,101 @@ static void test_held_roots(void **state)
     assert_int_equal(orch_store_commit(f->s), 0);
     assert_string_equal(text_of(f->s, "SELECT count(*) FROM entity WHERE key = 'gone'"), "0");
     assert_int_equal(orch_store_begin(f->s), 0);
+}
+
+/* Children are held like roots, each with the key the INSERT of one would make: from a
+ * held parent's key, or from a written one's (looked up); a rollback forgets what was
+ * learnt of the entities it takes back, whose ids the next ones take again: their parents
+ * and keys are theirs, not those of the entities rolled back. */
+static void test_held_children(void **state)
+{
+    struct fx *f = *state;
+    f->s->checks = true;
+    int64_t a, b, a0, b7, a1, c, c0, d, d0, p = -1;
+    assert_int_equal(orch_store_entity_put(f->s, 0, 0, 0, "a", &a), 0);
+    assert_int_equal(orch_store_commit(f->s), 0);
+    assert_int_equal(orch_store_begin(f->s), 0);
+    assert_int_equal(orch_store_entity_put(f->s, 0, 0, 1, "b", &b), 0);
+    assert_int_equal(orch_store_entity_put(f->s, 1, a, 0, NULL, &a0), 0);
+    assert_int_equal(orch_store_entity_put(f->s, 1, b, 7, NULL, &b7), 0);
+    assert_int_equal(orch_store_entity_put(f->s, 1, a, 1, NULL, &a1), 0);
+    assert_true(b == a + 1 && a0 == b + 1 && b7 == a0 + 1 && a1 == b7 + 1);
+    assert_int_equal(orch_store_entity_parent(f->s, b7, &p), 0);
+    assert_int_equal(p, b);
+    assert_int_equal(orch_store_commit(f->s), 0);
+    assert_string_equal(text_of(f->s, "SELECT group_concat(key || ':' || "
+                                      "coalesce(parent_id - 1, '-'), ' ') "
+                                      "FROM (SELECT * FROM entity ORDER BY id)"),
+                        "a:- b:- a/0:0 b/7:1 a/1:0");
+    /* a parent written, its child's key looked up; then both rolled back */
+    assert_int_equal(orch_store_begin(f->s), 0);
+    assert_int_equal(orch_store_entity_put(f->s, 0, 0, 2, "c", &c), 0);
+    assert_int_equal(orch_store_flush(f->s), 0);
+    assert_int_equal(orch_store_entity_put(f->s, 1, c, 0, NULL, &c0), 0);
+    assert_int_equal(orch_store_entity_parent(f->s, c0, &p), 0);
+    assert_int_equal(p, c);
+    assert_int_equal(orch_store_rollback(f->s), 0);
+    /* the same ids again, other entities: root d's child finds d's key, not c's */
+    assert_int_equal(orch_store_begin(f->s), 0);
+    assert_int_equal(orch_store_entity_put(f->s, 0, 0, 2, "d", &d), 0);
+    assert_int_equal(orch_store_commit(f->s), 0);
+    assert_int_equal(orch_store_begin(f->s), 0);
+    assert_int_equal(orch_store_entity_put(f->s, 1, d, 0, NULL, &d0), 0);
+    assert_true(d == c && d0 == c0);
+    assert_int_equal(orch_store_commit(f->s), 0);
+    assert_string_equal(text_of(f->s, "SELECT key FROM entity WHERE id = (SELECT max(id) "
+                                      "FROM entity)"),
+                        "d/0");
+    /* a child of a, its parent asked, rolled back; a child of d takes its id */
+    int64_t x, y;
+    assert_int_equal(orch_store_begin(f->s), 0);
+    assert_int_equal(orch_store_entity_put(f->s, 1, a, 3, NULL, &x), 0);
+    assert_int_equal(orch_store_entity_parent(f->s, x, &p), 0);
+    assert_int_equal(p, a);
+    assert_int_equal(orch_store_rollback(f->s), 0);
+    assert_int_equal(orch_store_begin(f->s), 0);
+    assert_int_equal(orch_store_entity_put(f->s, 1, d, 1, NULL, &y), 0);
+    assert_int_equal(y, x);
+    f->s->checks = false; /* answered from what is kept, not from the row */
+    assert_int_equal(orch_store_entity_parent(f->s, y, &p), 0);
+    assert_int_equal(p, d);
+}
+
+/* Items are answered from what the store keeps of them: never one taken back (`orch
+ * retry`), nor one a rollback took back, whose (port, entity) may be put again otherwise. */
+static void test_items_kept(void **state)
+{
+    struct fx *f = *state;
+    f->s->checks = false; /* answered from what is kept, not compared with the row */
+    int64_t root, kids[2];
+    hierarchy(f->s, &root, kids);
+    enum orch_item_state st;
+    uint64_t id = 0;
+    bool taken;
+    assert_int_equal(orch_store_item_put(f->s, 1, kids[0], ORCH_ITEM_FAILED, 0, -1), 0);
+    assert_int_equal(orch_store_commit(f->s), 0);
+    assert_int_equal(orch_store_begin(f->s), 0);
+    assert_int_equal(orch_store_item_get(f->s, 1, kids[0], &st, &id), 1);
+    assert_int_equal(st, ORCH_ITEM_FAILED);
+    assert_int_equal(orch_store_item_take_back(f->s, 1, kids[0], &taken), 0);
+    assert_true(taken);
+    assert_int_equal(orch_store_item_get(f->s, 1, kids[0], &st, &id), 0);
+    assert_int_equal(orch_store_item_put(f->s, 1, kids[0], ORCH_ITEM_PRESENT, 41, 3), 0);
+    assert_int_equal(orch_store_item_get(f->s, 1, kids[0], &st, &id), 1);
+    assert_true(st == ORCH_ITEM_PRESENT && id == 41);
+    assert_int_equal(orch_store_commit(f->s), 0);
+    /* put, read, rolled back: gone; put again otherwise */
+    assert_int_equal(orch_store_begin(f->s), 0);
+    assert_int_equal(orch_store_item_put(f->s, 1, kids[1], ORCH_ITEM_PRESENT, 42, 3), 0);
+    assert_int_equal(orch_store_item_get(f->s, 1, kids[1], &st, &id), 1);
+    assert_int_equal(orch_store_rollback(f->s), 0);
+    assert_int_equal(orch_store_begin(f->s), 0);
+    assert_int_equal(orch_store_item_get(f->s, 1, kids[1], &st, &id), 0);
+    assert_int_equal(orch_store_item_put(f->s, 1, kids[1], ORCH_ITEM_DROPPED, 0, -1), 0);
+    assert_int_equal(orch_store_commit(f->s), 0);
+    assert_int_equal(orch_store_begin(f->s), 0);
+    assert_int_equal(orch_store_item_get(f->s, 1, kids[1], &st, &id), 1);
+    assert_int_equal(st, ORCH_ITEM_DROPPED);
 }
 
 /* More grains and items in one transaction than are held at once: written as they pass
@@ -1164,6 +1263,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_full_stops_the_transaction, setup, teardown),
         cmocka_unit_test_setup_teardown(test_many_held, setup, teardown),
         cmocka_unit_test_setup_teardown(test_held_roots, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_held_children, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_items_kept, setup, teardown),
         cmocka_unit_test_setup_teardown(test_attempts_of_a_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_barriers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_next_seq, setup, teardown),

@@ -65,6 +65,7 @@ static char scratch[512];
 #define NBATCH 2
 #define MAXREC 3
 #define MAXVAL 3
+#define NCHUNK_GRAINS MAXREC /* the records of a batch */
 
 /* One worker session: a call, and the input values of its batches' records. */
 struct worker_case {
@@ -188,34 +189,89 @@ static int worker_run(void *ctx)
     return status;
 }
 
-/* Writes to out a report as text: each answer with its outputs'
- * values read back from the store, or the failed status. */
-static void report_text(FILE *out, orch_payload *p, const struct orch_wire_report *r)
+/* Writes to out an answer's children (or outputs) from `first` on: their values read back
+ * from the store, then the failed ones, numbered from the record's first child. */
+static void children_text(FILE *out, orch_payload *p, const struct orch_wire_answer *a)
+{
+    for (uint32_t k = 0; k < a->nchild * a->nout; k++) {
+        if (a->payload[k] == 0) {
+            fprintf(out, " -");
+            continue;
+        }
+        void *data;
+        size_t len;
+        assert_int_equal(orch_payload_get(p, a->payload[k], &data, &len), 0);
+        assert_int_equal(len, a->size[k]);
+        fprintf(out, " [%.*s]", (int)len, (const char *)data);
+        free(data);
+    }
+    for (uint32_t k = 0; k < a->nfailed; k++)
+        fprintf(out, " failed %" PRIu32 " \"%s\"", a->first + a->failed[k].child,
+                a->failed[k].message);
+}
+
+/* The children a streaming expansion sent in CHUNKs ahead of its batch's report (a slow
+ * run sends them, by time: stream.h), kept as text per grain until the report. */
+struct chunks {
+    uint64_t grain[NCHUNK_GRAINS];
+    char *text[NCHUNK_GRAINS];
+    size_t len[NCHUNK_GRAINS];
+    FILE *out[NCHUNK_GRAINS];
+    uint32_t nchild[NCHUNK_GRAINS];
+    int n;
+};
+
+static void chunk_add(struct chunks *c, orch_payload *p, const struct orch_wire_chunk *k)
+{
+    int i = 0;
+    while (i < c->n && c->grain[i] != k->a.grain)
+        i++;
+    if (i == c->n) {
+        assert_true(c->n < NCHUNK_GRAINS);
+        c->grain[i] = k->a.grain;
+        c->nchild[i] = 0;
+        assert_non_null(c->out[i] = open_memstream(&c->text[i], &c->len[i]));
+        c->n++;
+    }
+    assert_int_equal(k->a.first, c->nchild[i]); /* in order, none missing */
+    children_text(c->out[i], p, &k->a);
+    c->nchild[i] += k->a.nchild;
+}
+
+static void chunks_clear(struct chunks *c)
+{
+    for (int i = 0; i < c->n; i++) {
+        fclose(c->out[i]);
+        free(c->text[i]);
+    }
+    c->n = 0;
+}
+
+/* Writes to out a report as text, whether its children came in CHUNKs first or in the
+ * report: each answer with its outputs' values read back from the store, or the failed
+ * status. */
+static void report_text(FILE *out, orch_payload *p, const struct orch_wire_report *r,
+                        struct chunks *c)
 {
     fprintf(out, "batch %" PRIu64 " status %d (%s) nrec %" PRIu32 "\n", r->batch,
             (int)r->status, r->status == ORCH_WIRE_STATUS_OK ? r->message : "-", r->nrec);
     for (uint32_t i = 0; i < r->nrec; i++) {
         const struct orch_wire_answer *a = &r->rec[i];
+        int k = 0;
+        while (k < c->n && c->grain[k] != a->grain)
+            k++;
+        if (k < c->n)
+            fflush(c->out[k]);
+        assert_int_equal(a->first, k < c->n ? c->nchild[k] : 0);
         fprintf(out, " grain %" PRIu64 " gen %" PRIu32 " %s \"%s\" %" PRIu32 "x%" PRIu32 ":",
                 a->grain, a->generation, orch_wire_outcome_name(a->outcome), a->message,
-                a->nchild, a->nout);
-        for (uint32_t k = 0; k < a->nchild * a->nout; k++) {
-            if (a->payload[k] == 0) {
-                fprintf(out, " -");
-                continue;
-            }
-            void *data;
-            size_t len;
-            assert_int_equal(orch_payload_get(p, a->payload[k], &data, &len), 0);
-            assert_int_equal(len, a->size[k]);
-            fprintf(out, " [%.*s]", (int)len, (const char *)data);
-            free(data);
-        }
-        for (uint32_t k = 0; k < a->nfailed; k++)
-            fprintf(out, " failed %" PRIu32 " \"%s\"", a->failed[k].child,
-                    a->failed[k].message);
+                a->first + a->nchild, a->nout);
+        if (k < c->n)
+            fputs(c->text[k], out);
+        children_text(out, p, a);
         fputc('\n', out);
     }
+    chunks_clear(c);
 }
 
 static void worker_check(void *ctx, int status, bool failed, long fail_at)
@@ -247,6 +303,7 @@ static void worker_check(void *ctx, int status, bool failed, long fail_at)
     size_t off = 0;
     int nframe = 0, nreport = 0;
     bool initfail = false;
+    struct chunks chunks = {.n = 0};
     while (off < len) {
         struct orch_wire_frame f;
         if (orch_wire_next(in + off, len - off, &f) != 1)
@@ -264,13 +321,21 @@ static void worker_check(void *ctx, int status, bool failed, long fail_at)
         } else {
             if (initfail || nreport == NBATCH)
                 fail_msg("%s, %s: a frame after the last", what, run_label(fail_at));
+            if (f.type == ORCH_WIRE_CHUNK) {
+                struct orch_wire_chunk k;
+                assert_int_equal(orch_wire_get_chunk(&f, &a, &k), 0);
+                chunk_add(&chunks, p, &k);
+                off += f.size;
+                nframe++;
+                continue;
+            }
             struct orch_wire_report r;
             assert_int_equal(orch_wire_get_report(&f, &a, &r), 0);
             char *text = NULL;
             size_t tlen;
             FILE *t = open_memstream(&text, &tlen);
             assert_non_null(t);
-            report_text(t, p, &r);
+            report_text(t, p, &r, &chunks);
             fclose(t);
             if (fail_at == 0) {
                 if (r.status != ORCH_WIRE_STATUS_OK)
@@ -295,6 +360,7 @@ static void worker_check(void *ctx, int status, bool failed, long fail_at)
         off += f.size;
         nframe++;
     }
+    chunks_clear(&chunks); /* those of a batch whose report never came */
     orch__arena_free(&a);
     orch_payload_close(p);
     free(in);

@@ -72,21 +72,45 @@ static int push_child(orch_prop *p, const struct orch_grain_ref *g, const struct
 }
 
 /* A reduce: the surviving children in ordinal order, every list the same children. A
- * child survives when none of its required inputs is Dropped. */
+ * child survives when none of its required inputs is Dropped. Each input's items of every
+ * child are read in one statement. */
 static int reduce_inputs(orch_prop *p, const struct orch_grain_ref *g, const struct orch_stmt *s,
                          struct orch_prop_inputs *in)
 {
-    int64_t *kids;
-    size_t n;
-    int rc =
-        orch_store_children(p->store, g->entity, orch_prop_reduce_child(p->plan, s), &kids, &n);
-    if (rc < 0)
-        return rc;
-    for (int i = 0; i < s->nin; i++)
+    struct orch_child_item *items[ORCH_PLAN_MAX_INPUTS] = {0};
+    size_t n = 0;
+    int rc = 0, child = orch_prop_reduce_child(p->plan, s);
+    for (int i = 0; i < s->nin && rc == 0; i++) {
+        size_t ni;
         in->nval[i] = 0;
-    for (size_t k = 0; k < n && rc == 0; k++)
-        rc = push_child(p, g, s, kids[k], in); /* regrouped list by list below */
-    free(kids);
+        rc = orch_store_child_item_list(p->store, s->in[i].port, g->entity, child, &items[i],
+                                        &ni);
+        if (rc == 0 && i > 0 && ni != n) /* one transaction: the same children */
+            rc = orch_error_set(ORCH_ECORRUPT, "reduce grain %lld: its inputs list %zu and "
+                                "%zu children", (long long)g->grain, n, ni);
+        n = ni;
+    }
+    for (size_t k = 0; k < n && rc == 0; k++) {
+        bool keep = true;
+        for (int i = 0; i < s->nin && rc == 0; i++) {
+            if (items[i][k].state < 0)
+                rc = orch_error_set(ORCH_ECORRUPT,
+                                    "reduce grain %lld is ready but a child input is not "
+                                    "terminal",
+                                    (long long)g->grain);
+            else if (items[i][k].state != ORCH_ITEM_PRESENT && !s->in[i].optional)
+                keep = false;
+        }
+        if (rc < 0 || !keep)
+            continue;
+        /* Appended child by child; regrouped list by list below. */
+        for (int i = 0; i < s->nin; i++)
+            in->nval[i]++;
+        for (int i = 0; i < s->nin && rc == 0; i++)
+            rc = push_val(in, items[i][k].payload, items[i][k].state == ORCH_ITEM_PRESENT);
+    }
+    for (int i = 0; i < s->nin; i++)
+        free(items[i]);
     if (rc < 0)
         return rc;
     /* Regroup into list-major order (nothing to do for no surviving child: malloc(0) may
