@@ -168,6 +168,14 @@ int orch_prop_reduce_page(orch_prop *p, const struct orch_grain_ref *g, int64_t 
     return rc;
 }
 
+int orch_prop_reduce_children(orch_prop *p, const struct orch_grain_ref *g, int64_t *n)
+{
+    const struct orch_call *c = orch_plan_call(p->plan, g->call);
+    const struct orch_stmt *s = orch_plan_stmt(p->plan, c->stmt);
+    assert(s->op == ORCH_OP_REDUCE);
+    return orch_store_children_count(p->store, g->entity, orch_prop_reduce_child(p->plan, s), n);
+}
+
 void orch_prop_inputs_free(struct orch_prop_inputs *in)
 {
     free(in->vals);

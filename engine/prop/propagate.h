@@ -171,6 +171,10 @@ void orch_prop_inputs_free(struct orch_prop_inputs *in);
 int orch_prop_reduce_page(orch_prop *p, const struct orch_grain_ref *g, int64_t *after,
                           size_t max, struct orch_prop_inputs *in, bool *last);
 
+/* The children (surviving or not) of reduce grain g's parent: what the driver feeds a
+ * reduce by, page by page past ORCH_PROP_PAGE_MAX, at once below it. */
+int orch_prop_reduce_children(orch_prop *p, const struct orch_grain_ref *g, int64_t *n);
+
 /* `orch retry`: re-opens the Failed grains (of call `call`, or of every call when -1),
  * with everything sealed Suppressed because of them and the GroupFailure barriers they
  * installed; see the essay at the top of reopen.c. *reopened receives how many grains
