@@ -81,22 +81,28 @@ static ssize_t read_full(int fd, void *buf, size_t n)
     return (ssize_t)got;
 }
 
-/* Reads one frame into w->body. Returns 1 with *f filled, 0 at end of input (the driver
- * closed the socket, also in the middle of a frame: it is going away either way), or -1
- * after writing why to stderr. */
-static int read_frame(struct worker *w, struct orch_wire_frame *f)
+/* What a read of `want` bytes that gave n says: 1 when all came, 0 at end of input (the
+ * driver closed the socket, also in the middle of a frame, or while our last frame was
+ * unread: it is going away either way), or -1 after writing why to stderr. */
+static int read_result(ssize_t n, size_t want)
 {
-    uint8_t hdr[ORCH_WIRE_HEADER];
-    ssize_t n = read_full(w->fd, hdr, sizeof hdr);
     if (n == -ECONNRESET)
-        return 0; /* the driver closed while our last frame was unread: the same end */
+        return 0;
     if (n < 0) {
         fprintf(stderr, "orch worker %d: reading the socket: %s\n", (int)getpid(),
                 strerror((int)-n));
         return -1;
     }
-    if ((size_t)n < sizeof hdr)
-        return 0;
+    return (size_t)n == want;
+}
+
+/* Reads one frame into w->body. Returns 1 with *f filled, else as read_result. */
+static int read_frame(struct worker *w, struct orch_wire_frame *f)
+{
+    uint8_t hdr[ORCH_WIRE_HEADER];
+    int rc = read_result(read_full(w->fd, hdr, sizeof hdr), sizeof hdr);
+    if (rc <= 0)
+        return rc;
     if (orch_wire_next(hdr, sizeof hdr, f) < 0) {
         fprintf(stderr, "orch worker %d: protocol error: %s\n", (int)getpid(),
                 orch_error_detail());
@@ -107,16 +113,8 @@ static int read_frame(struct worker *w, struct orch_wire_frame *f)
                 (int)getpid(), f->len);
         return -1;
     }
-    n = read_full(w->fd, w->body, f->len);
-    if (n == -ECONNRESET)
-        return 0;
-    if (n < 0) {
-        fprintf(stderr, "orch worker %d: reading the socket: %s\n", (int)getpid(),
-                strerror((int)-n));
-        return -1;
-    }
-    if ((size_t)n < f->len)
-        return 0;
+    if ((rc = read_result(read_full(w->fd, w->body, f->len), f->len)) <= 0)
+        return rc;
     f->body = w->body;
     return 1;
 }
@@ -766,16 +764,12 @@ static int worker_loop(struct worker *w)
         struct orch__arena a = {0};
         struct orch_wire_batch b;
         rc = orch_wire_get_batch(&f, &a, &b);
+        if (rc == 0 && b.values != w->cfg.values)
+            rc = orch_error_set(-EPROTO, "a batch %s values for a %s worker",
+                                b.values ? "with" : "without", w->cfg.values ? "remote" : "local");
         if (rc < 0) {
             fprintf(stderr, "orch worker %d: protocol error: %s\n", (int)getpid(),
                     orch_error_detail());
-            orch__arena_free(&a);
-            return 1;
-        }
-        if (b.values != w->cfg.values) {
-            fprintf(stderr, "orch worker %d: protocol error: a batch %s values for a %s worker\n",
-                    (int)getpid(), b.values ? "with" : "without",
-                    w->cfg.values ? "remote" : "local");
             orch__arena_free(&a);
             return 1;
         }
@@ -823,11 +817,9 @@ static void worker_free(struct worker *w)
 static void quiet_stdio(void)
 {
     int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (nul >= 0) {
-        if (nul != STDIN_FILENO) {
-            dup2(nul, STDIN_FILENO);
-            close(nul);
-        }
+    if (nul > STDIN_FILENO) { /* 0: stdin was closed, and is /dev/null now */
+        dup2(nul, STDIN_FILENO);
+        close(nul);
     }
     fflush(stdout);
     dup2(STDERR_FILENO, STDOUT_FILENO);
