@@ -212,6 +212,17 @@ static void tb_map(struct tb *t, uint64_t id, uint64_t first_grain, const uint64
         tb_add(t, first_grain + (uint64_t)i, 1, &ids[i], 1);
 }
 
+/* Two map batches of one grain each over the strings a and b (put into the store, their
+ * ids in ids): batch 1 grain 1, batch 2 grain 2. */
+static void two_maps(struct fx *f, const char *a, const char *b, uint64_t ids[2],
+                     struct tb work[2])
+{
+    const char *in[] = {a, b};
+    put_strings(f, in, 2, ids);
+    tb_map(&work[0], 1, 1, &ids[0], 1);
+    tb_map(&work[1], 2, 2, &ids[1], 1);
+}
+
 /* ---- the event loop harness ------------------------------------------------------------ */
 
 #define MAX_EV 32
@@ -694,12 +705,9 @@ static bool one_loss_one_report(struct run *r)
 static void test_timeout(void **state)
 {
     struct fx *f = *state;
-    const char *in[] = {"boom", "fine"};
     uint64_t ids[2];
-    put_strings(f, in, 2, ids);
     struct tb work[2];
-    tb_map(&work[0], 1, 1, &ids[0], 1);
-    tb_map(&work[1], 2, 2, &ids[1], 1);
+    two_maps(f, "boom", "fine", ids, work);
 
     struct run r;
     run_init(&r, f);
@@ -729,12 +737,9 @@ static void kill_on_dispatch(struct run *r, orch_worker *w, const struct orch_wi
 static void test_external_kill(void **state)
 {
     struct fx *f = *state;
-    const char *in[] = {"boom", "fine"};
     uint64_t ids[2];
-    put_strings(f, in, 2, ids);
     struct tb work[2];
-    tb_map(&work[0], 1, 1, &ids[0], 1);
-    tb_map(&work[1], 2, 2, &ids[1], 1);
+    two_maps(f, "boom", "fine", ids, work);
 
     struct run r;
     run_init(&r, f);
@@ -810,12 +815,9 @@ static bool lane0_lost(struct run *r)
 static void test_kill_holding_two(void **state)
 {
     struct fx *f = *state;
-    const char *in[] = {"10000", "0"};
     uint64_t ids[2];
-    put_strings(f, in, 2, ids);
     struct tb work[2];
-    tb_map(&work[0], 1, 1, &ids[0], 1);
-    tb_map(&work[1], 2, 2, &ids[1], 1);
+    two_maps(f, "10000", "0", ids, work);
 
     struct run r;
     run_init(&r, f);
@@ -940,12 +942,9 @@ static bool reported_1_and_3(struct run *r)
 static void test_take_back(void **state)
 {
     struct fx *f = *state;
-    const char *in[] = {"1500", "0"};
     uint64_t ids[2];
-    put_strings(f, in, 2, ids);
     struct tb work[2];
-    tb_map(&work[0], 1, 1, &ids[0], 1);
-    tb_map(&work[1], 2, 2, &ids[1], 1);
+    two_maps(f, "1500", "0", ids, work);
 
     struct run r;
     run_init(&r, f);
@@ -1158,12 +1157,9 @@ static void test_init_failures(void **state)
 static void test_close_runs_fini(void **state)
 {
     struct fx *f = *state;
-    const char *in[] = {"p", "q"};
     uint64_t ids[2];
-    put_strings(f, in, 2, ids);
     struct tb work[2];
-    tb_map(&work[0], 1, 1, &ids[0], 1);
-    tb_map(&work[1], 2, 2, &ids[1], 1);
+    two_maps(f, "p", "q", ids, work);
     const char *cuda[] = {"0", "1,2"};
 
     struct run r;
