@@ -180,6 +180,8 @@ static int decode_encode(enum orch_wire_type as, const struct orch_wire_frame *f
     struct orch_wire_challenge challenge = {0};
     struct orch_wire_auth auth = {0};
     struct orch_wire_chunk chunk = {0};
+    struct orch_wire_more more = {0};
+    struct orch_wire_inputs inputs = {0};
     int rc = 0, put = 0;
 
     orch_error_clear();
@@ -209,6 +211,12 @@ static int decode_encode(enum orch_wire_type as, const struct orch_wire_frame *f
         break;
     case ORCH_WIRE_CHUNK:
         rc = orch_wire_get_chunk(f, a, &chunk);
+        break;
+    case ORCH_WIRE_MORE:
+        rc = orch_wire_get_more(f, &more);
+        break;
+    case ORCH_WIRE_INPUTS:
+        rc = orch_wire_get_inputs(f, a, &inputs);
         break;
     }
     counting = 0;
@@ -255,6 +263,12 @@ static int decode_encode(enum orch_wire_type as, const struct orch_wire_frame *f
         break;
     case ORCH_WIRE_CHUNK:
         put = orch_wire_put_chunk(b, &chunk);
+        break;
+    case ORCH_WIRE_MORE:
+        put = orch_wire_put_more(b, &more);
+        break;
+    case ORCH_WIRE_INPUTS:
+        put = orch_wire_put_inputs(b, &inputs);
         break;
     }
     if (put != 0) {

@@ -414,6 +414,23 @@ static void value_reports(void)
     seed("regress-report-values-unset", &b, orch_wire_put_report(&b, &ratio));
 }
 
+/* A fed reduce's exchange: the worker's MORE, the driver's INPUTS page (two children of
+ * two inputs, one absent), and the empty last page. */
+static void feeds(void)
+{
+    struct orch_wire_buf b = {0};
+    const struct orch_wire_more more = {.batch = 12, .grain = 40};
+    seed("more", &b, orch_wire_put_more(&b, &more));
+    const struct orch_wire_value vals[] = {
+        {.payload = 7, .present = 1}, {.payload = 8, .present = 1},
+        {.payload = 9, .present = 1}, {.payload = 0, .present = 0}};
+    const struct orch_wire_inputs page = {
+        .batch = 12, .grain = 40, .last = 0, .nin = 2, .nchild = 2, .vals = vals};
+    seed("inputs", &b, orch_wire_put_inputs(&b, &page));
+    const struct orch_wire_inputs last = {.batch = 12, .grain = 40, .last = 1, .nin = 2};
+    seed("inputs-last", &b, orch_wire_put_inputs(&b, &last));
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -428,6 +445,7 @@ int main(int argc, char **argv)
     value_batches();
     reports();
     value_reports();
+    feeds();
     write_file("stream", &stream);
     write_file("stream-remote", &remote);
     orch_wire_buf_free(&remote);
