@@ -210,7 +210,7 @@ struct reserving {
     struct orch_driver_call *cr;
     struct orch_driver_batch *b;
     bool feed;       /* a reduce whose inputs may go page by page (fed_call) */
-    bool entry_fed;  /* look()'s entry's do: take() marks its record fed */
+    bool entry_fed;  /* the entry look() loaded is fed: take() marks its record so */
 };
 
 /* Whether cr's grains may be fed (wire.h: a record's `fed`): a reduce's inputs are then
