@@ -74,6 +74,58 @@ static void make_tmpdir(struct udf_h *h, const char *name, char *path, size_t n)
 
 /* ---- registry ------------------------------------------------------------------------ */
 
+/* Whether a shared object whose path contains `name` is mapped in this process. */
+static bool mapped(const char *name)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    assert_non_null(f);
+    char line[4096];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f) != NULL)
+        found = strstr(line, name) != NULL;
+    fclose(f);
+    return found;
+}
+
+/* The OCR and video built-ins are in modules (builtins.c), opened by the first process
+ * that asks for one: neither this test nor orch links FFmpeg or Tesseract. Runs first, while
+ * no module is open. */
+static void test_modules(void **state)
+{
+    (void)state;
+    assert_false(mapped("libavcodec"));
+    assert_false(mapped("libtesseract"));
+    const struct orch_udf *u;
+    assert_int_equal(orch_udf_builtin_get("identity", &u), 0);
+    assert_string_equal(u->name, "identity");
+    assert_int_equal(orch_udf_builtin_get("nope", &u), -ENOENT);
+    assert_null(u);
+    assert_string_equal(orch_error_detail(), "unknown built-in function 'nope'");
+
+    /* A module that cannot be opened: the built-in's error names it and why. */
+    orch_udf_set_module_dir("/nonexistent-orch-modules");
+    assert_true(orch_udf_builtin_get("video_probe", &u) < 0);
+    assert_null(u);
+    assert_non_null(strstr(orch_error_detail(), "built-in video_probe: library "
+                                                "/nonexistent-orch-modules/orch_video.so: "));
+    assert_null(orch_udf_builtin("tesseract_ocr"));
+    orch_udf_set_module_dir(NULL);
+    assert_false(mapped("libavcodec"));
+
+    assert_int_equal(orch_udf_builtin_get("video_probe", &u), 0);
+    assert_string_equal(u->name, "video_probe");
+    assert_true(mapped("orch_video.so"));
+    assert_true(mapped("libavcodec"));
+    assert_false(mapped("libtesseract"));
+    assert_int_equal(orch_udf_builtin_get("tesseract_ocr", &u), 0);
+    assert_true(mapped("libtesseract"));
+    /* A built-in found in its module once stays: the directory is not read again. */
+    orch_udf_set_module_dir("/nonexistent-orch-modules");
+    assert_non_null(orch_udf_builtin("video_probe"));
+    assert_null(orch_udf_builtin("video_frames"));
+    orch_udf_set_module_dir(NULL);
+}
+
 static void test_registry(void **state)
 {
     (void)state;
@@ -1277,6 +1329,7 @@ int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
     const struct CMUnitTest tests[] = {
+        T(test_modules),
         T(test_registry),
         T(test_init_checks),
         T(test_signatures),

@@ -56,32 +56,101 @@
  * except nonempty (keep false), concat and count (which read all values of the list).
  */
 #include "udf_int.h"
+#include "orch_error.h"
+#include "udf_modules_config.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-static const struct orch_udf *const builtins[] = {
-    &orch_udf__read_file, &orch_udf__split,    &orch_udf__split_lines, &orch_udf__upper,
-    &orch_udf__identity,  &orch_udf__nonempty, &orch_udf__concat,      &orch_udf__count,
-    &orch_udf__sleep,     &orch_udf__fail_if,  &orch_udf__flaky,
-    &orch_udf__tesseract_ocr,
-    &orch_udf__pdf_render, &orch_udf__pdf_text,
-    &orch_udf__page_stats, &orch_udf__blank, &orch_udf__first,
-    &orch_udf__video_probe, &orch_udf__video_scenes, &orch_udf__video_frames,
-    &orch_udf__not_dark,
+/* Where each built-in's code is: in every orch process (udf), or in a module, a shared
+ * object of its own under ORCH_UDF_MODULE_DIR (udfs/meson.build), opened the first time a
+ * process asks for one of its built-ins. The FFmpeg and Tesseract built-ins are modules:
+ * loading their libraries costs a process about 45 ms and 13 ms of start (the dynamic
+ * linker's relocations), which every driver, `orch sql` and worker of any other function
+ * would pay. A module's code calls the helpers of this file and builtins_sig.c, found in
+ * the process that opens it (the executable exports its symbols). */
+struct builtin {
+    const char *name;
+    const struct orch_udf *udf; /* NULL: in `module` */
+    const char *module;
+};
+
+static const struct builtin builtins[] = {
+    {"read_file", &orch_udf__read_file, NULL},
+    {"split", &orch_udf__split, NULL},
+    {"split_lines", &orch_udf__split_lines, NULL},
+    {"upper", &orch_udf__upper, NULL},
+    {"identity", &orch_udf__identity, NULL},
+    {"nonempty", &orch_udf__nonempty, NULL},
+    {"concat", &orch_udf__concat, NULL},
+    {"count", &orch_udf__count, NULL},
+    {"sleep", &orch_udf__sleep, NULL},
+    {"fail_if", &orch_udf__fail_if, NULL},
+    {"flaky", &orch_udf__flaky, NULL},
+    {"tesseract_ocr", NULL, "ocr"},
+    {"pdf_render", &orch_udf__pdf_render, NULL},
+    {"pdf_text", &orch_udf__pdf_text, NULL},
+    {"page_stats", &orch_udf__page_stats, NULL},
+    {"blank", &orch_udf__blank, NULL},
+    {"first", &orch_udf__first, NULL},
+    {"video_probe", NULL, "video"},
+    {"video_scenes", NULL, "video"},
+    {"video_frames", NULL, "video"},
+    {"not_dark", &orch_udf__not_dark, NULL},
 };
 
 #define NBUILTINS (sizeof builtins / sizeof builtins[0])
 
+/* The structs found in modules, by index in builtins[]; the modules stay open. */
+static const struct orch_udf *from_module[NBUILTINS];
+static const char *module_dir; /* orch_udf_set_module_dir's; NULL: the build's, else installed */
+
+void orch_udf_set_module_dir(const char *dir)
+{
+    module_dir = dir;
+}
+
+static int load(size_t i, const struct orch_udf **out)
+{
+    const struct builtin *b = &builtins[i];
+    if (b->udf != NULL || from_module[i] != NULL) {
+        *out = b->udf != NULL ? b->udf : from_module[i];
+        return 0;
+    }
+    char path[4096], symbol[128];
+    snprintf(path, sizeof path, "%s/orch_%s.so", module_dir ? module_dir : ORCH_UDF_MODULE_DIR,
+             b->module);
+    if (module_dir == NULL && access(path, F_OK) < 0)
+        snprintf(path, sizeof path, "%s/orch_%s.so", ORCH_UDF_MODULE_INSTALL_DIR, b->module);
+    snprintf(symbol, sizeof symbol, "orch_udf__%s", b->name);
+    /* Opened again for each built-in of the module: dlopen counts, the module loads once. */
+    void *dl;
+    int rc = orch_udf_load_library(path, symbol, out, &dl);
+    if (rc < 0) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", orch_error_detail());
+        return orch_error_set(rc, "built-in %s: %s", b->name, why);
+    }
+    from_module[i] = *out;
+    return 0;
+}
+
+int orch_udf_builtin_get(const char *name, const struct orch_udf **out)
+{
+    *out = NULL;
+    for (size_t i = 0; name != NULL && i < NBUILTINS; i++)
+        if (strcmp(builtins[i].name, name) == 0)
+            return load(i, out);
+    return orch_error_set(-ENOENT, "unknown built-in function '%s'", name ? name : "(null)");
+}
+
 const struct orch_udf *orch_udf_builtin(const char *name)
 {
-    if (name == NULL)
-        return NULL;
-    for (size_t i = 0; i < NBUILTINS; i++)
-        if (strcmp(builtins[i]->name, name) == 0)
-            return builtins[i];
-    return NULL;
+    const struct orch_udf *u;
+    return orch_udf_builtin_get(name, &u) == 0 ? u : NULL;
 }
 
 size_t orch_udf_builtin_count(void)
@@ -89,9 +158,15 @@ size_t orch_udf_builtin_count(void)
     return NBUILTINS;
 }
 
+const char *orch_udf_builtin_name(size_t i)
+{
+    return i < NBUILTINS ? builtins[i].name : NULL;
+}
+
 const struct orch_udf *orch_udf_builtin_at(size_t i)
 {
-    return i < NBUILTINS ? builtins[i] : NULL;
+    const struct orch_udf *u;
+    return i < NBUILTINS && load(i, &u) == 0 ? u : NULL;
 }
 
 static bool arg_known(const char *key, const char *const *args)

@@ -46,14 +46,15 @@
 #include <string.h>
 
 #define AVIO_BUF 65536
-#define VIDEO_ARGS_MAX 8
 #define BYTES_NAME "video bytes"
 
 /* ---- FFmpeg's log -------------------------------------------------------------------- */
 
 static _Thread_local char log_first[256];
 
-static void log_cb(void *avcl, int level, const char *fmt, va_list ap)
+/* FFmpeg's log callback: fmt is its printf format (the attribute says so to the compiler). */
+__attribute__((format(printf, 3, 0))) static void log_cb(void *avcl, int level,
+                                                       const char *fmt, va_list ap)
 {
     (void)avcl;
     if (level > AV_LOG_ERROR || log_first[0] != '\0')
@@ -398,108 +399,6 @@ void video_seek(struct video_dec *dec, struct video_src *src, int64_t us)
         avcodec_flush_buffers(dec->ctx);
 }
 
-/* ---- arguments ----------------------------------------------------------------------- */
-
-/* " A, B, C": a's choices, into buf. */
-static const char *choice_list(const struct orch_builtin_arg *a, char *buf, size_t size)
-{
-    size_t n = 0;
-    buf[0] = '\0';
-    for (int k = 0; a->choices[k] != NULL && n < size; k++)
-        n += (size_t)snprintf(buf + n, size - n, "%s %s", k > 0 ? "," : "", a->choices[k]);
-    return buf;
-}
-
-/* The value of a's text into *out (struct video_arg says how). Returns 0 or -EINVAL with
- * a message in cfg->error. */
-static int read_arg(const struct orch_udf_config *cfg, const char *name,
-                    const struct orch_builtin_arg *a, int64_t *out)
-{
-    const char *text = orch_udf_arg(cfg, a->key);
-    if (text == NULL)
-        text = a->def;
-    if (text == NULL)
-        return orch_udf_config_error(cfg, -EINVAL, "%s: argument %s is required", name, a->key);
-    char lo[ORCH_BUILTIN_DECIMAL_TEXT_MAX], hi[ORCH_BUILTIN_DECIMAL_TEXT_MAX], list[128];
-    char *end;
-    switch (a->type) {
-    case ORCH_BUILTIN_ARG_INT:
-        errno = 0;
-        *out = strtoll(text, &end, 10);
-        if (!(text[0] == '-' || (text[0] >= '0' && text[0] <= '9')) || *end != '\0' ||
-            errno != 0 || *out < a->min || *out > a->max)
-            return orch_udf_config_error(cfg, -EINVAL,
-                                         "%s: argument %s must be an integer from %" PRId64
-                                         " to %" PRId64 ", not '%s'",
-                                         name, a->key, a->min, a->max, text);
-        return 0;
-    case ORCH_BUILTIN_ARG_DECIMAL:
-        if (!orch_builtin_decimal(text, out) || *out < a->min || *out > a->max)
-            return orch_udf_config_error(
-                cfg, -EINVAL, "%s: argument %s must be a number from %s to %s, not '%s'", name,
-                a->key, orch_builtin_decimal_text(a->min, lo),
-                orch_builtin_decimal_text(a->max, hi), text);
-        return 0;
-    case ORCH_BUILTIN_ARG_CHOICE:
-        for (*out = 0; a->choices[*out] != NULL; ++*out)
-            if (strcmp(text, a->choices[*out]) == 0)
-                return 0;
-        return orch_udf_config_error(cfg, -EINVAL, "%s: argument %s must be one of%s, not '%s'",
-                                     name, a->key, choice_list(a, list, sizeof list), text);
-    case ORCH_BUILTIN_ARG_STRING:
-        break; /* no video built-in takes one */
-    }
-    return orch_udf_config_error(cfg, -EINVAL, "%s: argument %s is a string, which it ignores",
-                                 name, a->key);
-}
-
-/* The ORCH_UDF__OP bits of a signature's ORCH_BUILTIN_* ops. */
-static unsigned udf_ops(unsigned builtin_ops)
-{
-    return ((builtin_ops & ORCH_BUILTIN_MAP) ? ORCH_UDF__OP(ORCH_UDF_OP_MAP) : 0) |
-           ((builtin_ops & ORCH_BUILTIN_EXPAND) ? ORCH_UDF__OPS_EXPAND : 0) |
-           ((builtin_ops & ORCH_BUILTIN_FILTER) ? ORCH_UDF__OP(ORCH_UDF_OP_FILTER) : 0) |
-           ((builtin_ops & ORCH_BUILTIN_REDUCE) ? ORCH_UDF__OP(ORCH_UDF_OP_REDUCE) : 0);
-}
-
-int video_init(const struct orch_udf_config *cfg, const char *name, size_t size,
-               const struct video_arg *args, size_t nargs, void **state)
-{
-    const struct orch_builtin_sig *sig = orch_builtin_sig_find(name);
-    const char *keys[VIDEO_ARGS_MAX + 1] = {NULL};
-    if (sig == NULL || sig->nargs > VIDEO_ARGS_MAX)
-        return orch_udf_config_error(cfg, -EINVAL, "%s: no signature of at most %d arguments",
-                                     name, VIDEO_ARGS_MAX);
-    for (int k = 0; k < sig->nargs; k++)
-        keys[k] = sig->args[k].key;
-    void *p;
-    int rc = orch_udf__base_init(cfg, name, udf_ops(sig->ops), keys, size, &p);
-    if (rc < 0)
-        return rc;
-    if (cfg->nin < (size_t)sig->min_inputs || cfg->nin > (size_t)sig->max_inputs ||
-        cfg->nout != (size_t)sig->outputs) {
-        char inputs[32];
-        snprintf(inputs, sizeof inputs, sig->min_inputs == sig->max_inputs ? "%d" : "%d to %d",
-                 sig->min_inputs, sig->max_inputs);
-        rc = orch_udf_config_error(cfg, -EINVAL,
-                                   "%s takes %s input%s and gives %d output%s, not %zu and %zu",
-                                   name, inputs, sig->max_inputs == 1 ? "" : "s", sig->outputs,
-                                   sig->outputs == 1 ? "" : "s", cfg->nin, cfg->nout);
-    }
-    for (size_t k = 0; k < nargs && rc == 0; k++) {
-        const struct orch_builtin_arg *a = orch_builtin_sig_arg(sig, args[k].key);
-        rc = a != NULL
-                 ? read_arg(cfg, name, a, (int64_t *)((char *)p + args[k].offset))
-                 : orch_udf_config_error(cfg, -EINVAL, "%s: no argument %s", name, args[k].key);
-    }
-    if (rc < 0) {
-        orch_udf__base_fini(p);
-        return rc;
-    }
-    *state = p;
-    return 0;
-}
-
 /* ---- video_probe --------------------------------------------------------------------- */
 
 struct video_state {
@@ -513,7 +412,7 @@ struct video_state {
 
 static int probe_init(const struct orch_udf_config *cfg, void **state)
 {
-    return video_init(cfg, "video_probe", sizeof(struct video_state), NULL, 0, state);
+    return orch_udf__sig_init(cfg, "video_probe", sizeof(struct video_state), NULL, 0, state);
 }
 
 static void video_fini(void *state)
@@ -685,13 +584,13 @@ const struct orch_udf orch_udf__video_probe = {
 
 static int scenes_init(const struct orch_udf_config *cfg, void **state)
 {
-    static const struct video_arg args[] = {
+    static const struct orch_udf__sig_arg args[] = {
         {"threshold", offsetof(struct video_state, threshold_micro)},
         {"min_len", offsetof(struct video_state, min_len_us)},
         {"max_len", offsetof(struct video_state, max_len_us)},
         {"max_pixels", offsetof(struct video_state, max_pixels)},
     };
-    return video_init(cfg, "video_scenes", sizeof(struct video_state), args,
+    return orch_udf__sig_init(cfg, "video_scenes", sizeof(struct video_state), args,
                       sizeof args / sizeof args[0], state);
 }
 

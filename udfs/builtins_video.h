@@ -1,6 +1,7 @@
 /* builtins_video.h — what the files of the FFmpeg built-ins share (builtins_video.c:
  * opening a video, decoding its frames, timestamps, video_probe and video_scenes;
- * builtins_video_frames.c: video_frames and not_dark). Private to udfs/.
+ * builtins_video_frames.c: video_frames). Private to udfs/; built into the video module
+ * (builtins.c).
  *
  * A video is opened from a record's subject (video_open): a path, or the video's bytes
  * read through a custom AVIOContext. Its best video stream is decoded by one decoder
@@ -28,24 +29,6 @@
 
 #define VIDEO_MSG_MAX 1024
 #define VIDEO_TS_MAX 32
-
-/* One argument of a video built-in, read as its signature (builtin_sigs.c) says into the
- * int64_t at `offset` in the built-in's state: an INT as its number, a DECIMAL in
- * millionths (fps=0.5: 500000; seconds are then microseconds), a CHOICE as the index of the
- * choice in the signature's list. */
-struct video_arg {
-    const char *key;
-    size_t offset;
-};
-
-/* The init of every video built-in. Makes the zeroed state (`size` bytes, a struct
- * orch_udf__base first) of the built-in `name`, after checking against its signature the
- * op, the number of inputs and outputs, and every argument key; then reads
- * each of the `nargs` arguments in args: the call's value, or the signature's default when
- * it has none, which must be of the signature's type and within its range. Returns 0, or
- * -EINVAL / -ENOMEM with a message in cfg->error and *state untouched (the state freed). */
-int video_init(const struct orch_udf_config *cfg, const char *name, size_t size,
-               const struct video_arg *args, size_t nargs, void **state);
 
 /* An open video: its container, and where its bytes come from. */
 struct video_src {

@@ -1,6 +1,5 @@
-/* builtins_video_frames.c — the built-ins video_frames (a video's frames, sampled at a rate)
- * and not_dark (a predicate over page_stats' JSON, to drop near-black frames). The common
- * ground of the FFmpeg built-ins is builtins_video.h.
+/* builtins_video_frames.c — the built-in video_frames: a video's frames, sampled at a rate.
+ * The common ground of the FFmpeg built-ins is builtins_video.h.
  *
  *   video_frames  expand, 1-2 inputs   a video (path or bytes) and, optionally, a span
  *                 two output ports     "START END" in seconds (video_scenes' children) in;
@@ -25,11 +24,7 @@
  * FFmpeg's message; a file whose reading stops on an error (not its end) gets a last
  * failed child saying so. Otherwise as builtins_video.c says: an unreadable container, no
  * video stream, more than max_pixels pixels, no frame decoded at all: a RecordFailure.
- *
- *   not_dark      filter, 1-2 inputs   keep iff the `mean` of the last input, page_stats'
- *                                      JSON, is more than max_mean (0..255, default 16):
- *                                      drops near-black frames. An absent last input drops
- *                                      the record; a value without a mean fails it.
+
  */
 #include "builtins_video.h"
 
@@ -85,14 +80,14 @@ static void frames_fini(void *state)
 
 static int frames_init(const struct orch_udf_config *cfg, void **state)
 {
-    static const struct video_arg args[] = {
+    static const struct orch_udf__sig_arg args[] = {
         {"fps", offsetof(struct frames_state, fps_micro)},
         {"max_side", offsetof(struct frames_state, max_side)},
         {"format", offsetof(struct frames_state, format)},
         {"max_pixels", offsetof(struct frames_state, max_pixels)},
     };
     void *p;
-    int rc = video_init(cfg, "video_frames", sizeof(struct frames_state), args,
+    int rc = orch_udf__sig_init(cfg, "video_frames", sizeof(struct frames_state), args,
                         sizeof args / sizeof args[0], &p);
     if (rc < 0)
         return rc;
@@ -398,62 +393,4 @@ const struct orch_udf orch_udf__video_frames = {
     .init = frames_init,
     .run = frames_run,
     .fini = frames_fini,
-};
-
-/* ---- not_dark ------------------------------------------------------------------------ */
-
-struct not_dark {
-    struct orch_udf__base base;
-    int64_t max_mean;
-};
-
-static int not_dark_init(const struct orch_udf_config *cfg, void **state)
-{
-    static const struct video_arg args[] = {{"max_mean", offsetof(struct not_dark, max_mean)}};
-    return video_init(cfg, "not_dark", sizeof(struct not_dark), args, 1, state);
-}
-
-/* The "mean" of page_stats' JSON in v; false when there is none. */
-static bool mean_of(const struct orch_udf_value *v, double *mean)
-{
-    static const char key[] = "\"mean\":";
-    char text[256];
-    size_t n = v->len < sizeof text - 1 ? v->len : sizeof text - 1; /* mean comes early */
-    memcpy(text, v->data, n);
-    text[n] = '\0';
-    const char *at = strstr(text, key);
-    if (at == NULL)
-        return false;
-    char *end;
-    *mean = strtod(at + strlen(key), &end);
-    return end != at + strlen(key);
-}
-
-static int not_dark_run(void *state, struct orch_udf_batch *batch)
-{
-    const struct not_dark *nd = state;
-    for (size_t i = 0; i < batch->n; i++) {
-        const struct orch_udf_input *last = &batch->rec[i].in[nd->base.nin - 1];
-        double mean;
-        int rc;
-        if (last->n == 0 || !last->v[0].present)
-            rc = orch_udf_drop(batch, i);
-        else if (!mean_of(&last->v[0], &mean))
-            rc = orch_udf_fail_record(batch, i,
-                                      "not_dark: the value is not page_stats' JSON (no "
-                                      "\"mean\" in it)");
-        else
-            rc = orch_udf_keep(batch, i, mean > (double)nd->max_mean);
-        if (rc < 0)
-            return orch_udf_batch_error(batch, rc, "not_dark: %s", strerror(-rc));
-    }
-    return 0;
-}
-
-const struct orch_udf orch_udf__not_dark = {
-    .abi_version = ORCH_UDF_ABI_VERSION,
-    .name = "not_dark",
-    .init = not_dark_init,
-    .run = not_dark_run,
-    .fini = orch_udf__base_fini,
 };

@@ -42,15 +42,26 @@ const char *orch_udf_op_name(enum orch_udf_op op);
 
 /* ---- built-ins (DESIGN §7) ----------------------------------------------------------- */
 
-/* The built-in UDF called `name`, or NULL. The struct is static: never freed. Built-ins are
- * read_file, split, split_lines, upper, identity, nonempty, concat, count, sleep, fail_if,
- * flaky; their arguments and ops are described in udfs/builtins.c. Each checks its op and
- * its arguments in init and explains a mismatch through cfg->error. */
+/* The built-in UDF called `name` into *out: 0, -ENOENT (no such built-in), or the error of
+ * opening the module its code is in (builtins.c: the OCR and video built-ins), each with
+ * orch_error_detail(). The struct is never freed. The built-ins, their arguments and ops
+ * are described in udfs/builtins.c. Each checks its op and its arguments in init and
+ * explains a mismatch through cfg->error. Call it in the process that runs the UDF (a
+ * module is opened in it). */
+int orch_udf_builtin_get(const char *name, const struct orch_udf **out);
+
+/* orch_udf_builtin_get's struct, or NULL for either error. */
 const struct orch_udf *orch_udf_builtin(const char *name);
 
-/* The built-ins in a fixed order, for listings and tests: i < orch_udf_builtin_count(). */
+/* The built-ins in a fixed order, for listings and tests: i < orch_udf_builtin_count().
+ * _at opens the module of a built-in that is in one (NULL when that fails). */
 size_t orch_udf_builtin_count(void);
+const char *orch_udf_builtin_name(size_t i);
 const struct orch_udf *orch_udf_builtin_at(size_t i);
+
+/* The directory the modules are opened from, for tests (a module already opened stays);
+ * NULL: the build directory's when it has them, else the installed ones. */
+void orch_udf_set_module_dir(const char *dir);
 
 /* Settings of the built-ins for the whole process, given before the first init (the
  * worker's start in engine/cli/ fills them from the environment: docs/configuration.md).

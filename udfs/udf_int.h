@@ -86,7 +86,28 @@ int orch_udf__pass(const struct orch_udf__base *b, struct orch_udf_batch *batch,
 int orch_udf__exec_take_reply(enum orch_udf_op op, size_t nout, const void *data, size_t len,
                               struct orch_udf_batch *batch);
 
-/* The built-ins, each defined in one of builtins_*.c. */
+/* One argument of a built-in read by its signature (orch_udf__sig_init), into the int64_t
+ * at `offset` in the built-in's state: an INT as its number, a DECIMAL in millionths
+ * (fps=0.5: 500000; seconds are then microseconds), a CHOICE as the index of the choice
+ * in the signature's list. */
+struct orch_udf__sig_arg {
+    const char *key;
+    size_t offset;
+};
+
+/* The init of a built-in whose arguments its signature describes (builtins_sig.c). Makes
+ * the zeroed state (`size` bytes, a struct orch_udf__base first) of the built-in `name`,
+ * after checking against its signature the op, the number of inputs and outputs, and every
+ * argument key; then reads each of the `nargs` arguments in args: the call's value, or
+ * the signature's default when it has none, which must be of the signature's type and
+ * within its range. Returns 0, or -EINVAL / -ENOMEM with a message in cfg->error and
+ * *state untouched (the state freed). */
+int orch_udf__sig_init(const struct orch_udf_config *cfg, const char *name, size_t size,
+                       const struct orch_udf__sig_arg *args, size_t nargs, void **state);
+
+/* The built-ins, each defined in one of builtins_*.c. Those marked "module" are built into
+ * a shared object of their own (udfs/meson.build) that builtins.c opens when a worker
+ * first asks for one of them; the rest are in every orch process. */
 extern const struct orch_udf orch_udf__read_file;
 extern const struct orch_udf orch_udf__split;
 extern const struct orch_udf orch_udf__split_lines;
@@ -98,15 +119,15 @@ extern const struct orch_udf orch_udf__count;
 extern const struct orch_udf orch_udf__sleep;
 extern const struct orch_udf orch_udf__fail_if;
 extern const struct orch_udf orch_udf__flaky;
-extern const struct orch_udf orch_udf__tesseract_ocr; /* builtins_ocr.c */
+extern const struct orch_udf orch_udf__tesseract_ocr; /* builtins_ocr.c, module ocr */
 extern const struct orch_udf orch_udf__pdf_render; /* builtins_pdf.c */
 extern const struct orch_udf orch_udf__pdf_text;
 extern const struct orch_udf orch_udf__page_stats; /* builtins_gpu.c */
 extern const struct orch_udf orch_udf__blank;      /* builtins_pick.c */
 extern const struct orch_udf orch_udf__first;      /* builtins_pick.c */
-extern const struct orch_udf orch_udf__video_probe;  /* builtins_video.c */
-extern const struct orch_udf orch_udf__video_scenes; /* builtins_video.c */
-extern const struct orch_udf orch_udf__video_frames; /* builtins_video_frames.c */
-extern const struct orch_udf orch_udf__not_dark;     /* builtins_video_frames.c */
+extern const struct orch_udf orch_udf__video_probe;  /* builtins_video.c, module video */
+extern const struct orch_udf orch_udf__video_scenes; /* builtins_video.c, module video */
+extern const struct orch_udf orch_udf__video_frames; /* builtins_video_frames.c, module video */
+extern const struct orch_udf orch_udf__not_dark;     /* builtins_sig.c */
 
 #endif

@@ -152,9 +152,8 @@ static int resolve_udf(struct worker *w)
     const struct orch_wire_config *c = &w->cfg;
     switch (c->fn_kind) {
     case ORCH_FN_BUILTIN:
-        w->udf = orch_udf_builtin(c->function);
-        if (w->udf == NULL)
-            return initfail(w, "unknown built-in function '%s'", c->function);
+        if (orch_udf_builtin_get(c->function, &w->udf) < 0)
+            return initfail(w, "%s", orch_error_detail());
         return 0;
     case ORCH_FN_LIBRARY:
         if (orch_udf_load_library(c->function, c->symbol, &w->udf, &w->dl) < 0)
