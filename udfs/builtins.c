@@ -158,11 +158,6 @@ size_t orch_udf_builtin_count(void)
     return NBUILTINS;
 }
 
-const char *orch_udf_builtin_name(size_t i)
-{
-    return i < NBUILTINS ? builtins[i].name : NULL;
-}
-
 const struct orch_udf *orch_udf_builtin_at(size_t i)
 {
     const struct orch_udf *u;

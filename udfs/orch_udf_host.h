@@ -56,7 +56,6 @@ const struct orch_udf *orch_udf_builtin(const char *name);
 /* The built-ins in a fixed order, for listings and tests: i < orch_udf_builtin_count().
  * _at opens the module of a built-in that is in one (NULL when that fails). */
 size_t orch_udf_builtin_count(void);
-const char *orch_udf_builtin_name(size_t i);
 const struct orch_udf *orch_udf_builtin_at(size_t i);
 
 /* The directory the modules are opened from, for tests (a module already opened stays);
