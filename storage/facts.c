@@ -597,10 +597,10 @@ int orch_store_attempts_end(orch_store *s, int64_t first, int64_t last,
     return rc != 0 ? (rc < 0 ? rc : 0) : orch_store__aend_write(s, &a);
 }
 
-int orch_store_attempts_started(orch_store *s, int64_t first, int64_t last)
+int orch_store_attempts_started(orch_store *s, int64_t first, int64_t last, int64_t at_ms)
 {
     sqlite3_stmt *st;
-    int rc = orch_store__stmt(s, F_ATTEMPTS_START, &st, "lll", orch_clock_wall_ms(), first, last);
+    int rc = orch_store__stmt(s, F_ATTEMPTS_START, &st, "lll", at_ms, first, last);
     return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 

@@ -345,10 +345,10 @@ int orch_store_attempt_end(orch_store *s, int64_t row, enum orch_attempt_outcome
 int orch_store_attempts_end(orch_store *s, int64_t first, int64_t last,
                             enum orch_attempt_outcome o);
 
-/* Attempts first..last (rows: one batch's) start now, not when they were begun: a batch
- * that waited, queued behind another on its worker (pool.h), starts when that one's report
- * arrives. */
-int orch_store_attempts_started(orch_store *s, int64_t first, int64_t last);
+/* Attempts first..last (rows: one batch's) started at at_ms (ms since the epoch), not when
+ * they were begun: a batch that waited, queued behind another on its worker (pool.h),
+ * starts when the worker has answered that one. */
+int orch_store_attempts_started(orch_store *s, int64_t first, int64_t last, int64_t at_ms);
 
 /* Ends every attempt still open (the driver stopped while it ran) as interrupted. Reads
  * only the attempts from the job's attempt floor up (see below). */

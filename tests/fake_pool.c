@@ -478,6 +478,12 @@ int orch_pool_take_back(orch_pool *p, orch_worker *w, uint64_t *batch)
     return 0; /* a fake worker starts what it holds at once */
 }
 
+bool orch_pool_began(const orch_worker *w, int64_t *mono_ms)
+{
+    (void)w, (void)mono_ms;
+    return false; /* nor does it say when: the driver dates it as it reads the report */
+}
+
 /* Nor do they ask for inputs: the fake pool takes no reduce (fake_pool.h). */
 int orch_pool_send_inputs(orch_worker *w, const struct orch_wire_inputs *in)
 {

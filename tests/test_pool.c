@@ -32,6 +32,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "claim.h"
 #include "launch.h"
 #include "orch_error.h"
 #include "orch_lang.h"
@@ -1018,6 +1019,32 @@ static void test_take_back(void **state)
     run_close(&r);
 }
 
+/* The claim word also says when the worker began its last batch (claim.h): the driver
+ * dates a queued batch's attempts by it, not by when it reads the report before. */
+static void test_claim_began(void **state)
+{
+    (void)state;
+    uint64_t *word;
+    int fd = orch_claim_new(&word);
+    assert_true(fd >= 0);
+    close(fd);
+    int64_t t, before = orch_clock_mono_ms();
+    assert_false(orch_claim_began(word, 1, &t)); /* nothing begun */
+    assert_true(orch_claim_start(word, 1));
+    int64_t after = orch_clock_mono_ms();
+    assert_true(orch_claim_began(word, 1, &t));
+    assert_true(t >= before && t <= after);
+    assert_false(orch_claim_began(word, 2, &t)); /* not begun yet */
+    assert_true(orch_claim_take(word, 1, 2));   /* taken back: it never begins */
+    assert_false(orch_claim_start(word, 2));
+    assert_false(orch_claim_began(word, 2, &t));
+    assert_true(orch_claim_began(word, 1, &t)); /* still the one it began */
+    assert_true(orch_claim_start(word, 3));
+    assert_true(orch_claim_began(word, 3, &t) && t >= after);
+    assert_false(orch_claim_began(NULL, 3, &t)); /* a remote worker: no word */
+    orch_claim_free(word);
+}
+
 /* run() errors are reports with status 1; the worker stays. */
 static void test_attempt_failures(void **state)
 {
@@ -1837,6 +1864,7 @@ int main(int argc, char **argv)
         T(test_kill_holding_two),
         T(test_timeout_from_start),
         T(test_take_back),
+        T(test_claim_began),
         T(test_attempt_failures),
         T(test_record_group_failures),
         T(test_readers_full),

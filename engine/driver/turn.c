@@ -60,11 +60,17 @@ void orch_driver_worker_back(struct orch_driver_call *cr, orch_worker *w)
             if (b->worker != w || !b->queued)
                 continue;
             b->queued = false;
-            b->sent_ms = orch_clock_mono_ms(); /* its time in the worker starts now */
+            /* Its time in the worker began when the worker began it: a local worker says
+             * when (the report that came first was read later); else it begins now. */
+            int64_t now = orch_clock_mono_ms(), began;
+            if (!orch_pool_began(w, &began) || began > now)
+                began = now;
+            b->sent_ms = began;
             int rc = orch_driver_txn(cr->d);
             if (rc == 0)
                 rc = orch_store_attempts_started(cr->d->job->store, b->slot[0].attempt_row,
-                                                 b->slot[b->n - 1].attempt_row);
+                                                 b->slot[b->n - 1].attempt_row,
+                                                 orch_clock_wall_ms() - (now - began));
             if (rc < 0)
                 orch_driver_set_fatal(cr->d, rc);
         }

@@ -16,7 +16,13 @@
  *     batch before n, and the high half, which holds only the last take back, names the
  *     one it reads next whenever it names one the worker has not passed.
  * A worker without a word (a remote one: its batches cross the network) starts every
- * batch, and none of its batches is taken back. */
+ * batch, and none of its batches is taken back.
+ *
+ * A second word says when the worker began its last batch: the seq's low 24 bits over 40
+ * bits of CLOCK_MONOTONIC milliseconds, stored once the claim is made. A batch queued
+ * behind another starts when the worker has written the first one's report; the driver
+ * learns that only when it reads the report, later by whatever it was doing meanwhile, so
+ * it dates the batch's attempts by this word (orch_pool_began). */
 #ifndef ORCH_CLAIM_H
 #define ORCH_CLAIM_H
 
@@ -32,12 +38,14 @@ int orch_claim_new(uint64_t **word);
 void orch_claim_free(uint64_t *word);
 /* Takes back batch `seq` if the worker has started batch `ahead` and not `seq`. */
 bool orch_claim_take(uint64_t *word, uint32_t ahead, uint32_t seq);
+/* Whether the worker has begun batch `seq`, and then when (*mono_ms, CLOCK_MONOTONIC). */
+bool orch_claim_began(const uint64_t *word, uint32_t seq, int64_t *mono_ms);
 
 /* Worker side: the word on descriptor fd when fd is a claim memfd (closed then), else
  * NULL. */
 uint64_t *orch_claim_map(int fd);
-/* Whether the worker starts its batch n (false: the pool took it back). Always true
- * without a word. */
+/* Whether the worker starts its batch n (false: the pool took it back), and notes when.
+ * Always true without a word. */
 bool orch_claim_start(uint64_t *word, uint32_t n);
 
 #endif

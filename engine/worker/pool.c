@@ -691,6 +691,12 @@ int orch_pool_take_back(orch_pool *p, orch_worker *w, uint64_t *batch)
     return 1;
 }
 
+bool orch_pool_began(const orch_worker *w, int64_t *mono_ms)
+{
+    return w->state == W_BUSY && w->nhold > 0 &&
+           orch_claim_began(w->claim, w->hold[0].seq, mono_ms);
+}
+
 int orch_pool_send_inputs(orch_worker *w, const struct orch_wire_inputs *in)
 {
     if (w->dying || w->fd < 0)

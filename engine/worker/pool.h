@@ -400,6 +400,12 @@ void orch_pool_watch_starts(orch_pool *p, orch_pool_start_fn fn, void *ctx);
  * them, so a batch it holds is never taken back). Never calls a callback. */
 int orch_pool_take_back(orch_pool *p, orch_worker *w, uint64_t *batch);
 
+/* When worker w began the batch it runs now (*mono_ms, CLOCK_MONOTONIC), as its process
+ * noted it: for a batch that was queued behind the one just reported, earlier than the
+ * driver read that report. False when the pool cannot tell (a remote worker, or one that
+ * has not begun it yet). */
+bool orch_pool_began(const orch_worker *w, int64_t *mono_ms);
+
 /* Sends w a page of inputs, the answer to its MORE (callbacks.more). 0; -ENOMEM or
  * -E2BIG (encoding); -EPIPE when w is going away (its loss is reported as usual). */
 int orch_pool_send_inputs(orch_worker *w, const struct orch_wire_inputs *in);
