@@ -5,9 +5,12 @@
 # sleep's are freed as their readers seal, and they are what --max-live-bytes bounds.
 #   1. without a budget the fast calls run ahead of the slow one: most of the documents'
 #      bytes are live at once;
-#   2. --max-live-bytes 200K: the live bytes stay within the budget plus one document's
-#      worth (a call that runs when the budget is not yet full may pass it by one batch),
-#      and the driver held upstream calls to let the slow one drain;
+#   2. --max-live-bytes 200K: the live bytes stay within the budget plus four documents'
+#      worth, and the driver held upstream calls to let the slow one drain. A call whose
+#      worker had its batches when the budget filled passes it by their outputs: read_file
+#      and split each have one worker, which holds up to two batches of a document (the
+#      one it runs, one queued); split streams its pages, published before the document
+#      they were cut from is freed (under ASan, 2.6 documents over were seen);
 #   3. budgets smaller than one expansion (1 byte; 3 unsealed grains; with ready queues
 #      of 3 entries in memory) still finish: no deadlock;
 #   4. job.live_bytes is exact after a kill -9 mid-run: the sizes of the counted items
@@ -75,7 +78,7 @@ echo "live bytes at most: $free_peak without a budget, $tight_peak with 200 KiB"
 expect_eq "the budget the run says" 204800 "$(summary "$T/tight" budget)"
 [ "$free_peak" -gt $((8 * DOC)) ] ||
   fail "without a budget only $free_peak bytes were live at once: the test shows nothing"
-[ "$tight_peak" -le $((204800 + DOC)) ] ||
+[ "$tight_peak" -le $((204800 + 4 * DOC)) ] ||
   fail "with a budget of 200 KiB, $tight_peak bytes were live at once"
 [ "$(summary "$T/tight" held)" -gt 0 ] || fail "the budget never held an upstream call"
 expect_eq "no budget, nothing held" 0 "$(summary "$T/free" held)"
