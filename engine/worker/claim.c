@@ -90,11 +90,6 @@ bool orch_claim_began(const uint64_t *word, uint32_t seq, int64_t *mono_ms)
     uint64_t v = __atomic_load_n(word + 1, __ATOMIC_SEQ_CST);
     if (v == 0 || (v >> TIME_BITS) != ((uint64_t)seq & SEQ_MASK))
         return false;
-    /* The full clock, from the low bits: the latest time with them not after now. */
-    int64_t now = orch_clock_mono_ms();
-    int64_t t = (int64_t)(((uint64_t)now & ~TIME_MASK) | (v & TIME_MASK));
-    if (t > now)
-        t -= (int64_t)1 << TIME_BITS;
-    *mono_ms = t;
+    *mono_ms = (int64_t)(v & TIME_MASK); /* CLOCK_MONOTONIC counts from boot: 40 bits hold it */
     return true;
 }
