@@ -100,19 +100,24 @@ void orch_sha256_final(struct orch_sha256 *c, unsigned char digest[32])
     }
 }
 
-void orch_sha256_hex(const void *data, size_t n, char hex[65])
+void orch_sha256_final_hex(struct orch_sha256 *c, char hex[65])
 {
     static const char digits[] = "0123456789abcdef";
-    struct orch_sha256 c;
     unsigned char d[32];
-    orch_sha256_init(&c);
-    orch_sha256_update(&c, data, n);
-    orch_sha256_final(&c, d);
+    orch_sha256_final(c, d);
     for (int i = 0; i < 32; i++) {
         hex[2 * i] = digits[d[i] >> 4];
         hex[2 * i + 1] = digits[d[i] & 15];
     }
     hex[64] = '\0';
+}
+
+void orch_sha256_hex(const void *data, size_t n, char hex[65])
+{
+    struct orch_sha256 c;
+    orch_sha256_init(&c);
+    orch_sha256_update(&c, data, n);
+    orch_sha256_final_hex(&c, hex);
 }
 
 void orch_hmac_sha256(const void *key, size_t klen, const void *msg, size_t mlen,

@@ -655,10 +655,7 @@ int orch_file_sig(const char *path, bool hash, struct orch_root_sig *sig)
         }
         if (n < 0)
             rc = -errno;
-        unsigned char d[32];
-        orch_sha256_final(&c, d);
-        for (int i = 0; i < 32; i++)
-            snprintf(sig->hash + 2 * i, 3, "%02x", d[i]);
+        orch_sha256_final_hex(&c, sig->hash);
     }
     close(fd);
     return rc < 0 ? unread(sig, rc) : 0;
