@@ -579,13 +579,79 @@ int orch_store_attempts_begin(orch_store *s, const struct orch_grain_at *g, size
     return 0;
 }
 
+/* ---- the starts of queued batches ------------------------------------------------------
+ * A batch sent to a worker that runs another one waits behind it; its attempt rows were
+ * begun with the time it was sent, and the time the worker began it is known only when
+ * the report before it is read (orch_store_attempts_started). Rewriting the rows then cost
+ * a second UPDATE of each (a batch of the identity of scripts/bench/autobatch is 2,000
+ * rows: 2% of the driver's time); the start is kept here instead, and the UPDATE that
+ * ends the rows writes it too. Until then, and for good if the driver stops first, the
+ * rows say when the batch was sent. */
+
+/* Rows from..*to end now: narrows *to to the rows one start covers (*at: its time), or that
+ * none covers (*at: -1), and takes them from their start. */
+static void start_span(orch_store *s, int64_t from, int64_t *to, int64_t *at)
+{
+    *at = -1;
+    for (int i = 0; i < s->nstarts; i++) {
+        struct orch_store_start *t = &s->starts[i];
+        if (t->first <= from && from <= t->last) {
+            if (*to > t->last)
+                *to = t->last;
+            *at = t->at;
+            if ((t->left -= *to - from + 1) <= 0)
+                *t = s->starts[--s->nstarts];
+            return;
+        }
+    }
+    for (int i = 0; i < s->nstarts; i++)
+        if (s->starts[i].first > from && s->starts[i].first <= *to)
+            *to = s->starts[i].first - 1;
+}
+
+int orch_store_attempts_started(orch_store *s, int64_t first, int64_t last, int64_t at_ms)
+{
+    if (s->nstarts == ORCH_STORE_STARTS) {
+        /* Full (rows that ended another way, an interruption): the oldest is written now. */
+        struct orch_store_start *t = &s->starts[0];
+        sqlite3_stmt *st;
+        int rc = orch_store__stmt(s, F_ATTEMPTS_START, &st, "lll", t->at, t->first, t->last);
+        if (rc < 0 || (rc = orch_store__run(s, st, NULL)) < 0)
+            return rc;
+        *t = s->starts[--s->nstarts];
+    }
+    s->starts[s->nstarts++] =
+        (struct orch_store_start){.first = first, .last = last, .at = at_ms,
+                                  .left = last - first + 1};
+    return 0;
+}
+
+/* One UPDATE, or one for each start the rows span (held ends of consecutive rows merge,
+ * whatever batches they are of). */
+int orch_store__aend_write(orch_store *s, const struct orch_held_aend *a)
+{
+    int rc = 0;
+    for (int64_t from = a->first, to, at; rc == 0 && from <= a->last; from = to + 1) {
+        to = a->last;
+        start_span(s, from, &to, &at);
+        sqlite3_stmt *st;
+        rc = orch_store__stmt(s, F_ATTEMPTS_END, &st, "lsNll", a->at,
+                              orch_attempt_outcome_name(a->outcome), at, from, to);
+        if (rc == 0)
+            rc = orch_store__run(s, st, NULL);
+    }
+    return rc;
+}
+
 int orch_store_attempt_end(orch_store *s, int64_t row, enum orch_attempt_outcome o,
                            const char *message)
 {
+    int64_t to = row, at;
+    start_span(s, row, &to, &at);
     sqlite3_stmt *st;
-    int rc =
-        orch_store__stmt(s, F_ATTEMPT_END, &st, "lstl", orch_clock_wall_ms(), orch_attempt_outcome_name(o),
-                         message && *message ? message : NULL, row);
+    int rc = orch_store__stmt(s, F_ATTEMPT_END, &st, "lstNl", orch_clock_wall_ms(),
+                              orch_attempt_outcome_name(o), message && *message ? message : NULL,
+                              at, row);
     return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 
@@ -595,13 +661,6 @@ int orch_store_attempts_end(orch_store *s, int64_t first, int64_t last,
     struct orch_held_aend a = {first, last, orch_clock_wall_ms(), (int)o};
     int rc = orch_store__hold_aend(s, &a);
     return rc != 0 ? (rc < 0 ? rc : 0) : orch_store__aend_write(s, &a);
-}
-
-int orch_store_attempts_started(orch_store *s, int64_t first, int64_t last, int64_t at_ms)
-{
-    sqlite3_stmt *st;
-    int rc = orch_store__stmt(s, F_ATTEMPTS_START, &st, "lll", at_ms, first, last);
-    return rc < 0 ? rc : orch_store__run(s, st, NULL);
 }
 
 int orch_store_attempts_interrupt(orch_store *s)

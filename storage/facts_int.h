@@ -181,10 +181,11 @@
     X(BUDGETS_SET, 0, 0, 0,                                                                    \
       "UPDATE job SET max_unsealed = ?, max_live_bytes = ? WHERE id = 1")                      \
     X(ATTEMPT_END, PART_ATTEMPT, PART_ENDED, 0,                                                \
-      "UPDATE attempt SET ended_at = ?, outcome = ?, message = ? WHERE id = ?")                \
+      "UPDATE attempt SET ended_at = ?, outcome = ?, message = ?, "                            \
+      "started_at = coalesce(?, started_at) WHERE id = ?")                                     \
     X(ATTEMPTS_END, PART_ATTEMPT, PART_ENDED, 0,                                               \
-      "UPDATE OR FAIL attempt SET ended_at = ?, outcome = ?, message = NULL "                  \
-      "WHERE id BETWEEN ? AND ?")                                                              \
+      "UPDATE OR FAIL attempt SET ended_at = ?, outcome = ?, message = NULL, "                 \
+      "started_at = coalesce(?, started_at) WHERE id BETWEEN ? AND ?")                         \
     X(ATTEMPTS_START, PART_ATTEMPT, 0, 0,                                                      \
       "UPDATE OR FAIL attempt SET started_at = ? WHERE id BETWEEN ? AND ?")                    \
     X(ATTEMPTS_INTERRUPT, PART_ATTEMPT | PART_ENDED, PART_ENDED, 0,                            \

@@ -382,14 +382,6 @@ int orch_store__hold_aend(orch_store *s, const struct orch_held_aend *a)
     return 1;
 }
 
-int orch_store__aend_write(orch_store *s, const struct orch_held_aend *a)
-{
-    sqlite3_stmt *st;
-    int rc = orch_store__stmt(s, F_ATTEMPTS_END, &st, "lsll", a->at,
-                              orch_attempt_outcome_name(a->outcome), a->first, a->last);
-    return rc < 0 ? rc : orch_store__run(s, st, NULL);
-}
-
 int orch_store__aends_flush(orch_store *s)
 {
     int rc = 0;

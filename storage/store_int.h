@@ -51,6 +51,8 @@ struct orch_store_cached {
 #define ORCH_STORE_FACT_SLOTS 96
 
 /* Fields are written by the store's own functions only. */
+#define ORCH_STORE_STARTS 64 /* queued batches whose start waits for their end */
+
 struct orch_store {
     sqlite3 *db;
     char *path;        /* as given to open; prefix of every error detail */
@@ -82,6 +84,13 @@ struct orch_store {
      * knows (BARRIERS_UNKNOWN at its start, after raw SQL, after a barrier is put or taken
      * back): most jobs have no barrier, and every report of a child asks. */
     enum { BARRIERS_UNKNOWN, BARRIERS_NONE, BARRIERS_SOME } barriers;
+    /* facts.c: the starts of queued batches' attempts (orch_store_attempts_started), kept
+     * until their ends write them: rows first..last, `left` of them not ended yet. Not
+     * part of a transaction: a rollback keeps them. */
+    struct orch_store_start {
+        int64_t first, last, at, left;
+    } starts[ORCH_STORE_STARTS];
+    int nstarts;
 };
 
 /* Writes every held row (held.c): called before any SQL that facts_int.h's table does not

@@ -1130,6 +1130,72 @@ static void test_attempt_ends_held(void **state)
                         "0");
 }
 
+/* The start of a queued batch's attempts (orch_store_attempts_started) is written with
+ * their ends, not before: an open row still says when it was sent; a held end that spans
+ * two batches writes each one's own start; an end with a message writes it too; with
+ * every slot taken, the oldest start is written at once. */
+static int64_t started_at(orch_store *s, int64_t row)
+{
+    char sql[96];
+    snprintf(sql, sizeof sql, "SELECT started_at FROM attempt WHERE id = %lld", (long long)row);
+    return strtoll(text_of(s, sql), NULL, 10);
+}
+
+static void test_queued_starts(void **state)
+{
+    struct fx *f = *state;
+    int64_t root, kids[2];
+    hierarchy(f->s, &root, kids);
+    struct orch_grain_at at[2];
+    for (int i = 0; i < 2; i++) {
+        struct orch_grain_row g;
+        bool done;
+        assert_int_equal(orch_store_grain_create(f->s, 1, kids[i], root, 1), 0);
+        assert_int_equal(orch_store_grain_get(f->s, 1, kids[i], false, &g), 0);
+        assert_int_equal(orch_store_grain_ready(f->s, &g, 10 + i), 0);
+        assert_int_equal(orch_store_grain_dispatch(f->s, g.id, 0, &done), 0);
+        at[i] = (struct orch_grain_at){g.id, 0};
+    }
+    int64_t a, b, c;
+    assert_int_equal(orch_store_attempts_begin(f->s, at, 2, 7, "h", NULL, 1, &a), 0);
+    assert_int_equal(orch_store_attempts_begin(f->s, at, 2, 7, "h", NULL, 2, &b), 0);
+    assert_int_equal(orch_store_attempts_begin(f->s, at, 1, 7, "h", NULL, 3, &c), 0);
+    assert_int_equal(b, a + 2);
+    int64_t sent = started_at(f->s, a);
+    assert_int_equal(orch_store_commit(f->s), 0);
+
+    assert_int_equal(orch_store_begin(f->s), 0);
+    assert_int_equal(orch_store_attempts_started(f->s, b, b + 1, 42), 0);
+    assert_int_equal(orch_store_attempts_started(f->s, c, c, 43), 0);
+    assert_int_equal(orch_store_commit(f->s), 0);
+    assert_int_equal(orch_store_begin(f->s), 0);
+    assert_int_equal(started_at(f->s, b), sent); /* open: as sent */
+    /* a..a+1 and b..b+1 end alike: one held end over both batches. */
+    assert_int_equal(orch_store_attempts_end(f->s, a, a + 1, ORCH_ATTEMPT_OK), 0);
+    assert_int_equal(orch_store_attempts_end(f->s, b, b + 1, ORCH_ATTEMPT_OK), 0);
+    assert_int_equal(orch_store_attempt_end(f->s, c, ORCH_ATTEMPT_ERROR, "boom"), 0);
+    assert_int_equal(orch_store_commit(f->s), 0);
+    assert_int_equal(orch_store_begin(f->s), 0);
+    assert_int_equal(started_at(f->s, a), sent);
+    assert_int_equal(started_at(f->s, a + 1), sent);
+    assert_int_equal(started_at(f->s, b), 42);
+    assert_int_equal(started_at(f->s, b + 1), 42);
+    assert_int_equal(started_at(f->s, c), 43);
+    assert_string_equal(outcome_of(f->s, b + 1), "ok");
+    assert_int_equal(f->s->nstarts, 0); /* each taken by its ends */
+
+    /* Every slot taken: the oldest (a real row, still open) is written at once. */
+    int64_t d;
+    assert_int_equal(orch_store_attempts_begin(f->s, at, 1, 7, "h", NULL, 4, &d), 0);
+    assert_int_equal(orch_store_attempts_started(f->s, d, d, 44), 0);
+    for (int i = 1; i < ORCH_STORE_STARTS; i++)
+        assert_int_equal(orch_store_attempts_started(f->s, d + 10 * i, d + 10 * i, 50), 0);
+    assert_true(started_at(f->s, d) > 44); /* 64 kept, none written */
+    assert_int_equal(orch_store_attempts_started(f->s, d + 10000, d + 10000, 51), 0);
+    assert_int_equal(started_at(f->s, d), 44);
+    assert_int_equal(f->s->nstarts, ORCH_STORE_STARTS);
+}
+
 static void test_seals_held(void **state)
 {
     struct fx *f = *state;
@@ -1271,6 +1337,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_job_stop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_attempt_ends_held, setup, teardown),
         cmocka_unit_test_setup_teardown(test_seals_held, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_queued_starts, setup, teardown),
     };
     /* Every store of the suite enforces the schema's rules (orch_store_config). */
     orch_store_configure(&(struct orch_store_config){.checks = true});
