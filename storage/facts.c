@@ -599,8 +599,8 @@ static void start_span(orch_store *s, int64_t from, int64_t *to, int64_t *at)
             if (*to > t->last)
                 *to = t->last;
             *at = t->at;
-            if ((t->left -= *to - from + 1) <= 0)
-                *t = s->starts[--s->nstarts];
+            if ((t->left -= *to - from + 1) <= 0) /* taken out, the others kept in order */
+                memmove(t, t + 1, (size_t)(--s->nstarts - i) * sizeof *t);
             return;
         }
     }
@@ -618,7 +618,7 @@ int orch_store_attempts_started(orch_store *s, int64_t first, int64_t last, int6
         int rc = orch_store__stmt(s, F_ATTEMPTS_START, &st, "lll", t->at, t->first, t->last);
         if (rc < 0 || (rc = orch_store__run(s, st, NULL)) < 0)
             return rc;
-        *t = s->starts[--s->nstarts];
+        memmove(t, t + 1, (size_t)--s->nstarts * sizeof *t);
     }
     s->starts[s->nstarts++] =
         (struct orch_store_start){.first = first, .last = last, .at = at_ms,
