@@ -1,5 +1,5 @@
 /* facts_int.h — internals of the typed SQL access to the job's facts, shared by facts.c,
- * roots.c and held.c. Not for the engine.
+ * attempts.c, roots.c and held.c. Not for the engine.
  *
  * Every statement these files run is a slot of one table (FACT_STATEMENTS): its text is
  * prepared once, on first use, through the store's cache, and kept in s->fact[slot].
@@ -14,7 +14,7 @@
 
 #include "store_int.h"
 
-/* X(slot, reads, writes, via, sql): every statement of facts.c, roots.c and held*.c.
+/* X(slot, reads, writes, via, sql): every statement of facts.c, attempts.c, roots.c and held*.c.
  *
  * reads, writes: the parts of the job (enum orch_fact_part, held.h) that the statement
  * reads and writes; an INSERT reads the rows its foreign keys name, an UPDATE or DELETE

@@ -187,7 +187,7 @@ _Static_assert(ROWS_ENTITY < ORCH_STORE_ROW_KINDS, "raise ORCH_STORE_ROW_KINDS")
  * written to a temporary file. A failed write here always ends its transaction in a
  * rollback (the turn), so the rows a failed statement wrote before the failing one never
  * stay, and no statement needs undoing on its own: FAIL keeps no journal. The journals
- * were 10,700 writes to temporary files in one run of scripts/bench/autobatch, 3.5% of the
+ * were 10,700 writes to temporary files in one run of scripts/bench/autobatch, 5.5% of the
  * driver's time. */
 static const struct {
     const char *head, *row;

@@ -393,7 +393,7 @@ int orch_store__seal_in_flight(orch_store *s, int64_t grain, enum orch_grain_out
 /* Holds the end of attempt rows a->first..last (merged with the last held when they
  * follow it with the same outcome and time): as the other holds. Writes one now. */
 int orch_store__hold_aend(orch_store *s, const struct orch_held_aend *a);
-/* Writes one held end (facts.c: with the starts kept for queued batches' rows). */
+/* Writes one held end (attempts.c: with the starts kept for queued batches' rows). */
 int orch_store__aend_write(orch_store *s, const struct orch_held_aend *a);
 
 /* The flushes of the kinds held_flight.c holds. */

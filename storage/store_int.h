@@ -84,7 +84,7 @@ struct orch_store {
      * knows (BARRIERS_UNKNOWN at its start, after raw SQL, after a barrier is put or taken
      * back): most jobs have no barrier, and every report of a child asks. */
     enum { BARRIERS_UNKNOWN, BARRIERS_NONE, BARRIERS_SOME } barriers;
-    /* facts.c: the starts of queued batches' attempts (orch_store_attempts_started), kept
+    /* attempts.c: the starts of queued batches' attempts (orch_store_attempts_started), kept
      * until their ends write them: rows first..last, `left` of them not ended yet. Not
      * part of a transaction: a rollback keeps them. */
     struct orch_store_start {

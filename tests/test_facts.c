@@ -1084,21 +1084,27 @@ static void test_job_stop(void **state)
 /* Attempt ends held to the end of the turn: adjacent ranges become one; a statement that
  * reads the attempt table writes them first, as does the commit; a rollback forgets them
  * with the rows they end. */
-static void test_attempt_ends_held(void **state)
+/* The hierarchy, with the ocr grains of both pages in flight (at[i]: page i's). */
+static void two_in_flight(orch_store *s, struct orch_grain_at at[2])
 {
-    struct fx *f = *state;
     int64_t root, kids[2];
-    hierarchy(f->s, &root, kids);
-    struct orch_grain_at at[2];
+    hierarchy(s, &root, kids);
     for (int i = 0; i < 2; i++) {
         struct orch_grain_row g;
         bool done;
-        assert_int_equal(orch_store_grain_create(f->s, 1, kids[i], root, 1), 0);
-        assert_int_equal(orch_store_grain_get(f->s, 1, kids[i], false, &g), 0);
-        assert_int_equal(orch_store_grain_ready(f->s, &g, 10 + i), 0);
-        assert_int_equal(orch_store_grain_dispatch(f->s, g.id, 0, &done), 0);
+        assert_int_equal(orch_store_grain_create(s, 1, kids[i], root, 1), 0);
+        assert_int_equal(orch_store_grain_get(s, 1, kids[i], false, &g), 0);
+        assert_int_equal(orch_store_grain_ready(s, &g, 10 + i), 0);
+        assert_int_equal(orch_store_grain_dispatch(s, g.id, 0, &done), 0);
         at[i] = (struct orch_grain_at){g.id, 0};
     }
+}
+
+static void test_attempt_ends_held(void **state)
+{
+    struct fx *f = *state;
+    struct orch_grain_at at[2];
+    two_in_flight(f->s, at);
     int64_t a[4];
     for (int i = 0; i < 4; i++) /* two batches of each grain: a[0..3], consecutive rows */
         assert_int_equal(orch_store_attempts_begin(f->s, &at[i % 2], 1, 7, "h", NULL,
@@ -1144,18 +1150,8 @@ static int64_t started_at(orch_store *s, int64_t row)
 static void test_queued_starts(void **state)
 {
     struct fx *f = *state;
-    int64_t root, kids[2];
-    hierarchy(f->s, &root, kids);
     struct orch_grain_at at[2];
-    for (int i = 0; i < 2; i++) {
-        struct orch_grain_row g;
-        bool done;
-        assert_int_equal(orch_store_grain_create(f->s, 1, kids[i], root, 1), 0);
-        assert_int_equal(orch_store_grain_get(f->s, 1, kids[i], false, &g), 0);
-        assert_int_equal(orch_store_grain_ready(f->s, &g, 10 + i), 0);
-        assert_int_equal(orch_store_grain_dispatch(f->s, g.id, 0, &done), 0);
-        at[i] = (struct orch_grain_at){g.id, 0};
-    }
+    two_in_flight(f->s, at);
     int64_t a, b, c;
     assert_int_equal(orch_store_attempts_begin(f->s, at, 2, 7, "h", NULL, 1, &a), 0);
     assert_int_equal(orch_store_attempts_begin(f->s, at, 2, 7, "h", NULL, 2, &b), 0);
