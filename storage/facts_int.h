@@ -14,7 +14,8 @@
 
 #include "store_int.h"
 
-/* X(slot, reads, writes, via, sql): every statement of facts.c, attempts.c, roots.c and held*.c.
+/* X(slot, reads, writes, via, sql): every statement of facts.c, attempts.c, roots.c and
+ * held*.c.
  *
  * reads, writes: the parts of the job (enum orch_fact_part, held.h) that the statement
  * reads and writes; an INSERT reads the rows its foreign keys name, an UPDATE or DELETE
@@ -23,9 +24,6 @@
  * held READY; a grain created in the transaction is updated where it is held; a seal or
  * a READY of a grain forgets its held READY). Before the statement runs, the held rows
  * of HELD_KINDS_OF(reads | writes) & ~via are written (fact_need in facts.c).
- *
- * The UPDATEs that write many rows say OR FAIL, as the held rows' INSERTs do (held.c, row
- * kinds): no statement journal.
  *
  * The look-ups of a root by key name their index: without statistics SQLite prefers
  * entity_root (every root of the domain) over entity_by_key, which made each look-up a
@@ -115,7 +113,7 @@
       "UPDATE grain SET phase = ?3, ready_seq = ?2, pending = 0, ready_at = ?4 "               \
       "WHERE id = ?1 AND phase = ?5")                                                          \
     X(GRAINS_READY_RUN, PART_GRAIN, PART_PHASE, HELD_GRAIN | HELD_READY,                       \
-      "UPDATE OR FAIL grain SET phase = ?3, "                                                  \
+      "UPDATE grain SET phase = ?3, "                                                          \
       "ready_seq = ?2 + (id - ?1) / ?6 * ?7, "                                                 \
       "pending = 0, ready_at = ?4 WHERE id BETWEEN ?1 AND ?8 "                                 \
       "AND (id - ?1) % ?6 = 0 AND phase = ?5")                                                 \
@@ -129,7 +127,7 @@
       "ready_at = coalesce(?6, ready_at) "                                                     \
       "WHERE id = ?1 AND phase <> ?5 AND generation = ?3")                                     \
     X(GRAINS_SEAL_RUN, PART_GRAIN | PART_PHASE, PART_PHASE, HELD_READY,                        \
-      "UPDATE OR FAIL grain SET phase = ?5, outcome = ?2, pending = 0, "                       \
+      "UPDATE grain SET phase = ?5, outcome = ?2, pending = 0, "                               \
       "ready_seq = coalesce(?4 + (id - ?1) / ?7 * ?8, ready_seq), "                            \
       "ready_at = coalesce(?6, ready_at) WHERE id BETWEEN ?1 AND ?9 "                          \
       "AND (id - ?1) % ?7 = 0 AND phase <> ?5 AND generation = ?3")                            \
@@ -159,7 +157,7 @@
       "JOIN suppression AS s ON s.call_id = g.call_id "                                        \
       "AND s.parent_id = e.parent_id WHERE g.phase <> ?1")                                     \
     X(GRAINS_INTERRUPT, PART_GRAIN | PART_PHASE | PART_ATTEMPT | PART_ENDED, PART_PHASE, 0,    \
-      "UPDATE OR FAIL grain SET phase = ?1, generation = generation + 1, "                     \
+      "UPDATE grain SET phase = ?1, generation = generation + 1, "                             \
       "ready_at = ?3, pending = 0, ready_seq = coalesce(ready_seq, 0) "                        \
       "WHERE phase = ?2 OR (phase <> ?4 "                                                      \
       "AND id IN (" OPEN_ATTEMPT_GRAINS "))")                                                  \
@@ -184,12 +182,12 @@
       "UPDATE attempt SET ended_at = ?, outcome = ?, message = ?, "                            \
       "started_at = coalesce(?, started_at) WHERE id = ?")                                     \
     X(ATTEMPTS_END, PART_ATTEMPT, PART_ENDED, 0,                                               \
-      "UPDATE OR FAIL attempt SET ended_at = ?, outcome = ?, message = NULL, "                 \
+      "UPDATE attempt SET ended_at = ?, outcome = ?, message = NULL, "                         \
       "started_at = coalesce(?, started_at) WHERE id BETWEEN ? AND ?")                         \
     X(ATTEMPTS_START, PART_ATTEMPT, 0, 0,                                                      \
-      "UPDATE OR FAIL attempt SET started_at = ? WHERE id BETWEEN ? AND ?")                    \
+      "UPDATE attempt SET started_at = ? WHERE id BETWEEN ? AND ?")                            \
     X(ATTEMPTS_INTERRUPT, PART_ATTEMPT | PART_ENDED, PART_ENDED, 0,                            \
-      "UPDATE OR FAIL attempt SET outcome = ?, ended_at = ? "                                  \
+      "UPDATE attempt SET outcome = ?, ended_at = ? "                                          \
       "WHERE id >= (SELECT attempt_floor FROM job WHERE id = 1) "                              \
       "AND outcome IS NULL")                                                                   \
     X(ATTEMPT_FLOOR_SET, 0, 0, 0, "UPDATE job SET attempt_floor = ? WHERE id = 1")             \

@@ -180,38 +180,29 @@ void orch_store__held_free(struct orch_store_held *h)
 _Static_assert(ROWS_ENTITY < ORCH_STORE_ROW_KINDS, "raise ORCH_STORE_ROW_KINDS");
 
 /* Each kind: the INSERT up to VALUES, and one row, '#' standing for each of the row's own
- * parameters; they are numbered after ?1 .. ?nfixed, which every row of a statement shares.
- * OR FAIL: a statement that writes several rows and may stop at a constraint in the middle
- * makes SQLite keep a statement journal, the original of every page the statement changes,
- * so that the statement alone can be undone (ABORT, the default); past 64 KiB it is
- * written to a temporary file. A failed write here always ends its transaction in a
- * rollback (the turn), so the rows a failed statement wrote before the failing one never
- * stay, and no statement needs undoing on its own: FAIL keeps no journal. The journals
- * were 10,700 writes to temporary files in one run of scripts/bench/autobatch, 5.5% of the
- * driver's time. */
+ * parameters; they are numbered after ?1 .. ?nfixed, which every row of a statement shares. */
 static const struct {
     const char *head, *row;
     int nfixed, per;
     bool rowids;   /* rows take consecutive rowids, which the caller is told */
     unsigned need; /* the held kinds written first (as fact_need, facts.c) */
 } row_kinds[] = {
-    [ROWS_ATTEMPT] = {"INSERT OR FAIL INTO attempt (grain_id, generation, worker_pid, host, "
-                      "slurm_job, batch, started_at) VALUES ",
+    [ROWS_ATTEMPT] = {"INSERT INTO attempt (grain_id, generation, worker_pid, host, slurm_job, "
+                      "batch, started_at) VALUES ",
                       "(#, #, ?1, ?2, ?3, ?4, ?5)", 5, 2, true,
                       HELD_KINDS_OF(PART_GRAIN | PART_ATTEMPT)},
-    [ROWS_GRAIN] = {"INSERT OR FAIL INTO grain (id, call_id, entity_id, phase, generation, "
-                    "pending, ready_seq, ready_at) VALUES ",
+    [ROWS_GRAIN] = {"INSERT INTO grain (id, call_id, entity_id, phase, generation, pending, "
+                    "ready_seq, ready_at) VALUES ",
                     "(#, #, #, #, 0, #, #, #)", 0, 7, false,
                     HELD_KINDS_OF(PART_ENTITY | PART_GRAIN)},
-    [ROWS_ITEM] = {"INSERT OR FAIL INTO item (port_id, entity_id, state, payload_id, "
-                   "payload_size) VALUES ",
+    [ROWS_ITEM] = {"INSERT INTO item (port_id, entity_id, state, payload_id, payload_size) "
+                   "VALUES ",
                    "(#, #, #, #, #)", 0, 5, false, HELD_KINDS_OF(PART_ENTITY | PART_ITEM)},
-    [ROWS_ROOT] = {"INSERT OR FAIL INTO root (entity_id, domain_id, revision, position, "
-                   "size, mtime_ns, hash, admitted_at) VALUES ",
+    [ROWS_ROOT] = {"INSERT INTO root (entity_id, domain_id, revision, position, size, "
+                   "mtime_ns, hash, admitted_at) VALUES ",
                    "(#, #, #, #, #, #, #, #)", 0, 8, false,
                    HELD_KINDS_OF(PART_ENTITY | PART_ROOT)},
-    [ROWS_ENTITY] = {"INSERT OR FAIL INTO entity (id, domain_id, parent_id, ordinal, key) "
-                     "VALUES ",
+    [ROWS_ENTITY] = {"INSERT INTO entity (id, domain_id, parent_id, ordinal, key) VALUES ",
                      "(#, #, #, #, #)", 0, 5, false, HELD_KINDS_OF(PART_ENTITY)},
 };
 
