@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "orch_error.h"
 #include "queue.h"
 
 /* ---- the store's side ------------------------------------------------------------------ */
@@ -582,8 +583,8 @@ static void test_spill_fields(void **state)
     free(f);
 }
 
-/* A spill that cannot be made (its directory is gone) fails the push, and the queue is as
- * it was; with a directory, a million entries keep the array at the window. */
+/* A spill that cannot be made (its directory is gone) fails the push, saying which file
+ * and why, and the queue is as it was; with a directory, a million entries keep the array at the window. */
 static void test_spill_error_and_bound(void **state)
 {
     struct orch_queue q = {.window = 2, .spill_dir = "/nonexistent/orch-test"};
@@ -591,7 +592,11 @@ static void test_spill_error_and_bound(void **state)
     push(&q, 1, 0, false);
     push(&q, 2, 0, false);
     struct orch_queue_entry e = {.g = {.grain = 3, .in0_state = -1}};
+    orch_error_set(ORCH_ENOTFOUND, "an older detail");
     assert_int_equal(orch_queue_push(&q, &e), -ENOENT);
+    assert_string_equal(orch_error_detail(), "the ready queue's spill file in "
+                                             "/nonexistent/orch-test: open: No such file or "
+                                             "directory");
     assert_int_equal(orch_queue_count(&q), 2);
     assert_int_equal(reserve(&q, f, 5, 0, false), 2);
     orch_queue_free(&q);

@@ -211,8 +211,10 @@ static int payload_size(orch_prop *p, uint64_t id, size_t *len)
         orch_prop_snapshot_end(p);
     }
     /* Not stored: a committed Present item always names a stored payload, and a freed one
-     * is freed once (reclaimed's key); count nothing rather than stop the job. */
+     * is freed once (reclaimed's key); count nothing rather than stop the job. The miss's
+     * detail goes too: a later error that sets none must not be told as "no payload". */
     *len = 0;
+    orch_error_clear();
     return 0;
 }
 

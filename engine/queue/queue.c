@@ -10,17 +10,32 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "orch_error.h"
 #include "support.h"
 
 /* ---- the spill (queue.h, "The window and the spill") ---------------------------------- */
 
 #define SPILL_BUF 256 /* entries gathered before one write: 16 KiB */
 
-static int spill_open(struct orch_queue *q)
+static const char *spill_dir(const struct orch_queue *q)
 {
     const char *dir = q->spill_dir;
     if (!dir && !(dir = getenv("TMPDIR")))
         dir = "/tmp";
+    return dir;
+}
+
+/* The detail of a failed system call on the spill file: rc (-errno) with what failed; a
+ * full file system is said as such. */
+static int spill_error(const struct orch_queue *q, int rc, const char *what)
+{
+    return orch_error_set(rc, "the ready queue's spill file in %s: %s: %s%s", spill_dir(q),
+                          what, strerror(-rc), rc == -ENOSPC ? " (the disk is full)" : "");
+}
+
+static int spill_open(struct orch_queue *q)
+{
+    const char *dir = spill_dir(q);
     /* Unlinked from the start: nothing to clean up after a crash. */
     int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
     if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
@@ -33,7 +48,7 @@ static int spill_open(struct orch_queue *q)
             unlink(path);
     }
     if (fd < 0)
-        return -errno;
+        return spill_error(q, -errno, "open");
     if (!q->buf && !(q->buf = malloc(SPILL_BUF * sizeof *q->buf))) {
         close(fd);
         return -ENOMEM;
@@ -56,7 +71,8 @@ static int spill_write(struct orch_queue *q)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
-            return -errno; /* ENOSPC, EIO: the entries stay in buf, the queue whole */
+            /* ENOSPC, EIO: the entries stay in buf, the queue whole */
+            return spill_error(q, -errno, "write");
         p += n;
         at += n;
         left -= (size_t)n;
@@ -89,9 +105,11 @@ static int spill_read(struct orch_queue *q, struct orch_queue_entry *dst, size_t
         if (got < 0 && errno == EINTR)
             continue;
         if (got < 0)
-            return -errno;
-        if (got == 0)
-            return -EIO; /* shorter than what was written: someone truncated it */
+            return spill_error(q, -errno, "read");
+        if (got == 0) /* shorter than what was written: someone truncated it */
+            return orch_error_set(-EIO, "the ready queue's spill file in %s is shorter "
+                                        "than what was written to it",
+                                  spill_dir(q));
         p += got;
         at += got;
         left -= (size_t)got;
