@@ -39,6 +39,7 @@
 #include <string.h>
 
 #include "driver.h"
+#include "driver_int.h"
 #include "fake_pool.h"
 #include "orch_error.h"
 #include "orch_facts.h"
@@ -718,6 +719,31 @@ static void test_carry(void **state)
     assert_int_equal(fake_log.started[call_of(f, "a")], 0);
 }
 
+/* The first fatal error of a pass of the event loop is what the run stops with, its detail
+ * included: the callbacks after it in the same pass still run on the half-applied turn,
+ * and a failure of theirs (here a payload the turn never wrote) sets the thread's detail
+ * again (mutation: set_fatal keeps only the code, and the run says "no payload 7" for a
+ * full state.db). */
+static void test_fatal_keeps_its_detail(void **state)
+{
+    (void)state;
+    struct orch_driver *d = calloc(1, sizeof *d);
+    assert_non_null(d);
+    assert_int_equal(orch_driver_fatal(d), 0);
+    orch_driver_set_fatal(d, orch_error_set(-ENOSPC, "state.db: database or disk is full"));
+    orch_driver_set_fatal(d, orch_error_set(ORCH_ENOTFOUND, "payloads: no payload 7"));
+    assert_int_equal(orch_driver_fatal(d), -ENOSPC);
+    assert_string_equal(orch_error_detail(), "state.db: database or disk is full");
+    /* A fatal error set with no detail says none, not an older one. */
+    memset(d, 0, sizeof *d);
+    orch_error_clear();
+    orch_driver_set_fatal(d, -ENOMEM);
+    orch_error_set(ORCH_ENOTFOUND, "payloads: no payload 8");
+    assert_int_equal(orch_driver_fatal(d), -ENOMEM);
+    assert_string_equal(orch_error_detail(), "");
+    free(d);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -736,6 +762,7 @@ int main(void)
         T(test_second_batch_after_deeper),
         T(test_lost_holding_two),
         T(test_carry),
+        T(test_fatal_keeps_its_detail),
     };
     /* Every store of the suite enforces the schema's rules (orch_store_config). */
     orch_store_configure(&(struct orch_store_config){.checks = true});

@@ -48,8 +48,10 @@
  *     worker of its call is idle then. A batch once queued stays with its worker: one that
  *     goes idle later does not take it back, so a slow batch can hold one queued behind
  *     it for its own duration.
- *  3. A fatal error (d->fatal, the first one wins) ends the loop at the next turn, whose
- *     transaction is rolled back, never committed: a report may be half applied in it.
+ *  3. A fatal error (d->fatal, the first one wins, with its detail) ends the loop at the
+ *     next turn, whose transaction is rolled back, never committed: a report may be half
+ *     applied in it, and the callbacks after it in the same pass of the loop may fail
+ *     again on what it left; the run says the first.
  *     What the user must still learn from the rolled-back turn — why the attempts then
  *     running ended — is written after the rollback, in a transaction of its own.
  *  4. A queue holds READY grains in ready_seq order, each at most once per generation; an
@@ -252,6 +254,8 @@ struct orch_driver {
     int npaused, cpaused;
     /* loop.c, and turn.c (fatal, settled) */
     int fatal;                        /* the first fatal error; the loop stops */
+    char fatal_why[1024];             /* its detail: later failures of the pass overwrite
+                                         the thread's (orch_driver_fatal) */
     bool interrupted;                 /* SIGINT or SIGTERM */
     struct orch_driver_batch *settled; /* left flight this turn; freed once it commits */
     /* resources.c: the calls (by plan call index) and their pools; the budgets */
@@ -319,8 +323,13 @@ struct orch_driver {
 
 /* Opens the turn's transaction unless it is open. 0 or a negative error. */
 int orch_driver_txn(struct orch_driver *d);
-/* Records rc as the fatal error unless one is recorded: the loop stops at the next turn. */
+/* Records rc, with the thread's error detail, as the fatal error unless one is recorded:
+ * the loop stops at the next turn. */
 void orch_driver_set_fatal(struct orch_driver *d, int rc);
+/* The fatal error (0: none), its detail made the thread's again: the callbacks of the same
+ * pass of the event loop go on after it, and their own failures on a half-applied turn
+ * (a payload that turn never wrote, say) are not what the run stopped for. */
+int orch_driver_fatal(const struct orch_driver *d);
 /* Batch b left flight (answered, failed, or never sent) and its outcome is written in the
  * turn's transaction: it is freed when that commits (invariants 2 and 3). */
 void orch_driver_settle(struct orch_driver *d, struct orch_driver_batch *b);

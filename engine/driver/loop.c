@@ -413,7 +413,7 @@ static int turn(struct orch_driver *d)
      * half done: it is rolled back (by the caller), never committed. What it held was in
      * flight and runs again on resume. */
     if (d->fatal)
-        return d->fatal;
+        return orch_driver_fatal(d);
     struct orch_prop_hooks queue = {.ctx = d, .ready = queue_ready};
     int rc = orch_driver_admit(d);
     if (rc == 0)
@@ -431,7 +431,7 @@ static int turn(struct orch_driver *d)
     }
     orch_driver_send(d);
     if (d->fatal)
-        return d->fatal;
+        return orch_driver_fatal(d);
     /* orch_driver_send may have put back batches that never reached their workers. */
     if ((rc = commit_turn(d)) < 0)
         return rc;

@@ -5,13 +5,28 @@
 #include "driver_int.h"
 
 #include <errno.h>
+#include <stdio.h>
 
+#include "orch_error.h"
 #include "support.h"
 
 void orch_driver_set_fatal(struct orch_driver *d, int rc)
 {
+    if (d->fatal)
+        return;
+    d->fatal = rc;
+    snprintf(d->fatal_why, sizeof d->fatal_why, "%s", orch_error_detail());
+}
+
+int orch_driver_fatal(const struct orch_driver *d)
+{
     if (!d->fatal)
-        d->fatal = rc;
+        return 0;
+    if (!d->fatal_why[0]) {
+        orch_error_clear();
+        return d->fatal;
+    }
+    return orch_error_set(d->fatal, "%s", d->fatal_why);
 }
 
 /* The turn's transaction is opened lazily by whatever needs to write first. */

@@ -300,7 +300,7 @@ int orch_driver_workers_init(struct orch_driver *d)
             orch_driver_want(d, cr);
     }
     d->idle_min_ms = d->opts->idle_stop_ms > 0 ? d->opts->idle_stop_ms : IDLE_MIN_MS;
-    return d->fatal;
+    return orch_driver_fatal(d);
 }
 
 void orch_driver_workers_reopen(struct orch_driver *d)
