@@ -180,12 +180,12 @@
       "UPDATE job SET max_unsealed = ?, max_live_bytes = ? WHERE id = 1")                      \
     X(ATTEMPT_END, PART_ATTEMPT, PART_ENDED, 0,                                                \
       "UPDATE attempt SET ended_at = ?, outcome = ?, message = ?, "                            \
-      "started_at = coalesce(?, started_at) WHERE id = ?")                                     \
+      "started_at = max(coalesce(?, started_at), started_at) WHERE id = ?")                    \
     X(ATTEMPTS_END, PART_ATTEMPT, PART_ENDED, 0,                                               \
       "UPDATE attempt SET ended_at = ?, outcome = ?, message = NULL, "                         \
-      "started_at = coalesce(?, started_at) WHERE id BETWEEN ? AND ?")                         \
+      "started_at = max(coalesce(?, started_at), started_at) WHERE id BETWEEN ? AND ?")        \
     X(ATTEMPTS_START, PART_ATTEMPT, 0, 0,                                                      \
-      "UPDATE attempt SET started_at = ? WHERE id BETWEEN ? AND ?")                            \
+      "UPDATE attempt SET started_at = max(?, started_at) WHERE id BETWEEN ? AND ?")           \
     X(ATTEMPTS_INTERRUPT, PART_ATTEMPT | PART_ENDED, PART_ENDED, 0,                            \
       "UPDATE attempt SET outcome = ?, ended_at = ? "                                          \
       "WHERE id >= (SELECT attempt_floor FROM job WHERE id = 1) "                              \

@@ -349,8 +349,9 @@ int orch_store_attempts_end(orch_store *s, int64_t first, int64_t last,
  * they were begun: a batch that waited, queued behind another on its worker (pool.h),
  * starts when the worker has answered that one. Kept by the store and written by the
  * statements that end the rows (orch_store_attempt_end, orch_store_attempts_end): until
- * then the rows say when they were begun. Outside any transaction: a rollback keeps it;
- * with ORCH_STORE_STARTS kept already, the oldest is written now (in the open one). */
+ * then the rows say when they were begun, and never earlier than that (at_ms comes from the
+ * monotonic clock, a millisecond off either way). Outside any transaction: a rollback keeps
+ * it; with ORCH_STORE_STARTS kept already, the oldest is written now (in the open one). */
 int orch_store_attempts_started(orch_store *s, int64_t first, int64_t last, int64_t at_ms);
 
 /* Ends every attempt still open (the driver stopped while it ran) as interrupted. Reads

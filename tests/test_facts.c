@@ -1138,8 +1138,9 @@ static void test_attempt_ends_held(void **state)
 
 /* The start of a queued batch's attempts (orch_store_attempts_started) is written with
  * their ends, not before: an open row still says when it was sent; a held end that spans
- * two batches writes each one's own start; an end with a message writes it too; with
- * every slot taken, the oldest start is written at once. */
+ * two batches writes each one's own start; an end with a message writes it too; a start
+ * before the send time (the clocks' skew) is taken as the send time; with every slot
+ * taken, the oldest start is written at once. */
 static int64_t started_at(orch_store *s, int64_t row)
 {
     char sql[96];
@@ -1161,8 +1162,8 @@ static void test_queued_starts(void **state)
     assert_int_equal(orch_store_commit(f->s), 0);
 
     assert_int_equal(orch_store_begin(f->s), 0);
-    assert_int_equal(orch_store_attempts_started(f->s, b, b + 1, 42), 0);
-    assert_int_equal(orch_store_attempts_started(f->s, c, c, 43), 0);
+    assert_int_equal(orch_store_attempts_started(f->s, b, b + 1, sent_b + 42), 0);
+    assert_int_equal(orch_store_attempts_started(f->s, c, c, sent_b - 5), 0); /* clock skew */
     assert_int_equal(orch_store_commit(f->s), 0);
     assert_int_equal(orch_store_begin(f->s), 0);
     assert_int_equal(started_at(f->s, b), sent_b); /* open: as sent */
@@ -1174,21 +1175,23 @@ static void test_queued_starts(void **state)
     assert_int_equal(orch_store_begin(f->s), 0);
     assert_int_equal(started_at(f->s, a), sent);
     assert_int_equal(started_at(f->s, a + 1), sent);
-    assert_int_equal(started_at(f->s, b), 42);
-    assert_int_equal(started_at(f->s, b + 1), 42);
-    assert_int_equal(started_at(f->s, c), 43);
+    assert_int_equal(started_at(f->s, b), sent_b + 42);
+    assert_int_equal(started_at(f->s, b + 1), sent_b + 42);
+    assert_true(started_at(f->s, c) >= sent_b); /* never before it was sent */
+    assert_true(started_at(f->s, c) < sent_b + 42);
     assert_string_equal(outcome_of(f->s, b + 1), "ok");
     assert_int_equal(f->s->nstarts, 0); /* each taken by its ends */
 
     /* Every slot taken: the oldest (a real row, still open) is written at once. */
     int64_t d;
     assert_int_equal(orch_store_attempts_begin(f->s, at, 1, 7, "h", NULL, 4, &d), 0);
-    assert_int_equal(orch_store_attempts_started(f->s, d, d, 44), 0);
+    int64_t sent_d = started_at(f->s, d);
+    assert_int_equal(orch_store_attempts_started(f->s, d, d, sent_d + 44), 0);
     for (int i = 1; i < ORCH_STORE_STARTS; i++)
         assert_int_equal(orch_store_attempts_started(f->s, d + 10 * i, d + 10 * i, 50), 0);
-    assert_true(started_at(f->s, d) > 44); /* 64 kept, none written */
+    assert_int_equal(started_at(f->s, d), sent_d); /* 64 kept, none written */
     assert_int_equal(orch_store_attempts_started(f->s, d + 10000, d + 10000, 51), 0);
-    assert_int_equal(started_at(f->s, d), 44);
+    assert_int_equal(started_at(f->s, d), sent_d + 44);
     assert_int_equal(f->s->nstarts, ORCH_STORE_STARTS);
 }
 
