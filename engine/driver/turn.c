@@ -20,13 +20,7 @@ void orch_driver_set_fatal(struct orch_driver *d, int rc)
 
 int orch_driver_fatal(const struct orch_driver *d)
 {
-    if (!d->fatal)
-        return 0;
-    if (!d->fatal_why[0]) {
-        orch_error_clear();
-        return d->fatal;
-    }
-    return orch_error_set(d->fatal, "%s", d->fatal_why);
+    return d->fatal ? orch_error_set(d->fatal, "%s", d->fatal_why) : 0; /* "": no detail */
 }
 
 /* The turn's transaction is opened lazily by whatever needs to write first. */
